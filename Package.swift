@@ -1,0 +1,39 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "OfflineStore",
+    products: [
+        .library(name: "OfflineStore", targets: ["OfflineStore"]),
+        .executable(name: "offline-store", targets: ["offline-store"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"])]
+        ),
+        .target(name: "Storage", dependencies: ["CLMDB"], swiftSettings: strict),
+        .target(name: "Query", dependencies: ["Storage"], swiftSettings: strict),
+        .target(name: "Queue", dependencies: ["Storage", "Query"], swiftSettings: strict),
+        .target(name: "Remote", dependencies: ["Queue", "Query"], swiftSettings: strict),
+        .target(name: "OfflineStore", dependencies: ["Storage", "Query", "Queue", "Remote"], swiftSettings: strict),
+        .target(name: "Server", dependencies: ["OfflineStore"], swiftSettings: strict),
+        .executableTarget(
+            name: "offline-store",
+            dependencies: [
+                "OfflineStore", "Server",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
+        .testTarget(name: "QueryTests", dependencies: ["Query", "Storage"], swiftSettings: strict),
+        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "offline-store"], swiftSettings: strict),
+    ]
+)

@@ -1,0 +1,164 @@
+import CLMDB
+import Foundation
+
+/// One caller's write: a closure to run in a (child) transaction and where its outcome goes.
+class _AnyWriteJob: @unchecked Sendable {
+    // @unchecked: fields are written by the writer thread before `onDone` hands the job back.
+    let exclusive: Bool
+    var onDone: (@Sendable () -> Void)?
+    init(exclusive: Bool) { self.exclusive = exclusive }
+    /// Runs the body; returns the error it threw, if any (the outcome is kept for `finish`).
+    func run(_ txn: borrowing WriteTransaction) -> Error? { fatalError("abstract") }
+    /// Records a failure of the whole batch (e.g. the commit failed).
+    func fail(_ error: Error) { fatalError("abstract") }
+    func finish() { onDone?() }
+}
+
+final class _WriteJob<R: Sendable>: _AnyWriteJob, @unchecked Sendable {
+    let body: @Sendable (borrowing WriteTransaction) throws -> R
+    var result: Result<R, Error>?
+
+    init(body: @escaping @Sendable (borrowing WriteTransaction) throws -> R, exclusive: Bool) {
+        self.body = body
+        super.init(exclusive: exclusive)
+    }
+
+    override func run(_ txn: borrowing WriteTransaction) -> Error? {
+        do {
+            result = .success(try body(txn))
+            return nil
+        } catch {
+            result = .failure(error)
+            return error
+        }
+    }
+
+    override func fail(_ error: Error) { result = .failure(error) }
+}
+
+/// The one thread that runs write transactions (LMDB binds a write transaction to its thread).
+///
+/// It takes every job waiting, runs each in a child transaction of one parent (so a failing job
+/// undoes only itself), commits the parent once — one fsync for all — and then resumes every caller.
+/// When the map fills, the batch is aborted, the map doubled, and the batch run again.
+final class _Writer: @unchecked Sendable {
+    // @unchecked: `pending` and `running` are guarded by `cond`; `environment` is set once before start.
+    unowned(unsafe) var environment: Environment!
+    private let cond = NSCondition()
+    private var pending: [_AnyWriteJob] = []
+    private var running = true
+    private var thread: Thread?
+    private let finished = DispatchSemaphore(value: 0)
+    /// Upper bound on jobs in one group commit.
+    static let maxBatch = 1024
+
+    var isCurrentThread: Bool { Thread.current === thread }
+
+    func start() {
+        let t = Thread { [self] in loop() }
+        t.name = "OfflineStore.writer"
+        t.stackSize = 8 << 20
+        thread = t
+        t.start()
+    }
+
+    func stop() {
+        cond.lock()
+        running = false
+        cond.signal()
+        cond.unlock()
+        finished.wait()
+    }
+
+    func submit(_ job: _AnyWriteJob) {
+        cond.lock()
+        pending.append(job)
+        cond.signal()
+        cond.unlock()
+    }
+
+    private func loop() {
+        while true {
+            cond.lock()
+            while pending.isEmpty && running { cond.wait() }
+            if pending.isEmpty && !running {
+                cond.unlock()
+                finished.signal()
+                return
+            }
+            // An exclusive job (opening or dropping a database) runs in a transaction of its own.
+            var batch: [_AnyWriteJob]
+            if pending[0].exclusive {
+                batch = [pending.removeFirst()]
+            } else {
+                let n = min(pending.prefix(while: { !$0.exclusive }).count, Self.maxBatch)
+                batch = Array(pending.prefix(n))
+                pending.removeFirst(n)
+            }
+            cond.unlock()
+            runBatch(batch)
+            for job in batch { job.finish() }
+        }
+    }
+
+    private func runBatch(_ batch: [_AnyWriteJob]) {
+        let env = environment.raw
+        while true {
+            var parent: OpaquePointer?
+            var rc = mdb_txn_begin(env, nil, 0, &parent)
+            if rc == MDB_MAP_RESIZED {
+                mdb_env_set_mapsize(env, 0)
+                rc = mdb_txn_begin(env, nil, 0, &parent)
+            }
+            if rc != 0 {
+                let e = LMDBError(code: rc, context: "mdb_txn_begin (write)")
+                for job in batch { job.fail(e) }
+                return
+            }
+            var mapFull = false
+            if batch.count == 1 {
+                if let e = batch[0].run(WriteTransaction(raw: parent!)) {
+                    mdb_txn_abort(parent)
+                    if (e as? LMDBError) == .mapFull { mapFull = true } else { return }
+                }
+            } else {
+                for job in batch {
+                    var child: OpaquePointer?
+                    let crc = mdb_txn_begin(env, parent, 0, &child)
+                    if crc != 0 {
+                        job.fail(LMDBError(code: crc, context: "mdb_txn_begin (nested)"))
+                        if crc == MDB_MAP_FULL { mapFull = true; break }
+                        continue
+                    }
+                    if let e = job.run(WriteTransaction(raw: child!)) {
+                        mdb_txn_abort(child)
+                        if (e as? LMDBError) == .mapFull { mapFull = true; break }
+                    } else {
+                        let ccrc = mdb_txn_commit(child)
+                        if ccrc != 0 {
+                            job.fail(LMDBError(code: ccrc, context: "mdb_txn_commit (nested)"))
+                            if ccrc == MDB_MAP_FULL { mapFull = true; break }
+                        }
+                    }
+                }
+                if mapFull { mdb_txn_abort(parent) }
+            }
+            if !mapFull {
+                let crc = mdb_txn_commit(parent)
+                if crc == 0 { return }
+                if crc != MDB_MAP_FULL {
+                    let e = LMDBError(code: crc, context: "mdb_txn_commit")
+                    for job in batch { job.fail(e) }
+                    return
+                }
+            }
+            // The map is full: grow it and run the whole batch again.
+            do {
+                try environment._growMap()
+            } catch {
+                for job in batch { job.fail(error) }
+                return
+            }
+        }
+    }
+}

@@ -1,0 +1,33 @@
+/// One property value of an entity, typed by the EDM.
+///
+/// Integers of every width are `.int`, `Single` and `Double` are `.double`; the declared type in the
+/// schema says which width a property has and is checked on write.
+public indirect enum Value: Sendable, Hashable {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case decimal(EDMDecimal)
+    case string(String)
+    case date(EDMDate)
+    case dateTimeOffset(EDMDateTimeOffset)
+    case timeOfDay(EDMTimeOfDay)
+    case duration(EDMDuration)
+    case guid(EDMGuid)
+    case binary([UInt8])
+    /// An enum member, by its underlying integer value.
+    case enumMember(Int64)
+    /// An opaque JSON text (spatial and untyped values).
+    case json(String)
+    /// A complex value: its properties by name.
+    case complex([String: Value])
+    case collection([Value])
+
+    public var isNull: Bool {
+        if case .null = self { return true }
+        return false
+    }
+}
+
+/// An entity's (or complex value's) properties by name.
+public typealias Properties = [String: Value]

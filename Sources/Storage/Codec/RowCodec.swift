@@ -1,0 +1,265 @@
+/// The entity row format: a version byte, a null bitmap and an offset table, then the values.
+///
+/// ```
+/// u8 version (1) · u16 n · ⌈n/8⌉ bytes null bitmap · (n+1) × u32 offsets · values
+/// ```
+/// Property `i`'s bytes are `values[offset[i]..<offset[i+1]]`, so one property is read without
+/// decoding the rest — `$filter` reads the bytes in the memory map. Properties are in the order of
+/// the entity (or complex) type's declaration; a row written before a property was added simply
+/// has fewer entries and reads the rest as null.
+public struct RowCodec: Sendable {
+    public static let formatVersion: UInt8 = 1
+    public let schema: Schema
+    public let properties: [Property]
+
+    public init(schema: Schema, properties: [Property]) {
+        self.schema = schema
+        self.properties = properties
+    }
+
+    public init(schema: Schema, entityType: EntityType) {
+        self.init(schema: schema, properties: entityType.properties)
+    }
+
+    /// Encodes `values` (validated already) in property order; absent names are null.
+    public func encode(_ values: Properties) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64 + 16 * properties.count)
+        encode(values, into: &out)
+        return out
+    }
+
+    func encode(_ values: Properties, into out: inout [UInt8]) {
+        let n = properties.count
+        let base = out.count
+        out.append(Self.formatVersion)
+        out.append(UInt8(n & 0xFF)); out.append(UInt8(n >> 8))
+        let bitmapAt = out.count
+        out.append(contentsOf: repeatElement(0, count: (n + 7) / 8))
+        let offsetsAt = out.count
+        out.append(contentsOf: repeatElement(0, count: 4 * (n + 1)))
+        let dataAt = out.count
+        for (i, p) in properties.enumerated() {
+            let off = UInt32(out.count - dataAt)
+            _storeU32(off, &out, offsetsAt + 4 * i)
+            let v = values[p.name] ?? .null
+            if v.isNull {
+                out[bitmapAt + i / 8] |= 1 << (i % 8)
+            } else {
+                appendPayload(v, type: p.type, &out)
+            }
+        }
+        _storeU32(UInt32(out.count - dataAt), &out, offsetsAt + 4 * n)
+        _ = base
+    }
+
+    func appendPayload(_ v: Value, type: TypeRef, _ out: inout [UInt8]) {
+        switch (v, type) {
+        case (.string(let s), _), (.json(let s), _): out.append(contentsOf: s.utf8)
+        case (.bool(let b), _): out.append(b ? 1 : 0)
+        case (.int(let i), .primitive(let p)):
+            switch p {
+            case .byte, .sbyte: out.append(UInt8(truncatingIfNeeded: i))
+            case .int16: _appendLE(UInt16(truncatingIfNeeded: i), &out)
+            case .int32: _appendLE(UInt32(truncatingIfNeeded: i), &out)
+            default: _appendLE(UInt64(bitPattern: i), &out)
+            }
+        case (.int(let i), _), (.enumMember(let i), _): _appendLE(UInt64(bitPattern: i), &out)
+        case (.double(let d), .primitive(.single)): _appendLE(Float(d).bitPattern, &out)
+        case (.double(let d), _): _appendLE(d.bitPattern, &out)
+        case (.decimal(let d), _):
+            _appendLE(UInt16(bitPattern: d.scale), &out)
+            _appendLE(UInt64(truncatingIfNeeded: d.significand), &out)
+            _appendLE(UInt64(truncatingIfNeeded: d.significand >> 64), &out)
+        case (.date(let d), _): _appendLE(UInt32(bitPattern: d.days), &out)
+        case (.dateTimeOffset(let d), _):
+            _appendLE(UInt64(bitPattern: d.ticks), &out)
+            _appendLE(UInt16(bitPattern: d.offsetMinutes), &out)
+        case (.timeOfDay(let t), _): _appendLE(UInt64(bitPattern: t.ticks), &out)
+        case (.duration(let t), _): _appendLE(UInt64(bitPattern: t.ticks), &out)
+        case (.guid(let g), _): out.append(contentsOf: g.bytes)
+        case (.binary(let b), _): out.append(contentsOf: b)
+        case (.complex(let props), .complex(let name)):
+            let ct = schema.complexTypes[name]!
+            RowCodec(schema: schema, properties: ct.properties).encode(props, into: &out)
+        case (.collection(let items), .collection(let element)):
+            _appendLE(UInt32(items.count), &out)
+            for item in items {
+                if item.isNull { _appendLE(UInt32.max, &out); continue }
+                let lenAt = out.count
+                _appendLE(UInt32(0), &out)
+                appendPayload(item, type: element, &out)
+                _storeU32(UInt32(out.count - lenAt - 4), &out, lenAt)
+            }
+        default:
+            preconditionFailure("RowCodec: value \(v) was not validated against \(type)")
+        }
+    }
+
+    // MARK: - Decoding
+
+    /// Decodes every property of a row. Throws `RowCodecError` for bytes that are not a valid row.
+    public func decode(_ bytes: UnsafeRawBufferPointer) throws(RowCodecError) -> Properties {
+        let row = try RowView(bytes)
+        var out = Properties(minimumCapacity: properties.count)
+        for (i, p) in properties.enumerated() {
+            let v = try row.value(at: i, type: p.type, schema: schema)
+            if !v.isNull { out[p.name] = v }
+        }
+        return out
+    }
+
+    public func decode(_ bytes: [UInt8]) throws(RowCodecError) -> Properties {
+        let r: Result<Properties, RowCodecError> = bytes.withUnsafeBytes { b in
+            do throws(RowCodecError) { return .success(try decode(b)) } catch { return .failure(error) }
+        }
+        return try r.get()
+    }
+}
+
+/// A row in place (usually in the memory map): reads one property at a time, checking bounds.
+public struct RowView {
+    public let bytes: UnsafeRawBufferPointer
+    public let count: Int
+    let bitmapAt: Int
+    let offsetsAt: Int
+    let dataAt: Int
+
+    /// Checks the header; throws when the bytes cannot be a row.
+    public init(_ bytes: UnsafeRawBufferPointer) throws(RowCodecError) {
+        guard bytes.count >= 3 else { throw .truncated }
+        guard bytes[0] == RowCodec.formatVersion else { throw .unsupportedVersion(bytes[0]) }
+        let n = Int(bytes[1]) | Int(bytes[2]) << 8
+        self.bytes = bytes
+        self.count = n
+        bitmapAt = 3
+        offsetsAt = 3 + (n + 7) / 8
+        dataAt = offsetsAt + 4 * (n + 1)
+        guard dataAt <= bytes.count else { throw .truncated }
+        guard Int(_loadU32(bytes, dataAt - 4)) == bytes.count - dataAt else { throw .badOffsets }
+    }
+
+    /// The payload of property `i`, or nil when it is null or beyond the row's properties.
+    @inline(__always)
+    public func slice(_ i: Int) throws(RowCodecError) -> UnsafeRawBufferPointer? {
+        guard i < count else { return nil }
+        if bytes[bitmapAt + i / 8] & (1 << (i % 8)) != 0 { return nil }
+        let start = Int(_loadU32(bytes, offsetsAt + 4 * i))
+        let end = Int(_loadU32(bytes, offsetsAt + 4 * i + 4))
+        guard start <= end, dataAt + end <= bytes.count else { throw .badOffsets }
+        return UnsafeRawBufferPointer(rebasing: bytes[(dataAt + start)..<(dataAt + end)])
+    }
+
+    /// Decodes property `i` as `type`.
+    public func value(at i: Int, type: TypeRef, schema: Schema) throws(RowCodecError) -> Value {
+        guard let s = try slice(i) else { return .null }
+        return try RowView.decodePayload(s, type: type, schema: schema)
+    }
+
+    static func decodePayload(_ s: UnsafeRawBufferPointer, type: TypeRef, schema: Schema) throws(RowCodecError) -> Value {
+        func need(_ n: Int) throws(RowCodecError) { guard s.count == n else { throw .badLength(type.description) } }
+        switch type {
+        case .primitive(let p):
+            switch p {
+            case .string, .json:
+                guard let str = String(validating: s, as: UTF8.self) else { throw .invalidUTF8 }
+                return p == .json ? .json(str) : .string(str)
+            case .boolean:
+                try need(1)
+                guard s[0] <= 1 else { throw .badLength(type.description) }
+                return .bool(s[0] == 1)
+            case .byte: try need(1); return .int(Int64(s[0]))
+            case .sbyte: try need(1); return .int(Int64(Int8(bitPattern: s[0])))
+            case .int16: try need(2); return .int(Int64(Int16(bitPattern: UInt16(_loadLE(s, 0, 2)))))
+            case .int32: try need(4); return .int(Int64(Int32(bitPattern: UInt32(_loadLE(s, 0, 4)))))
+            case .int64: try need(8); return .int(Int64(bitPattern: _loadLE(s, 0, 8)))
+            case .single: try need(4); return .double(Double(Float(bitPattern: UInt32(_loadLE(s, 0, 4)))))
+            case .double: try need(8); return .double(Double(bitPattern: _loadLE(s, 0, 8)))
+            case .decimal:
+                try need(18)
+                let scale = Int16(bitPattern: UInt16(_loadLE(s, 0, 2)))
+                let lo = _loadLE(s, 2, 8), hi = _loadLE(s, 10, 8)
+                let sig = Int128(bitPattern: UInt128(hi) << 64 | UInt128(lo))
+                return .decimal(EDMDecimal(significand: sig, scale: scale))
+            case .date: try need(4); return .date(EDMDate(days: Int32(bitPattern: UInt32(_loadLE(s, 0, 4)))))
+            case .dateTimeOffset, .dateTime:
+                try need(10)
+                return .dateTimeOffset(EDMDateTimeOffset(ticks: Int64(bitPattern: _loadLE(s, 0, 8)),
+                                                         offsetMinutes: Int16(bitPattern: UInt16(_loadLE(s, 8, 2)))))
+            case .timeOfDay, .time: try need(8); return .timeOfDay(EDMTimeOfDay(ticks: Int64(bitPattern: _loadLE(s, 0, 8))))
+            case .duration: try need(8); return .duration(EDMDuration(ticks: Int64(bitPattern: _loadLE(s, 0, 8))))
+            case .guid: try need(16); return .guid(EDMGuid(bytes: Array(s)))
+            case .binary: return .binary(Array(s))
+            }
+        case .enumeration:
+            try need(8)
+            return .enumMember(Int64(bitPattern: _loadLE(s, 0, 8)))
+        case .complex(let name):
+            guard let ct = schema.complexTypes[name] else { throw .unknownType(name) }
+            return .complex(try RowCodec(schema: schema, properties: ct.properties).decode(s))
+        case .collection(let element):
+            guard s.count >= 4 else { throw .truncated }
+            let n = Int(_loadU32(s, 0))
+            guard n <= s.count else { throw .badLength(type.description) }
+            var items: [Value] = []
+            items.reserveCapacity(n)
+            var at = 4
+            for _ in 0..<n {
+                guard at + 4 <= s.count else { throw .truncated }
+                let len = _loadU32(s, at)
+                at += 4
+                if len == UInt32.max { items.append(.null); continue }
+                guard at + Int(len) <= s.count else { throw .truncated }
+                let part = UnsafeRawBufferPointer(rebasing: s[at..<(at + Int(len))])
+                items.append(try decodePayload(part, type: element, schema: schema))
+                at += Int(len)
+            }
+            guard at == s.count else { throw .badLength(type.description) }
+            return .collection(items)
+        }
+    }
+}
+
+/// Why bytes could not be read as a row.
+public enum RowCodecError: Error, Sendable, Hashable, CustomStringConvertible {
+    case truncated
+    case unsupportedVersion(UInt8)
+    case badOffsets
+    case badLength(String)
+    case invalidUTF8
+    case unknownType(String)
+
+    public var description: String {
+        switch self {
+        case .truncated: "row bytes end too early"
+        case .unsupportedVersion(let v): "row format version \(v) is not supported"
+        case .badOffsets: "row offset table is inconsistent"
+        case .badLength(let t): "row value has the wrong length for \(t)"
+        case .invalidUTF8: "row string is not valid UTF-8"
+        case .unknownType(let t): "row refers to unknown type \(t)"
+        }
+    }
+}
+
+@inline(__always)
+func _appendLE<T: FixedWidthInteger>(_ v: T, _ out: inout [UInt8]) {
+    withUnsafeBytes(of: v.littleEndian) { out.append(contentsOf: $0) }
+}
+
+@inline(__always)
+func _storeU32(_ v: UInt32, _ out: inout [UInt8], _ at: Int) {
+    out[at] = UInt8(v & 0xFF); out[at + 1] = UInt8(v >> 8 & 0xFF)
+    out[at + 2] = UInt8(v >> 16 & 0xFF); out[at + 3] = UInt8(v >> 24)
+}
+
+@inline(__always)
+func _loadU32(_ b: UnsafeRawBufferPointer, _ at: Int) -> UInt32 {
+    UInt32(b[at]) | UInt32(b[at + 1]) << 8 | UInt32(b[at + 2]) << 16 | UInt32(b[at + 3]) << 24
+}
+
+@inline(__always)
+func _loadLE(_ b: UnsafeRawBufferPointer, _ at: Int, _ n: Int) -> UInt64 {
+    var v: UInt64 = 0
+    for k in (0..<n).reversed() { v = v << 8 | UInt64(b[at + k]) }
+    return v
+}

@@ -1,0 +1,215 @@
+/// One entity set's storage: its rows database, its indexes and its codec.
+///
+/// Every method takes the transaction to act in, so a caller can put an entity change, its index
+/// entries and a request-queue record in one transaction. Writes validate first and change nothing
+/// when they throw.
+public struct EntitySetHandle: Sendable {
+    public let name: String
+    public let type: EntityType
+    public let schema: Schema
+    public let codec: RowCodec
+    package let entities: Database
+    public let indexes: [IndexHandle]
+    /// Positions of the key properties in the row.
+    public let keyPositions: [Int]
+
+    package init(name: String, type: EntityType, schema: Schema, entities: Database, indexes: [IndexHandle]) {
+        self.name = name
+        self.type = type
+        self.schema = schema
+        self.codec = RowCodec(schema: schema, entityType: type)
+        self.entities = entities
+        self.indexes = indexes
+        self.keyPositions = type.key.map { k in type.propertyIndex(k)! }
+    }
+
+    public func index(named name: String) -> IndexHandle? { indexes.first { $0.definition.name == name } }
+
+    // MARK: Keys
+
+    /// The key values of an entity, in key order. Throws when one is missing or null.
+    public func keyValues(_ props: Properties) throws(EntityError) -> [Value] {
+        var out: [Value] = []
+        for k in type.key {
+            guard let v = props[k], !v.isNull else { throw .missingKey(set: name, property: k) }
+            out.append(v)
+        }
+        return out
+    }
+
+    /// The encoded primary-key tuple. Throws for a null or oversized key.
+    public func encodeKey(_ values: [Value]) throws(EntityError) -> [UInt8] {
+        guard values.count == type.key.count else {
+            throw .badKeyPredicate("entity set '\(name)' has \(type.key.count) key properties; got \(values.count) values")
+        }
+        for (k, v) in zip(type.key, values) where v.isNull { throw .missingKey(set: name, property: k) }
+        let bytes: [UInt8]
+        do { bytes = try KeyCodec.encode(values) } catch { throw .badKeyPredicate("key of '\(name)': \(error)") }
+        guard bytes.count <= KeyCodec.maxKeySize else { throw .keyTooLong(set: name, length: bytes.count) }
+        return bytes
+    }
+
+    /// Human-readable key, as in a URL: `'0500000001'` or `SalesOrderID='05',ItemPosition='10'`.
+    public func describeKey(_ values: [Value]) -> String {
+        let parts = values.map(Self.literal)
+        if parts.count == 1 { return parts[0] }
+        return zip(type.key, parts).map { "\($0)=\($1)" }.joined(separator: ",")
+    }
+
+    static func literal(_ v: Value) -> String {
+        switch v {
+        case .string(let s): "'" + s.replacingOccurrences(of: "'", with: "''") + "'"
+        case .int(let i): String(i)
+        case .decimal(let d): d.description
+        case .double(let d): "\(d)"
+        case .bool(let b): b ? "true" : "false"
+        case .guid(let g): g.description
+        case .date(let d): d.description
+        case .dateTimeOffset(let d): d.description
+        case .timeOfDay(let t): t.description
+        case .duration(let d): "duration'\(d)'"
+        case .null: "null"
+        default: "\(v)"
+        }
+    }
+
+    // MARK: Validation
+
+    /// Checks an entity against the type: known properties, values fit, non-nullables present
+    /// (unless `partial`, for a PATCH body), key present.
+    public func validate(_ props: Properties, partial: Bool) throws(EntityError) {
+        for (k, v) in props {
+            guard let p = type.property(k) else { throw .unknownProperty(set: name, property: k) }
+            try Validation.check(v, against: p, schema: schema)
+        }
+        if !partial {
+            for p in type.properties where !p.nullable && (props[p.name]?.isNull ?? true) {
+                if type.key.contains(p.name) { throw .missingKey(set: name, property: p.name) }
+                throw .nullNotAllowed(property: p.name)
+            }
+        }
+    }
+
+    // MARK: Reading
+
+    /// The stored row bytes for a key, borrowed from the map. Nil when absent.
+    package func row(_ t: TxnRef, key: [UInt8]) throws -> MappedBytes? {
+        try t.get(entities, key)
+    }
+
+    /// The entity with the given key values, or nil.
+    package func get(_ t: TxnRef, key values: [Value]) throws -> Properties? {
+        let key = try encodeKey(values)
+        guard let bytes = try t.get(entities, key) else { return nil }
+        return try decodeRow(bytes, keyBytes: key)
+    }
+
+    func decodeRow(_ bytes: MappedBytes, keyBytes: [UInt8]) throws(EntityError) -> Properties {
+        do {
+            return try codec.decode(bytes)
+        } catch {
+            throw .corruptRow(set: name, key: keyBytes.map { String($0, radix: 16) }.joined(separator: " "), reason: error.description)
+        }
+    }
+
+    package func count(_ t: TxnRef) throws -> Int { try t.count(entities) }
+
+    /// Visits every entity in key order until `body` returns false.
+    package func scan(_ t: TxnRef, _ body: (Properties) throws -> Bool) throws {
+        try t.withCursor(entities) { c in
+            var e = try c.first()
+            while let (k, v) = e {
+                if try !body(try decodeRow(v, keyBytes: Array(k))) { return }
+                e = try c.next()
+            }
+        }
+    }
+
+    // MARK: Writing
+
+    /// Inserts a new entity. Throws `duplicateKey` if one with the same key exists.
+    package func insert(_ t: TxnRef, _ props: Properties) throws {
+        try validate(props, partial: false)
+        let keyValues = try keyValues(props)
+        let key = try encodeKey(keyValues)
+        if try t.get(entities, key) != nil { throw EntityError.duplicateKey(set: name, key: describeKey(keyValues)) }
+        try write(t, key: key, keyValues: keyValues, old: nil, new: props)
+    }
+
+    /// Inserts or fully replaces the entity with the same key. Returns true when it replaced one.
+    @discardableResult
+    package func upsert(_ t: TxnRef, _ props: Properties) throws -> Bool {
+        try validate(props, partial: false)
+        let keyValues = try keyValues(props)
+        let key = try encodeKey(keyValues)
+        let old = try t.get(entities, key).map { b throws(EntityError) in try decodeRow(b, keyBytes: key) }
+        try write(t, key: key, keyValues: keyValues, old: old, new: props)
+        return old != nil
+    }
+
+    /// Merges `changes` into the existing entity (PATCH). Returns the entity as stored.
+    @discardableResult
+    package func merge(_ t: TxnRef, key keyValues: [Value], _ changes: Properties) throws -> Properties {
+        try validate(changes, partial: true)
+        let key = try encodeKey(keyValues)
+        guard let bytes = try t.get(entities, key) else {
+            throw EntityError.notFound(set: name, key: describeKey(keyValues))
+        }
+        let old = try decodeRow(bytes, keyBytes: key)
+        var new = old
+        for (k, v) in changes {
+            if type.key.contains(k), v != old[k] { throw EntityError.keyChange(set: name, property: k) }
+            if v.isNull { new.removeValue(forKey: k) } else { new[k] = v }
+        }
+        try validate(new, partial: false)
+        try write(t, key: key, keyValues: keyValues, old: old, new: new)
+        return new
+    }
+
+    /// Replaces the existing entity (PUT): properties absent from `props` become null.
+    package func replace(_ t: TxnRef, key keyValues: [Value], _ props: Properties) throws {
+        var full = props
+        for (k, v) in zip(type.key, keyValues) {
+            if let given = props[k], given != v { throw EntityError.keyChange(set: name, property: k) }
+            full[k] = v
+        }
+        try validate(full, partial: false)
+        let key = try encodeKey(keyValues)
+        guard let bytes = try t.get(entities, key) else {
+            throw EntityError.notFound(set: name, key: describeKey(keyValues))
+        }
+        let old = try decodeRow(bytes, keyBytes: key)
+        try write(t, key: key, keyValues: keyValues, old: old, new: full)
+    }
+
+    /// Deletes the entity and its index entries. Returns the deleted entity, or nil if absent.
+    @discardableResult
+    package func delete(_ t: TxnRef, key keyValues: [Value]) throws -> Properties? {
+        let key = try encodeKey(keyValues)
+        guard let bytes = try t.get(entities, key) else { return nil }
+        let old = try decodeRow(bytes, keyBytes: key)
+        for index in indexes {
+            try t.delete(index.database, try index.entryKey(old, primaryKey: key))
+        }
+        try t.delete(entities, key)
+        return old
+    }
+
+    /// Writes the row and brings every index from `old` to `new`; all checks come first.
+    private func write(_ t: TxnRef, key: [UInt8], keyValues: [Value], old: Properties?, new: Properties) throws {
+        let newEntries = try indexes.map { i throws(EntityError) in try i.entryKey(new, primaryKey: key) }
+        let oldEntries = try old.map { o in try indexes.map { i throws(EntityError) in try i.entryKey(o, primaryKey: key) } }
+        for (n, index) in indexes.enumerated() where index.definition.unique {
+            if oldEntries?[n] == newEntries[n] { continue }
+            try index.checkUnique(t, new, primaryKey: key)
+        }
+        for (n, index) in indexes.enumerated() {
+            if let o = oldEntries?[n] {
+                if o == newEntries[n] { continue }
+                try t.delete(index.database, o)
+            }
+            try t.put(index.database, newEntries[n], [])
+        }
+        try t.put(entities, key, codec.encode(new))
+    }
+}

@@ -1,0 +1,164 @@
+import Synchronization
+
+/// The entity sets of one store, their indexes, and the store's metadata, in one LMDB environment.
+///
+/// ```swift
+/// let store = try EntityStore.create(path: dir, metadata: xml, configuration: config)
+/// try store.write { t in try store.set("Products").insert(t, ["ProductID": .string("HT-1000"), …]) }
+/// let p = try store.read { t in try store.set("Products").get(t, key: [.string("HT-1000")]) }
+/// ```
+/// `Sendable`: the environment is; the set handles change only under `handles`' lock.
+public final class EntityStore: Sendable {
+    public let environment: Environment
+    public let schema: Schema
+    /// The `$metadata` document the schema was read from.
+    public let metadata: [UInt8]
+    package let meta: Database
+    private let state: Mutex<State>
+
+    struct State {
+        var configuration: StoreConfiguration
+        var handles: [String: EntitySetHandle]
+    }
+
+    static let formatKey = Array("format".utf8)
+    static let metadataKey = Array("metadata".utf8)
+    static let configKey = Array("config".utf8)
+    static let formatVersion = Array("offline-store 1".utf8)
+
+    /// Opens the store in `environment` with an already parsed schema; creates missing databases.
+    /// Used by `create` and `open` once they have the schema.
+    public init(environment: Environment, schema: Schema, metadata: [UInt8], configuration: StoreConfiguration) throws {
+        self.environment = environment
+        self.schema = schema
+        self.metadata = metadata
+        self.meta = try environment.database(named: "meta", create: true)!
+        var handles: [String: EntitySetHandle] = [:]
+        for name in schema.entitySetNames {
+            guard let type = schema.entityType(ofSet: name) else { throw EntityError.unknownEntitySet(name) }
+            let db = try environment.database(named: "e/\(name)", create: true)!
+            handles[name] = EntitySetHandle(name: name, type: type, schema: schema, entities: db, indexes: [])
+        }
+        state = Mutex(State(configuration: configuration, handles: handles))
+        // Indexes: the configuration's, then one per navigation foreign key not already covered.
+        var definitions: [IndexDefinition] = []
+        for (set, defs) in configuration.indexes.sorted(by: { $0.key < $1.key }) {
+            guard handles[set] != nil else { throw EntityError.unknownEntitySet(set) }
+            for d in defs { definitions.append(try IndexDefinition(entitySet: set, definition: d)) }
+        }
+        for fk in Self.foreignKeyIndexes(schema) where !definitions.contains(where: {
+            $0.entitySet == fk.entitySet && $0.components.map(\.path) == fk.components.map(\.path)
+        }) {
+            definitions.append(fk)
+        }
+        for d in definitions { try addIndex(d) }
+    }
+
+    /// One index per set and foreign key (the dependent properties of a referential constraint).
+    static func foreignKeyIndexes(_ schema: Schema) -> [IndexDefinition] {
+        var out: [IndexDefinition] = []
+        for set in schema.entitySetNames {
+            guard let type = schema.entityType(ofSet: set) else { continue }
+            for nav in type.navigationProperties where !nav.dependentConstraints.isEmpty {
+                let props = nav.dependentConstraints.map(\.property)
+                if props == type.key || props.isEmpty { continue }  // the key itself is already ordered
+                if !props.allSatisfy({ type.property($0) != nil }) { continue }
+                let d = IndexDefinition(entitySet: set, components: props.map { .init(path: [$0]) }, automatic: true)
+                if !out.contains(d) { out.append(d) }
+            }
+        }
+        return out
+    }
+
+    public var configuration: StoreConfiguration { state.withLock { $0.configuration } }
+
+    /// The handle of entity set `name`; throws `unknownEntitySet`.
+    public func set(_ name: String) throws(EntityError) -> EntitySetHandle {
+        guard let h = state.withLock({ $0.handles[name] }) else { throw .unknownEntitySet(name) }
+        return h
+    }
+
+    public var setNames: [String] { schema.entitySetNames }
+
+    // MARK: Transactions
+
+    /// Runs `body` in a read transaction.
+    package func read<R>(_ body: (TxnRef) throws -> R) throws -> R {
+        try environment.read { txn in try body(txn.txn) }
+    }
+
+    /// Runs `body` in a (group-committed) write transaction and waits for the durable commit.
+    @discardableResult
+    package func write<R: Sendable>(_ body: @escaping @Sendable (TxnRef) throws -> R) throws -> R {
+        try environment.write { txn in try body(txn.txn) }
+    }
+
+    package func write<R: Sendable>(_ body: @escaping @Sendable (TxnRef) throws -> R) async throws -> R {
+        try await environment.write { txn in try body(txn.txn) }
+    }
+
+    // MARK: Indexes
+
+    /// Adds an index and backfills it from the set's entities, in one transaction.
+    /// Adding an index that exists is a no-op.
+    public func addIndex(_ definition: IndexDefinition) throws {
+        let set = try self.set(definition.entitySet)
+        if set.index(named: definition.name) != nil { return }
+        let db = try environment.database(named: definition.databaseName, create: true)!
+        let handle = try IndexHandle(definition: definition, database: db, entityType: set.type, schema: schema)
+        let isNew = try read { t in try t.count(db) } == 0
+        if isNew || definition.unique {
+            try write { t in
+                try t.clear(db)
+                try set.scanRaw(t) { key, row in
+                    let props = try set.decodeRow(row, keyBytes: Array(key))
+                    if definition.unique { try handle.checkUnique(t, props, primaryKey: Array(key)) }
+                    try t.put(db, try handle.entryKey(props, primaryKey: Array(key)), [])
+                    return true
+                }
+            }
+        }
+        state.withLock { s in
+            let h = s.handles[definition.entitySet]!
+            s.handles[definition.entitySet] = EntitySetHandle(name: h.name, type: h.type, schema: schema,
+                                                              entities: h.entities, indexes: h.indexes + [handle])
+            if !definition.automatic, !(s.configuration.indexes[definition.entitySet] ?? []).contains(definition.name) {
+                s.configuration.indexes[definition.entitySet, default: []].append(definition.name)
+            }
+        }
+        try saveConfiguration()
+    }
+
+    /// Drops index `name` of `set` and its entries.
+    public func dropIndex(set setName: String, name: String) throws {
+        let set = try self.set(setName)
+        guard let index = set.index(named: name) else { throw EntityError.unknownIndex(set: setName, index: name) }
+        state.withLock { s in
+            let h = s.handles[setName]!
+            s.handles[setName] = EntitySetHandle(name: h.name, type: h.type, schema: schema, entities: h.entities,
+                                                 indexes: h.indexes.filter { $0.definition.name != name })
+            s.configuration.indexes[setName]?.removeAll { $0 == name || (try? IndexDefinition(entitySet: setName, definition: $0).name) == name }
+        }
+        try environment.dropDatabase(named: index.definition.databaseName)
+        try saveConfiguration()
+    }
+
+    func saveConfiguration() throws {
+        let text = Array(configuration.json.text.utf8)
+        let meta = self.meta
+        try write { t in try t.put(meta, Self.configKey, text) }
+    }
+}
+
+extension EntitySetHandle {
+    /// Visits raw (key, row) pairs in key order until `body` returns false.
+    package func scanRaw(_ t: TxnRef, _ body: (MappedBytes, MappedBytes) throws -> Bool) throws {
+        try t.withCursor(entities) { c in
+            var e = try c.first()
+            while let (k, v) = e {
+                if try !body(k, v) { return }
+                e = try c.next()
+            }
+        }
+    }
+}

@@ -1,0 +1,82 @@
+/// One secondary index: its definition, its database, and how to read its components from a row.
+public struct IndexHandle: Sendable {
+    public let definition: IndexDefinition
+    package let database: Database
+    /// The declared type of each component's property.
+    public let componentTypes: [TypeRef]
+    public var descending: [Bool] { definition.components.map(\.descending) }
+
+    package init(definition: IndexDefinition, database: Database, entityType: EntityType, schema: Schema) throws(EntityError) {
+        self.definition = definition
+        self.database = database
+        var types: [TypeRef] = []
+        for c in definition.components {
+            guard let first = c.path.first, var p = entityType.property(first) else {
+                throw .badIndexDefinition("'\(definition.name)': entity set '\(definition.entitySet)' has no property '\(c.path.joined(separator: "/"))'")
+            }
+            for segment in c.path.dropFirst() {
+                guard case .complex(let ctName) = p.type, let sub = schema.complexTypes[ctName]?.property(segment) else {
+                    throw .badIndexDefinition("'\(definition.name)': no property '\(c.path.joined(separator: "/"))'")
+                }
+                p = sub
+            }
+            switch p.type {
+            case .primitive(.json), .complex, .collection:
+                throw .badIndexDefinition("'\(definition.name)': property '\(c.path.joined(separator: "/"))' of type \(p.type) cannot be indexed")
+            default: types.append(p.type)
+            }
+        }
+        self.componentTypes = types
+    }
+
+    /// The index's component values for an entity (null where a path is absent).
+    public func componentValues(_ props: Properties) -> [Value] {
+        definition.components.map { c in
+            var v = props[c.path[0]] ?? .null
+            for segment in c.path.dropFirst() {
+                guard case .complex(let sub) = v else { return .null }
+                v = sub[segment] ?? .null
+            }
+            return v
+        }
+    }
+
+    /// Encodes just the index tuple (no primary key): the prefix that equality look-ups seek.
+    public func encodeTuple(_ values: [Value]) throws(EntityError) -> [UInt8] {
+        var out: [UInt8] = []
+        for (n, v) in values.enumerated() {
+            do { try KeyCodec.append(v, descending: definition.components[n].descending, to: &out) } catch {
+                throw .badIndexDefinition("'\(definition.name)': \(error)")
+            }
+        }
+        return out
+    }
+
+    /// The full entry key: index tuple followed by the primary-key tuple.
+    public func entryKey(_ props: Properties, primaryKey: [UInt8]) throws(EntityError) -> [UInt8] {
+        var out = try encodeTuple(componentValues(props))
+        out.append(contentsOf: primaryKey)
+        guard out.count <= KeyCodec.maxKeySize else { throw .indexKeyTooLong(index: definition.name, length: out.count) }
+        return out
+    }
+
+    /// Splits an entry key into the byte length of its index tuple (the rest is the primary key).
+    public func tupleLength(_ entry: UnsafeRawBufferPointer) throws -> Int {
+        try KeyCodec.decode(entry, count: definition.components.count, descending: descending).length
+    }
+
+    /// Throws `uniqueViolation` when another entity already has `props`' index tuple.
+    func checkUnique(_ t: TxnRef, _ props: Properties, primaryKey: [UInt8]) throws {
+        let values = componentValues(props)
+        if values.contains(where: \.isNull) { return }  // as in SQL, nulls never collide
+        let tuple = try encodeTuple(values)
+        try t.withCursor(database) { c in
+            guard let (k, _) = try c.seek(tuple) else { return }
+            guard k.count >= tuple.count, k.prefix(tuple.count).elementsEqual(tuple) else { return }
+            if !k.dropFirst(tuple.count).elementsEqual(primaryKey) {
+                throw EntityError.uniqueViolation(index: definition.name,
+                                                  key: values.map(EntitySetHandle.literal).joined(separator: ","))
+            }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+/// A store's configuration file (`init --config`): service root, defining requests, indexes, options.
+public struct StoreConfiguration: Sendable, Hashable {
+    public struct DefiningRequest: Sendable, Hashable {
+        public var name: String
+        public var url: String
+        public init(name: String, url: String) {
+            self.name = name
+            self.url = url
+        }
+    }
+
+    public var serviceRoot: String?
+    public var definingRequests: [DefiningRequest]
+    /// Entity set → index definitions in `indexed_type` form.
+    public var indexes: [String: [String]]
+    public var requestQueueOptimization: Bool
+    public var durability: Durability
+
+    public init(serviceRoot: String? = nil, definingRequests: [DefiningRequest] = [], indexes: [String: [String]] = [:],
+                requestQueueOptimization: Bool = true, durability: Durability = .full) {
+        self.serviceRoot = serviceRoot
+        self.definingRequests = definingRequests
+        self.indexes = indexes
+        self.requestQueueOptimization = requestQueueOptimization
+        self.durability = durability
+    }
+
+    /// Reads the JSON form documented in the README. Unknown members are errors, so typos surface.
+    public init(json: JSON) throws(EntityError) {
+        self.init()
+        guard case .object(let members) = json else { throw .badInput("configuration: expected a JSON object") }
+        for (name, value) in members {
+            switch (name, value) {
+            case ("serviceRoot", .string(let s)): serviceRoot = s
+            case ("serviceRoot", .null): serviceRoot = nil
+            case ("definingRequests", .array(let items)):
+                for item in items {
+                    guard case .string(let n)? = item["name"], case .string(let u)? = item["url"] else {
+                        throw .badInput("configuration: each defining request needs \"name\" and \"url\" strings")
+                    }
+                    definingRequests.append(DefiningRequest(name: n, url: u))
+                }
+            case ("indexes", .object(let sets)):
+                for (set, list) in sets {
+                    guard case .array(let defs) = list else { throw .badInput("configuration: indexes of '\(set)' must be an array") }
+                    for d in defs {
+                        guard case .string(let s) = d else { throw .badInput("configuration: index of '\(set)' must be a string") }
+                        indexes[set, default: []].append(s)
+                    }
+                }
+            case ("requestQueueOptimization", .bool(let b)): requestQueueOptimization = b
+            case ("durability", .string(let s)):
+                guard let d = Durability(rawValue: s) else { throw .badInput("configuration: durability must be \"full\" or \"noSync\"") }
+                durability = d
+            default:
+                throw .badInput("configuration: unknown or mistyped member '\(name)'")
+            }
+        }
+    }
+
+    public var json: JSON {
+        var members: [(String, JSON)] = []
+        if let serviceRoot { members.append(("serviceRoot", .string(serviceRoot))) }
+        members.append(("definingRequests", .array(definingRequests.map { .object([("name", .string($0.name)), ("url", .string($0.url))]) })))
+        members.append(("indexes", .object(indexes.keys.sorted().map { ($0, .array(indexes[$0]!.map { .string($0) })) })))
+        members.append(("requestQueueOptimization", .bool(requestQueueOptimization)))
+        members.append(("durability", .string(durability.rawValue)))
+        return .object(members)
+    }
+}

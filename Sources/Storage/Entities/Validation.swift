@@ -1,0 +1,63 @@
+/// Checks values against their declared properties: kind, range, length, nullability.
+public enum Validation {
+    /// Throws when `value` does not fit `property` (its type, MaxLength, Precision/Scale, Nullable).
+    public static func check(_ value: Value, against property: Property, schema: Schema) throws(EntityError) {
+        if value.isNull {
+            if !property.nullable { throw .nullNotAllowed(property: property.name) }
+            return
+        }
+        try check(value, type: property.type, property: property, schema: schema)
+    }
+
+    static func check(_ value: Value, type: TypeRef, property p: Property, schema: Schema) throws(EntityError) {
+        func mismatch() -> EntityError { .typeMismatch(property: p.name, expected: type.description, got: "\(value)") }
+        switch (type, value) {
+        case (.primitive(let t), _):
+            switch (t, value) {
+            case (.string, .string(let s)):
+                if let max = p.maxLength {
+                    // MaxLength counts characters; the UTF-8 byte count is a cheap upper bound.
+                    if s.utf8.count > max, s.count > max { throw .tooLong(property: p.name, maxLength: max, length: s.count) }
+                }
+            case (.binary, .binary(let b)):
+                if let max = p.maxLength, b.count > max { throw .tooLong(property: p.name, maxLength: max, length: b.count) }
+            case (.json, .json), (.boolean, .bool), (.single, .double), (.double, .double),
+                 (.date, .date), (.dateTimeOffset, .dateTimeOffset), (.dateTime, .dateTimeOffset),
+                 (.timeOfDay, .timeOfDay), (.time, .timeOfDay), (.duration, .duration), (.guid, .guid):
+                break
+            case (_, .int(let i)) where t.isInteger:
+                if !t.integerRange!.contains(i) { throw .outOfRange(property: p.name, type: t.rawValue, value: String(i)) }
+            case (.decimal, .decimal(let d)):
+                let (digits, exponent) = d.digitsAndExponent
+                let fraction = max(0, digits.count - exponent)
+                if let scale = p.scale, fraction > scale {
+                    throw .outOfRange(property: p.name, type: "Edm.Decimal(scale \(scale))", value: d.description)
+                }
+                if let precision = p.precision, max(exponent, 0) + fraction > precision {
+                    throw .outOfRange(property: p.name, type: "Edm.Decimal(precision \(precision))", value: d.description)
+                }
+            default:
+                throw mismatch()
+            }
+        case (.enumeration, .enumMember): break
+        case (.complex(let name), .complex(let props)):
+            guard let ct = schema.complexTypes[name] else { throw mismatch() }
+            for (k, v) in props {
+                guard let sub = ct.property(k) else { throw .unknownProperty(set: name, property: k) }
+                try check(v, against: Property(name: p.name + "/" + k, type: sub.type, nullable: sub.nullable,
+                                               maxLength: sub.maxLength, precision: sub.precision, scale: sub.scale),
+                          schema: schema)
+            }
+            for sub in ct.properties where !sub.nullable && props[sub.name] == nil {
+                throw .nullNotAllowed(property: p.name + "/" + sub.name)
+            }
+        case (.collection(let element), .collection(let items)):
+            for item in items {
+                if item.isNull { continue }
+                try check(item, type: element, property: p, schema: schema)
+            }
+        default:
+            throw mismatch()
+        }
+    }
+}

@@ -1,0 +1,211 @@
+import Foundation
+
+/// Converts between OData JSON (V4, and V2's `/Date(…)/` and string-typed numbers) and typed values.
+public struct ValueJSON: Sendable {
+    public let schema: Schema
+
+    public init(schema: Schema) { self.schema = schema }
+
+    /// Reads an entity's properties from a JSON object, checking each against `properties`.
+    ///
+    /// Annotations (`@odata.*`, `__metadata`) and navigation properties (`navigation`) are skipped;
+    /// any other unknown name is an error.
+    public func properties(from json: JSON, properties: [Property], navigation: Set<String> = [], owner: String) throws(EntityError) -> Properties {
+        guard case .object(let members) = json else {
+            throw .badInput("expected a JSON object for an entity of '\(owner)'")
+        }
+        var out = Properties(minimumCapacity: members.count)
+        for (name, v) in members {
+            if name.contains("@") || name == "__metadata" || name == "__deferred" { continue }
+            if navigation.contains(name) { continue }
+            guard let p = properties.first(where: { $0.name == name }) else {
+                throw .unknownProperty(set: owner, property: name)
+            }
+            let value = try self.value(from: v, type: p.type, property: name)
+            try Validation.check(value, against: p, schema: schema)
+            out[name] = value
+        }
+        return out
+    }
+
+    /// Reads one value of `type` from JSON.
+    public func value(from json: JSON, type: TypeRef, property: String) throws(EntityError) -> Value {
+        if case .null = json { return .null }
+        func mismatch() -> EntityError { .typeMismatch(property: property, expected: type.description, got: json.text) }
+        switch type {
+        case .primitive(let p):
+            return try primitive(from: json, type: p, property: property)
+        case .enumeration(let name):
+            guard let et = schema.enumTypes[name] else { throw mismatch() }
+            switch json {
+            case .number(let n):
+                guard let v = Int64(n) else { throw mismatch() }
+                return .enumMember(v)
+            case .string(let s):
+                var total: Int64 = 0
+                for part in s.split(separator: ",") {
+                    let member = part.trimmingCharacters(in: .whitespaces)
+                    if let v = et.value(of: member) { total |= v } else if let v = Int64(member) { total |= v } else { throw mismatch() }
+                }
+                return .enumMember(total)
+            default: throw mismatch()
+            }
+        case .complex(let name):
+            guard let ct = schema.complexTypes[name] else { throw mismatch() }
+            let props = try properties(from: json, properties: ct.properties, owner: name)
+            return .complex(props)
+        case .collection(let element):
+            var items: [JSON]
+            switch json {
+            case .array(let a): items = a
+            case .object: // V2: {"results": […]}
+                guard case .array(let a)? = json["results"] else { throw mismatch() }
+                items = a
+            default: throw mismatch()
+            }
+            var values: [Value] = []
+            values.reserveCapacity(items.count)
+            for item in items { values.append(try value(from: item, type: element, property: property)) }
+            return .collection(values)
+        }
+    }
+
+    func primitive(from json: JSON, type p: EDMPrimitive, property: String) throws(EntityError) -> Value {
+        func mismatch() -> EntityError { .typeMismatch(property: property, expected: p.rawValue, got: json.text) }
+        switch (p, json) {
+        case (.json, _): return .json(json.text)
+        case (.string, .string(let s)): return .string(s)
+        case (.boolean, .bool(let b)): return .bool(b)
+        case (_, .number(let n)) where p.isInteger, (_, .string(let n)) where p.isInteger:
+            guard let v = Int64(n) else {
+                if EDMDecimal(n) != nil { throw EntityError.outOfRange(property: property, type: p.rawValue, value: n) }
+                throw mismatch()
+            }
+            guard p.integerRange!.contains(v) else { throw EntityError.outOfRange(property: property, type: p.rawValue, value: n) }
+            return .int(v)
+        case (.single, .number(let n)), (.double, .number(let n)), (.single, .string(let n)), (.double, .string(let n)):
+            switch n {
+            case "INF", "Infinity": return .double(.infinity)
+            case "-INF", "-Infinity": return .double(-.infinity)
+            case "NaN": return .double(.nan)
+            default:
+                guard let d = Double(n), EDMDecimal(n) != nil || n.contains("e") || n.contains("E") else { throw mismatch() }
+                if p == .single, d.isFinite, !Float(d).isFinite { throw EntityError.outOfRange(property: property, type: p.rawValue, value: n) }
+                return .double(p == .single ? Double(Float(d)) : d)
+            }
+        case (.decimal, .number(let n)), (.decimal, .string(let n)):
+            guard let d = EDMDecimal(n) else { throw mismatch() }
+            return .decimal(d)
+        case (.date, .string(let s)):
+            if let d = EDMDate(s) { return .date(d) }
+            if let dto = Self.v2Date(s) ?? EDMDateTimeOffset(s, offsetOptional: true), dto.localTicks % ticksPerDay == 0 {
+                return .date(EDMDate(days: Int32(dto.localTicks / ticksPerDay)))
+            }
+            throw mismatch()
+        case (.dateTimeOffset, .string(let s)), (.dateTime, .string(let s)):
+            if let v = Self.v2Date(s) ?? EDMDateTimeOffset(s, offsetOptional: p == .dateTime) { return .dateTimeOffset(v) }
+            throw mismatch()
+        case (.timeOfDay, .string(let s)), (.time, .string(let s)):
+            if let t = EDMTimeOfDay(s) { return .timeOfDay(t) }
+            if let d = EDMDuration(s), d.ticks >= 0, d.ticks < ticksPerDay { return .timeOfDay(EDMTimeOfDay(ticks: d.ticks)) }
+            throw mismatch()
+        case (.duration, .string(let s)):
+            guard let d = EDMDuration(s) else { throw mismatch() }
+            return .duration(d)
+        case (.guid, .string(let s)):
+            guard let g = EDMGuid(s) else { throw mismatch() }
+            return .guid(g)
+        case (.binary, .string(let s)):
+            var b64 = s.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+            while b64.count % 4 != 0 { b64 += "=" }
+            guard let data = Data(base64Encoded: b64) else { throw mismatch() }
+            return .binary(Array(data))
+        default:
+            throw mismatch()
+        }
+    }
+
+    /// V2's `/Date(1234567890000)/` and `/Date(1234567890000+0060)/`.
+    static func v2Date(_ s: String) -> EDMDateTimeOffset? {
+        guard s.hasPrefix("/Date("), s.hasSuffix(")/") else { return nil }
+        let inner = s.dropFirst(6).dropLast(2)
+        var msText = Substring(inner)
+        var offset = 0
+        if let signAt = inner.dropFirst().firstIndex(where: { $0 == "+" || $0 == "-" }) {
+            msText = inner[..<signAt]
+            guard let o = Int(inner[inner.index(after: signAt)...]) else { return nil }
+            offset = inner[signAt] == "-" ? -o : o
+        }
+        guard let ms = Int64(msText), abs(ms) < 300_000_000_000_000 else { return nil }
+        return EDMDateTimeOffset(ticks: ms * 10_000, offsetMinutes: Int16(clamping: offset))
+    }
+
+    // MARK: - Writing
+
+    /// Writes an entity's (or complex value's) properties in declaration order as a JSON object body
+    /// (without braces when `bare`), only those in `select` when given.
+    public func write(_ props: Properties, properties: [Property], select: Set<String>? = nil, to out: inout String) {
+        out += "{"
+        var first = true
+        for p in properties {
+            if let select, !select.contains(p.name) { continue }
+            if !first { out += "," }
+            first = false
+            JSONWriter.writeString(p.name, to: &out)
+            out += ":"
+            write(props[p.name] ?? .null, type: p.type, to: &out)
+        }
+        out += "}"
+    }
+
+    /// Writes one value as OData V4 JSON.
+    public func write(_ v: Value, type: TypeRef, to out: inout String) {
+        switch v {
+        case .null: out += "null"
+        case .bool(let b): out += b ? "true" : "false"
+        case .int(let i): out += String(i)
+        case .double(let d):
+            if d.isNaN { out += "\"NaN\"" } else if d == .infinity { out += "\"INF\"" } else if d == -.infinity { out += "\"-INF\"" } else if type.primitive == .single {
+                out += "\(Float(d))"
+            } else {
+                out += "\(d)"
+            }
+        case .decimal(let d): out += d.description
+        case .string(let s): JSONWriter.writeString(s, to: &out)
+        case .json(let s): out += s
+        case .date(let d): out += "\"\(d)\""
+        case .dateTimeOffset(let d): out += "\"\(d)\""
+        case .timeOfDay(let t): out += "\"\(t)\""
+        case .duration(let d): out += "\"\(d)\""
+        case .guid(let g): out += "\"\(g)\""
+        case .binary(let b): out += "\"" + Data(b).base64EncodedString() + "\""
+        case .enumMember(let i):
+            if case .enumeration(let name) = type, let et = schema.enumTypes[name] {
+                if let member = et.name(of: i) {
+                    JSONWriter.writeString(member, to: &out)
+                } else if et.isFlags {
+                    let names = et.members.filter { $0.value != 0 && i & $0.value == $0.value }.map(\.name)
+                    JSONWriter.writeString(names.joined(separator: ","), to: &out)
+                } else {
+                    out += "\"\(i)\""
+                }
+            } else {
+                out += String(i)
+            }
+        case .complex(let props):
+            if case .complex(let name) = type, let ct = schema.complexTypes[name] {
+                write(props, properties: ct.properties, to: &out)
+            } else {
+                out += "{}"
+            }
+        case .collection(let items):
+            let element: TypeRef = if case .collection(let e) = type { e } else { .primitive(.json) }
+            out += "["
+            for (k, item) in items.enumerated() {
+                if k > 0 { out += "," }
+                write(item, type: element, to: &out)
+            }
+            out += "]"
+        }
+    }
+}

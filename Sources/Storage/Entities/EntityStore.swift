@@ -61,7 +61,7 @@ public final class EntityStore: Sendable {
             guard let type = schema.entityType(ofSet: set) else { continue }
             for nav in type.navigationProperties where !nav.dependentConstraints.isEmpty {
                 let props = nav.dependentConstraints.map(\.property)
-                if props == type.key || props.isEmpty { continue }  // the key itself is already ordered
+                if props.isEmpty || type.key.starts(with: props) { continue }  // a key prefix is already ordered
                 if !props.allSatisfy({ type.property($0) != nil }) { continue }
                 let d = IndexDefinition(entitySet: set, components: props.map { .init(path: [$0]) }, automatic: true)
                 if !out.contains(d) { out.append(d) }

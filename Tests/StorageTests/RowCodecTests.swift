@@ -1,0 +1,98 @@
+import Testing
+@testable import Storage
+
+struct RowCodecTests {
+    static let schema = Fixtures.schema
+    static var partnerCodec: RowCodec { RowCodec(schema: schema, entityType: schema.entityType(ofSet: "BusinessPartners")!) }
+    static var itemCodec: RowCodec { RowCodec(schema: schema, entityType: schema.entityType(ofSet: "SalesOrderItems")!) }
+
+    static let partner: Properties = [
+        "PartnerID": .string("0100000000"), "CompanyName": .string("SAP \0 \"quoted\" 中"),
+        "Address": .complex(["City": .string("Walldorf"), "Country": .string("DE")]),
+        "Emails": .collection([.string("a@sap.com"), .null, .string("")]),
+    ]
+
+    @Test func roundTripsEveryKind() throws {
+        let item: Properties = ["SalesOrderID": .string("0500000001"), "ItemPosition": .int(-2_147_483_648),
+                                "Quantity": .int(2_147_483_647), "NetAmount": .decimal(EDMDecimal("1249.000")!),
+                                "DeliveryDate": .date(EDMDate("2021-12-04")!), "Weight": .double(-0.5), "Note": .string("")]
+        #expect(try Self.itemCodec.decode(Self.itemCodec.encode(item)) == item)
+        #expect(try Self.partnerCodec.decode(Self.partnerCodec.encode(Self.partner)) == Self.partner)
+        // The scale written is kept, not only the value.
+        let amount = try Self.itemCodec.decode(Self.itemCodec.encode(item))["NetAmount"]
+        if case .decimal(let d)? = amount { #expect(d.description == "1249.000") } else { Issue.record("no decimal") }
+    }
+
+    @Test func onePropertyReadsWithoutDecodingTheRest() throws {
+        let bytes = Self.partnerCodec.encode(Self.partner)
+        try bytes.withUnsafeBytes { b in
+            let row = try RowView(b)
+            #expect(try row.value(at: 1, type: .primitive(.string), schema: Self.schema) == Self.partner["CompanyName"])
+            #expect(try row.slice(2) == nil)  // Country is null
+            #expect(try row.slice(99) == nil)  // beyond the row: a property added later reads as null
+        }
+    }
+
+    @Test func emptyStringIsNotNull() throws {
+        let props: Properties = ["PartnerID": .string(""), "CompanyName": .string("x")]
+        #expect(try Self.partnerCodec.decode(Self.partnerCodec.encode(props)) == props)
+    }
+
+    @Test func randomByteFlipsThrowOrDecodeNeverCrash() throws {
+        var r = SeededRandom(seed: testSeed("randomByteFlipsThrowOrDecodeNeverCrash"))
+        let good = Self.partnerCodec.encode(Self.partner)
+        var errors = 0
+        for _ in 0..<20_000 {
+            var bytes = good
+            switch Int.random(in: 0..<3, using: &r) {
+            case 0:
+                for _ in 0..<Int.random(in: 1...4, using: &r) {
+                    bytes[Int.random(in: 0..<bytes.count, using: &r)] = UInt8.random(in: 0...255, using: &r)
+                }
+            case 1: bytes.removeLast(Int.random(in: 1...bytes.count, using: &r))
+            default: bytes.append(contentsOf: (0..<Int.random(in: 1...8, using: &r)).map { _ in UInt8.random(in: 0...255, using: &r) })
+            }
+            do { _ = try Self.partnerCodec.decode(bytes) } catch { errors += 1 }
+        }
+        #expect(errors > 1000)
+    }
+}
+
+struct JSONTests {
+    @Test func parsesAndKeepsNumbersExact() throws {
+        let j = try JSON.parse(#"{"a":1249.000,"b":[true,false,null],"c":"x\"\u00e9\ud83d\ude00","d":12345678901234567890}"#)
+        #expect(j["a"] == .number("1249.000"))
+        #expect(j["c"] == .string("x\"é😀"))
+        #expect(j["d"] == .number("12345678901234567890"))
+        #expect(try JSON.parse(j.text) == j)
+    }
+
+    @Test func badJSONNamesThePosition() {
+        #expect(throws: JSONError.self) { try JSON.parse("{\"a\":}") }
+        do { _ = try JSON.parse("{\n \"a\": tru }") } catch { #expect(error.line == 2 && error.message == "unexpected character") }
+        #expect(throws: JSONError.self) { try JSON.parse([0x22, 0xC3, 0x28, 0x22]) }  // invalid UTF-8
+        #expect(throws: JSONError.self) { try JSON.parse("\"\\ud800\"") }  // lone surrogate
+        #expect(throws: JSONError.self) { try JSON.parse(String(repeating: "[", count: 10_000)) }
+        #expect(throws: JSONError.self) { try JSON.parse("01") }
+    }
+
+    @Test func escapesControlCharacters() {
+        var out = ""
+        JSONWriter.writeString("a\u{01}\n\"\\", to: &out)
+        #expect(out == #""a\u0001\n\"\\""#)
+    }
+
+    @Test func v2AndV4ValueForms() throws {
+        let vj = ValueJSON(schema: Fixtures.schema)
+        let dto = try vj.value(from: .string("/Date(1609459200000+0060)/"), type: .primitive(.dateTimeOffset), property: "p")
+        #expect(dto == .dateTimeOffset(EDMDateTimeOffset("2021-01-01T00:00:00Z")!))
+        let v4 = try vj.value(from: .string("2021-01-01T02:00:00+02:00"), type: .primitive(.dateTimeOffset), property: "p")
+        var out = ""
+        vj.write(v4, type: .primitive(.dateTimeOffset), to: &out)
+        #expect(out == "\"2021-01-01T02:00:00+02:00\"")  // the offset is kept
+        #expect(try vj.value(from: .string("9007199254740993"), type: .primitive(.int64), property: "p") == .int(9007199254740993))
+        #expect(throws: EntityError.self) { try vj.value(from: .number("300"), type: .primitive(.byte), property: "p") }
+        #expect(throws: EntityError.self) { try vj.value(from: .string("x"), type: .primitive(.int32), property: "p") }
+        #expect(try vj.value(from: .string("Paid"), type: .enumeration("EPM.Status"), property: "p") == .enumMember(1))
+    }
+}

@@ -1,1 +1,65 @@
-import Storage
+import Foundation
+@_exported import Storage
+
+/// An offline OData store: a local copy of a service's data in LMDB, read with OData URLs and
+/// changed while offline.
+///
+/// ```swift
+/// let store = try OfflineStore.create(at: "/tmp/s", metadata: xml, configuration: .init())
+/// try store.load(set: "Products", json: Array(#"{"value":[{"ProductID":"HT-1000"}]}"#.utf8))
+/// let p = try store.get(set: "Products", key: [.string("HT-1000")])
+/// ```
+/// `Sendable`: every member is, and writes are serialized by the store's writer thread.
+public final class OfflineStore: Sendable {
+    package let entities: EntityStore
+
+    init(entities: EntityStore) { self.entities = entities }
+
+    /// Creates a store in directory `path` (which must not hold one) from a `$metadata` document.
+    public static func create(at path: String, metadata: [UInt8], configuration: StoreConfiguration = .init()) throws -> OfflineStore {
+        OfflineStore(entities: try EntityStore.create(path: path, metadata: metadata, configuration: configuration))
+    }
+
+    /// Opens the store in directory `path`.
+    public static func open(at path: String, durability: Durability? = nil) throws -> OfflineStore {
+        OfflineStore(entities: try EntityStore.open(path: path, durability: durability))
+    }
+
+    public var schema: Schema { entities.schema }
+    public var configuration: StoreConfiguration { entities.configuration }
+    public var path: String { entities.environment.path }
+
+    /// The entity with key `key` in `set`, or nil.
+    public func get(set: String, key: [Value]) throws -> Properties? {
+        let h = try entities.set(set)
+        return try entities.read { t in try h.get(t, key: key) }
+    }
+
+    /// Number of entities in `set`.
+    public func count(set: String) throws -> Int {
+        let h = try entities.set(set)
+        return try entities.read { t in try h.count(t) }
+    }
+
+    /// Verifies the store; see `EntityStore.check`.
+    public func check() throws -> IntegrityReport { try entities.check() }
+
+    public func stats() throws -> StoreStats { try entities.stats() }
+
+    /// Adds a secondary index (`"Quantity DESC, ProductID"`) to `set`, backfilling it.
+    public func addIndex(set: String, definition: String) throws {
+        try entities.addIndex(IndexDefinition(entitySet: set, definition: definition))
+    }
+
+    public func dropIndex(set: String, name: String) throws {
+        try entities.dropIndex(set: set, name: name)
+    }
+
+    /// An entity as an OData V4 JSON object, properties in declaration order.
+    public func json(set: String, entity: Properties, select: Set<String>? = nil) throws -> String {
+        let h = try entities.set(set)
+        var out = ""
+        ValueJSON(schema: schema).write(entity, properties: h.type.properties, select: select, to: &out)
+        return out
+    }
+}

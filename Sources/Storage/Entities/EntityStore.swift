@@ -51,7 +51,7 @@ public final class EntityStore: Sendable {
         }) {
             definitions.append(fk)
         }
-        for d in definitions { try addIndex(d) }
+        for d in definitions { try addIndex(d, persist: false) }
     }
 
     /// One index per set and foreign key (the dependent properties of a referential constraint).
@@ -99,17 +99,25 @@ public final class EntityStore: Sendable {
 
     // MARK: Indexes
 
-    /// Adds an index and backfills it from the set's entities, in one transaction.
-    /// Adding an index that exists is a no-op.
+    /// Adds an index and backfills it from the set's entities, in one transaction, and records it
+    /// in the configuration. Adding an index that exists is a no-op.
     public func addIndex(_ definition: IndexDefinition) throws {
+        try addIndex(definition, persist: true)
+    }
+
+    func addIndex(_ definition: IndexDefinition, persist: Bool) throws {
         let set = try self.set(definition.entitySet)
         if set.index(named: definition.name) != nil { return }
+        // An index is ready once its backfill committed together with a marker in `meta`; one
+        // without the marker (new, or cut off by a crash) is rebuilt from the entities.
         let db = try environment.database(named: definition.databaseName, create: true)!
         let handle = try IndexHandle(definition: definition, database: db, entityType: set.type, schema: schema)
-        let isNew = try read { t in try t.count(db) } == 0
-        if isNew || definition.unique {
+        let marker = Array("ready/\(definition.databaseName)".utf8)
+        let meta = self.meta
+        if try read({ t in try t.get(meta, marker) }) == nil {
             try write { t in
                 try t.clear(db)
+                try t.put(meta, marker, [])
                 try set.scanRaw(t) { key, row in
                     let props = try set.decodeRow(row, keyBytes: Array(key))
                     if definition.unique { try handle.checkUnique(t, props, primaryKey: Array(key)) }
@@ -126,7 +134,7 @@ public final class EntityStore: Sendable {
                 s.configuration.indexes[definition.entitySet, default: []].append(definition.name)
             }
         }
-        try saveConfiguration()
+        if persist { try saveConfiguration() }
     }
 
     /// Drops index `name` of `set` and its entries.
@@ -139,6 +147,8 @@ public final class EntityStore: Sendable {
                                                  indexes: h.indexes.filter { $0.definition.name != name })
             s.configuration.indexes[setName]?.removeAll { $0 == name || (try? IndexDefinition(entitySet: setName, definition: $0).name) == name }
         }
+        let meta = self.meta
+        try write { t in try t.delete(meta, Array("ready/\(index.definition.databaseName)".utf8)) }
         try environment.dropDatabase(named: index.definition.databaseName)
         try saveConfiguration()
     }

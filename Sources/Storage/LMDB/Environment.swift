@@ -27,7 +27,6 @@ public final class Environment: @unchecked Sendable {
     // `resize` (a reader/writer lock: read transactions share it, a map resize takes it alone).
     package let raw: OpaquePointer
     public let path: String
-    public let durability: Durability
     private let resize = _RWLock()
     private let state = Mutex<[String: Database]>([:])
     private let writer: _Writer
@@ -57,7 +56,6 @@ public final class Environment: @unchecked Sendable {
         }
         self.raw = env!
         self.path = path
-        self.durability = durability
         self.writer = _Writer()
         writer.environment = self
         writer.start()
@@ -66,6 +64,18 @@ public final class Environment: @unchecked Sendable {
     deinit {
         writer.stop()
         mdb_env_close(raw)
+    }
+
+    /// The durability in force (`mdb_env_get_flags`).
+    public var durability: Durability {
+        var flags: UInt32 = 0
+        mdb_env_get_flags(raw, &flags)
+        return flags & UInt32(MDB_NOSYNC) != 0 ? .noSync : .full
+    }
+
+    /// Changes the durability of later commits (`mdb_env_set_flags` with `MDB_NOSYNC`).
+    public func setDurability(_ d: Durability) throws {
+        try _check(mdb_env_set_flags(raw, UInt32(MDB_NOSYNC), d == .noSync ? 1 : 0), "mdb_env_set_flags")
     }
 
     /// The current map size in bytes (`mdb_env_info`).
@@ -116,6 +126,7 @@ public final class Environment: @unchecked Sendable {
     ///
     /// `body` may run more than once (it is re-run after the map grows), so it must only act
     /// through the transaction. Throwing from `body` undoes exactly its own changes.
+    @discardableResult
     public func write<R: Sendable>(_ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R) throws -> R {
         precondition(!writer.isCurrentThread, "Environment.write called from inside a write")
         let job = _WriteJob<R>(body: body, exclusive: false)
@@ -127,6 +138,7 @@ public final class Environment: @unchecked Sendable {
     }
 
     /// Runs `body` in a write transaction on the writer thread; resumes after the durable commit.
+    @discardableResult
     public func write<R: Sendable>(_ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R) async throws -> R {
         let job = _WriteJob<R>(body: body, exclusive: false)
         return try await withCheckedThrowingContinuation { (c: CheckedContinuation<R, Error>) in

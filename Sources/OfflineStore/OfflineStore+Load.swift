@@ -1,0 +1,97 @@
+import Foundation
+
+extension OfflineStore {
+    /// Imports server data into `set` from OData JSON (`{"value":[…]}`, V2's `{"d":{"results":[…]}}`,
+    /// one entity object) or JSON lines. Expanded navigation properties go to their own sets, with
+    /// their foreign keys filled from the parent. All or nothing: one transaction, nothing queued.
+    ///
+    /// - Returns: how many entities were written, across all sets.
+    /// - Throws: `JSONError` for bad JSON (with its line), `EntityError` naming the entity and property.
+    @discardableResult
+    public func load(set: String, json bytes: [UInt8]) throws -> Int {
+        let items = try Self.entityObjects(bytes)
+        var rows: [(String, Properties)] = []
+        for (n, item) in items.enumerated() {
+            do {
+                try collect(item, set: set, into: &rows)
+            } catch let e as EntityError {
+                throw EntityError.badInput("entity \(n + 1) of the input: \(e)")
+            }
+        }
+        let handles = try Dictionary(uniqueKeysWithValues: Set(rows.map(\.0)).map { ($0, try entities.set($0)) })
+        let batch = rows
+        return try entities.write { t in
+            for (s, props) in batch {
+                do {
+                    try handles[s]!.upsert(t, props)
+                } catch let e as EntityError {
+                    let key = (try? handles[s]!.keyValues(props)).map { handles[s]!.describeKey($0) } ?? "?"
+                    throw EntityError.badInput("\(s)(\(key)): \(e)")
+                }
+            }
+            return batch.count
+        }
+    }
+
+    /// The entity objects of a payload in any of the accepted shapes.
+    static func entityObjects(_ bytes: [UInt8]) throws -> [JSON] {
+        let doc: JSON
+        do {
+            doc = try JSON.parse(bytes)
+        } catch let first {
+            // Not one document: maybe JSON lines, one object per line.
+            var items: [JSON] = []
+            var lineNumber = 0
+            for line in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+                lineNumber += 1
+                if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
+                do {
+                    items.append(try JSON.parse(Array(line)))
+                } catch {
+                    if lineNumber == 1 || items.isEmpty { throw first }
+                    throw JSONError(message: error.message, offset: error.offset, line: lineNumber, column: error.column)
+                }
+            }
+            if items.count < 2 { throw first }
+            return items
+        }
+        if case .array(let a)? = doc["value"] { return a }
+        if let d = doc["d"] {
+            if case .array(let a)? = d["results"] { return a }
+            if case .array(let a) = d { return a }
+            if case .object = d { return [d] }
+        }
+        if case .array(let a) = doc { return a }
+        if case .object = doc { return [doc] }
+        throw EntityError.badInput("expected {\"value\":[…]}, {\"d\":{\"results\":[…]}}, an entity object or JSON lines")
+    }
+
+    /// Converts one entity object, and recursively its expanded navigation properties.
+    func collect(_ json: JSON, set: String, into rows: inout [(String, Properties)]) throws {
+        let h = try entities.set(set)
+        let navigation = Set(h.type.navigationProperties.map(\.name))
+        let props = try ValueJSON(schema: schema).properties(from: json, properties: h.type.properties,
+                                                               navigation: navigation, owner: set)
+        rows.append((set, props))
+        guard case .object(let members) = json else { return }
+        for (name, value) in members where navigation.contains(name) {
+            guard let nav = h.type.navigationProperty(name), let target = schema.targetSet(of: nav, from: set) else { continue }
+            var children: [JSON]
+            switch value {
+            case .array(let a): children = a
+            case .object:
+                if value["__deferred"] != nil { continue }
+                if case .array(let a)? = value["results"] { children = a } else { children = [value] }
+            default: continue
+            }
+            for child in children {
+                guard case .object(var m) = child else { continue }
+                // A child nested under its parent may leave out the foreign key: take it from the parent.
+                for c in nav.principalConstraints where !m.contains(where: { $0.0 == c.property }) {
+                    if let v = json[c.referencedProperty] { m.append((c.property, v)) }
+                }
+                try collect(.object(m), set: target, into: &rows)
+            }
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+
+extension EntityStore {
+    /// Creates a new store in directory `path` from a `$metadata` document and a configuration.
+    ///
+    /// Throws `EntityError.badInput` if a store already exists there, `CSDLError` for a document
+    /// it cannot use, `EntityError` for a bad index definition. Nothing is left behind on failure.
+    public static func create(path: String, metadata: [UInt8], configuration: StoreConfiguration) throws -> EntityStore {
+        if FileManager.default.fileExists(atPath: path + "/data.mdb") {
+            throw EntityError.badInput("a store already exists in '\(path)'")
+        }
+        let schema = try CSDL.parse(metadata)
+        let existed = FileManager.default.fileExists(atPath: path)
+        do {
+            let env = try Environment(path: path, durability: configuration.durability)
+            let store = try EntityStore(environment: env, schema: schema, metadata: metadata, configuration: configuration)
+            let meta = store.meta
+            let config = Array(store.configuration.json.text.utf8)
+            try store.write { t in
+                try t.put(meta, formatKey, formatVersion)
+                try t.put(meta, metadataKey, metadata)
+                try t.put(meta, configKey, config)
+            }
+            return store
+        } catch {
+            try? FileManager.default.removeItem(atPath: path + "/data.mdb")
+            try? FileManager.default.removeItem(atPath: path + "/lock.mdb")
+            if !existed { try? FileManager.default.removeItem(atPath: path) }
+            throw error
+        }
+    }
+
+    /// Opens the store in directory `path`, reading its schema and configuration from `meta`.
+    public static func open(path: String, durability: Durability? = nil) throws -> EntityStore {
+        guard FileManager.default.fileExists(atPath: path + "/data.mdb") else {
+            throw EntityError.badInput("no store in '\(path)' (run 'offline-store init' first)")
+        }
+        // The durability is part of the configuration; open the environment with it.
+        let env = try Environment(path: path)
+        guard let meta = try env.database(named: "meta", create: false) else {
+            throw EntityError.badInput("'\(path)' is not an OfflineStore store (no meta database)")
+        }
+        let (format, metadata, configText) = try env.read { txn in
+            (try txn.txn.get(meta, formatKey).map(Array.init), try txn.txn.get(meta, metadataKey).map(Array.init),
+             try txn.txn.get(meta, configKey).map(Array.init))
+        }
+        guard format == formatVersion, let metadata, let configText else {
+            throw EntityError.badInput("'\(path)' is not an OfflineStore store of a supported format")
+        }
+        var configuration = try StoreConfiguration(json: try JSON.parse(configText))
+        if let durability { configuration.durability = durability }
+        try env.setDurability(configuration.durability)
+        return try EntityStore(environment: env, schema: try CSDL.parse(metadata), metadata: metadata, configuration: configuration)
+    }
+}

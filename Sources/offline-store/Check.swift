@@ -1,0 +1,15 @@
+import ArgumentParser
+import OfflineStore
+
+struct Check: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Verify the store's integrity; exit 0 only if consistent.")
+    @OptionGroup var options: StoreOption
+
+    func run() throws {
+        try runReportingErrors {
+            let report = try OfflineStore.open(at: options.store).check()
+            output("\(report)")
+            if !report.isConsistent { throw ExitCode.failure }
+        }
+    }
+}

@@ -1,0 +1,41 @@
+import ArgumentParser
+import Foundation
+import OfflineStore
+
+struct Demo: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The whole story on the built-in EPM sample data.")
+    @Option(help: "Keep the demo store in this directory (default: a temporary one, removed at the end).") var store: String?
+
+    func run() throws {
+        try runReportingErrors {
+            let dir = store ?? FileManager.default.temporaryDirectory.appendingPathComponent("offline-store-demo-\(getpid())").path
+            defer { if store == nil { try? FileManager.default.removeItem(atPath: dir) } }
+            output("== init: \(dir) from the built-in EPM $metadata (V4), with indexes \(SampleData.configuration.indexes.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "; "))")
+            let s = try OfflineStore.create(at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
+            output("== load: server data, one transaction per set, nothing queued")
+            for set in SampleData.setsInLoadOrder {
+                let n = try s.load(set: set, json: Array(SampleData.json(set).utf8))
+                output("   \(set): \(n) entities")
+            }
+            output("== get Products('HT-1001'): the Decimal price stays exact")
+            output("   " + (try s.json(set: "Products", entity: s.get(set: "Products", key: [.string("HT-1001")])!)))
+            output("== get SalesOrderItems(SalesOrderID='0500000003',ItemPosition=20): composite key")
+            output("   " + (try s.json(set: "SalesOrderItems", entity: s.get(set: "SalesOrderItems", key: [.string("0500000003"), .int(20)])!)))
+            output("== bad input is refused with a clear error and changes nothing")
+            do {
+                try s.load(set: "Products", json: Array(#"{"value":[{"ProductID":"HT-9","Price":"cheap"}]}"#.utf8))
+            } catch {
+                output("   \(error)")
+            }
+            output("== stats")
+            let stats = try s.stats()
+            for set in stats.sets {
+                output("   \(set.name): \(set.entities) entities; indexes: " + set.indexes.map { "\($0.name)\($0.automatic ? " (fk)" : "")=\($0.entries)" }.joined(separator: ", "))
+            }
+            output("== check")
+            let report = try s.check()
+            output("   \(report)")
+            if !report.isConsistent { throw ExitCode.failure }
+        }
+    }
+}

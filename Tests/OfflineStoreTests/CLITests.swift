@@ -1,0 +1,129 @@
+import Foundation
+import Testing
+import OfflineStore
+
+/// Runs the built `offline-store` tool as a user would.
+struct CLI {
+    static let executable: String = {
+        let candidates = [URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
+                          Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent()]
+        for dir in candidates {
+            let path = dir.appendingPathComponent("offline-store").path
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        return "offline-store"
+    }()
+
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    @discardableResult
+    static func run(_ args: [String]) throws -> Result {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: executable)
+        p.arguments = args
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return Result(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+    }
+}
+
+func tempDir() -> String {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-cli-\(UUID().uuidString)").path
+    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    return dir
+}
+
+func write(_ text: String, to path: String) throws {
+    try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+}
+
+struct CLITests {
+    /// A store made by `init` from the sample metadata and configuration, loaded with the sample data.
+    func sampleStore() throws -> String {
+        let dir = tempDir()
+        try write(SampleData.metadata, to: dir + "/metadata.xml")
+        try write(SampleData.configuration.json.text, to: dir + "/config.json")
+        let r = try CLI.run(["init", "--store", dir + "/store", "--metadata", dir + "/metadata.xml", "--config", dir + "/config.json"])
+        #expect(r.status == 0, "\(r.stderr)")
+        for set in SampleData.setsInLoadOrder {
+            try write(SampleData.json(set), to: dir + "/\(set).json")
+            let l = try CLI.run(["load", "--store", dir + "/store", "--set", set, dir + "/\(set).json"])
+            #expect(l.status == 0, "\(l.stderr)")
+        }
+        return dir
+    }
+
+    @Test func initLoadGetRoundTripsValuesExactly() throws {
+        let dir = try sampleStore()
+        let r = try CLI.run(["get", "--store", dir + "/store", "Products('HT-1001')"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains(#""Price":56.10"#), "\(r.stdout)")  // exact, with its scale
+        let bp = try CLI.run(["get", "--store", dir + "/store", "BusinessPartners('0100000001')"])
+        #expect(bp.stdout.contains(#""CreatedAt":"2021-02-11T01:30:00+01:00""#), "\(bp.stdout)")  // the offset is kept
+        let item = try CLI.run(["get", "--store", dir + "/store", "SalesOrderItems(SalesOrderID='0500000003',ItemPosition=20)"])
+        #expect(item.status == 0 && item.stdout.contains(#""ItemPosition":20"#), "\(item.stdout)\(item.stderr)")
+        let check = try CLI.run(["check", "--store", dir + "/store"])
+        #expect(check.status == 0 && check.stdout.hasPrefix("ok:"), "\(check.stdout)")
+        let stats = try CLI.run(["stats", "--store", dir + "/store"])
+        #expect(stats.stdout.contains("SalesOrderItems: 100 entities"), "\(stats.stdout)")
+        #expect(stats.stdout.contains("index CustomerID (foreign key): 40 entries"), "\(stats.stdout)")
+    }
+
+    @Test func badInputGetsOneClearLineAndChangesNothing() throws {
+        let dir = try sampleStore()
+        let store = dir + "/store"
+        let before = try CLI.run(["stats", "--store", store]).stdout
+        let cases: [(String, String)] = [
+            (#"{"value":[{"ProductID":"HT-9"},{"ProductID":"HT-10","Price":"cheap"}]}"#, "property 'Price': expected Edm.Decimal"),
+            (#"{"value":[{"ProductID":"HT-9","Pric":1}]}"#, "unknown property 'Pric'"),
+            (#"{"value":[{"Name":"no key"}]}"#, "key property 'ProductID'"),
+            (#"{"value":[{"ProductID":null}]}"#, "key property 'ProductID'"),
+            (#"{"value":[{"ProductID":"HT-9",}]}"#, "bad JSON at line 1"),
+            ("{\"value\":[{\"ProductID\":\"HT-9\"}]}\n{", "bad JSON"),
+            (#"{"value":[{"ProductID":"\#(String(repeating: "x", count: 600))"}]}"#, "MaxLength"),
+        ]
+        for (payload, message) in cases {
+            try write(payload, to: dir + "/bad.json")
+            let r = try CLI.run(["load", "--store", store, "--set", "Products", dir + "/bad.json"])
+            #expect(r.status != 0)
+            #expect(r.stderr.contains(message), "\(r.stderr)")
+            #expect(r.stderr.split(separator: "\n").count == 1, "\(r.stderr)")
+        }
+        try Data([0x7B, 0x22, 0xFF, 0xFE, 0x22, 0x3A, 0x31, 0x7D]).write(to: URL(fileURLWithPath: dir + "/bad.json"))
+        let utf8 = try CLI.run(["load", "--store", store, "--set", "Products", dir + "/bad.json"])
+        #expect(utf8.status != 0 && utf8.stderr.contains("invalid UTF-8"), "\(utf8.stderr)")
+        #expect(try CLI.run(["stats", "--store", store]).stdout == before)
+        #expect(try CLI.run(["get", "--store", store, "Products('nope')"]).status != 0)
+        #expect(try CLI.run(["get", "--store", store, "Nope('x')"]).stderr.contains("Nope"))
+        #expect(try CLI.run(["get", "--store", dir + "/missing", "Products('x')"]).stderr.contains("no store"))
+        #expect(try CLI.run(["check", "--store", store]).status == 0)
+    }
+
+    @Test func initRefusesBadMetadataAndLeavesNothing() throws {
+        let dir = tempDir()
+        try write("<edmx:Edmx", to: dir + "/bad.xml")
+        let r = try CLI.run(["init", "--store", dir + "/store", "--metadata", dir + "/bad.xml"])
+        #expect(r.status != 0 && !r.stderr.isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: dir + "/store"))
+        try write(SampleData.metadata, to: dir + "/m.xml")
+        try write(#"{"indexes":{"Products":["Nope DESC"]}}"#, to: dir + "/c.json")
+        let bad = try CLI.run(["init", "--store", dir + "/store", "--metadata", dir + "/m.xml", "--config", dir + "/c.json"])
+        #expect(bad.status != 0 && bad.stderr.contains("Nope"), "\(bad.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/store"))
+    }
+
+    @Test func demoRuns() throws {
+        let r = try CLI.run(["demo"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("ok:"))
+    }
+}

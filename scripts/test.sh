@@ -1,0 +1,7 @@
+#!/bin/sh
+# The test command: installs what is missing, then runs every test.
+set -e
+cd "$(dirname "$0")/.."
+sh scripts/setup.sh
+swift build --build-tests
+swift test --skip-build

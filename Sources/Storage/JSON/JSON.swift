@@ -65,6 +65,13 @@ public struct JSONError: Error, Sendable, Hashable, CustomStringConvertible {
     public var line: Int
     public var column: Int
 
+    public init(message: String, offset: Int, line: Int, column: Int) {
+        self.message = message
+        self.offset = offset
+        self.line = line
+        self.column = column
+    }
+
     public var description: String { "bad JSON at line \(line), column \(column): \(message)" }
 }
 

@@ -78,6 +78,9 @@ public struct EntitySetHandle: Sendable {
     /// Checks an entity against the type: known properties, values fit, non-nullables present
     /// (unless `partial`, for a PATCH body), key present.
     public func validate(_ props: Properties, partial: Bool) throws(EntityError) {
+        if !partial {
+            for k in type.key where props[k]?.isNull ?? true { throw .missingKey(set: name, property: k) }
+        }
         for (k, v) in props {
             guard let p = type.property(k) else { throw .unknownProperty(set: name, property: k) }
             try Validation.check(v, against: p, schema: schema)

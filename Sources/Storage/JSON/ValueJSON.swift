@@ -22,7 +22,7 @@ public struct ValueJSON: Sendable {
                 throw .unknownProperty(set: owner, property: name)
             }
             let value = try self.value(from: v, type: p.type, property: name)
-            try Validation.check(value, against: p, schema: schema)
+            if !value.isNull { try Validation.check(value, against: p, schema: schema) }  // nulls: checked on write
             out[name] = value
         }
         return out

@@ -165,18 +165,26 @@ public final class Environment: @unchecked Sendable {
             state.withLock { $0[name] = db }
             return db
         }
-        // A read transaction may open an existing database; only one mdb_dbi_open at a time.
+        // A read transaction may open an existing database; it must commit (not abort) for the
+        // handle to stay open. Only one mdb_dbi_open at a time.
         return try state.withLock { cache -> Database? in
             if let db = cache[name] { return db }
-            let found = try read { txn -> Database? in
-                var dbi = MDB_dbi()
-                let rc = mdb_dbi_open(txn.txn.raw, name, 0, &dbi)
-                if rc == MDB_NOTFOUND { return nil }
-                try _check(rc, "mdb_dbi_open \(name)")
-                return Database(dbi: dbi, name: name)
+            resize.lockShared()
+            defer { resize.unlock() }
+            var txn: OpaquePointer?
+            try _check(mdb_txn_begin(raw, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin (open \(name))")
+            var dbi = MDB_dbi()
+            let rc = mdb_dbi_open(txn, name, 0, &dbi)
+            if rc == MDB_NOTFOUND {
+                mdb_txn_abort(txn)
+                return nil
             }
-            if let found { cache[name] = found }
-            return found
+            if rc != 0 { mdb_txn_abort(txn) }
+            try _check(rc, "mdb_dbi_open \(name)")
+            try _check(mdb_txn_commit(txn), "mdb_txn_commit (open \(name))")
+            let db = Database(dbi: dbi, name: name)
+            cache[name] = db
+            return db
         }
     }
 

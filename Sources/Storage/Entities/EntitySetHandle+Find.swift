@@ -48,40 +48,80 @@ extension EntitySetHandle {
         try scanIndex(t, index, lower: (p, true), upper: (p, true)) { _, pk in try body(pk) }
     }
 
-    /// Primary keys of entities whose components equal `prefix` and whose next component lies
-    /// between `lower` and `upper` (nulls never match a range), in index order.
-    package func findRange(_ t: TxnRef, index: IndexHandle, prefix: [Value] = [], lower: ValueBound?, upper: ValueBound?,
-                           _ body: (MappedBytes) throws -> Bool) throws {
-        let p = try index.encodeTuple(prefix)
-        let n = prefix.count
-        precondition(n < index.definition.components.count, "range component beyond the index")
-        let desc = index.definition.components[n].descending
+    /// Byte bounds for "components equal `prefix`, and the next one between `lower` and `upper`"
+    /// (nulls never match a range), for a next component that is `descending` or not.
+    package static func byteBounds(prefix p: [UInt8], descending desc: Bool, lower: ValueBound?, upper: ValueBound?) throws
+        -> (lower: (bytes: [UInt8], inclusive: Bool), upper: (bytes: [UInt8], inclusive: Bool)) {
         let low = lower ?? (upper != nil ? ValueBound(.null, inclusive: false) : nil)
         func bytes(_ b: ValueBound) throws -> (bytes: [UInt8], inclusive: Bool) {
             var out = p
             try KeyCodec.append(b.value, descending: desc, to: &out)
             return (out, b.inclusive)
         }
-        var byteLower: (bytes: [UInt8], inclusive: Bool)? = (p, true)
-        var byteUpper: (bytes: [UInt8], inclusive: Bool)? = (p, true)
+        var byteLower: (bytes: [UInt8], inclusive: Bool) = (p, true)
+        var byteUpper: (bytes: [UInt8], inclusive: Bool) = (p, true)
         if let low { if desc { byteUpper = try bytes(low) } else { byteLower = try bytes(low) } }
         if let upper { if desc { byteLower = try bytes(upper) } else { byteUpper = try bytes(upper) } }
-        try scanIndex(t, index, lower: byteLower, upper: byteUpper) { _, pk in try body(pk) }
+        return (byteLower, byteUpper)
+    }
+
+    /// The byte prefix of "components equal `prefix`, then a string starting with `stringPrefix`".
+    package static func stringPrefixBytes(prefix: [UInt8], descending: Bool, _ stringPrefix: String) -> [UInt8] {
+        var p = prefix
+        let start = p.count
+        p.append(KeyCodec.Tag.string.rawValue)
+        KeyCodec.appendEscaped(stringPrefix.utf8, &p)
+        p.removeLast(2)  // no terminator: a byte prefix of every longer string
+        if descending { for i in start..<p.count { p[i] = ~p[i] } }
+        return p
+    }
+
+    /// Primary keys of entities whose components equal `prefix` and whose next component lies
+    /// between `lower` and `upper` (nulls never match a range), in index order.
+    package func findRange(_ t: TxnRef, index: IndexHandle, prefix: [Value] = [], lower: ValueBound?, upper: ValueBound?,
+                           _ body: (MappedBytes) throws -> Bool) throws {
+        precondition(prefix.count < index.definition.components.count, "range component beyond the index")
+        let (l, u) = try Self.byteBounds(prefix: try index.encodeTuple(prefix), descending: index.definition.components[prefix.count].descending,
+                                         lower: lower, upper: upper)
+        try scanIndex(t, index, lower: l, upper: u) { _, pk in try body(pk) }
     }
 
     /// Primary keys of entities whose components equal `prefix` and whose next (string) component
     /// starts with `stringPrefix`, in index order.
     package func findPrefix(_ t: TxnRef, index: IndexHandle, prefix: [Value] = [], stringPrefix: String,
                             _ body: (MappedBytes) throws -> Bool) throws {
-        var p = try index.encodeTuple(prefix)
-        let start = p.count
-        p.append(KeyCodec.Tag.string.rawValue)
-        KeyCodec.appendEscaped(stringPrefix.utf8, &p)
-        p.removeLast(2)  // no terminator: a byte prefix of every longer string
-        if index.definition.components[prefix.count].descending {
-            for i in start..<p.count { p[i] = ~p[i] }
-        }
+        let p = Self.stringPrefixBytes(prefix: try index.encodeTuple(prefix),
+                                       descending: index.definition.components[prefix.count].descending, stringPrefix)
         try scanIndex(t, index, lower: (p, true), upper: (p, true)) { _, pk in try body(pk) }
+    }
+
+    /// Visits (primary key, row) pairs between two key byte bounds (tuple prefixes, as in
+    /// `scanIndex`), in key order, or in reverse, until `body` returns false.
+    package func scanEntities(_ t: TxnRef, lower: (bytes: [UInt8], inclusive: Bool)?, upper: (bytes: [UInt8], inclusive: Bool)?,
+                              reverse: Bool = false, _ body: (MappedBytes, MappedBytes) throws -> Bool) throws {
+        var start: [UInt8]? = nil
+        if let lower { start = lower.inclusive ? lower.bytes : Self.successor(lower.bytes) }
+        if lower != nil && start == nil { return }
+        let stop: [UInt8]? = upper.flatMap { $0.inclusive ? Self.successor($0.bytes) : $0.bytes }
+        try t.withCursor(entities) { c in
+            if !reverse {
+                var e = try start.map { try c.seek($0) } ?? c.first()
+                while let (k, v) = e {
+                    if let stop, !k.lexicographicallyPrecedes(stop) { return }
+                    if try !body(k, v) { return }
+                    e = try c.next()
+                }
+            } else {
+                // From the last key below `stop` down to `start`.
+                var e: (key: MappedBytes, value: MappedBytes)?
+                if let stop { e = try c.seek(stop).flatMap { _ in try c.previous() } ?? c.last() } else { e = try c.last() }
+                while let (k, v) = e {
+                    if let start, k.lexicographicallyPrecedes(start) { return }
+                    if try !body(k, v) { return }
+                    e = try c.previous()
+                }
+            }
+        }
     }
 
     /// Decodes the entity stored under raw primary-key bytes (e.g. from an index entry).

@@ -12,6 +12,8 @@ public struct EntitySetHandle: Sendable {
     public let indexes: [IndexHandle]
     /// Positions of the key properties in the row.
     public let keyPositions: [Int]
+    /// Position of each structural property in the row.
+    public let propertyPositions: [String: Int]
 
     package init(name: String, type: EntityType, schema: Schema, entities: Database, indexes: [IndexHandle]) {
         self.name = name
@@ -21,6 +23,7 @@ public struct EntitySetHandle: Sendable {
         self.entities = entities
         self.indexes = indexes
         self.keyPositions = type.key.map { k in type.propertyIndex(k)! }
+        self.propertyPositions = Dictionary(type.properties.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { a, _ in a })
     }
 
     public func index(named name: String) -> IndexHandle? { indexes.first { $0.definition.name == name } }

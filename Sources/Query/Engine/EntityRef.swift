@@ -1,0 +1,56 @@
+import Storage
+
+/// An entity being evaluated: either its row in the memory map (properties decoded one at a time,
+/// only those an expression touches) or already decoded properties.
+package struct EntityRef {
+    package let set: EntitySetHandle
+    package let primaryKey: MappedBytes?
+    enum Source {
+        case row(RowView)
+        case decoded(Properties)
+    }
+    let source: Source
+
+    package init(set: EntitySetHandle, row: MappedBytes, primaryKey: MappedBytes?) throws {
+        self.set = set
+        self.primaryKey = primaryKey
+        do { source = .row(try RowView(row)) } catch {
+            throw EntityError.corruptRow(set: set.name, key: "", reason: error.description)
+        }
+    }
+
+    package init(set: EntitySetHandle, properties: Properties) {
+        self.set = set
+        self.primaryKey = nil
+        source = .decoded(properties)
+    }
+
+    /// The value of structural property `name` (null when absent).
+    @inline(__always)
+    package func value(_ name: String) throws -> Value {
+        switch source {
+        case .decoded(let p): return p[name] ?? .null
+        case .row(let row):
+            guard let i = set.propertyPositions[name] else { return .null }
+            do {
+                return try row.value(at: i, type: set.type.properties[i].type, schema: set.schema)
+            } catch {
+                throw EntityError.corruptRow(set: set.name, key: "", reason: error.description)
+            }
+        }
+    }
+
+    /// All properties, decoded.
+    package func properties() throws -> Properties {
+        switch source {
+        case .decoded(let p): return p
+        case .row(let row):
+            do { return try set.codec.decode(row.bytes) } catch {
+                throw EntityError.corruptRow(set: set.name, key: "", reason: error.description)
+            }
+        }
+    }
+
+    /// The key values, in key order.
+    package func keyValues() throws -> [Value] { try set.type.key.map { try value($0) } }
+}

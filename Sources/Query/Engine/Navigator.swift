@@ -1,0 +1,39 @@
+import Storage
+
+/// Follows navigation properties through their referential constraints, using the target's key
+/// or an index whose leading properties are the foreign key; a full scan only when neither exists.
+package struct Navigator {
+    let store: EntityStore
+    let t: TxnRef
+
+    /// Property-value pairs a related entity must have, derived from `entity` and `nav`'s constraints.
+    /// Nil when the navigation has no referential constraint (it cannot be resolved locally).
+    func constraints(of entity: EntityRef, _ nav: NavigationProperty) throws -> [(String, Value)]? {
+        if !nav.dependentConstraints.isEmpty {
+            return try nav.dependentConstraints.map { ($0.referencedProperty, try entity.value($0.property)) }
+        }
+        if !nav.principalConstraints.isEmpty {
+            return try nav.principalConstraints.map { ($0.property, try entity.value($0.referencedProperty)) }
+        }
+        return nil
+    }
+
+    /// The entities `nav` leads to from `entity`, in the target's key (or index) order.
+    package func related(_ entity: EntityRef, _ nav: NavigationProperty, targetSet: String) throws -> [EntityRef] {
+        guard let equalities = try constraints(of: entity, nav) else { return [] }
+        if equalities.contains(where: { $0.1.isNull }) { return [] }
+        var out: [EntityRef] = []
+        try find(try store.set(targetSet), equalities) { out.append(EntityRef(set: $0.set, properties: try $0.properties())); return true }
+        return out
+    }
+
+    /// Visits entities of `set` whose properties equal the given values until `body` returns false.
+    package func find(_ set: EntitySetHandle, _ equalities: [(String, Value)], _ body: (EntityRef) throws -> Bool) throws {
+        let access = AccessPath.forEqualities(set, equalities)
+        try AccessPath.run(access, set: set, t: t) { pk, row in
+            let e = try EntityRef(set: set, row: row, primaryKey: pk)
+            for (name, v) in equalities where !odataEqual(try e.value(name), v) { return true }
+            return try body(e)
+        }
+    }
+}

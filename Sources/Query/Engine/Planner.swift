@@ -1,0 +1,204 @@
+import Storage
+
+/// Chooses an access path, residual filter and sort strategy for a collection request.
+///
+/// Key equality → point read; `in` on the key or an index → several points; equality, range or
+/// `startswith` on the key's or an index's leading properties → a range scan; an `$orderby` that
+/// the chosen order already satisfies → a stream that stops after `$skip + $top`; otherwise a
+/// top-N heap when `$top` is given, else a full sort.
+package struct Planner {
+    /// One conjunct that an ordered structure can serve: `Prop op literal`, `Prop in (…)`,
+    /// `startswith(Prop, '…')`, `Prop eq null`.
+    struct Sargable {
+        enum Kind {
+            case eq(Value)
+            case lower(ValueBound)
+            case upper(ValueBound)
+            case `in`([Value])
+            case prefix(String)
+        }
+        var property: String
+        var kind: Kind
+        /// Index of the conjunct in the filter; nil for an equality from the resource path.
+        var conjunct: Int?
+        /// Whether the structure answers it exactly (not for doubles, whose NaN and -0 differ).
+        var exact: Bool
+    }
+
+    /// Plans `options` over `set`, with `equalities` from the resource path.
+    package static func plan(_ set: EntitySetHandle, options: BoundOptions, equalities: [(String, Value)] = []) -> QueryPlan {
+        let conjuncts = options.filter.map(flatten) ?? []
+        var sargables: [Sargable] = equalities.map { Sargable(property: $0.0, kind: .eq($0.1), conjunct: nil, exact: true) }
+        for (i, c) in conjuncts.enumerated() { sargables.append(contentsOf: sargable(c, index: i, set: set)) }
+
+        var best = Candidate(access: .fullScan(reverse: false), used: [], score: 0, ordered: options.orderBy.isEmpty)
+        // The primary key, then every index, as orderings to match against.
+        var orderings: [(IndexHandle?, [(String, Bool)])] = [(nil, set.type.key.map { ($0, false) })]
+        for index in set.indexes where index.definition.components.allSatisfy({ $0.path.count == 1 }) {
+            orderings.append((index, index.definition.components.map { ($0.path[0], $0.descending) }))
+        }
+        for (index, columns) in orderings {
+            if let c = candidate(index: index, columns: columns, sargables: sargables, set: set, orderBy: options.orderBy),
+               c.score > best.score || (c.score == best.score && c.ordered && !best.ordered) {
+                best = c
+            }
+        }
+        // No selective access: an ordered full scan still avoids sorting when $orderby matches.
+        if best.score == 0 && !best.ordered {
+            for (index, columns) in orderings {
+                if let reverse = satisfies(options.orderBy, columns: columns, fixed: [], allowReverse: index == nil) {
+                    best.ordered = true
+                    best.access = index.map { .index($0, prefix: [], range: nil) } ?? .fullScan(reverse: reverse)
+                    break
+                }
+            }
+        }
+        let usedConjuncts = Set(best.used.compactMap { sargables[$0].exact ? sargables[$0].conjunct : nil })
+        let usedEqualities = Set(best.used.filter { sargables[$0].conjunct == nil && sargables[$0].exact }.map { sargables[$0].property })
+        let remaining = conjuncts.enumerated().filter { !usedConjuncts.contains($0.offset) }.map(\.element)
+        let residual: TypedExpr? = remaining.isEmpty ? nil
+            : remaining.count == 1 ? remaining[0] : TypedExpr(.and(remaining), type: .primitive(.boolean), at: remaining[0].position)
+        let skip = options.skip ?? 0
+        let sort: SortStrategy = best.ordered ? .stream : (options.top.map { .topN(skip + $0) } ?? .sort)
+        return QueryPlan(set: set, access: best.access, residual: residual,
+                         residualEqualities: equalities.filter { !usedEqualities.contains($0.0) },
+                         orderBy: options.orderBy, sort: sort, skip: skip, top: options.top)
+    }
+
+    struct Candidate {
+        var access: AccessPath
+        var used: [Int]
+        var score: Int
+        var ordered: Bool
+    }
+
+    /// The access an ordering (the key or an index) offers for the sargable conjuncts.
+    static func candidate(index: IndexHandle?, columns: [(String, Bool)], sargables: [Sargable],
+                          set: EntitySetHandle, orderBy: [BoundOrderBy]) -> Candidate? {
+        var prefix: [Value] = []
+        var used: [Int] = []
+        for (name, _) in columns {
+            guard let i = sargables.firstIndex(where: { s in
+                if s.property == name, case .eq = s.kind { return true } else { return false }
+            }), case .eq(let v) = sargables[i].kind, !(index == nil && v.isNull) else { break }
+            prefix.append(v)
+            used.append(i)
+        }
+        var range: ComponentRange? = nil
+        var inValues: [Value]? = nil
+        if prefix.count < columns.count {
+            let name = columns[prefix.count].0
+            var lower: ValueBound? = nil, upper: ValueBound? = nil
+            for (i, s) in sargables.enumerated() where s.property == name {
+                switch s.kind {
+                case .lower(let b) where lower == nil: lower = b; used.append(i)
+                case .upper(let b) where upper == nil: upper = b; used.append(i)
+                case .prefix(let p) where range == nil && lower == nil && upper == nil && inValues == nil:
+                    range = .stringPrefix(p); used.append(i)
+                case .in(let vs) where inValues == nil && range == nil && lower == nil && upper == nil:
+                    inValues = vs; used.append(i)
+                default: break
+                }
+            }
+            if range == nil && (lower != nil || upper != nil) { range = .bounds(lower, upper) }
+        }
+        let fixed = Set(columns.prefix(prefix.count).map(\.0))
+        let isKey = index == nil
+        if isKey && prefix.count == columns.count {
+            return Candidate(access: .key(prefix), used: used, score: 1000, ordered: true)
+        }
+        if isKey && prefix.count == columns.count - 1, let vs = inValues {
+            return Candidate(access: .keys(vs.map { prefix + [$0] }), used: used, score: 900,
+                             ordered: orderBy.isEmpty || satisfies(orderBy, columns: columns, fixed: fixed, allowReverse: false) == false)
+        }
+        if let vs = inValues {
+            guard let index else { return nil }
+            return Candidate(access: .indexIn(index, prefix: prefix, values: vs), used: used, score: 10 * prefix.count + 3, ordered: orderBy.isEmpty)
+        }
+        let score = 10 * prefix.count + (range != nil ? 5 : 0)
+        if score == 0 { return nil }
+        let reverse = satisfies(orderBy, columns: columns, fixed: fixed, allowReverse: isKey)
+        let access: AccessPath = index.map { .index($0, prefix: prefix, range: range) }
+            ?? .keyRange(prefix: prefix, range: range, reverse: reverse ?? false)
+        return Candidate(access: access, used: used, score: score + (isKey ? 1 : 0), ordered: orderBy.isEmpty || reverse != nil)
+    }
+
+    /// Whether rows ordered by `columns` (after the `fixed` equality columns) come in `orderBy`
+    /// order: nil if not, false if forwards, true if by reading backwards (when allowed).
+    static func satisfies(_ orderBy: [BoundOrderBy], columns: [(String, Bool)], fixed: Set<String>, allowReverse: Bool) -> Bool? {
+        if orderBy.isEmpty { return false }
+        var wanted: [(String, Bool)] = []
+        for o in orderBy {
+            guard case .property(let path) = o.expression.kind, path.variable == nil, path.steps.count == 1,
+                  case .property(let p) = path.steps[0] else { return nil }
+            if fixed.contains(p.name) { continue }
+            wanted.append((p.name, o.descending))
+        }
+        let free = columns.filter { !fixed.contains($0.0) }
+        guard wanted.count <= free.count else { return nil }
+        if zip(wanted, free).allSatisfy({ $0.0 == $1.0 && $0.1 == $1.1 }) { return false }
+        if allowReverse, zip(wanted, free).allSatisfy({ $0.0 == $1.0 && $0.1 != $1.1 }) { return true }
+        return nil
+    }
+
+    /// The top-level conjuncts of a filter.
+    static func flatten(_ e: TypedExpr) -> [TypedExpr] {
+        if case .and(let xs) = e.kind { return xs.flatMap(flatten) }
+        return [e]
+    }
+
+    /// The sargable forms of one conjunct (usually zero or one).
+    static func sargable(_ e: TypedExpr, index: Int, set: EntitySetHandle) -> [Sargable] {
+        func simple(_ x: TypedExpr) -> Property? {
+            guard case .property(let path) = x.kind, path.variable == nil, path.steps.count == 1,
+                  case .property(let p) = path.steps[0], p.type.primitive != nil || { if case .enumeration = p.type { true } else { false } }(),
+                  p.type.primitive != .json else { return nil }
+            return p
+        }
+        func exact(_ p: Property) -> Bool { p.type.primitive != .double && p.type.primitive != .single }
+        /// A literal of the property's own value kind (so its key encoding matches stored keys).
+        func literal(_ x: TypedExpr, for p: Property) -> Value? {
+            guard case .literal(let v) = x.kind else { return nil }
+            switch (v, p.type) {
+            case (.int, .primitive(let t)) where t.isInteger: return v
+            case (.decimal, .primitive(.decimal)), (.string, .primitive(.string)), (.bool, .primitive(.boolean)),
+                 (.date, .primitive(.date)), (.dateTimeOffset, .primitive(.dateTimeOffset)), (.dateTimeOffset, .primitive(.dateTime)),
+                 (.timeOfDay, .primitive(.timeOfDay)), (.timeOfDay, .primitive(.time)), (.duration, .primitive(.duration)),
+                 (.guid, .primitive(.guid)), (.binary, .primitive(.binary)), (.double, .primitive(.double)),
+                 (.double, .primitive(.single)), (.enumMember, .enumeration):
+                return v
+            default: return nil
+            }
+        }
+        switch e.kind {
+        case .compare(let op, let a, let b):
+            var (lhs, rhs, o) = (a, b, op)
+            if simple(lhs) == nil, simple(rhs) != nil {
+                (lhs, rhs) = (rhs, lhs)
+                o = [.gt: .lt, .ge: .le, .lt: .gt, .le: .ge][op] ?? op
+            }
+            guard let p = simple(lhs), let v = literal(rhs, for: p) else { return [] }
+            switch o {
+            case .eq: return [Sargable(property: p.name, kind: .eq(v), conjunct: index, exact: exact(p))]
+            case .gt: return [Sargable(property: p.name, kind: .lower(ValueBound(v, inclusive: false)), conjunct: index, exact: exact(p))]
+            case .ge: return [Sargable(property: p.name, kind: .lower(ValueBound(v, inclusive: true)), conjunct: index, exact: exact(p))]
+            case .lt: return [Sargable(property: p.name, kind: .upper(ValueBound(v, inclusive: false)), conjunct: index, exact: exact(p))]
+            case .le: return [Sargable(property: p.name, kind: .upper(ValueBound(v, inclusive: true)), conjunct: index, exact: exact(p))]
+            case .ne: return []
+            }
+        case .isNull(let x):
+            guard let p = simple(x) else { return [] }
+            return [Sargable(property: p.name, kind: .eq(.null), conjunct: index, exact: true)]
+        case .in(let x, let values):
+            guard let p = simple(x), !values.isEmpty, values.allSatisfy({ !$0.isNull }) else { return [] }
+            let typed = values.compactMap { literal(TypedExpr(.literal($0), type: p.type, at: 0), for: p) }
+            guard typed.count == values.count else { return [] }
+            return [Sargable(property: p.name, kind: .in(typed), conjunct: index, exact: exact(p))]
+        case .function("startswith", let args) where args.count == 2:
+            guard let p = simple(args[0]), p.type.primitive == .string, case .literal(.string(let s)) = args[1].kind else { return [] }
+            return [Sargable(property: p.name, kind: .prefix(s), conjunct: index, exact: true)]
+        default:
+            return []
+        }
+    }
+}

@@ -1,0 +1,191 @@
+import Storage
+
+/// Answers OData request URLs from an `EntityStore`.
+///
+/// ```swift
+/// let engine = QueryEngine(store: store)
+/// try engine.execute("BusinessPartners?$filter=Country eq 'US'&$top=20") { chunk in print(chunk, terminator: "") }
+/// print(try engine.explain("SalesOrders('0500000001')/Items"))
+/// ```
+/// Everything happens in one read transaction; output streams to `write` in chunks.
+public struct QueryEngine: Sendable {
+    public let store: EntityStore
+
+    public init(store: EntityStore) { self.store = store }
+
+    /// Output shapes of `execute`.
+    public enum Format: String, Sendable, CaseIterable {
+        /// OData V4 JSON: `{"@odata.context":…,"value":[…]}`.
+        case json
+        /// One entity per line.
+        case jsonl
+        /// An aligned text table.
+        case table
+    }
+
+    /// Parses and binds `url` against the store's schema. Throws `QueryError` with the position.
+    public func bind(_ url: String) throws -> BoundQuery {
+        try Binder(schema: store.schema).bind(url)
+    }
+
+    /// The plan chosen for `url`, as text: access path, index, residual filter, sort.
+    public func explain(_ url: String) throws -> String {
+        let query = try bind(url)
+        return try store.read { t in
+            let target = try resolve(query, t)
+            switch target {
+            case .single(let set, let eqs, _):
+                return "single entity of \(set.name)\naccess: \(AccessPath.forEqualities(set, eqs))"
+            case .collection(let set, let eqs):
+                var text = Planner.plan(set, options: query.options, equalities: eqs).description
+                if query.path.isCount { text += "\nresult: count only" }
+                for e in query.options.expand { text += "\nexpand \(e.navigation.name): index look-up in \(e.entitySet)" }
+                return text
+            case .missing: return "the resource path addresses no entity"
+            case .empty(let set): return "empty collection of \(set.name) (null foreign key)"
+            }
+        }
+    }
+
+    /// Runs `url` and writes the result in `format`; with `pageSize`, at most that many entities
+    /// and an `@odata.nextLink` to the rest.
+    public func execute(_ url: String, format: Format = .json, pageSize: Int? = nil, write: (String) throws -> Void) throws {
+        let query = try bind(url)
+        try store.read { t in
+            var out = ResultWriter(schema: store.schema, format: format, sink: write)
+            let executor = QueryExecutor(store: store, t: t)
+            switch try resolve(query, t) {
+            case .missing:
+                throw EntityError.notFound(set: query.path.entitySet, key: "")
+            case .empty(let set):
+                if query.path.isCount { try out.raw("0") } else {
+                    try out.beginCollection(context: set.name, count: query.options.count ? 0 : nil)
+                    try out.endCollection(nextLink: nil)
+                }
+            case .single(let set, let eqs, let context):
+                var found: EntityRef? = nil
+                try executor.evaluator.navigator.find(set, eqs) { found = $0; return false }
+                guard let found else {
+                    if query.path.isCount { try out.raw("0"); try out.flush(); return }
+                    throw EntityError.notFound(set: set.name, key: eqs.map { "\($0.0)=\(EntitySetHandle.literal($0.1))" }.joined(separator: ","))
+                }
+                if query.path.isCount { try out.raw("1"); try out.flush(); return }
+                try out.single(found, context: context, options: query.options, executor: executor)
+            case .collection(let set, let eqs):
+                var options = query.options
+                let plan = Planner.plan(set, options: options, equalities: eqs)
+                if query.path.isCount {
+                    try out.raw(String(try countWithin(plan, executor)))
+                    try out.flush()
+                    return
+                }
+                let total = options.count ? try countWithin(plan, executor) : nil
+                // Server-driven paging: the skip token is the offset already delivered.
+                let offset = query.skipToken.flatMap(Int.init) ?? 0
+                var paged = plan
+                paged.skip = plan.skip + offset
+                let remaining = plan.top.map { max(0, $0 - offset) }
+                var pageLimit = remaining
+                if let pageSize { pageLimit = min(remaining ?? Int.max, pageSize + 1) }
+                paged.top = pageLimit
+                if case .topN = plan.sort { paged.sort = .topN(paged.skip + (pageLimit ?? 0)) }
+                try out.beginCollection(context: set.name, count: total)
+                var n = 0
+                var more = false
+                try executor.run(paged) { e in
+                    if let pageSize, n == pageSize { more = true; return false }
+                    try out.entity(e, options: options, executor: executor)
+                    n += 1
+                    return true
+                }
+                options.count = false
+                let next = more ? Self.nextLink(url, offset: offset + n) : nil
+                try out.endCollection(nextLink: next)
+            }
+            try out.flush()
+        }
+    }
+
+    /// The matching entities, decoded (for tests and small results).
+    public func entities(_ url: String) throws -> [Properties] {
+        let query = try bind(url)
+        return try store.read { t in
+            let executor = QueryExecutor(store: store, t: t)
+            var result: [Properties] = []
+            switch try resolve(query, t) {
+            case .missing, .empty: break
+            case .single(let set, let eqs, _):
+                try executor.evaluator.navigator.find(set, eqs) { result.append(try $0.properties()); return false }
+            case .collection(let set, let eqs):
+                try executor.run(Planner.plan(set, options: query.options, equalities: eqs)) { result.append(try $0.properties()); return true }
+            }
+            return result
+        }
+    }
+
+    /// The number of entities `url` addresses, ignoring `$top`/`$skip`.
+    public func count(_ url: String) throws -> Int {
+        let query = try bind(url)
+        return try store.read { t in
+            let executor = QueryExecutor(store: store, t: t)
+            switch try resolve(query, t) {
+            case .missing, .empty: return 0
+            case .single(let set, let eqs, _):
+                var n = 0
+                try executor.evaluator.navigator.find(set, eqs) { _ in n = 1; return false }
+                return n
+            case .collection(let set, let eqs):
+                return try executor.count(Planner.plan(set, options: query.options, equalities: eqs))
+            }
+        }
+    }
+
+    func countWithin(_ plan: QueryPlan, _ executor: QueryExecutor) throws -> Int { try executor.count(plan) }
+
+    /// What a resource path addresses.
+    enum Target {
+        case single(EntitySetHandle, [(String, Value)], context: String)
+        case collection(EntitySetHandle, [(String, Value)])
+        /// A collection that is empty without looking (a null foreign key).
+        case empty(EntitySetHandle)
+        case missing
+    }
+
+    /// Walks the resource path: every segment but the last must address one entity, which is read
+    /// to find the next segment's foreign-key values.
+    func resolve(_ query: BoundQuery, _ t: TxnRef) throws -> Target {
+        let navigator = Navigator(store: store, t: t)
+        var parent: EntityRef? = nil
+        let segments = query.path.segments
+        for (i, segment) in segments.enumerated() {
+            let set = try store.set(segment.entitySet)
+            var eqs: [(String, Value)] = []
+            if let nav = segment.navigation, let p = parent {
+                guard let c = try navigator.constraints(of: p, nav) else {
+                    throw QueryError("navigation property '\(nav.name)' has no referential constraint, so it cannot be followed in the local store", option: nil, column: nil)
+                }
+                if c.contains(where: { $0.1.isNull }) { return segment.isSingle ? .missing : .empty(set) }
+                eqs = c
+            }
+            if let key = segment.key { eqs += key.map { ($0.name, $0.value) } }
+            if i == segments.count - 1 {
+                return segment.isSingle ? .single(set, eqs, context: set.name + "/$entity") : .collection(set, eqs)
+            }
+            var found: EntityRef? = nil
+            try navigator.find(set, eqs) { found = EntityRef(set: $0.set, properties: try $0.properties()); return false }
+            guard let found else { return .missing }
+            parent = found
+        }
+        return .missing
+    }
+
+    /// `url` with its `$skiptoken` set to `offset`.
+    static func nextLink(_ url: String, offset: Int) -> String {
+        var parts = url.split(separator: "?", maxSplits: 1).map(String.init)
+        var params = parts.count > 1 ? parts[1].split(separator: "&").map(String.init) : []
+        params.removeAll { $0.hasPrefix("$skiptoken=") || $0.hasPrefix("%24skiptoken=") }
+        params.append("$skiptoken=\(offset)")
+        parts = [parts[0], params.joined(separator: "&")]
+        return parts.joined(separator: "?")
+    }
+}

@@ -1,0 +1,202 @@
+import Foundation
+import HeapModule
+import Storage
+
+/// Runs a `QueryPlan` inside one read transaction: candidates from the access path, the residual
+/// filter on each row's bytes, then ordering, `$skip` and `$top`; matches go to `emit` one by one,
+/// so a result of any size streams in bounded memory.
+package struct QueryExecutor {
+    let store: EntityStore
+    let t: TxnRef
+    let evaluator: ExpressionEvaluator
+    /// Sort entries kept in memory before spilling to a temporary LMDB database.
+    var memorySortLimit = 200_000
+
+    init(store: EntityStore, t: TxnRef) {
+        self.store = store
+        self.t = t
+        evaluator = ExpressionEvaluator(navigator: Navigator(store: store, t: t))
+    }
+
+    /// Visits every entity that passes the plan's filters, in access order, until `body` returns false.
+    func matches(_ plan: QueryPlan, _ body: (EntityRef) throws -> Bool) throws {
+        try AccessPath.run(plan.access, set: plan.set, t: t) { pk, row in
+            let e = try EntityRef(set: plan.set, row: row, primaryKey: pk)
+            for (name, v) in plan.residualEqualities where !odataEqual(try e.value(name), v) { return true }
+            if let r = plan.residual, try !evaluator.matches(r, e) { return true }
+            return try body(e)
+        }
+    }
+
+    /// How many entities match, ignoring `$skip`/`$top`; never materializes them.
+    func count(_ plan: QueryPlan) throws -> Int {
+        if case .fullScan = plan.access, plan.residual == nil, plan.residualEqualities.isEmpty { return try plan.set.count(t) }
+        var n = 0
+        try matches(plan) { _ in n += 1; return true }
+        return n
+    }
+
+    /// Emits the plan's result in order, after `$skip`, at most `$top`. Returns how many were emitted.
+    @discardableResult
+    func run(_ plan: QueryPlan, _ emit: (EntityRef) throws -> Bool) throws -> Int {
+        let limit = plan.top ?? Int.max
+        if limit == 0 { return 0 }
+        var emitted = 0
+        switch plan.sort {
+        case .stream:
+            var seen = 0
+            try matches(plan) { e in
+                seen += 1
+                if seen <= plan.skip { return true }
+                emitted += 1
+                return try emit(e) && emitted < limit
+            }
+        case .topN(let n):
+            var heap = Heap<SortEntry>()
+            try matches(plan) { e in
+                let entry = try sortEntry(plan, e)
+                if heap.count < n {
+                    heap.insert(entry)
+                } else if let max = heap.max, entry < max {
+                    heap.replaceMax(with: entry)
+                }
+                return true
+            }
+            var sorted: [SortEntry] = []
+            sorted.reserveCapacity(heap.count)
+            while let m = heap.popMin() { sorted.append(m) }
+            emitted = try emitSorted(plan, sorted.dropFirst(plan.skip).prefix(limit), emit)
+        case .sort:
+            var entries: [SortEntry] = []
+            var spill: _SortSpill? = nil
+            try matches(plan) { e in
+                entries.append(try sortEntry(plan, e))
+                if entries.count >= memorySortLimit {
+                    if spill == nil { spill = try _SortSpill() }
+                    try spill!.add(entries)
+                    entries.removeAll(keepingCapacity: true)
+                }
+                return true
+            }
+            if let spill {
+                try spill.add(entries)
+                var skipped = 0
+                try spill.inOrder { entry in
+                    if skipped < plan.skip { skipped += 1; return true }
+                    guard let row = try plan.set.row(t, key: entry.primaryKey) else { return true }
+                    let go = try entry.primaryKey.withUnsafeBytes { pk in try emit(try EntityRef(set: plan.set, row: row, primaryKey: pk)) }
+                    emitted += 1
+                    return go && emitted < limit
+                }
+            } else {
+                entries.sort()
+                emitted = try emitSorted(plan, entries.dropFirst(plan.skip).prefix(limit), emit)
+            }
+        }
+        return emitted
+    }
+
+    private func emitSorted(_ plan: QueryPlan, _ entries: some Sequence<SortEntry>, _ emit: (EntityRef) throws -> Bool) throws -> Int {
+        var n = 0
+        for entry in entries {
+            guard let row = try plan.set.row(t, key: entry.primaryKey) else { continue }
+            n += 1
+            let go = try entry.primaryKey.withUnsafeBytes { pk in try emit(try EntityRef(set: plan.set, row: row, primaryKey: pk)) }
+            if !go { break }
+        }
+        return n
+    }
+
+    /// The order-preserving encoding of the `$orderby` values, then the primary key (a tiebreak
+    /// that keeps sorting stable and entries unique).
+    func sortEntry(_ plan: QueryPlan, _ e: EntityRef) throws -> SortEntry {
+        var key: [UInt8] = []
+        for o in plan.orderBy {
+            let v = try evaluator.evaluate(o.expression, e)
+            do { try KeyCodec.append(v, descending: o.descending, to: &key) } catch {
+                throw QueryError("cannot order by \(o.expression) (a \(o.expression.type?.description ?? "null") value)", option: "$orderby", column: o.expression.position)
+            }
+        }
+        let pk = Array(e.primaryKey ?? MappedBytes(start: nil, count: 0))
+        return SortEntry(sortKey: key, primaryKey: pk)
+    }
+}
+
+/// One row to sort: its sort key and primary key.
+struct SortEntry: Comparable {
+    var sortKey: [UInt8]
+    var primaryKey: [UInt8]
+
+    static func < (a: SortEntry, b: SortEntry) -> Bool {
+        if a.sortKey != b.sortKey { return a.sortKey.lexicographicallyPrecedes(b.sortKey) }
+        return a.primaryKey.lexicographicallyPrecedes(b.primaryKey)
+    }
+}
+
+/// Sort entries spilled to a temporary LMDB environment, which keeps them in key order for us.
+///
+/// LMDB keys are at most 511 bytes, so an entry's database key is the first 480 bytes of its sort
+/// key and a sequence number; entries whose sort keys share those 480 bytes are put in order in
+/// memory when read back.
+final class _SortSpill {
+    let directory: String
+    let env: Environment
+    let db: Database
+    var sequence: UInt64 = 0
+    static let keyPrefix = 480
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("offline-store-sort-\(UUID().uuidString)").path
+        env = try Environment(path: directory, durability: .noSync, mapSize: 1 << 30, maxDatabases: 2)
+        db = try env.database(named: "sort", create: true)!
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: directory) }
+
+    func add(_ entries: [SortEntry]) throws {
+        let start = sequence
+        sequence += UInt64(entries.count)
+        let db = self.db
+        try env.write { txn in
+            var seq = start
+            for e in entries {
+                var key = Array(e.sortKey.prefix(Self.keyPrefix))
+                withUnsafeBytes(of: seq.bigEndian) { key.append(contentsOf: $0) }
+                seq += 1
+                var value: [UInt8] = []
+                withUnsafeBytes(of: UInt32(e.sortKey.count).littleEndian) { value.append(contentsOf: $0) }
+                value.append(contentsOf: e.sortKey)
+                value.append(contentsOf: e.primaryKey)
+                try txn.txn.put(db, key, value)
+            }
+        }
+    }
+
+    func inOrder(_ body: (SortEntry) throws -> Bool) throws {
+        try env.read { txn in
+            try txn.txn.withCursor(db) { c in
+                var group: [SortEntry] = []
+                var groupPrefix: [UInt8]? = nil
+                func flush() throws -> Bool {
+                    group.sort()
+                    for g in group where try !body(g) { return false }
+                    group.removeAll()
+                    return true
+                }
+                var e = try c.first()
+                while let (k, v) = e {
+                    let n = Int(v[0]) | Int(v[1]) << 8 | Int(v[2]) << 16 | Int(v[3]) << 24
+                    let entry = SortEntry(sortKey: Array(v[4..<(4 + n)]), primaryKey: Array(v[(4 + n)...]))
+                    let prefix = Array(k.prefix(k.count - 8))
+                    if prefix != groupPrefix {
+                        if try !flush() { return }
+                        groupPrefix = prefix
+                    }
+                    group.append(entry)
+                    e = try c.next()
+                }
+                _ = try flush()
+            }
+        }
+    }
+}

@@ -1,0 +1,47 @@
+import Storage
+
+/// How a plan puts its results in `$orderby` order.
+package enum SortStrategy: CustomStringConvertible {
+    /// The access path already yields the requested order (or none was requested): stream, and
+    /// stop after `$skip + $top` rows.
+    case stream
+    /// Keep the best `n` (= `$skip + $top`) in a heap of sort keys.
+    case topN(Int)
+    /// Sort every match by its sort key; spills to a temporary LMDB database past a memory limit.
+    case sort
+
+    package var description: String {
+        switch self {
+        case .stream: "streamed in access order"
+        case .topN(let n): "top-\(n) heap on the $orderby key"
+        case .sort: "sort on the $orderby key (spills to a temporary LMDB database when large)"
+        }
+    }
+}
+
+/// A chosen plan for one collection request: where candidates come from, what is checked on each
+/// row, and how the result is ordered and cut.
+package struct QueryPlan: CustomStringConvertible {
+    package var set: EntitySetHandle
+    package var access: AccessPath
+    /// Conditions checked on each candidate's row bytes (those the access path does not guarantee).
+    package var residual: TypedExpr?
+    /// Equalities from the resource path (`Parent(k)/Children`) not guaranteed by the access path.
+    package var residualEqualities: [(String, Value)]
+    package var orderBy: [BoundOrderBy]
+    package var sort: SortStrategy
+    package var skip: Int
+    package var top: Int?
+
+    package var description: String {
+        var lines = ["entity set: \(set.name)", "access: \(access)"]
+        var checks: [String] = residualEqualities.map { "\($0.0) eq \(EntitySetHandle.literal($0.1))" }
+        if let residual { checks.append(residual.description) }
+        lines.append("residual filter: " + (checks.isEmpty ? "none" : checks.joined(separator: " and ")))
+        if !orderBy.isEmpty {
+            lines.append("order: " + orderBy.map { $0.expression.description + ($0.descending ? " desc" : "") }.joined(separator: ", ") + " — \(sort)")
+        }
+        if skip > 0 || top != nil { lines.append("skip \(skip), top \(top.map(String.init) ?? "all")") }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,160 @@
+import Storage
+
+/// Writes query results as OData V4 JSON, JSON lines or a text table, straight from the rows,
+/// buffering up to 64 KiB before handing a chunk to the sink.
+struct ResultWriter {
+    let schema: Schema
+    let format: QueryEngine.Format
+    let sink: (String) throws -> Void
+    let values: ValueJSON
+    var buffer = ""
+    var first = true
+    /// Table columns, fixed by the first entity.
+    var columns: [String]? = nil
+
+    init(schema: Schema, format: QueryEngine.Format, sink: @escaping (String) throws -> Void) {
+        self.schema = schema
+        self.format = format
+        self.sink = sink
+        values = ValueJSON(schema: schema)
+        buffer.reserveCapacity(1 << 16)
+    }
+
+    mutating func raw(_ s: String) throws { buffer += s; try flushIfFull() }
+
+    mutating func flushIfFull() throws {
+        if buffer.utf8.count >= 1 << 16 { try flush() }
+    }
+
+    mutating func flush() throws {
+        if !buffer.isEmpty { try sink(buffer); buffer = "" }
+    }
+
+    mutating func beginCollection(context: String, count: Int?) throws {
+        guard format == .json else { return }
+        buffer += "{\"@odata.context\":\"$metadata#\(context)\""
+        if let count { buffer += ",\"@odata.count\":\(count)" }
+        buffer += ",\"value\":["
+    }
+
+    mutating func endCollection(nextLink: String?) throws {
+        guard format == .json else { return }
+        buffer += "]"
+        if let nextLink {
+            buffer += ",\"@odata.nextLink\":"
+            JSONWriter.writeString(nextLink, to: &buffer)
+        }
+        buffer += "}\n"
+    }
+
+    mutating func single(_ e: EntityRef, context: String, options: BoundOptions, executor: QueryExecutor) throws {
+        switch format {
+        case .json:
+            var body = ""
+            try writeEntity(e, options: options, executor: executor, to: &body)
+            buffer += "{\"@odata.context\":\"$metadata#\(context)\"" + (body == "{}" ? "}" : "," + body.dropFirst()) + "\n"
+        default:
+            try entity(e, options: options, executor: executor)
+        }
+    }
+
+    mutating func entity(_ e: EntityRef, options: BoundOptions, executor: QueryExecutor) throws {
+        switch format {
+        case .json:
+            var s = first ? "" : ","
+            first = false
+            try writeEntity(e, options: options, executor: executor, to: &s)
+            buffer += s
+        case .jsonl:
+            var s = ""
+            try writeEntity(e, options: options, executor: executor, to: &s)
+            buffer += s + "\n"
+        case .table:
+            let names = selectedProperties(e.set, options).map(\.name)
+            if columns == nil {
+                columns = names
+                buffer += names.map { pad($0) }.joined(separator: " ") + "\n"
+                buffer += names.map { _ in String(repeating: "-", count: 20) }.joined(separator: " ") + "\n"
+            }
+            var cells: [String] = []
+            for p in selectedProperties(e.set, options) {
+                var cell = ""
+                let v = try e.value(p.name)
+                if case .string(let s) = v { cell = s } else { values.write(v, type: p.type, to: &cell) }
+                cells.append(pad(cell))
+            }
+            buffer += cells.joined(separator: " ") + "\n"
+        }
+        try flushIfFull()
+    }
+
+    func pad(_ s: String) -> String {
+        let clean = s.replacingOccurrences(of: "\n", with: " ")
+        if clean.count > 20 { return String(clean.prefix(19)) + "…" }
+        return clean + String(repeating: " ", count: 20 - clean.count)
+    }
+
+    func selectedProperties(_ set: EntitySetHandle, _ options: BoundOptions) -> [Property] {
+        guard let select = options.select else { return set.type.properties }
+        let names = Set(select.properties.compactMap { $0.steps.first?.name })
+        return set.type.properties.filter { names.contains($0.name) }
+    }
+
+    /// One entity as a JSON object: selected properties in declaration order, then expansions.
+    func writeEntity(_ e: EntityRef, options: BoundOptions, executor: QueryExecutor, to out: inout String) throws {
+        out += "{"
+        var firstMember = true
+        for p in selectedProperties(e.set, options) {
+            if !firstMember { out += "," }
+            firstMember = false
+            JSONWriter.writeString(p.name, to: &out)
+            out += ":"
+            values.write(try e.value(p.name), type: p.type, to: &out)
+        }
+        for expand in options.expand {
+            if !firstMember { out += "," }
+            firstMember = false
+            try writeExpansion(e, expand, executor: executor, to: &out)
+        }
+        out += "}"
+    }
+
+    /// `"Items":[…]` or `"Customer":{…}|null`, with the nested options applied.
+    func writeExpansion(_ e: EntityRef, _ expand: BoundExpand, executor: QueryExecutor, to out: inout String) throws {
+        let name = expand.navigation.name
+        let target = try executor.store.set(expand.entitySet)
+        let constraints = try executor.evaluator.navigator.constraints(of: e, expand.navigation)
+        let plan = Planner.plan(target, options: expand.options, equalities: constraints ?? [])
+        let unresolvable = constraints == nil || constraints!.contains { $0.1.isNull }
+        if expand.navigation.isCollection {
+            if expand.options.count {
+                JSONWriter.writeString(name + "@odata.count", to: &out)
+                out += ":\(unresolvable ? 0 : try executor.count(plan)),"
+            }
+            JSONWriter.writeString(name, to: &out)
+            out += ":["
+            var firstItem = true
+            if !unresolvable {
+                try executor.run(plan) { child in
+                    if !firstItem { out += "," }
+                    firstItem = false
+                    try writeEntity(child, options: expand.options, executor: executor, to: &out)
+                    return true
+                }
+            }
+            out += "]"
+        } else {
+            JSONWriter.writeString(name, to: &out)
+            out += ":"
+            var found = false
+            if !unresolvable {
+                try executor.run(plan) { child in
+                    found = true
+                    try writeEntity(child, options: expand.options, executor: executor, to: &out)
+                    return false
+                }
+            }
+            if !found { out += "null" }
+        }
+    }
+}

@@ -1,0 +1,95 @@
+/// One segment of a member path, with its 1-based column: a property or navigation name, a
+/// qualified name (type cast), `$it`, `$count` or `*`.
+public struct PathSegment: Sendable, Hashable, CustomStringConvertible {
+    public var name: String
+    public var position: Int
+
+    public init(_ name: String, at position: Int) {
+        self.name = name
+        self.position = position
+    }
+
+    public var description: String { name }
+}
+
+/// Binary operators of `$filter`, besides `and`/`or` (which are n-ary nodes).
+public enum BinaryOperator: String, Sendable, Hashable, CaseIterable {
+    case eq, ne, gt, ge, lt, le, has
+    case add, sub, mul, div, divby, mod
+
+    public var isComparison: Bool {
+        switch self {
+        case .eq, .ne, .gt, .ge, .lt, .le: true
+        default: false
+        }
+    }
+}
+
+public enum LambdaKind: String, Sendable, Hashable {
+    case any, all
+}
+
+/// A `$filter` (or `$orderby`) expression node with its 1-based column in the option text.
+///
+/// The position of an operator node is its operator's column; of a path, call or lambda, the
+/// column of its first segment or name.
+public struct Expr: Sendable, Hashable, CustomStringConvertible {
+    public indirect enum Kind: Sendable, Hashable {
+        case literal(Literal)
+        /// `Name`, `Address/City`, `$it/Name`, `d/Price` (lambda variable), `Orders/$count`.
+        case path([PathSegment])
+        /// `Orders/any(d:d/Total gt 5)`; `any()` has neither variable nor predicate.
+        case lambda(LambdaKind, path: [PathSegment], variable: PathSegment?, predicate: Expr?)
+        case and([Expr])
+        case or([Expr])
+        case not(Expr)
+        case negate(Expr)
+        case binary(BinaryOperator, Expr, Expr)
+        /// `X in (a, b)`: the list holds literal nodes only.
+        case `in`(Expr, [Expr])
+        /// A function call, by name as written (`contains`, `geo.distance`, `Model.Fn`).
+        case call(String, [Expr])
+    }
+
+    public var kind: Kind
+    public var position: Int
+    /// Height of the tree below this node, bounded so evaluation cannot exhaust the stack.
+    let depth: Int
+
+    public init(_ kind: Kind, at position: Int) {
+        self.kind = kind
+        self.position = position
+        var children: [Expr] = []
+        switch kind {
+        case .literal, .path: break
+        case .lambda(_, _, _, let p): if let p { children = [p] }
+        case .and(let xs), .or(let xs), .call(_, let xs): children = xs
+        case .not(let x), .negate(let x): children = [x]
+        case .binary(_, let a, let b): children = [a, b]
+        case .in(let x, let xs): children = [x] + xs
+        }
+        depth = 1 + children.reduce(0) { max($0, $1.depth) }
+    }
+
+    /// A compact S-expression: `(eq Country 'US')`, `(and a b)`, `(any Orders d (gt d/Total 5))`.
+    public var description: String {
+        switch kind {
+        case .literal(let l): return l.description
+        case .path(let segments): return segments.map(\.name).joined(separator: "/")
+        case .lambda(let kind, let path, let variable, let predicate):
+            var parts = ["\(kind)", path.map(\.name).joined(separator: "/")]
+            if let variable { parts.append(variable.name) }
+            if let predicate { parts.append(predicate.description) }
+            return "(" + parts.joined(separator: " ") + ")"
+        case .and(let xs): return "(and " + xs.map(\.description).joined(separator: " ") + ")"
+        case .or(let xs): return "(or " + xs.map(\.description).joined(separator: " ") + ")"
+        case .not(let x): return "(not \(x))"
+        case .negate(let x): return "(- \(x))"
+        case .binary(let op, let a, let b): return "(\(op.rawValue) \(a) \(b))"
+        case .in(let x, let list):
+            return "(in \(x) (" + list.map(\.description).joined(separator: " ") + "))"
+        case .call(let name, let args):
+            return "(" + ([name] + args.map(\.description)).joined(separator: " ") + ")"
+        }
+    }
+}

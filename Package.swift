@@ -11,6 +11,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
     ],
     targets: [
         .systemLibrary(
@@ -19,7 +20,8 @@ let package = Package(
             providers: [.apt(["liblmdb-dev"])]
         ),
         .target(name: "Storage", dependencies: ["CLMDB"], swiftSettings: strict),
-        .target(name: "Query", dependencies: ["Storage"], swiftSettings: strict),
+        .target(name: "Query", dependencies: ["Storage", .product(name: "HeapModule", package: "swift-collections")],
+                swiftSettings: strict),
         .target(name: "Queue", dependencies: ["Storage", "Query"], swiftSettings: strict),
         .target(name: "Remote", dependencies: ["Queue", "Query"], swiftSettings: strict),
         .target(name: "OfflineStore", dependencies: ["Storage", "Query", "Queue", "Remote"], swiftSettings: strict),

@@ -49,7 +49,7 @@ public struct QueryEngine: Sendable {
 
     /// Runs `url` and writes the result in `format`; with `pageSize`, at most that many entities
     /// and an `@odata.nextLink` to the rest.
-    public func execute(_ url: String, format: Format = .json, pageSize: Int? = nil, write: (String) throws -> Void) throws {
+    public func execute(_ url: String, format: Format = .json, pageSize: Int? = nil, write: @escaping (String) throws -> Void) throws {
         let query = try bind(url)
         try store.read { t in
             var out = ResultWriter(schema: store.schema, format: format, sink: write)

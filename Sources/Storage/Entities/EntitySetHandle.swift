@@ -59,7 +59,7 @@ public struct EntitySetHandle: Sendable {
         return zip(type.key, parts).map { "\($0)=\($1)" }.joined(separator: ",")
     }
 
-    static func literal(_ v: Value) -> String {
+    package static func literal(_ v: Value) -> String {
         switch v {
         case .string(let s): "'" + s.replacingOccurrences(of: "'", with: "''") + "'"
         case .int(let i): String(i)

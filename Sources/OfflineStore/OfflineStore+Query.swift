@@ -1,0 +1,18 @@
+@_exported import Query
+
+extension OfflineStore {
+    /// The query engine over this store.
+    public var queries: QueryEngine { QueryEngine(store: entities) }
+
+    /// Runs an OData request URL (`Set?$filter=…&$orderby=…`) and streams the result to `write`.
+    public func query(_ url: String, format: QueryEngine.Format = .json, pageSize: Int? = nil,
+                      write: @escaping (String) throws -> Void) throws {
+        try queries.execute(url, format: format, pageSize: pageSize, write: write)
+    }
+
+    /// The entities an OData request URL returns, decoded.
+    public func entities(_ url: String) throws -> [Properties] { try queries.entities(url) }
+
+    /// The plan the engine chooses for `url`.
+    public func explain(_ url: String) throws -> String { try queries.explain(url) }
+}

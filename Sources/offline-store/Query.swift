@@ -1,0 +1,26 @@
+import ArgumentParser
+import Foundation
+import OfflineStore
+
+struct QueryCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "query", abstract: "Answer an OData URL from the store: $filter, $orderby, $top, $skip, $select, $expand, $count.")
+    @OptionGroup var options: StoreOption
+    @Argument(help: "The request, e.g. 'BusinessPartners?$filter=Country eq '\\''US'\\''&$top=20'.") var url: String
+    @Option(help: "json (OData V4), jsonl or table.") var format: String = "json"
+    @Option(help: "Server-driven paging: at most this many entities, then an @odata.nextLink.") var pageSize: Int?
+    @Flag(help: "Print the chosen plan instead of the result.") var explain = false
+
+    func run() throws {
+        try runReportingErrors {
+            let store = try OfflineStore.open(at: options.store)
+            if explain {
+                output(try store.explain(url))
+                return
+            }
+            guard let f = QueryEngine.Format(rawValue: format) else { throw CLIError("unknown format '\(format)' (json, jsonl or table)") }
+            let stdout = FileHandle.standardOutput
+            try store.query(url, format: f, pageSize: pageSize) { chunk in stdout.write(Data(chunk.utf8)) }
+        }
+    }
+}

@@ -66,7 +66,7 @@ struct CLITests {
         let dir = try sampleStore()
         let r = try CLI.run(["get", "--store", dir + "/store", "Products('HT-1001')"])
         #expect(r.status == 0, "\(r.stderr)")
-        #expect(r.stdout.contains(#""Price":56.10"#), "\(r.stdout)")  // exact, with its scale
+        #expect(r.stdout.contains(#""Price":768.10"#), "\(r.stdout)")  // exact, with its scale
         let bp = try CLI.run(["get", "--store", dir + "/store", "BusinessPartners('0100000001')"])
         #expect(bp.stdout.contains(#""CreatedAt":"2021-02-11T01:30:00+01:00""#), "\(bp.stdout)")  // the offset is kept
         let item = try CLI.run(["get", "--store", dir + "/store", "SalesOrderItems(SalesOrderID='0500000003',ItemPosition=20)"])

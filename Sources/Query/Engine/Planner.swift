@@ -88,19 +88,29 @@ package struct Planner {
         var inValues: [Value]? = nil
         if prefix.count < columns.count {
             let name = columns[prefix.count].0
-            var lower: ValueBound? = nil, upper: ValueBound? = nil
+            var lower: (Int, ValueBound)? = nil, upper: (Int, ValueBound)? = nil
+            var stringPrefix: (Int, String)? = nil, list: (Int, [Value])? = nil
             for (i, s) in sargables.enumerated() where s.property == name {
                 switch s.kind {
-                case .lower(let b) where lower == nil: lower = b; used.append(i)
-                case .upper(let b) where upper == nil: upper = b; used.append(i)
-                case .prefix(let p) where range == nil && lower == nil && upper == nil && inValues == nil:
-                    range = .stringPrefix(p); used.append(i)
-                case .in(let vs) where inValues == nil && range == nil && lower == nil && upper == nil:
-                    inValues = vs; used.append(i)
+                case .lower(let b) where lower == nil: lower = (i, b)
+                case .upper(let b) where upper == nil: upper = (i, b)
+                case .prefix(let p) where stringPrefix == nil: stringPrefix = (i, p)
+                case .in(let vs) where list == nil: list = (i, vs)
                 default: break
                 }
             }
-            if range == nil && (lower != nil || upper != nil) { range = .bounds(lower, upper) }
+            // One condition on the column: bounds, else a string prefix, else an `in` list; the
+            // others stay in the residual filter.
+            if lower != nil || upper != nil {
+                range = .bounds(lower?.1, upper?.1)
+                used += [lower?.0, upper?.0].compactMap { $0 }
+            } else if let (i, p) = stringPrefix {
+                range = .stringPrefix(p)
+                used.append(i)
+            } else if let (i, vs) = list {
+                inValues = vs
+                used.append(i)
+            }
         }
         let fixed = Set(columns.prefix(prefix.count).map(\.0))
         let isKey = index == nil
@@ -136,8 +146,14 @@ package struct Planner {
         }
         let free = columns.filter { !fixed.contains($0.0) }
         guard wanted.count <= free.count else { return nil }
+        // Ties in $orderby are broken by primary key, ascending, whatever the plan. An index breaks
+        // ties by its further columns first, so it serves only an $orderby over all of them; the
+        // key (`allowReverse`) breaks ties by its own further columns, which is the same thing.
+        if !allowReverse && wanted.count != free.count { return nil }
         if zip(wanted, free).allSatisfy({ $0.0 == $1.0 && $0.1 == $1.1 }) { return false }
-        if allowReverse, zip(wanted, free).allSatisfy({ $0.0 == $1.0 && $0.1 != $1.1 }) { return true }
+        // Backwards only over every column: then there are no ties, whose order (primary key
+        // ascending everywhere else) reading backwards would reverse.
+        if allowReverse, wanted.count == free.count, zip(wanted, free).allSatisfy({ $0.0 == $1.0 && $0.1 != $1.1 }) { return true }
         return nil
     }
 

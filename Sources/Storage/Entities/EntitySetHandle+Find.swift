@@ -18,8 +18,9 @@ extension EntitySetHandle {
                            _ body: (MappedBytes, MappedBytes) throws -> Bool) throws {
         var start: [UInt8]? = nil
         if let lower { start = lower.inclusive ? lower.bytes : Self.successor(lower.bytes) }
-        if lower != nil && start == nil { return }  // nothing sorts after the maximum prefix
-        let stop: [UInt8]? = upper.flatMap { $0.inclusive ? Self.successor($0.bytes) : $0.bytes }
+        if lower != nil && start == nil { return }
+        if start?.isEmpty == true { start = nil }  // LMDB refuses an empty key; the empty prefix is the start  // nothing sorts after the maximum prefix
+        let stop: [UInt8]? = upper.flatMap { $0.inclusive ? Self.successor($0.bytes) : ($0.bytes.isEmpty ? [] : $0.bytes) }
         let tupleCount = index.definition.components.count
         let descending = index.descending
         try t.withCursor(index.database) { c in
@@ -102,7 +103,8 @@ extension EntitySetHandle {
         var start: [UInt8]? = nil
         if let lower { start = lower.inclusive ? lower.bytes : Self.successor(lower.bytes) }
         if lower != nil && start == nil { return }
-        let stop: [UInt8]? = upper.flatMap { $0.inclusive ? Self.successor($0.bytes) : $0.bytes }
+        if start?.isEmpty == true { start = nil }  // LMDB refuses an empty key; the empty prefix is the start
+        let stop: [UInt8]? = upper.flatMap { $0.inclusive ? Self.successor($0.bytes) : ($0.bytes.isEmpty ? [] : $0.bytes) }
         try t.withCursor(entities) { c in
             if !reverse {
                 var e = try start.map { try c.seek($0) } ?? c.first()

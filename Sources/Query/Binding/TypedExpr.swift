@@ -38,7 +38,8 @@ public struct TypedExpr: Sendable, Hashable, CustomStringConvertible {
         case negate(TypedExpr)
         /// Numeric promotion of the operand to this node's `type` (int → decimal → double).
         case convert(TypedExpr)
-        /// A built-in function, lower-cased (`contains`, `year`, `cast`, …); see `FunctionBinder`.
+        /// A built-in function, lower-cased (`contains`, `year`, …; `cast` converts its one argument
+        /// to this node's `type`). See `FunctionBinding.swift` for the signatures.
         case function(String, [TypedExpr])
         /// True when some element of the collection at `path` satisfies `predicate`, which sees the
         /// element as `variable`; without a predicate, when the collection is not empty.
@@ -79,7 +80,9 @@ public struct TypedExpr: Sendable, Hashable, CustomStringConvertible {
         case .arithmetic(let op, let a, let b): return "(\(op.rawValue) \(a) \(b))"
         case .negate(let x): return "(- \(x))"
         case .convert(let x): return "(\(type?.description ?? "null") \(x))"
-        case .function(let name, let args): return "(" + ([name] + args.map(\.description)).joined(separator: " ") + ")"
+        case .function(let name, let args):
+            let target = name == "cast" ? [type?.description ?? "null"] : []
+            return "(" + ([name] + args.map(\.description) + target).joined(separator: " ") + ")"
         case .any(let path, let variable, let predicate):
             return "(" + (["any", path.description] + [variable, predicate?.description].compactMap { $0 }).joined(separator: " ") + ")"
         case .all(let path, let variable, let predicate): return "(all \(path) \(variable) \(predicate))"

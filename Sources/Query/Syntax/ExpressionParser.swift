@@ -32,7 +32,11 @@ struct ExpressionParser {
     func error(_ message: String, at index: Int) -> QueryError { lexer.error(message, at: index) }
 
     func unexpected(_ t: Token) -> QueryError {
-        if t.kind == .end { return error("unexpected end of input", at: t.start) }
+        if t.kind == .end {
+            // A nested option ends at a `;` or `)` of the enclosing text: name that character.
+            guard t.start < lexer.text.count else { return error("unexpected end of input", at: t.start) }
+            return error("unexpected '\(lexer.text[t.start])'", at: t.start)
+        }
         return error("unexpected '\(lexer.excerpt(t.start, t.end))'", at: t.start)
     }
 
@@ -87,8 +91,8 @@ struct ExpressionParser {
     private mutating func parseNot() throws(QueryError) -> Expr {
         guard token.isKeyword("not"), try !lexer.peek().isSymbol("/") else { return try parseComparison() }
         let at = token.start
-        try advance()
         try enter()
+        try advance()
         let operand = try parseNot()
         leave()
         return try make(.not(operand), at: at)
@@ -140,8 +144,8 @@ struct ExpressionParser {
     private mutating func parseUnary() throws(QueryError) -> Expr {
         guard token.kind == .minus else { return try parsePrimary() }
         let at = token.start
-        try advance()
         try enter()
+        try advance()
         let operand = try parseUnary()
         leave()
         return try make(.negate(operand), at: at)
@@ -154,8 +158,8 @@ struct ExpressionParser {
             try advance()
             return try make(.literal(literal), at: at)
         case .symbol("("):
-            try advance()
             try enter()
+            try advance()
             let inner = try parseExpression()
             try expect(")")
             leave()
@@ -181,9 +185,9 @@ struct ExpressionParser {
 
     private mutating func parseCall(_ name: String) throws(QueryError) -> Expr {
         let at = token.start
-        try advance()
-        try advance()
         try enter()
+        try advance()
+        try advance()
         var args: [Expr] = []
         if token.isSymbol(")") {
             try advance()

@@ -61,6 +61,12 @@ struct Lexer: Sendable {
 
     func scalar(_ i: Int) -> Unicode.Scalar? { i >= 0 && i < end ? text[i] : nil }
 
+    /// Source text of `start..<stop`.
+    func slice(_ start: Int, _ stop: Int) -> String {
+        let lower = max(0, min(start, text.count)), upper = max(lower, min(stop, text.count))
+        return String(String.UnicodeScalarView(text[lower..<upper]))
+    }
+
     /// Source text of `start..<end`, shortened for messages.
     func excerpt(_ start: Int, _ stop: Int) -> String {
         let upper = min(stop, start + 24, text.count)

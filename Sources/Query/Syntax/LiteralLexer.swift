@@ -98,14 +98,12 @@ extension Lexer {
         if let t = scalar(pos), t == "T" || t == "t", isDigit(scalar(pos + 1)) {
             pos += 1
             _ = scanWhile { isDigit($0) || $0 == ":" || $0 == "." || $0 == "+" || $0 == "-" || $0 == "Z" || $0 == "z" }
-            let text = excerpt(start, pos)
-            guard let d = EDMDateTimeOffset(text), !isIdentifierCharAt(pos) else {
-                throw error("invalid date-time literal '\(text)'", at: start)
+            guard let d = EDMDateTimeOffset(slice(start, pos)), !isIdentifierCharAt(pos) else {
+                throw error("invalid date-time literal '\(excerpt(start, pos))'", at: start)
             }
             return .primitive(.dateTimeOffset(d), .dateTimeOffset)
         }
-        let text = excerpt(start, pos)
-        guard let d = EDMDate(text), !isIdentifierCharAt(pos), scalar(pos) != "-" else {
+        guard let d = EDMDate(slice(start, pos)), !isIdentifierCharAt(pos), scalar(pos) != "-" else {
             throw error("invalid date literal '\(excerpt(start, max(pos, scanEnd(from: pos))))'", at: start)
         }
         return .primitive(.date(d), .date)
@@ -131,7 +129,7 @@ extension Lexer {
                 hasExponent = true
             }
         }
-        let number = excerpt(start, pos)
+        let number = slice(start, pos)
         var suffix: Unicode.Scalar?
         if let s = scalar(pos), "LlMmDdFf".unicodeScalars.contains(s), !isIdentifierCharAt(pos + 1) {
             suffix = s

@@ -5,6 +5,7 @@ import Storage
 /// decoded text of the top-level option named `option`.
 struct OptionsParser {
     static let maxExpandDepth = 32
+    static let maxPathLength = 32
 
     let text: [Unicode.Scalar]
     let option: String
@@ -59,6 +60,7 @@ struct OptionsParser {
                 }
                 token = try lex.next()
                 guard token.isSymbol("/"), path.last?.name != "*" else { break }
+                guard path.count < Self.maxPathLength else { throw error("path too long", at: token.start) }
                 token = try lex.next()
             }
             items.append(SelectItem(path))
@@ -84,13 +86,14 @@ struct OptionsParser {
                 } else if let name = token.identifier {
                     path.append(PathSegment(name, at: token.start + 1))
                 } else if case .dollar(let name) = token.kind {
-                    throw error("'\(name)' is not supported in $expand", at: token.start)
+                    throw error("'\(name)' is not supported", at: token.start)
                 } else {
                     throw error(token.kind == .end ? "expected a navigation property" : "unexpected '\(lex.excerpt(token.start, token.end))'",
                                 at: token.start)
                 }
                 token = try lex.next()
                 guard token.isSymbol("/") else { break }
+                guard path.count < Self.maxPathLength else { throw error("path too long", at: token.start) }
                 token = try lex.next()
             }
             var item = ExpandItem(path)
@@ -150,7 +153,7 @@ struct OptionsParser {
         case "$skip": options.skip = try nonNegativeInteger(start, end)
         case "$count": options.count = try boolean(start, end)
         case "$search": options.search = String(String.UnicodeScalarView(text[start..<end]))
-        default: throw error("unsupported option '\(name)' in $expand", at: nameAt)
+        default: throw error("unsupported nested option '\(name)'", at: nameAt)
         }
     }
 

@@ -34,8 +34,9 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
-        .testTarget(name: "QueryTests", dependencies: ["Query", "Storage"], swiftSettings: strict),
-        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "offline-store"], swiftSettings: strict),
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
+        .testTarget(name: "StorageTests", dependencies: ["Storage", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "QueryTests", dependencies: ["Query", "Storage", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "offline-store", "TestSupport"], swiftSettings: strict),
     ]
 )

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import OfflineStore
 @testable import Query
 @testable import Storage
@@ -7,34 +8,17 @@ import Testing
 /// Random data and thousands of random `$filter`/`$orderby`/`$top`/`$skip` queries (seeded): the
 /// planner's answer must equal a naive evaluation that scans and sorts everything.
 struct QueryDifferentialTests {
-    struct Rand: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
-    static func seed(_ name: String) -> UInt64 {
-        let s = ProcessInfo.processInfo.environment["TEST_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64(UInt32.max))
-        print("\(name): seed \(s) (rerun with TEST_SEED=\(s))")
-        return s
-    }
-
     static let products = (0..<12).map { "HT-\(1000 + $0)" }
     static let companies = ["Alpha", "beta", "Gamma Co", "O'Neil", "Ünïcode", "zeta", "Alpha2", "Delta %"]
 
     /// A store with the sample schema, extra indexes, and random rows including nulls.
-    static func makeStore(_ r: inout Rand) throws -> OfflineStore {
+    static func makeStore(_ r: inout SeededRandom) throws -> OfflineStore {
         var config = SampleData.configuration
         config.indexes["SalesOrderItems", default: []] += ["ProductID, Quantity", "DeliveryDate DESC"]
         config.indexes["SalesOrders", default: []] += ["GrossAmount"]
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-diff-\(UUID().uuidString)").path
         let store = try OfflineStore.create(at: dir, metadata: Array(SampleData.metadata.utf8), configuration: config)
-        func maybe(_ v: Value, _ r: inout Rand) -> Value { Int.random(in: 0..<8, using: &r) == 0 ? .null : v }
+        func maybe(_ v: Value, _ r: inout SeededRandom) -> Value { Int.random(in: 0..<8, using: &r) == 0 ? .null : v }
         var partners: [Properties] = []
         for i in 0..<30 {
             partners.append(["BusinessPartnerID": .string("BP\(i)"), "CompanyName": .string(companies.randomElement(using: &r)! + "\(i % 4)"),
@@ -65,7 +49,7 @@ struct QueryDifferentialTests {
 
     // MARK: Random requests
 
-    static func itemPredicate(_ r: inout Rand, depth: Int = 0) -> String {
+    static func itemPredicate(_ r: inout SeededRandom, depth: Int = 0) -> String {
         let ops = ["eq", "ne", "gt", "ge", "lt", "le"]
         switch Int.random(in: 0..<(depth > 1 ? 9 : 12), using: &r) {
         case 0: return "ProductID \(ops.randomElement(using: &r)!) '\(products.randomElement(using: &r)!)'"
@@ -85,7 +69,7 @@ struct QueryDifferentialTests {
         }
     }
 
-    static func itemOrderBy(_ r: inout Rand) -> String? {
+    static func itemOrderBy(_ r: inout SeededRandom) -> String? {
         let props = ["ProductID", "Quantity", "NetAmount", "DeliveryDate", "SalesOrderID", "ItemPosition"]
         switch Int.random(in: 0..<4, using: &r) {
         case 0: return nil
@@ -124,7 +108,7 @@ struct QueryDifferentialTests {
     }
 
     @Test func plannerAgreesWithNaiveEvaluation() throws {
-        var r = Rand(state: Self.seed("plannerAgreesWithNaiveEvaluation"))
+        var r = SeededRandom(seed: testSeed("plannerAgreesWithNaiveEvaluation"))
         let store = try Self.makeStore(&r)
         var plans: [String: Int] = [:]
         for n in 0..<1_500 {

@@ -2,21 +2,11 @@ import Foundation
 import Query
 import Storage
 import Testing
+import TestSupport
 
 /// Seeded random mutation of valid URLs: parsing and binding must only ever succeed or throw a
 /// `QueryError` (a crash fails the run). Set `QUERY_FUZZ_SEED` to replay a printed seed.
 struct FuzzTests {
-    struct SplitMix64: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static let corpus = [
         "BusinessPartners?$filter=Country eq 'US' and Rating gt 3&$orderby=CompanyName desc&$top=20&$skip=5",
         "BusinessPartners('0100')/SalesOrders?$filter=GrossAmount gt 1.5 or Items/any(i:i/Quantity ge 2)&$count=true",
@@ -39,7 +29,7 @@ struct FuzzTests {
         "Sales.Status'", "contains(", "substring(", "cast(", "Edm.String", "ü", "€", "\u{0}", "😀", "\u{301}",
     ]
 
-    static func mutate(_ s: String, _ rng: inout SplitMix64) -> String {
+    static func mutate(_ s: String, _ rng: inout SeededRandom) -> String {
         var chars = Array(s.unicodeScalars)
         for _ in 0..<Int.random(in: 1...4, using: &rng) {
             let at = chars.isEmpty ? 0 : Int.random(in: 0...chars.count, using: &rng)
@@ -67,10 +57,9 @@ struct FuzzTests {
 
     @Test func mutatedURLsNeverCrash() {
         let environment = ProcessInfo.processInfo.environment
-        let seed = environment["QUERY_FUZZ_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 0...UInt64.max)
+        let seed = testSeed("QueryTests fuzz", variable: "QUERY_FUZZ_SEED")
         let iterations = environment["QUERY_FUZZ_ITERATIONS"].flatMap { Int($0) } ?? 20_000
-        print("QueryTests fuzz seed: \(seed) (replay with QUERY_FUZZ_SEED=\(seed))")
-        var rng = SplitMix64(state: seed)
+        var rng = SeededRandom(seed: seed)
         let binder = Binder(schema: TestSchema.v4)
         var syntaxErrors = 0, bindErrors = 0, bound = 0
         for i in 0..<iterations {
@@ -104,7 +93,7 @@ struct FuzzTests {
     }
 
     @Test func randomStringsNeverCrash() {
-        var rng = SplitMix64(state: 0x5EED)
+        var rng = SeededRandom(seed: 0x5EED)
         for _ in 0..<5_000 {
             var s = ""
             for _ in 0..<Int.random(in: 0...12, using: &rng) { s += Self.fragments.randomElement(using: &rng)! }

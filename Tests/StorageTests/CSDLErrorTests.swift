@@ -169,7 +169,7 @@ import Testing
     }
 
     @Test func mutatedDocumentsNeverCrash() {
-        var generator = CSDLFuzzRandom(seed: 0x0DA7A)
+        var generator = SeededRandom(seed: 0x0DA7A)
         let alphabet = Array("<>/=\"' :.()Edm.ZxKeyName&;\u{0}\u{FF}".utf8)
         for document in [CSDLFixtures.v4, CSDLFixtures.gwsample, CSDLFixtures.northwindV3] {
             let original = Array(document.utf8)
@@ -186,18 +186,5 @@ import Testing
                 _ = try? CSDL.parse(bytes)
             }
         }
-    }
-}
-
-/// A small deterministic random number generator for the mutation test.
-private struct CSDLFuzzRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,25 +1,6 @@
 import Foundation
+@_exported import TestSupport
 @testable import Storage
-
-/// A small generator with a printed seed, so a failing random test can be replayed.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-/// The seed for a random test: `TEST_SEED` from the environment, else a fresh one. Printed.
-func testSeed(_ name: String) -> UInt64 {
-    let seed = ProcessInfo.processInfo.environment["TEST_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64(UInt32.max))
-    print("\(name): seed \(seed) (rerun with TEST_SEED=\(seed))")
-    return seed
-}
 
 /// A fresh temporary directory, removed by the returned closure.
 func temporaryDirectory() -> String {

@@ -207,4 +207,23 @@ struct BinderTests {
         #expect(merged.expand.map(\.navigation.name) == ["Items", "BusinessPartner"])
         #expect(merged.expand[0].options.top == 1)
     }
+
+    @Test func v2Forms() throws {
+        let binder = Binder(schema: TestSchema.v2)
+        let q = try binder.bind("Products?$filter=Picture eq binary'0A0B' and substringof('x',Name) and Stock gt 5L and Price le 9.5M"
+            + "&$inlinecount=allpages&$expand=Supplier/SalesOrders")
+        #expect(q.filter?.description == "(and (eq Picture X'0A0B') (contains Name 'x') (gt Stock 5L) (le Price 9.5M))")
+        #expect(q.count)
+        #expect(q.expand.map(\.navigation.name) == ["Supplier"])
+        #expect(q.expand[0].options.expand.map(\.navigation.name) == ["SalesOrders"])
+        let orders = try binder.bind("SalesOrders?$filter=CreatedAt ge datetime'2021-01-01T00:00' and Status eq 'Open'")
+        #expect(orders.filter?.description == "(and (ge CreatedAt datetime'2021-01-01T00:00:00Z') (eq Status Sales.Status'1'))")
+    }
+
+    @Test func filterOnItsOwn() throws {
+        let binder = Binder(schema: TestSchema.v4)
+        let expr = try ODataURL.parse("x?$filter=Quantity gt 2").filter!
+        #expect(try binder.bindFilter(expr, entitySet: "SalesOrderItems").description == "(gt Quantity 2)")
+        #expect(throws: QueryError.self) { try binder.bindFilter(expr, entitySet: "Nope") }
+    }
 }

@@ -42,6 +42,7 @@ public struct Binder: Sendable {
     }
 
     func bindPath(_ path: ResourcePath) throws(QueryError) -> BoundPath {
+        guard !path.segments.isEmpty else { throw pathError("missing entity set name", at: 1) }
         var bound: [BoundSegment] = []
         for segment in path.segments {
             guard let previous = bound.last else {

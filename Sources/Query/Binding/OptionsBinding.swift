@@ -53,7 +53,7 @@ extension Binder {
     /// `A/B/C` (V2) as A expanding B expanding C; the options belong to the last segment.
     private func expandChain(_ path: ArraySlice<PathSegment>, options: QueryOptions, type: EntityType, set: String,
                              option: String) throws(QueryError) -> BoundExpand {
-        let segment = path.first!
+        guard let segment = path.first else { throw QueryError("expected a navigation property", option: option, column: nil) }
         guard let nav = type.navigationProperty(segment.name) else {
             let message = type.property(segment.name) != nil ? "'\(segment.name)' is not a navigation property"
                 : segment.name == "*" ? "'*' must stand alone in $expand" : "unknown navigation property '\(segment.name)'"
@@ -100,7 +100,7 @@ extension Binder {
         var star = false
         var nested: [(index: Int, paths: [ArraySlice<PathSegment>])] = []
         for path in paths {
-            let first = path.first!
+            guard let first = path.first else { throw QueryError("expected a property name", option: option, column: nil) }
             if first.name == "*" {
                 guard path.count == 1 else { throw QueryError("unexpected '/' after '*'", option: option, column: first.position) }
                 star = true

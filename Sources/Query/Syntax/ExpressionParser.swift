@@ -209,9 +209,7 @@ struct ExpressionParser {
     /// `segment(/segment)*`, possibly ending in `$count` or a lambda.
     private mutating func parsePath() throws(QueryError) -> Expr {
         let at = token.start
-        var segments = [PathSegment(lexer.excerpt(token.start, token.end), at: token.start + 1)]
-        if case .identifier(let name) = token.kind { segments[0].name = name }
-        if case .dollar(let name) = token.kind { segments[0].name = name }
+        var segments = [PathSegment(token.identifier ?? "$it", at: token.start + 1)]
         try advance()
         while token.isSymbol("/") {
             try advance()

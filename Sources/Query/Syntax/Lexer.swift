@@ -80,9 +80,6 @@ struct Lexer: Sendable {
         while pos < end, text[pos] == " " || text[pos] == "\t" { pos += 1 }
     }
 
-    /// Whether whitespace follows the current position (used to require `RWS` around keywords).
-    var atSpace: Bool { pos < end && (text[pos] == " " || text[pos] == "\t") }
-
     mutating func next() throws(QueryError) -> Token {
         skipSpace()
         let start = pos

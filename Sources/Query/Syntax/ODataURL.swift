@@ -111,10 +111,10 @@ public struct ODataURL: Sendable, Hashable, CustomStringConvertible {
     /// The part after the service root, without a leading `/`.
     private static func relativePart(_ url: Substring, serviceRoot: String?) throws(QueryError) -> Substring {
         var rest = url
-        let isAbsolute = rest.range(of: "://") != nil && rest.firstIndex(of: "?").map { q in rest[..<q].contains("://") } ?? true
+        let isAbsolute = rest[..<(rest.firstIndex(of: "?") ?? rest.endIndex)].firstRange(of: "://") != nil
         if let serviceRoot, !serviceRoot.isEmpty {
             let root = serviceRoot.hasSuffix("/") ? serviceRoot : serviceRoot + "/"
-            let rootPath = root.range(of: "://").flatMap { r in root[r.upperBound...].firstIndex(of: "/").map { root[$0...] } }
+            let rootPath = root.firstRange(of: "://").flatMap { r in root[r.upperBound...].firstIndex(of: "/").map { root[$0...] } }
             if let stripped = dropPrefix(root, from: rest) {
                 rest = stripped
             } else if String(rest) + "/" == root || (rootPath.map { String(rest) + "/" == $0 } ?? false) {

@@ -127,3 +127,47 @@ struct CLITests {
         #expect(r.stdout.contains("ok:"))
     }
 }
+
+struct V2LoadTests {
+    static let edmx = """
+    <?xml version="1.0" encoding="utf-8"?>
+    <edmx:Edmx Version="1.0" xmlns:edmx="http://schemas.microsoft.com/ado/2007/06/edmx" xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata" xmlns:sap="http://www.sap.com/Protocols/SAPData">
+     <edmx:DataServices m:DataServiceVersion="2.0">
+      <Schema Namespace="SHOP" xmlns="http://schemas.microsoft.com/ado/2008/09/edm">
+       <EntityType Name="Product" sap:content-version="1">
+        <Key><PropertyRef Name="ProductID"/></Key>
+        <Property Name="ProductID" Type="Edm.String" Nullable="false" MaxLength="10" sap:label="Product ID"/>
+        <Property Name="Price" Type="Edm.Decimal" Precision="16" Scale="3"/>
+        <Property Name="Stock" Type="Edm.Int64"/>
+        <Property Name="CreatedAt" Type="Edm.DateTime" Precision="7"/>
+        <Property Name="Changed" Type="Edm.DateTimeOffset"/>
+        <Property Name="Opens" Type="Edm.Time"/>
+        <Property Name="Id" Type="Edm.Guid"/>
+       </EntityType>
+       <EntityContainer Name="SHOP_Entities" m:IsDefaultEntityContainer="true">
+        <EntitySet Name="Products" EntityType="SHOP.Product"/>
+        <FunctionImport Name="Reorder" ReturnType="SHOP.Product" EntitySet="Products" m:HttpMethod="POST"/>
+       </EntityContainer>
+      </Schema>
+     </edmx:DataServices>
+    </edmx:Edmx>
+    """
+
+    @Test func v2PayloadRoundTripsExactly() throws {
+        let dir = tempDir()
+        try write(Self.edmx, to: dir + "/m.xml")
+        #expect(try CLI.run(["init", "--store", dir + "/s", "--metadata", dir + "/m.xml"]).status == 0)
+        try write(#"{"d":{"results":[{"__metadata":{"uri":"x","type":"SHOP.Product"},"ProductID":"HT-1001","Price":"1249.000","Stock":"9007199254740993","CreatedAt":"\/Date(1349222400000)\/","Changed":"\/Date(1349222400000+0120)\/","Opens":"PT8H30M","Id":"005056a2-0b4c-1ee2-8ea3-c5d5e4f6a7b8"}]}}"#, to: dir + "/p.json")
+        let load = try CLI.run(["load", "--store", dir + "/s", "--set", "Products", dir + "/p.json"])
+        #expect(load.status == 0, "\(load.stderr)")
+        let r = try CLI.run(["get", "--store", dir + "/s", "Products('HT-1001')"])
+        #expect(r.stdout.contains(#""Price":1249.000"#), "\(r.stdout)")
+        #expect(r.stdout.contains(#""Stock":9007199254740993"#), "\(r.stdout)")  // beyond a Double's 2^53
+        #expect(r.stdout.contains(#""CreatedAt":"2012-10-03T00:00:00Z""#), "\(r.stdout)")
+        #expect(r.stdout.contains(#""Changed":"2012-10-03T02:00:00+02:00""#), "\(r.stdout)")
+        #expect(r.stdout.contains(#""Opens":"08:30:00""#), "\(r.stdout)")
+        let q = try CLI.run(["query", "--store", dir + "/s", "Products?$filter=Price eq 1249M and CreatedAt eq datetime'2012-10-03T00:00:00'&$select=ProductID"])
+        #expect(q.stdout.contains("HT-1001"), "\(q.stdout)\(q.stderr)")
+        #expect(try CLI.run(["check", "--store", dir + "/s"]).status == 0)
+    }
+}

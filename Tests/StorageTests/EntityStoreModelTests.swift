@@ -248,3 +248,29 @@ struct EntityStoreModelTests {
         _ = try expectConsistent(store)
     }
 }
+
+struct CorruptionTests {
+    /// Garbage under an entity key: reads throw a clear error, `check` names it, nothing crashes.
+    @Test func corruptRowsAreReportedNotFatal() throws {
+        let store = try Fixtures.openStore(temporaryDirectory(), indexes: ["BusinessPartners": ["Country"]])
+        let set = try store.set("BusinessPartners")
+        try store.write { t in
+            try set.insert(t, ["PartnerID": .string("P1"), "CompanyName": .string("SAP"), "Country": .string("DE")])
+            try set.insert(t, ["PartnerID": .string("P2"), "CompanyName": .string("Talpa"), "Country": .string("DE")])
+        }
+        let key = try set.encodeKey([.string("P2")])
+        var r = SeededRandom(seed: testSeed("corruptRowsAreReportedNotFatal"))
+        for _ in 0..<50 {
+            let garbage = (0..<Int.random(in: 0...40, using: &r)).map { _ in UInt8.random(in: 0...255, using: &r) }
+            try store.write { t in try t.put(set.entities, key, garbage) }
+            let got = Result { try store.read { t in try set.get(t, key: [.string("P2")]) } }
+            if case .failure(let e) = got { #expect("\(e)".contains("corrupt")) }
+            let report = try store.check()
+            #expect(!report.isConsistent)
+            #expect(report.problems.contains { $0.contains("BusinessPartners") })
+        }
+        // Restored, the store is consistent again.
+        try store.write { t in try set.upsert(t, ["PartnerID": .string("P2"), "CompanyName": .string("Talpa"), "Country": .string("DE")]) }
+        _ = try expectConsistent(store)
+    }
+}

@@ -148,7 +148,7 @@ public struct EntitySetHandle: Sendable {
         try validate(props, partial: false)
         let keyValues = try keyValues(props)
         let key = try encodeKey(keyValues)
-        let old = try t.get(entities, key).map { b throws(EntityError) in try decodeRow(b, keyBytes: key) }
+        let old = try oldRowForOverwrite(t, key: key)
         try write(t, key: key, keyValues: keyValues, old: old, new: props)
         return old != nil
     }
@@ -199,6 +199,23 @@ public struct EntitySetHandle: Sendable {
         }
         try t.delete(entities, key)
         return old
+    }
+
+    /// The row stored under `key`, decoded; nil when there is none. A row that does not decode
+    /// cannot say which index entries it has, so those pointing at `key` are found and removed,
+    /// and the row counts as absent: overwriting or deleting repairs it.
+    private func oldRowForOverwrite(_ t: TxnRef, key: [UInt8]) throws -> Properties? {
+        guard let bytes = try t.get(entities, key) else { return nil }
+        if let old = try? codec.decode(bytes) { return old }
+        for index in indexes {
+            var stale: [[UInt8]] = []
+            try scanIndex(t, index, lower: nil, upper: nil) { entry, pk in
+                if pk.elementsEqual(key) { stale.append(Array(entry)) }
+                return true
+            }
+            for entry in stale { try t.delete(index.database, entry) }
+        }
+        return nil
     }
 
     /// Writes the row and brings every index from `old` to `new`; all checks come first.

@@ -1,8 +1,25 @@
 import Storage
 
-/// Arithmetic on values of one numeric (or temporal) kind. Overflow and division by zero give null.
+/// Arithmetic on values of one numeric (or temporal) kind. A null operand gives null; division by
+/// zero and overflow fail the request (OData: a division by zero is an error), with the position.
 enum Arithmetic {
-    static func apply(_ op: ArithmeticOperator, _ a: Value, _ b: Value) -> Value {
+    static func apply(_ op: ArithmeticOperator, _ a: Value, _ b: Value, at position: Int) throws(QueryError) -> Value {
+        let r = compute(op, a, b)
+        if case .null = r, !a.isNull, !b.isNull {
+            let zero: Bool = switch b {
+            case .int(let y): y == 0
+            case .decimal(let y): y.isZero
+            default: false
+            }
+            if zero && op != .add && op != .sub && op != .mul {
+                throw QueryError("division by zero", option: "$filter", column: position)
+            }
+            throw QueryError("arithmetic overflow in '\(op.rawValue)'", option: "$filter", column: position)
+        }
+        return r
+    }
+
+    static func compute(_ op: ArithmeticOperator, _ a: Value, _ b: Value) -> Value {
         switch (a, b) {
         case (.null, _), (_, .null): return .null
         case (.int(let x), .int(let y)):
@@ -48,7 +65,7 @@ enum Arithmetic {
         default: break
         }
         // Mixed kinds: promote and retry.
-        if let (x, y) = promote(a, b) { return apply(op, x, y) }
+        if let (x, y) = promote(a, b) { return compute(op, x, y) }
         return .null
     }
 

@@ -61,11 +61,11 @@ package struct ExpressionEvaluator {
             if case .bool(let b) = try evaluate(x, it) { return .bool(!b) }
             return .null
         case .arithmetic(let op, let a, let b):
-            return Arithmetic.apply(op, try evaluate(a, it), try evaluate(b, it))
+            return try Arithmetic.apply(op, try evaluate(a, it), try evaluate(b, it), at: e.position)
         case .negate(let x): return Arithmetic.negate(try evaluate(x, it))
         case .convert(let x): return Arithmetic.convert(try evaluate(x, it), to: e.type)
         case .function(let name, let args):
-            return try Functions.call(name, try args.map { try evaluate($0, it) }, resultType: e.type, now: now)
+            return try Functions.call(name, try args.map { try evaluate($0, it) }, resultType: e.type, now: now, at: e.position)
         case .any(let path, let variable, let predicate):
             for element in try collection(path, it) {
                 guard let predicate, let variable else { return .bool(true) }

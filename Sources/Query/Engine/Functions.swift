@@ -3,7 +3,7 @@ import Storage
 /// The built-in functions of `$filter`; any null argument gives null (except `concat`, which
 /// OData also makes null). Strings count Unicode scalars, as code points.
 enum Functions {
-    static func call(_ name: String, _ args: [Value], resultType: TypeRef?, now: EDMDateTimeOffset) throws -> Value {
+    static func call(_ name: String, _ args: [Value], resultType: TypeRef?, now: EDMDateTimeOffset, at position: Int) throws -> Value {
         switch name {
         case "now": return .dateTimeOffset(now)
         case "maxdatetime": return .dateTimeOffset(EDMDateTimeOffset("9999-12-31T23:59:59.9999999Z")!)
@@ -30,6 +30,7 @@ enum Functions {
             var to = scalars.count
             if args.count > 2 {
                 guard case .int(let length) = args[2] else { return .null }
+                if length < 0 { throw QueryError("substring length must not be negative", option: "$filter", column: position) }
                 to = Int(min(Int64(scalars.count), Int64(from) + max(0, length)))
             }
             var out = String.UnicodeScalarView()

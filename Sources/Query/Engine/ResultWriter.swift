@@ -100,16 +100,57 @@ struct ResultWriter {
         return set.type.properties.filter { names.contains($0.name) }
     }
 
+    /// `$select` paths as a tree: property → nil (all of it) or the selected parts of a complex value.
+    final class SelectTree {
+        var children: [String: SelectTree?] = [:]
+        init(_ paths: [[String]]) {
+            for path in paths where !path.isEmpty { add(path[...]) }
+        }
+        private init() {}
+        private func add(_ path: ArraySlice<String>) {
+            let head = path.first!
+            if path.count == 1 { children[head] = .some(nil); return }
+            if case .some(nil) = children[head] { return }  // already whole
+            let sub = (children[head] ?? nil) ?? SelectTree()
+            sub.add(path.dropFirst())
+            children[head] = sub
+        }
+    }
+
+    /// Writes a complex value keeping only the properties `tree` selects.
+    func writeSelected(_ v: Value, type: TypeRef, tree: SelectTree, to out: inout String) {
+        guard case .complex(let props) = v, case .complex(let name) = type, let ct = schema.complexTypes[name] else {
+            values.write(v, type: type, to: &out)
+            return
+        }
+        out += "{"
+        var first = true
+        for p in ct.properties {
+            guard let sub = tree.children[p.name] else { continue }
+            if !first { out += "," }
+            first = false
+            JSONWriter.writeString(p.name, to: &out)
+            out += ":"
+            if let sub { writeSelected(props[p.name] ?? .null, type: p.type, tree: sub, to: &out) } else { values.write(props[p.name] ?? .null, type: p.type, to: &out) }
+        }
+        out += "}"
+    }
+
     /// One entity as a JSON object: selected properties in declaration order, then expansions.
     func writeEntity(_ e: EntityRef, options: BoundOptions, executor: QueryExecutor, to out: inout String) throws {
         out += "{"
         var firstMember = true
+        let tree = options.select.map { SelectTree($0.properties.map { $0.steps.map(\.name) }) }
         for p in selectedProperties(e.set, options) {
             if !firstMember { out += "," }
             firstMember = false
             JSONWriter.writeString(p.name, to: &out)
             out += ":"
-            values.write(try e.value(p.name), type: p.type, to: &out)
+            if let sub = tree?.children[p.name] ?? nil {
+                writeSelected(try e.value(p.name), type: p.type, tree: sub, to: &out)
+            } else {
+                values.write(try e.value(p.name), type: p.type, to: &out)
+            }
         }
         for expand in options.expand {
             if !firstMember { out += "," }

@@ -60,12 +60,13 @@ public struct ODataURL: Sendable, Hashable, CustomStringConvertible {
             rawPath = rest
             rawQuery = ""
         }
-        var result = ODataURL(path: try ResourcePathParser.parse(percentDecode(rawPath, plusAsSpace: false), version: version))
+        var result = ODataURL(path: try ResourcePathParser.parse(try percentDecode(rawPath, plusAsSpace: false, part: nil), version: version))
         var seen: Set<String> = []
         for piece in rawQuery.split(separator: "&") {
             let eq = piece.firstIndex(of: "=")
-            let name = percentDecode(piece[..<(eq ?? piece.endIndex)], plusAsSpace: true)
-            let value = eq.map { percentDecode(piece[piece.index(after: $0)...], plusAsSpace: true) }
+            let name = try percentDecode(piece[..<(eq ?? piece.endIndex)], plusAsSpace: true, part: "query option name")
+            var value: String? = nil
+            if let eq { value = try percentDecode(piece[piece.index(after: eq)...], plusAsSpace: true, part: name) }
             guard name.hasPrefix("$") else {
                 result.customOptions.append(CustomOption(name: name, value: value))
                 continue

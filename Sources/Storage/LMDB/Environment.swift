@@ -30,6 +30,10 @@ public final class Environment: @unchecked Sendable {
     private let resize = _RWLock()
     private let state = Mutex<[String: Database]>([:])
     private let writer: _Writer
+    /// Reset read transactions kept for reuse (`mdb_txn_reset` / `mdb_txn_renew`): renewing keeps
+    /// the reader slot and the allocation, which makes a short read several times cheaper.
+    private let idleReaders = Mutex<[UInt]>([])  // MDB_txn pointers' bit patterns (Sendable)
+    static let maxIdleReaders = 32
 
     /// Opens (creating if needed) the environment in directory `path` (`mdb_env_open`).
     ///
@@ -63,6 +67,7 @@ public final class Environment: @unchecked Sendable {
 
     deinit {
         writer.stop()
+        for bits in idleReaders.withLock({ $0 }) { mdb_txn_abort(OpaquePointer(bitPattern: bits)) }
         mdb_env_close(raw)
     }
 
@@ -104,6 +109,16 @@ public final class Environment: @unchecked Sendable {
     public func read<R>(_ body: (borrowing ReadTransaction) throws -> R) throws -> R {
         resize.lockShared()
         defer { resize.unlock() }
+        let t = ReadTransaction(raw: try beginRead(), environment: self)
+        return try body(t)
+    }
+
+    /// A read transaction: a renewed idle one, else a new one (`mdb_txn_renew` / `mdb_txn_begin`).
+    private func beginRead() throws -> OpaquePointer {
+        if let bits = idleReaders.withLock({ $0.popLast() }), let idle = OpaquePointer(bitPattern: bits) {
+            if mdb_txn_renew(idle) == 0 { return idle }
+            mdb_txn_abort(idle)
+        }
         var txn: OpaquePointer?
         var rc = mdb_txn_begin(raw, nil, UInt32(MDB_RDONLY), &txn)
         if rc == MDB_MAP_RESIZED {
@@ -116,8 +131,19 @@ public final class Environment: @unchecked Sendable {
             rc = mdb_txn_begin(raw, nil, UInt32(MDB_RDONLY), &txn)
         }
         try _check(rc, "mdb_txn_begin (read)")
-        let t = ReadTransaction(raw: txn!)
-        return try body(t)
+        return txn!
+    }
+
+    /// Ends a read transaction: reset and kept for reuse, or aborted when enough are idle.
+    func _endRead(_ txn: OpaquePointer) {
+        mdb_txn_reset(txn)
+        let bits = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(txn)))
+        let kept = idleReaders.withLock { idle -> Bool in
+            guard idle.count < Self.maxIdleReaders else { return false }
+            idle.append(bits)
+            return true
+        }
+        if !kept { mdb_txn_abort(txn) }
     }
 
     // MARK: Writing

@@ -131,15 +131,20 @@ package struct Cursor {
     }
 }
 
-/// A read-only transaction (`mdb_txn_begin` with `MDB_RDONLY`). Aborted when it goes out of scope.
+/// A read-only transaction (`mdb_txn_begin` with `MDB_RDONLY`). Ended when it goes out of scope.
 ///
 /// Not `Sendable`: use it on the thread that opened it, inside `Environment.read`.
 public struct ReadTransaction: ~Copyable {
     package let txn: TxnRef
+    private let environment: Environment
 
-    init(raw: OpaquePointer) { txn = TxnRef(raw: raw) }
+    init(raw: OpaquePointer, environment: Environment) {
+        txn = TxnRef(raw: raw)
+        self.environment = environment
+    }
 
-    deinit { mdb_txn_abort(txn.raw) }
+    /// Ends the transaction (`mdb_txn_reset`, kept for reuse by the environment).
+    deinit { environment._endRead(txn.raw) }
 }
 
 /// A read-write transaction. Only the environment's writer thread makes one; commit and abort are

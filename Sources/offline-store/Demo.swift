@@ -21,11 +21,25 @@ struct Demo: ParsableCommand {
             output("   " + (try s.json(set: "Products", entity: s.get(set: "Products", key: [.string("HT-1001")])!)))
             output("== get SalesOrderItems(SalesOrderID='0500000003',ItemPosition=20): composite key")
             output("   " + (try s.json(set: "SalesOrderItems", entity: s.get(set: "SalesOrderItems", key: [.string("0500000003"), .int(20)])!)))
+            for url in ["BusinessPartners?$filter=Country eq 'US'&$orderby=CompanyName&$top=3&$select=CompanyName,Country&$count=true",
+                        "SalesOrders('0500000003')/Items?$select=ItemPosition,ProductID,Quantity,NetAmount",
+                        "SalesOrders?$filter=Items/any(i:i/Quantity ge 8) and GrossAmount gt 50000&$expand=Items($select=ItemPosition,Quantity;$orderby=Quantity desc)&$select=SalesOrderID,GrossAmount&$top=2"] {
+                output("== query \(url)")
+                output("   plan: " + (try s.explain(url)).replacingOccurrences(of: "\n", with: "\n         "))
+                var text = ""
+                try s.query(url) { text += $0 }
+                output("   " + text.trimmingCharacters(in: .whitespacesAndNewlines))
+            }
             output("== bad input is refused with a clear error and changes nothing")
             do {
                 try s.load(set: "Products", json: Array(#"{"value":[{"ProductID":"HT-9","Price":"cheap"}]}"#.utf8))
             } catch {
-                output("   \(error)")
+                output("   load: \(error)")
+            }
+            do {
+                _ = try s.entities("BusinessPartners?$filter=Countr eq 'US'")
+            } catch {
+                output("   query: \(error)")
             }
             output("== stats")
             let stats = try s.stats()

@@ -39,7 +39,7 @@ public struct QueryEngine: Sendable {
             case .collection(let set, let eqs):
                 var text = Planner.plan(set, options: query.options, equalities: eqs).description
                 if query.path.isCount { text += "\nresult: count only" }
-                for e in query.options.expand { text += "\nexpand \(e.navigation.name): index look-up in \(e.entitySet)" }
+                for e in query.options.expand { text += "\nexpand \(e.navigation.name): " + (try expandAccess(e)) }
                 return text
             case .missing: return "the resource path addresses no entity"
             case .empty(let set): return "empty collection of \(set.name) (null foreign key)"
@@ -177,6 +177,22 @@ public struct QueryEngine: Sendable {
             parent = found
         }
         return .missing
+    }
+
+    /// How `$expand` finds an entity's related entities: the target's key, a key prefix or an index
+    /// on the foreign key.
+    func expandAccess(_ e: BoundExpand) throws -> String {
+        let target = try store.set(e.entitySet)
+        let nav = e.navigation
+        let props = nav.dependentConstraints.isEmpty ? nav.principalConstraints.map(\.property) : nav.dependentConstraints.map(\.referencedProperty)
+        if props.isEmpty { return "no referential constraint: not expanded locally" }
+        let by = props.joined(separator: ",")
+        switch AccessPath.forEqualities(target, props.map { ($0, Value.null) }) {
+        case .key: return "point read by key of \(e.entitySet)"
+        case .keyRange: return "key prefix scan of \(e.entitySet) on \(by)"
+        case .index(let i, _, _): return "index '\(i.definition.name)' of \(e.entitySet)"
+        default: return "full scan of \(e.entitySet) for \(by) (no index)"
+        }
     }
 
     /// `url` with its `$skiptoken` set to `offset`.

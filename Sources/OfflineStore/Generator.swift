@@ -30,6 +30,7 @@ public struct EntityGenerator: Sendable {
     let base: UInt64
     let references: [Reference]
     let key: KeyPlan
+    let stringKinds: [String: StringKind]
 
     /// The values a navigation property's foreign key may take.
     struct Reference: Sendable {
@@ -97,6 +98,7 @@ public struct EntityGenerator: Sendable {
             refs.append(Reference(navigation: nav.name, properties: props, tuples: tuples, nullable: nullable))
         }
         self.references = refs
+        self.stringKinds = Self.stringKinds(type, schema)
         self.key = try Self.plan(type: type, schema: schema, set: set, count: count, references: refs)
     }
 
@@ -307,7 +309,7 @@ public struct EntityGenerator: Sendable {
 
     func primitive(_ t: EDMPrimitive, _ p: Property, _ rng: inout _SplitMix) -> Value {
         switch t {
-        case .string: return .string(Self.string(p, &rng))
+        case .string: return .string(string(p, &rng))
         case .boolean: return .bool(rng.chance(0.5))
         case .byte: return .int(Int64(rng.below(256)))
         case .sbyte: return .int(Int64(rng.below(256)) - 128)
@@ -371,36 +373,77 @@ public struct EntityGenerator: Sendable {
     static let countries = ["DE", "US", "DE", "US", "FR", "GB", "JP", "IN", "ES", "IT", "BR", "CN", "CH", "MX"]
     static let letters = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
-    /// A string that fits the property, shaped after its name.
-    static func string(_ p: Property, _ rng: inout _SplitMix) -> String {
+    /// What a string property holds, judged once from its name and MaxLength.
+    enum StringKind: Sendable {
+        case currency, country, email, phone, city, postal, url, company, firstName, lastName, name, street, code, id, text
+    }
+
+    static func stringKind(_ p: Property) -> StringKind {
         let name = p.name.lowercased()
+        if name.contains("currency") { return .currency }
+        if name.contains("country") { return .country }
+        if name.contains("mail") { return .email }
+        if name.contains("phone") || name.contains("fax") { return .phone }
+        if name.contains("city") { return .city }
+        if name.contains("postal") || name.contains("zip") { return .postal }
+        if name.contains("url") || name.contains("web") { return .url }
+        if name.contains("company") || name.hasSuffix("partnername") { return .company }
+        if name.contains("firstname") { return .firstName }
+        if name.contains("lastname") { return .lastName }
+        if name.hasSuffix("name") { return .name }
+        if name.contains("street") { return .street }
+        if (p.maxLength ?? 100) <= 4 || ["status", "code", "type", "unit", "category"].contains(where: { name.contains($0) }) {
+            return .code
+        }
+        if name.hasSuffix("id") || name.hasSuffix("number") { return .id }
+        return .text
+    }
+
+    /// The kinds of every string property of the type and its complex types, by name and MaxLength.
+    static func stringKinds(_ type: EntityType, _ schema: Schema) -> [String: StringKind] {
+        var out: [String: StringKind] = [:]
+        for p in type.properties + schema.complexTypes.values.flatMap(\.properties) {
+            out[kindKey(p)] = stringKind(p)
+        }
+        return out
+    }
+
+    static func kindKey(_ p: Property) -> String { p.name + "#" + (p.maxLength.map(String.init) ?? "") }
+
+    static let capitalizedWords = words.map { $0.prefix(1).uppercased() + $0.dropFirst() }
+    static let wordLengths = words.map(\.count)
+
+    /// A string that fits the property, shaped after its name.
+    func string(_ p: Property, _ rng: inout _SplitMix) -> String {
+        Self.string(p, kind: stringKinds[Self.kindKey(p)] ?? Self.stringKind(p), &rng)
+    }
+
+    static func string(_ p: Property, kind: StringKind, _ rng: inout _SplitMix) -> String {
         let ml = p.maxLength
-        func fit(_ s: String) -> String {
-            guard let ml, s.count > ml else { return s }
+        func fit(_ s: String, count: Int? = nil) -> String {
+            guard let ml, (count ?? s.count) > ml else { return s }
             var cut = s.prefix(ml)
             while cut.count > 1, cut.last == " " { cut.removeLast() }
             return String(cut)
         }
         func pick(_ list: [String]) -> String { list[rng.skewed(list.count)] }
-        if name.contains("currency") { return fit(pick(currencies)) }
-        if name.contains("country") { return fit(pick(countries)) }
-        if name.contains("email") || name.contains("mail") {
-            return fit("\(pick(firstNames).lowercased()).\(pick(lastNames).lowercased())@\(pick(companies).lowercased().filter { $0.isLetter }).example")
-        }
-        if name.contains("phone") || name.contains("fax") { return fit("+49 6227 \(7_000_000 + rng.below(999_999))") }
-        if name.contains("city") { return fit(pick(cities)) }
-        if name.contains("postal") || name.contains("zip") { return fit(String(10_000 + rng.below(89_999))) }
-        if name.contains("url") || name.contains("web") { return fit("https://www.\(pick(companies).lowercased().filter { $0.isLetter }).example/") }
-        if name.contains("company") || name.hasSuffix("partnername") { return fit(pick(companies)) }
-        if name.contains("firstname") { return fit(pick(firstNames)) }
-        if name.contains("lastname") { return fit(pick(lastNames)) }
-        if name.hasSuffix("name") {
+        func ascii(_ s: String) -> String { String(s.lowercased().unicodeScalars.filter { $0.isASCII && $0.properties.isAlphabetic }) }
+        switch kind {
+        case .currency: return fit(pick(currencies))
+        case .country: return fit(pick(countries))
+        case .email: return fit("\(ascii(pick(firstNames))).\(ascii(pick(lastNames)))@\(ascii(pick(companies))).example")
+        case .phone: return fit("+49 6227 \(7_000_000 + rng.below(999_999))")
+        case .city: return fit(pick(cities))
+        case .postal: return fit(String(10_000 + rng.below(89_999)))
+        case .url: return fit("https://www.\(ascii(pick(companies))).example/")
+        case .company: return fit(pick(companies))
+        case .firstName: return fit(pick(firstNames))
+        case .lastName: return fit(pick(lastNames))
+        case .name:
             let n = 1 + rng.below(3)
-            return fit((0..<n).map { _ in words[rng.below(30)].capitalized }.joined(separator: " ") + " \(rng.below(1000))")
-        }
-        if name.contains("street") { return fit("\(pick(words).capitalized) Str. \(1 + rng.below(200))") }
-        if (ml ?? 100) <= 4 || name.contains("status") || name.contains("code") || name.contains("type") || name.contains("unit")
-            || name.contains("category") {
+            return fit((0..<n).map { _ in capitalizedWords[rng.below(30)] }.joined(separator: " ") + " \(rng.below(1000))")
+        case .street: return fit("\(capitalizedWords[rng.below(words.count)]) Str. \(1 + rng.below(200))")
+        case .code:
             // A low-cardinality code: a pool of values per property, skewed.
             let width = min(ml ?? 4, 4)
             let pool = 3 + Int(_fnv1a(p.name) % 12)
@@ -408,20 +451,27 @@ public struct EntityGenerator: Sendable {
             var x = _mix(_fnv1a(p.name) &+ UInt64(rng.skewed(pool)))
             for _ in 0..<max(width, 1) { code.append(letters[Int(x % 26)]); x /= 26 }
             return code
-        }
-        if name.hasSuffix("id") || name.hasSuffix("number") {
+        case .id:
             let width = min(ml ?? 10, 10)
             return fit(_padded(String(rng.below(_pow(10, min(width, 9)))), width))
+        case .text:
+            // Free text: words up to a length between a short phrase and the maximum.
+            let longest = min(ml ?? 80, 255)
+            let target = min(longest, 8) + rng.below(max(longest - min(longest, 8), 0) + 1)
+            var s = ""
+            var count = 0
+            while count < target {
+                let w = rng.below(words.count)
+                if count == 0 {
+                    s = capitalizedWords[w]
+                    count = wordLengths[w]
+                } else {
+                    s += " " + words[w]
+                    count += 1 + wordLengths[w]
+                }
+            }
+            return fit(s, count: count)
         }
-        // Free text: words up to a length between a short phrase and the maximum.
-        let longest = min(ml ?? 80, 255)
-        let target = min(longest, 8) + rng.below(max(longest - min(longest, 8), 0) + 1)
-        var s = ""
-        while s.count < target {
-            let w = words[rng.below(words.count)]
-            s += s.isEmpty ? w.capitalized : " " + w
-        }
-        return fit(s)
     }
 }
 

@@ -1,9 +1,12 @@
 #!/bin/sh
-# The test command: installs what is missing, then runs every test — the Swift test suites, then the
-# cross-check of the query engine against odatapy (an independent OData V4 server, from PyPI).
+# The test command: installs what is missing, then runs every test: the benchmarks' package builds
+# and runs once at a tiny size (a smoke test; PerfTests/README.md says how to measure), the Swift
+# test suites, and the cross-check of the query engine against odatapy (an independent OData V4
+# server, from PyPI), whose closing line is "N passed, M failed".
 set -e
 cd "$(dirname "$0")/.."
 sh scripts/setup.sh
+sh scripts/perf-smoke.sh
 swift build --build-tests
 swift test --skip-build
 OFFLINE_STORE="$(swift build --show-bin-path)/offline-store" sh scripts/crosscheck.sh

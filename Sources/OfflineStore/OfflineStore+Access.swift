@@ -5,6 +5,23 @@ extension OfflineStore {
         try entities.load(set: set, entities: rows)
     }
 
+    /// Writes one entity of `set` (insert, or full replace of the one with the same key) and its
+    /// index entries in one durable transaction; returns after the commit. Concurrent callers are
+    /// group-committed: many changes, one fsync. Nothing is queued (local changes that flush to
+    /// the service come with the request queue). Returns true when it replaced an entity.
+    @discardableResult
+    public func upsert(set: String, entity: Properties) async throws -> Bool {
+        let h = try entities.set(set)
+        return try await entities.write { t in try h.upsert(t, entity) }
+    }
+
+    /// The blocking form of `upsert(set:entity:) async`, for callers on their own threads.
+    @discardableResult
+    public func upsert(set: String, entity: Properties) throws -> Bool {
+        let h = try entities.set(set)
+        return try entities.write { t in try h.upsert(t, entity) }
+    }
+
     /// Visits the entities of `set` in key order until `body` returns false.
     public func scan(set: String, _ body: (Properties) throws -> Bool) throws {
         let h = try entities.set(set)

@@ -1,0 +1,29 @@
+/// The key of a sales-order item.
+struct ItemKey: Sendable {
+    var salesOrderID: String
+    var itemPosition: Int32
+}
+
+/// One way to store the items. Every method is one operation as a program would do it: its own
+/// (read or write) transaction, results decoded into the contestant's entity type.
+protocol Contestant: AnyObject, Sendable {
+    var name: String { get }
+    /// Loads items in one durable transaction, maintaining the three secondary indexes.
+    func load(_ items: ArraySlice<Item>) throws
+    func count() throws -> Int
+    /// Reads and decodes one item; false when absent.
+    func get(_ key: ItemKey) throws -> Bool
+    /// Decoded items whose `ProductID` is `productID` (via its index); returns how many.
+    func find(productID: String) throws -> Int
+    /// Decodes every item in key order; returns how many.
+    func scan() throws -> Int
+    /// Inserts or replaces one item and its index entries in one durable transaction.
+    func upsert(_ item: Item) throws
+    /// The item as an `Item`, to check that every contestant holds the same data (not timed).
+    func item(_ key: ItemKey) throws -> Item?
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}

@@ -1,0 +1,51 @@
+import OfflineStore
+
+/// OfflineStore through its public API: entities are `Properties` (`[String: Value]`), validated
+/// against the schema on write, decoded from the row format on read.
+final class OfflineStoreContestant: Contestant, @unchecked Sendable {
+    // @unchecked: OfflineStore is Sendable; `store` is set once.
+    let name = "OfflineStore"
+    let store: OfflineStore
+    let set = BenchSchema.set
+    let productIndex = "ProductID"
+
+    init(store: OfflineStore) {
+        self.store = store
+    }
+
+    func load(_ items: ArraySlice<Item>) throws {
+        try store.load(set: set, entities: items.map(\.properties))
+    }
+
+    func count() throws -> Int { try store.count(set: set) }
+
+    func get(_ key: ItemKey) throws -> Bool {
+        guard let e = try store.get(set: set, key: [.string(key.salesOrderID), .int(Int64(key.itemPosition))]) else { return false }
+        blackHole(e)
+        return true
+    }
+
+    func item(_ key: ItemKey) throws -> Item? {
+        try store.get(set: set, key: [.string(key.salesOrderID), .int(Int64(key.itemPosition))]).map(Item.init)
+    }
+
+    func find(productID: String) throws -> Int {
+        let found = try store.find(set: set, index: productIndex, equals: [.string(productID)])
+        blackHole(found)
+        return found.count
+    }
+
+    func scan() throws -> Int {
+        var n = 0
+        try store.scan(set: set) { e in
+            blackHole(e)
+            n += 1
+            return true
+        }
+        return n
+    }
+
+    func upsert(_ item: Item) throws {
+        try store.upsert(set: set, entity: item.properties)
+    }
+}

@@ -1,0 +1,331 @@
+import Foundation
+import OfflineStore
+
+// offline-store-bench [--quick | --tiny | --count N] [--seed S] [--dir DIR] [--keep] [--json FILE]
+//
+// Builds the same generated SalesOrderItems in raw LMDB, OfflineStore and SQLite (GRDB), runs every
+// workload against all three, prints one table and writes it as JSON (PerfTests/results/latest.json).
+
+struct Options {
+    var count = 1_000_000
+    var mode = "full"
+    var seed: UInt64 = 1
+    var dir: String? = nil
+    var keep = false
+    /// Runs one workload against one contestant for a while, for a profiler: `read`, `find`, `scan`, `load`.
+    var profile: (workload: String, contestant: String)? = nil
+    var json: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("results/latest.json").path
+
+    static func parse(_ args: [String]) throws -> Options {
+        var o = Options()
+        if let env = ProcessInfo.processInfo.environment["PERF_COUNT"], let n = Int(env) { o.count = n; o.mode = "custom" }
+        var i = 0
+        func value() throws -> String {
+            i += 1
+            guard i < args.count else { throw BenchError("\(args[i - 1]) needs a value") }
+            return args[i]
+        }
+        while i < args.count {
+            switch args[i] {
+            case "--quick": o.count = 100_000; o.mode = "quick"
+            case "--tiny": o.count = 2_000; o.mode = "tiny"
+            case "--full": o.count = 1_000_000; o.mode = "full"
+            case "--count":
+                guard let n = Int(try value()), n >= 8 else { throw BenchError("--count needs a number ≥ 8") }
+                o.count = n; o.mode = "custom"
+            case "--seed":
+                guard let s = UInt64(try value()) else { throw BenchError("--seed needs a number") }
+                o.seed = s
+            case "--dir": o.dir = try value()
+            case "--keep": o.keep = true
+            case "--json": o.json = try value()
+            case "--profile":
+                let w = try value()
+                guard ["read", "find", "scan", "load"].contains(w) else { throw BenchError("--profile read|find|scan|load") }
+                o.profile = (w, o.profile?.contestant ?? "OfflineStore")
+            case "--contestant":
+                let c = try value()
+                o.profile = (o.profile?.workload ?? "read", c)
+            case "-h", "--help":
+                print("usage: offline-store-bench [--quick | --tiny | --full | --count N] [--seed S] [--dir DIR] [--keep] [--json FILE] [--profile read|find|scan|load [--contestant NAME]]")
+                exit(0)
+            default: throw BenchError("unknown argument \(args[i]) (try --help)")
+            }
+            i += 1
+        }
+        return o
+    }
+}
+
+/// A pointer that threads fill at disjoint indexes.
+struct Shared<T>: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<T>
+    init(_ p: UnsafeMutablePointer<T>) { pointer = p }
+}
+
+func log(_ s: String) {
+    FileHandle.standardError.write(Data((s + "\n").utf8))
+}
+
+func run() throws {
+    let o = try Options.parse(Array(CommandLine.arguments.dropFirst()))
+    let n = o.count
+    let dir = o.dir ?? FileManager.default.temporaryDirectory.appendingPathComponent("offline-store-bench-\(getpid())").path
+    if FileManager.default.fileExists(atPath: dir) {
+        throw BenchError("\(dir) exists; give an empty or new --dir")
+    }
+    defer { if !o.keep { try? FileManager.default.removeItem(atPath: dir) } }
+    #if DEBUG
+    log("warning: a debug build; measure with `swift run -c release`")
+    #endif
+
+    // MARK: The data set
+    log("data: \(grouped(Double(n))) SalesOrderItems, \(grouped(Double(max(n / 100, 1)))) Products, seed \(o.seed), in \(dir)")
+    var start = now()
+    let store = try OfflineStore.create(
+        at: dir + "/offline-store", metadata: Array(BenchSchema.metadata.utf8),
+        configuration: StoreConfiguration(indexes: [BenchSchema.set: BenchSchema.indexes], durability: .full))
+    try store.generate(set: "Products", count: max(n / 100, 1), seed: o.seed)
+    var productIDs: [String] = []
+    try store.scan(set: "Products") { p in
+        if case .string(let id)? = p["ProductID"] { productIDs.append(id) }
+        return true
+    }
+    let generator = try store.generator(set: BenchSchema.set, count: n, seed: o.seed)
+    let items = [Item](unsafeUninitializedCapacity: n) { buffer, initialized in
+        let chunk = 10_000
+        let base = Shared(buffer.baseAddress!)
+        DispatchQueue.concurrentPerform(iterations: (n + chunk - 1) / chunk) { c in
+            for row in (c * chunk)..<min(n, (c + 1) * chunk) {
+                (base.pointer + row).initialize(to: Item(generator.entity(row)))
+            }
+        }
+        initialized = n
+    }
+    let rowBytes = items.prefix(1000).reduce(0) { $0 + RawLMDB.valueSize($1) + RawLMDB.keySize } / min(n, 1000)
+    let codec = RowCodec(schema: store.schema, entityType: store.schema.entityType(ofSet: BenchSchema.set)!)
+    let storeRowBytes = try items.prefix(1000).reduce(0) { total, i in
+        let key = try KeyCodec.encode([.string(i.salesOrderID), .int(Int64(i.itemPosition))])
+        return total + codec.encode(i.properties).count + key.count
+    } / min(n, 1000)
+    log("data: generated in \(fixed(Double(now() - start) / 1e9)) s; row ≈ \(rowBytes) bytes raw, \(storeRowBytes) in OfflineStore (key included)")
+
+    let raw = try RawLMDB(path: dir + "/lmdb")
+    let offline = OfflineStoreContestant(store: store)
+    let sqlite = try SQLiteContestant(path: dir + "/sqlite")
+    var contestants: [any Contestant] = [raw, offline, sqlite]
+    if let p = o.profile {
+        contestants = contestants.filter { $0.name.lowercased().hasPrefix(p.contestant.lowercased()) }
+        guard let c = contestants.first else { throw BenchError("no contestant \(p.contestant)") }
+        try profile(p.workload, c, items: items, productIDs: productIDs, seed: o.seed)
+        return
+    }
+    var results: [Result] = []
+    func record(_ workload: String, _ unit: String, _ c: any Contestant, nsPerOp: Double, ops: Int) {
+        results.append(Result(workload: workload, unit: unit, contestant: c.name, nsPerOp: nsPerOp,
+                              opsPerSecond: 1e9 / nsPerOp, operations: ops))
+        log("  \(c.name): \(grouped(nsPerOp)) ns/\(unit)")
+    }
+
+    // MARK: Bulk load: all N rows, 50,000 per durable transaction, 3 secondary indexes maintained.
+    let batch = 50_000
+    log("bulk load, 3 indexes")
+    for c in contestants {
+        start = now()
+        var at = 0
+        while at < n {
+            try c.load(items[at..<min(at + batch, n)])
+            at += batch
+        }
+        let ns = Double(now() - start)
+        record("bulk load, 3 indexes", "row", c, nsPerOp: ns / Double(n), ops: n)
+        guard try c.count() == n else { throw BenchError("\(c.name) holds \(try c.count()) rows after loading \(n)") }
+    }
+    try sqlite.checkpoint()
+
+    // MARK: The same data everywhere: spot checks, untimed.
+    var random = BenchRandom(seed: o.seed)
+    for _ in 0..<20 {
+        let i = items[random.below(n)]
+        let key = ItemKey(salesOrderID: i.salesOrderID, itemPosition: i.itemPosition)
+        let seen = try contestants.map { c in try c.item(key).map { "\($0)" } ?? "missing in \(c.name)" }
+        guard Set(seen).count == 1, seen[0] == "\(i)" else { throw BenchError("contestants disagree on \(key): \(seen)") }
+    }
+    for _ in 0..<5 {
+        let p = productIDs[random.below(productIDs.count)]
+        let counts = try contestants.map { try $0.find(productID: p) }
+        guard Set(counts).count == 1 else { throw BenchError("contestants disagree on ProductID \(p): \(counts)") }
+    }
+
+    // Warm caches: one untimed scan each.
+    for c in contestants { _ = try c.scan() }
+
+    // MARK: Point reads by key: one read transaction and one decoded entity per read.
+    let readsPerRound = min(100_000, max(n, 2_000))
+    let keys = (0..<readsPerRound).map { _ in
+        let i = items[random.below(n)]
+        return ItemKey(salesOrderID: i.salesOrderID, itemPosition: i.itemPosition)
+    }
+    log("point read by key")
+    for c in contestants {
+        for k in keys.prefix(1_000) { _ = try c.get(k) }
+        let ns = try medianNanos(rounds: 5, ops: keys.count) {
+            for k in keys { guard try c.get(k) else { throw BenchError("\(c.name): \(k) missing") } }
+        }
+        record("point read by key", "read", c, nsPerOp: ns, ops: keys.count * 5)
+    }
+
+    // MARK: Index equality: all items of one product (~100), decoded.
+    let queriesPerRound = min(1_000, max(productIDs.count * 10, 200))
+    let products = (0..<queriesPerRound).map { _ in productIDs[random.below(productIDs.count)] }
+    var rowsPerQuery = 0
+    log("index equality (~100 rows)")
+    for c in contestants {
+        var rows = 0
+        for p in products.prefix(50) { rows += try c.find(productID: p) }
+        let ns = try medianNanos(rounds: 5, ops: products.count) {
+            rows = 0
+            for p in products { rows += try c.find(productID: p) }
+        }
+        rowsPerQuery = rows / products.count
+        record("index equality, ~\(rowsPerQuery) rows", "query", c, nsPerOp: ns, ops: products.count * 5)
+    }
+    _ = rowsPerQuery
+
+    // MARK: Full scan in key order, every row decoded.
+    log("full scan")
+    for c in contestants {
+        var seen = 0
+        let ns = try medianNanos(rounds: 3, ops: n) { seen = try c.scan() }
+        guard seen == n else { throw BenchError("\(c.name) scanned \(seen) of \(n)") }
+        record("full scan", "row", c, nsPerOp: ns, ops: n * 3)
+    }
+
+    // MARK: Durable single-change commits: replace one item (a changed quantity moves its index entry).
+    func changed(_ r: inout BenchRandom) -> Item {
+        var i = items[r.below(n)]
+        i.quantity = Int32(1 + r.below(1_000))
+        i.changedAt += 10_000_000
+        return i
+    }
+    let commits = o.mode == "tiny" ? 20 : 300
+    let changes = (0..<commits).map { _ in changed(&random) }
+    log("durable commit, 1 writer")
+    for c in contestants {
+        start = now()
+        for i in changes { try c.upsert(i) }
+        record("durable commit, 1 writer", "commit", c, nsPerOp: Double(now() - start) / Double(commits), ops: commits)
+    }
+    let writers = 16
+    let perWriter = o.mode == "tiny" ? 2 : 25
+    let concurrentChanges = (0..<writers).map { _ in (0..<perWriter).map { _ in changed(&random) } }
+    log("durable commits, \(writers) writers")
+    for c in contestants {
+        let ns = try runThreads(writers) { t in
+            for i in concurrentChanges[t] { try c.upsert(i) }
+        }
+        record("durable commits, \(writers) writers", "commit", c, nsPerOp: Double(ns) / Double(writers * perWriter), ops: writers * perWriter)
+    }
+    let report = try store.check()
+    guard report.isConsistent else { throw BenchError("OfflineStore check failed: \(report)") }
+
+    // MARK: Ratios, table, JSON
+    for i in results.indices {
+        let same = results.filter { $0.workload == results[i].workload }
+        if let r = same.first(where: { $0.contestant == raw.name }) { results[i].ratioToRawLMDB = results[i].nsPerOp / r.nsPerOp }
+        if let s = same.first(where: { $0.contestant == sqlite.name }) { results[i].ratioToSQLite = results[i].nsPerOp / s.nsPerOp }
+    }
+    let machine = machineDescription()
+    var build = "release"
+    #if DEBUG
+    build = "debug"
+    #endif
+    let header = "OfflineStore PerfTests: \(grouped(Double(n))) SalesOrderItems (\(o.mode), seed \(o.seed); a row is ~\(rowBytes) B raw, ~\(storeRowBytes) B in OfflineStore), \(build) build\nmachine: \(machine)\n"
+    let text = header + "\n" + table(results)
+        + "\nns/op: lower is better. ×raw LMDB, ×SQLite: this row's ns/op over theirs (0.50 = twice as fast).\n"
+        + targets(results, raw: raw.name, offline: offline.name, sqlite: sqlite.name)
+    print(text)
+
+    struct Report: Codable {
+        var date: String
+        var machine: String
+        var build: String
+        var mode: String
+        var count: Int
+        var seed: UInt64
+        var command: String
+        var results: [Result]
+    }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+    let json = try encoder.encode(Report(date: ISO8601DateFormatter().string(from: Date()), machine: machine, build: build,
+                                         mode: o.mode, count: n, seed: o.seed,
+                                         command: CommandLine.arguments.joined(separator: " "), results: results))
+    try FileManager.default.createDirectory(atPath: (o.json as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+    try json.write(to: URL(fileURLWithPath: o.json))
+    log("wrote \(o.json)")
+}
+
+/// One workload against one contestant, for about ten seconds, for `perf record` or callgrind.
+func profile(_ workload: String, _ c: any Contestant, items: [Item], productIDs: [String], seed: UInt64) throws {
+    let n = items.count
+    var random = BenchRandom(seed: seed)
+    if workload == "load" {
+        let start = now()
+        var at = 0
+        while at < n { try c.load(items[at..<min(at + 50_000, n)]); at += 50_000 }
+        log("\(c.name) load: \(grouped(Double(now() - start) / Double(n))) ns/row")
+        return
+    }
+    var at = 0
+    while at < n { try c.load(items[at..<min(at + 50_000, n)]); at += 50_000 }
+    let start = now()
+    var ops = 0
+    while now() - start < 10_000_000_000 {
+        switch workload {
+        case "read":
+            for _ in 0..<10_000 {
+                let i = items[random.below(n)]
+                _ = try c.get(ItemKey(salesOrderID: i.salesOrderID, itemPosition: i.itemPosition))
+            }
+            ops += 10_000
+        case "find":
+            for _ in 0..<100 { _ = try c.find(productID: productIDs[random.below(productIDs.count)]) }
+            ops += 100
+        default:
+            ops += try c.scan()
+        }
+    }
+    log("\(c.name) \(workload): \(grouped(Double(now() - start) / Double(ops))) ns/op")
+}
+
+/// Where OfflineStore stands against the targets.
+func targets(_ results: [Result], raw: String, offline: String, sqlite: String) -> String {
+    func ns(_ prefix: String, _ who: String) -> Double? {
+        results.first { $0.workload.hasPrefix(prefix) && $0.contestant == who }?.nsPerOp
+    }
+    var lines = ["targets (measured, not asserted):"]
+    func line(_ text: String, _ ok: Bool?) { lines.append("  " + (ok == nil ? "?" : ok! ? "met   " : "missed") + "  " + text) }
+    if let o = ns("point read", offline), let r = ns("point read", raw), let s = ns("point read", sqlite) {
+        line("point read ≤ 1.5× raw LMDB: \(fixed(o / r))×", o / r <= 1.5)
+        line("point read ≥ 2× faster than SQLite: \(fixed(s / o))× faster", s / o >= 2)
+    }
+    if let o = ns("index equality", offline), let s = ns("index equality", sqlite) {
+        line("index equality ≥ 2× faster than SQLite: \(fixed(s / o))× faster", s / o >= 2)
+    }
+    if let o = ns("bulk load", offline), let s = ns("bulk load", sqlite) {
+        line("bulk load ≥ SQLite's rate: \(fixed(s / o))× SQLite's rate", s / o >= 1)
+    }
+    if let o = ns("full scan", offline), let r = ns("full scan", raw) {
+        line("full scan within 3× raw LMDB: \(fixed(o / r))×", o / r <= 3)
+    }
+    return lines.joined(separator: "\n") + "\n"
+}
+
+do {
+    try run()
+} catch {
+    log("offline-store-bench: \(error)")
+    exit(1)
+}

@@ -21,6 +21,19 @@ protocol Contestant: AnyObject, Sendable {
     func upsert(_ item: Item) throws
     /// The item as an `Item`, to check that every contestant holds the same data (not timed).
     func item(_ key: ItemKey) throws -> Item?
+
+    // MARK: Queries (OfflineStore: through an OData URL)
+
+    /// Runs `query` in one read transaction, its results decoded into the contestant's entity
+    /// type; returns how many.
+    func query(_ query: BenchQuery) throws -> Int
+    /// The same results as `Item`s, in the contestant's order, to compare contestants (not timed).
+    func queryItems(_ query: BenchQuery) throws -> [Item]
+    /// Every row, in key order, as one OData V4 JSON response (`{"@odata.context":…,"value":[…]}`)
+    /// written to `sink` in chunks of about 64 KiB, from one read transaction.
+    func streamJSON(_ sink: @escaping (UnsafeRawBufferPointer) -> Void) throws
+    /// How the contestant answers `query`: OfflineStore's `explain`, SQLite's `EXPLAIN QUERY PLAN`.
+    func plan(_ query: BenchQuery) throws -> String
 }
 
 struct BenchError: Error, CustomStringConvertible {

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Synchronization
 
 /// One measured cell of the table.
@@ -12,6 +13,9 @@ struct Result: Codable, Sendable {
     var operations: Int
     var ratioToRawLMDB: Double?
     var ratioToSQLite: Double?
+    /// For the streaming workloads: the peak resident memory during one run over the resident
+    /// memory just before it (MiB), the largest of the rounds.
+    var peakMemoryDeltaMiB: Double?
 }
 
 /// A seeded generator (SplitMix64), the same on every machine.
@@ -66,6 +70,45 @@ func runThreads(_ threads: Int, _ body: @escaping @Sendable (Int) throws -> Void
     return elapsed
 }
 
+// MARK: Memory (Linux)
+
+/// A field of /proc/self/status in KiB (`VmRSS`, `VmHWM`, `RssAnon`), or nil.
+func procStatusKiB(_ field: String) -> Int? {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
+    for line in status.split(separator: "\n") where line.hasPrefix(field + ":") {
+        return Int(line.dropFirst(field.count + 1).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "")
+    }
+    return nil
+}
+
+/// glibc's `malloc_trim` (malloc.h is not in the Glibc module): gives free heap back to the system.
+@_silgen_name("malloc_trim")
+func malloc_trim(_ pad: Int) -> Int32
+
+/// Sets the peak resident memory (VmHWM) to the current resident memory: "5" to
+/// /proc/self/clear_refs (Linux 4.0+). False where that is not allowed.
+func resetPeakRSS() -> Bool {
+    let fd = open("/proc/self/clear_refs", O_WRONLY)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    return write(fd, "5", 1) == 1
+}
+
+/// Runs `body` once and returns its wall time in ns and the peak resident memory during it over
+/// the resident memory just before it (KiB; nil if the peak cannot be reset). Freed heap is given
+/// back to the system first (`malloc_trim`), so an earlier workload's free memory cannot hide this
+/// one's allocations.
+func measureMemory(_ body: () throws -> Void) rethrows -> (ns: UInt64, peakDeltaKiB: Int?) {
+    _ = malloc_trim(0)
+    let canReset = resetPeakRSS()
+    let before = procStatusKiB("VmRSS")
+    let start = now()
+    try body()
+    let ns = now() - start
+    guard canReset, let before, let peak = procStatusKiB("VmHWM") else { return (ns, nil) }
+    return (ns, max(0, peak - before))
+}
+
 // MARK: Output
 
 func grouped(_ v: Double) -> String {
@@ -90,17 +133,20 @@ func pad(_ s: String, _ width: Int, right: Bool = false) -> String {
 
 /// The side-by-side table: one line per workload and contestant.
 func table(_ results: [Result]) -> String {
-    let w = (max(28, (results.map { "\($0.workload) (per \($0.unit))".count }.max() ?? 0)) + 2, 15, 12, 14, 10, 10)
+    let memory = results.contains { $0.peakMemoryDeltaMiB != nil }
+    let w = (max(28, (results.map { "\($0.workload) (per \($0.unit))".count }.max() ?? 0)) + 2,
+             max(15, (results.map(\.contestant.count).max() ?? 0) + 2), 12, 14, 10, 10, memory ? 15 : 0)
     var out = pad("workload", w.0) + pad("contestant", w.1) + pad("ns/op", w.2, right: true) + pad("ops/s", w.3, right: true)
-        + pad("×raw LMDB", w.4, right: true) + pad("×SQLite", w.5, right: true) + "\n"
-    out += String(repeating: "-", count: w.0 + w.1 + w.2 + w.3 + w.4 + w.5) + "\n"
+        + pad("×raw LMDB", w.4, right: true) + pad("×SQLite", w.5, right: true) + (memory ? pad("peak ΔRSS MiB", w.6, right: true) : "") + "\n"
+    out += String(repeating: "-", count: w.0 + w.1 + w.2 + w.3 + w.4 + w.5 + w.6) + "\n"
     var last = ""
     for r in results {
         let label = "\(r.workload) (per \(r.unit))"
         out += pad(label == last ? "" : label, w.0) + pad(r.contestant, w.1) + pad(grouped(r.nsPerOp), w.2, right: true)
             + pad(grouped(r.opsPerSecond), w.3, right: true)
             + pad(r.ratioToRawLMDB.map { fixed($0) } ?? "-", w.4, right: true)
-            + pad(r.ratioToSQLite.map { fixed($0) } ?? "-", w.5, right: true) + "\n"
+            + pad(r.ratioToSQLite.map { fixed($0) } ?? "-", w.5, right: true)
+            + (memory ? pad(r.peakMemoryDeltaMiB.map { fixed($0, 1) } ?? "", w.6, right: true) : "") + "\n"
         last = label
     }
     return out

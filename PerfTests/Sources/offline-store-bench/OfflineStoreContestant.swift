@@ -48,4 +48,32 @@ final class OfflineStoreContestant: Contestant, @unchecked Sendable {
     func upsert(_ item: Item) throws {
         try store.upsert(set: set, entity: item.properties)
     }
+
+    // MARK: Queries: OData URLs through the query engine
+
+    func query(_ query: BenchQuery) throws -> Int {
+        let found = try store.entities(query.url)
+        blackHole(found)
+        return found.count
+    }
+
+    func queryItems(_ query: BenchQuery) throws -> [Item] {
+        try store.entities(query.url).map(Item.init)
+    }
+
+    /// The same query as OData JSON, as a server would send it: the bytes written.
+    func queryJSON(_ query: BenchQuery) throws -> Int {
+        var bytes = 0
+        try store.query(query.url, format: .json) { chunk in bytes += chunk.utf8.count }
+        return bytes
+    }
+
+    func streamJSON(_ sink: @escaping (UnsafeRawBufferPointer) -> Void) throws {
+        try store.query(set, format: .json) { chunk in
+            var c = chunk
+            c.withUTF8 { sink(UnsafeRawBufferPointer($0)) }
+        }
+    }
+
+    func plan(_ query: BenchQuery) throws -> String { try store.explain(query.url) }
 }

@@ -14,11 +14,11 @@ import Foundation
 final class RawLMDB: Contestant, @unchecked Sendable {
     // @unchecked: the env is thread-safe with MDB_NOTLS; the dbis are set once in init.
     let name = "raw LMDB"
-    private let env: OpaquePointer
-    private var items = MDB_dbi()
-    private var byProduct = MDB_dbi()
-    private var byDate = MDB_dbi()
-    private var byQuantity = MDB_dbi()
+    let env: OpaquePointer
+    private(set) var items = MDB_dbi()
+    private(set) var byProduct = MDB_dbi()
+    private(set) var byDate = MDB_dbi()
+    private(set) var byQuantity = MDB_dbi()
 
     init(path: String) throws {
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
@@ -151,7 +151,7 @@ final class RawLMDB: Contestant, @unchecked Sendable {
     }
 
     @inline(__always)
-    private func read<R>(_ body: (OpaquePointer) throws -> R) throws -> R {
+    func read<R>(_ body: (OpaquePointer) throws -> R) throws -> R {
         var txn: OpaquePointer?
         try check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn))
         defer { mdb_txn_abort(txn) }
@@ -272,6 +272,6 @@ final class RawLMDB: Contestant, @unchecked Sendable {
 }
 
 @inline(__always)
-private func check(_ rc: Int32) throws {
+func check(_ rc: Int32) throws {
     if rc != 0 { throw BenchError("LMDB: \(String(cString: mdb_strerror(rc)))") }
 }

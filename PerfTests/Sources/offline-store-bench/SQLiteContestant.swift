@@ -24,6 +24,11 @@ final class SQLiteContestant: Contestant, @unchecked Sendable {
     static let byKey = "SELECT \(columns) FROM SalesOrderItems WHERE SalesOrderID = ? AND ItemPosition = ?"
     static let byProduct = "SELECT \(columns) FROM SalesOrderItems WHERE ProductID = ?"
     static let all = "SELECT \(columns) FROM SalesOrderItems ORDER BY SalesOrderID, ItemPosition"
+    static let byDeliveryRange = """
+        SELECT \(columns) FROM SalesOrderItems WHERE DeliveryDate >= ? AND DeliveryDate < ?
+        ORDER BY DeliveryDate, SalesOrderID, ItemPosition LIMIT ?
+        """
+    static let byCurrencyAndNet = "SELECT \(columns) FROM SalesOrderItems WHERE CurrencyCode = ? AND NetAmount < ?"
 
     init(path: String) throws {
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
@@ -139,4 +144,110 @@ extension SQLiteContestant {
     func upsert(_ item: Item) throws {
         try pool.write { db in try db.cachedStatement(sql: Self.upsert).execute(arguments: Self.arguments(item)) }
     }
+}
+
+// MARK: Queries: prepared statements, rows decoded into `Item`
+
+extension SQLiteContestant {
+    func sql(_ query: BenchQuery) -> (String, StatementArguments) {
+        switch query.kind {
+        case .key(let k): (Self.byKey, [k.salesOrderID, k.itemPosition])
+        case .product(let p): (Self.byProduct, [p])
+        case .deliveries(let from, let until, let top): (Self.byDeliveryRange, [from, until, top])
+        case .cheapInCurrency: (Self.byCurrencyAndNet, [BenchQuery.filterCurrency, BenchQuery.filterNetBelow])
+        }
+    }
+
+    @inline(__always)
+    func each(_ query: BenchQuery, _ body: (Item) -> Void) throws -> Int {
+        let (sql, arguments) = sql(query)
+        return try pool.read { db in
+            let items = try Item.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
+            var n = 0
+            while let item = try items.next() {
+                body(item)
+                n += 1
+            }
+            return n
+        }
+    }
+
+    func query(_ query: BenchQuery) throws -> Int {
+        switch query.kind {
+        case .key:
+            return try get(ItemKeyOf(query)) ? 1 : 0
+        default:
+            return try each(query) { blackHole($0) }
+        }
+    }
+
+    func queryItems(_ query: BenchQuery) throws -> [Item] {
+        var items: [Item] = []
+        _ = try each(query) { items.append($0) }
+        return items
+    }
+
+    func plan(_ query: BenchQuery) throws -> String {
+        let (sql, arguments) = sql(query)
+        return try pool.read { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: arguments)
+                .map { ($0["detail"] as String?) ?? "?" }.joined(separator: "; ")
+        }
+    }
+
+    /// `SELECT` every row in key order and build each row's JSON from its columns (text and blobs
+    /// read in place).
+    func streamJSON(_ sink: @escaping (UnsafeRawBufferPointer) -> Void) throws {
+        try pool.read { db in
+            var out = JSONOut(sink: sink)
+            out.begin()
+            let rows = try Row.fetchCursor(db.cachedStatement(sql: Self.all))
+            var first = true
+            while let row = try rows.next() {
+                if first { first = false } else { out.byte(0x2C) }
+                out.ascii("{\"SalesOrderID\":")
+                try row.withUnsafeData(atIndex: 0) { d in d!.withUnsafeBytes { out.string($0) } }
+                out.ascii(",\"ItemPosition\":")
+                out.int(row[1])
+                out.ascii(",\"ProductID\":")
+                try row.withUnsafeData(atIndex: 2) { d in d!.withUnsafeBytes { out.string($0) } }
+                out.ascii(",\"Note\":")
+                try row.withUnsafeData(atIndex: 3) { d in
+                    if let d { d.withUnsafeBytes { out.string($0) } } else { out.ascii("null") }
+                }
+                out.ascii(",\"Quantity\":")
+                out.int(row[4])
+                out.ascii(",\"QuantityUnit\":")
+                try row.withUnsafeData(atIndex: 5) { d in d!.withUnsafeBytes { out.string($0) } }
+                out.ascii(",\"NetAmount\":")
+                out.thousandths(row[6])
+                out.ascii(",\"TaxAmount\":")
+                out.thousandths(row[7])
+                out.ascii(",\"GrossAmount\":")
+                out.thousandths(row[8])
+                out.ascii(",\"CurrencyCode\":")
+                try row.withUnsafeData(atIndex: 9) { d in d!.withUnsafeBytes { out.string($0) } }
+                out.ascii(",\"DeliveryDate\":")
+                out.date(days: row[10])
+                out.ascii(",\"ChangedAt\":")
+                out.dateTimeOffset(ticks: row[11], offsetMinutes: row[12])
+                out.ascii(",\"ItemGUID\":")
+                try row.withUnsafeData(atIndex: 13) { d in
+                    d!.withUnsafeBytes { b in
+                        out.guid(high: UInt64(bigEndian: b.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
+                                 low: UInt64(bigEndian: b.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+                    }
+                }
+                out.byte(0x7D)
+                out.flushIfFull()
+            }
+            out.end()
+        }
+    }
+}
+
+/// The key of a `.key` query.
+func ItemKeyOf(_ query: BenchQuery) -> ItemKey {
+    guard case .key(let k) = query.kind else { fatalError("not a key query: \(query)") }
+    return k
 }

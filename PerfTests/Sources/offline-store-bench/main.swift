@@ -12,7 +12,7 @@ struct Options {
     var seed: UInt64 = 1
     var dir: String? = nil
     var keep = false
-    /// Runs one workload against one contestant for a while, for a profiler: `read`, `find`, `scan`, `load`.
+    /// Runs one workload against one contestant for a while, for a profiler (`profileWorkloads`).
     var profile: (workload: String, contestant: String)? = nil
     var json: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("results/latest.json").path
@@ -42,13 +42,13 @@ struct Options {
             case "--json": o.json = try value()
             case "--profile":
                 let w = try value()
-                guard ["read", "find", "scan", "load"].contains(w) else { throw BenchError("--profile read|find|scan|load") }
+                guard profileWorkloads.contains(w) else { throw BenchError("--profile " + profileWorkloads.joined(separator: "|")) }
                 o.profile = (w, o.profile?.contestant ?? "OfflineStore")
             case "--contestant":
                 let c = try value()
                 o.profile = (o.profile?.workload ?? "read", c)
             case "-h", "--help":
-                print("usage: offline-store-bench [--quick | --tiny | --full | --count N] [--seed S] [--dir DIR] [--keep] [--json FILE] [--profile read|find|scan|load [--contestant NAME]]")
+                print("usage: offline-store-bench [--quick | --tiny | --full | --count N] [--seed S] [--dir DIR] [--keep] [--json FILE] [--profile \(profileWorkloads.joined(separator: "|")) [--contestant NAME]]")
                 exit(0)
             default: throw BenchError("unknown argument \(args[i]) (try --help)")
             }
@@ -57,6 +57,9 @@ struct Options {
         return o
     }
 }
+
+/// `--profile` workloads: the basic ones and the queries (`q…`: OfflineStore through URLs) and the JSON stream.
+let profileWorkloads = ["read", "find", "scan", "load", "qkey", "qfind", "qrange", "qscan", "json"]
 
 /// A pointer that threads fill at disjoint indexes.
 struct Shared<T>: @unchecked Sendable {
@@ -122,10 +125,11 @@ func run() throws {
         return
     }
     var results: [Result] = []
-    func record(_ workload: String, _ unit: String, _ c: any Contestant, nsPerOp: Double, ops: Int) {
-        results.append(Result(workload: workload, unit: unit, contestant: c.name, nsPerOp: nsPerOp,
-                              opsPerSecond: 1e9 / nsPerOp, operations: ops))
-        log("  \(c.name): \(grouped(nsPerOp)) ns/\(unit)")
+    func record(_ workload: String, _ unit: String, _ c: any Contestant, nsPerOp: Double, ops: Int, name: String? = nil,
+                peakMiB: Double? = nil) {
+        results.append(Result(workload: workload, unit: unit, contestant: name ?? c.name, nsPerOp: nsPerOp,
+                              opsPerSecond: 1e9 / nsPerOp, operations: ops, peakMemoryDeltaMiB: peakMiB))
+        log("  \(name ?? c.name): \(grouped(nsPerOp)) ns/\(unit)" + (peakMiB.map { ", peak ΔRSS \(fixed($0, 1)) MiB" } ?? ""))
     }
 
     // MARK: Bulk load: all N rows, 50,000 per durable transaction, 3 secondary indexes maintained.
@@ -202,6 +206,121 @@ func run() throws {
         record("full scan", "row", c, nsPerOp: ns, ops: n * 3)
     }
 
+    // MARK: Queries: OfflineStore through OData URLs (`entities(url)`, and `query(url)` to JSON as an
+    // extra line), the others by hand; every contestant's answers compared before timing.
+    var plans: [(workload: String, url: String, plans: [(String, String)])] = []
+    /// Compares every contestant's answers to the first `check` queries, records the plans, then
+    /// times all of them (median of `rounds`); the label gets the rows per query.
+    func queryWorkload(_ label: (Int) -> String, unit: String, _ queries: [BenchQuery], rounds: Int, check: Int,
+                       opsPerQuery: Int = 1) throws {
+        var rowsPerQuery = 0
+        for q in queries.prefix(check) {
+            let answers = try contestants.map { c in try c.queryItems(q).map { "\($0)" } }
+            let compared = q.isOrdered ? answers : answers.map { $0.sorted() }
+            guard Set(compared).count == 1 else {
+                throw BenchError("contestants disagree on \(q.url): " + zip(contestants, answers).map { "\($0.name): \($1.count) rows \($1.prefix(2))" }.joined(separator: "; "))
+            }
+            rowsPerQuery += answers[0].count
+        }
+        rowsPerQuery /= max(1, min(check, queries.count))
+        let workload = label(rowsPerQuery)
+        log(workload)
+        var described: [(String, String)] = []
+        for c in contestants {
+            described.append((c.name, try c.plan(queries[0])))
+        }
+        plans.append((workload, queries[0].url, described))
+        for (name, plan) in described { log("  plan, \(name): " + plan.replacingOccurrences(of: "\n", with: "; ")) }
+        var totals: [Int] = []
+        for c in contestants {
+            for q in queries.prefix(max(1, queries.count / 10)) { _ = try c.query(q) }
+            var rows = 0
+            let ns = try medianNanos(rounds: rounds, ops: queries.count * opsPerQuery) {
+                rows = 0
+                for q in queries { rows += try c.query(q) }
+            }
+            totals.append(rows)
+            guard rows == totals[0] else {
+                throw BenchError("\(c.name) returned \(rows) rows for the \(queries.count) queries, \(contestants[0].name) \(totals[0])")
+            }
+            record(workload, unit, c, nsPerOp: ns, ops: queries.count * rounds)
+            if c === offline {
+                // The same URLs answered as OData JSON (what a server would send), bytes discarded.
+                for q in queries.prefix(max(1, queries.count / 10)) { _ = try offline.queryJSON(q) }
+                let nsJSON = try medianNanos(rounds: rounds, ops: queries.count * opsPerQuery) {
+                    for q in queries { blackHole(try offline.queryJSON(q)) }
+                }
+                record(workload, unit, c, nsPerOp: nsJSON, ops: queries.count * rounds, name: offline.name + ", JSON")
+            }
+        }
+    }
+
+    // 1. Point read by key through a URL: `SalesOrderItems(SalesOrderID='…',ItemPosition=…)`.
+    try queryWorkload({ _ in "query: point read by key" }, unit: "read", keys.map { BenchQuery(.key($0)) }, rounds: 5, check: 20)
+
+    // 2. Index equality: `$filter=ProductID eq '…'` (~100 rows).
+    try queryWorkload({ "query: index equality, ~\($0) rows" }, unit: "query", products.map { BenchQuery(.product($0)) },
+                      rounds: 5, check: 5)
+
+    // 3. Range + $orderby + $top 100 on the DeliveryDate index: a random 31-day window (~7,700 of
+    //    1M rows match), the first 100 by date.
+    let firstDay = Int32(daysFromCivil(year: 2015, month: 1, day: 1)), lastDay = Int32(daysFromCivil(year: 2025, month: 12, day: 31))
+    let ranges = (0..<queriesPerRound).map { _ in
+        let from = firstDay + Int32(random.below(Int(lastDay - firstDay) - 31))
+        return BenchQuery(.deliveries(from: from, until: from + 31, top: 100))
+    }
+    try queryWorkload({ "query: range + orderby + top 100 (\($0) rows)" }, unit: "query", ranges, rounds: 5, check: 5)
+
+    // 4. A filter on properties no contestant indexes: every row read, ~0.5% returned.
+    let matches = try raw.query(BenchQuery(.cheapInCurrency))
+    try queryWorkload({ "query: non-indexed filter, \(grouped(Double($0))) of \(grouped(Double(n))) match" }, unit: "row scanned",
+                      [BenchQuery(.cheapInCurrency)], rounds: 5, check: 1, opsPerQuery: n)
+    _ = matches
+
+    // 5. Every row as one OData JSON response, streamed to a sink that counts the bytes: rows per
+    //    second and the peak memory while streaming (ours streams 64 KiB chunks from one read
+    //    transaction, so its peak should not grow with N). First the three streams are compared
+    //    byte for byte.
+    let streamLabel = "stream all rows to JSON"
+    log(streamLabel)
+    var digests: [StreamDigest] = []
+    var heads: [[UInt8]] = []
+    for c in contestants {
+        var digest = StreamDigest()
+        var head: [UInt8] = []
+        try c.streamJSON { chunk in
+            digest.add(chunk)
+            if head.count < 1 << 20 { head.append(contentsOf: chunk.prefix((1 << 20) - head.count)) }
+        }
+        digests.append(digest)
+        heads.append(head)
+    }
+    guard Set(digests.map(\.description)).count == 1 else {
+        var detail = zip(contestants, digests).map { "\($0.name): \($1)" }.joined(separator: "; ")
+        if let at = (0..<heads.map(\.count).min()!).first(where: { i in heads.contains { $0[i] != heads[0][i] } }) {
+            for (c, h) in zip(contestants, heads) {
+                detail += "\n  \(c.name) at byte \(at): " + String(decoding: h[max(0, at - 80)..<min(h.count, at + 80)], as: UTF8.self)
+            }
+        }
+        throw BenchError("the JSON streams differ: \(detail)")
+    }
+    let jsonBytes = digests[0].bytes
+    log("  all three streams: \(digests[0])")
+    for c in contestants {
+        var samples: [Double] = []
+        var peakKiB: Int? = nil
+        for _ in 0..<3 {
+            var bytes = 0
+            let (ns, delta) = try measureMemory { try c.streamJSON { bytes += $0.count } }
+            guard bytes == jsonBytes else { throw BenchError("\(c.name) streamed \(bytes) bytes, expected \(jsonBytes)") }
+            samples.append(Double(ns) / Double(n))
+            if let delta { peakKiB = max(peakKiB ?? 0, delta) }
+        }
+        samples.sort()
+        record("\(streamLabel), \(grouped(Double(jsonBytes) / Double(1 << 20))) MiB", "row", c, nsPerOp: samples[1], ops: n * 3,
+               peakMiB: peakKiB.map { Double($0) / 1024 })
+    }
+
     // MARK: Durable single-change commits: replace one item (a changed quantity moves its index entry).
     func changed(_ r: inout BenchRandom) -> Item {
         var i = items[r.below(n)]
@@ -217,15 +336,17 @@ func run() throws {
         for i in changes { try c.upsert(i) }
         record("durable commit, 1 writer", "commit", c, nsPerOp: Double(now() - start) / Double(commits), ops: commits)
     }
-    let writers = 16
-    let perWriter = o.mode == "tiny" ? 2 : 25
-    let concurrentChanges = (0..<writers).map { _ in (0..<perWriter).map { _ in changed(&random) } }
-    log("durable commits, \(writers) writers")
-    for c in contestants {
-        let ns = try runThreads(writers) { t in
-            for i in concurrentChanges[t] { try c.upsert(i) }
+    // Group commit: 8 writers (the issue's case) and 16, each replacing its own items.
+    for writers in [8, 16] {
+        let perWriter = o.mode == "tiny" ? 2 : 400 / writers
+        let concurrentChanges = (0..<writers).map { _ in (0..<perWriter).map { _ in changed(&random) } }
+        log("durable commits, \(writers) writers")
+        for c in contestants {
+            let ns = try runThreads(writers) { t in
+                for i in concurrentChanges[t] { try c.upsert(i) }
+            }
+            record("durable commits, \(writers) writers", "commit", c, nsPerOp: Double(ns) / Double(writers * perWriter), ops: writers * perWriter)
         }
-        record("durable commits, \(writers) writers", "commit", c, nsPerOp: Double(ns) / Double(writers * perWriter), ops: writers * perWriter)
     }
     let report = try store.check()
     guard report.isConsistent else { throw BenchError("OfflineStore check failed: \(report)") }
@@ -242,9 +363,20 @@ func run() throws {
     build = "debug"
     #endif
     let header = "OfflineStore PerfTests: \(grouped(Double(n))) SalesOrderItems (\(o.mode), seed \(o.seed); a row is ~\(rowBytes) B raw, ~\(storeRowBytes) B in OfflineStore), \(build) build\nmachine: \(machine)\n"
+    var planText = "plans (OfflineStore: store.explain(url); SQLite: EXPLAIN QUERY PLAN; raw LMDB: what it does by hand):\n"
+    for p in plans {
+        planText += "  \(p.workload) — \(p.url)\n"
+        for (name, plan) in p.plans {
+            planText += "    " + pad(name + ":", 15) + plan.replacingOccurrences(of: "\n", with: "\n" + String(repeating: " ", count: 19)) + "\n"
+        }
+    }
     let text = header + "\n" + table(results)
         + "\nns/op: lower is better. ×raw LMDB, ×SQLite: this row's ns/op over theirs (0.50 = twice as fast).\n"
+        + "query workloads: OfflineStore answers the OData URL with entities(url) (decoded Properties); \"OfflineStore, JSON\"\n"
+        + "answers it with query(url, format: .json), bytes discarded; raw LMDB and SQLite decode into a struct.\n"
+        + "peak ΔRSS: the peak resident memory during one run (VmHWM after clear_refs) over the resident memory before it.\n"
         + targets(results, raw: raw.name, offline: offline.name, sqlite: sqlite.name)
+        + "\n" + planText
     print(text)
 
     struct Report: Codable {
@@ -256,12 +388,19 @@ func run() throws {
         var seed: UInt64
         var command: String
         var results: [Result]
+        var plans: [Plan]
+    }
+    struct Plan: Codable {
+        var workload: String
+        var url: String
+        var plans: [String: String]
     }
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
     let json = try encoder.encode(Report(date: ISO8601DateFormatter().string(from: Date()), machine: machine, build: build,
                                          mode: o.mode, count: n, seed: o.seed,
-                                         command: CommandLine.arguments.joined(separator: " "), results: results))
+                                         command: CommandLine.arguments.joined(separator: " "), results: results,
+                                         plans: plans.map { Plan(workload: $0.workload, url: $0.url, plans: Dictionary(uniqueKeysWithValues: $0.plans)) }))
     try FileManager.default.createDirectory(atPath: (o.json as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
     try json.write(to: URL(fileURLWithPath: o.json))
     log("wrote \(o.json)")
@@ -293,6 +432,29 @@ func profile(_ workload: String, _ c: any Contestant, items: [Item], productIDs:
         case "find":
             for _ in 0..<100 { _ = try c.find(productID: productIDs[random.below(productIDs.count)]) }
             ops += 100
+        case "qkey":
+            for _ in 0..<10_000 {
+                let i = items[random.below(n)]
+                _ = try c.query(BenchQuery(.key(ItemKey(salesOrderID: i.salesOrderID, itemPosition: i.itemPosition))))
+            }
+            ops += 10_000
+        case "qfind":
+            for _ in 0..<100 { _ = try c.query(BenchQuery(.product(productIDs[random.below(productIDs.count)]))) }
+            ops += 100
+        case "qrange":
+            let first = Int32(daysFromCivil(year: 2015, month: 1, day: 1))
+            for _ in 0..<100 {
+                let from = first + Int32(random.below(4_000 - 31))
+                _ = try c.query(BenchQuery(.deliveries(from: from, until: from + 31, top: 100)))
+            }
+            ops += 100
+        case "qscan":
+            _ = try c.query(BenchQuery(.cheapInCurrency))
+            ops += n
+        case "json":
+            var bytes = 0
+            try c.streamJSON { bytes += $0.count }
+            ops += n
         default:
             ops += try c.scan()
         }

@@ -129,6 +129,6 @@ extension EntitySetHandle {
     /// Decodes the entity stored under raw primary-key bytes (e.g. from an index entry).
     package func entity(_ t: TxnRef, primaryKey: MappedBytes) throws -> Properties? {
         guard let row = try t.get(entities, primaryKey) else { return nil }
-        return try decodeRow(row, keyBytes: Array(primaryKey))
+        return try decodeRow(row, keyBytes: primaryKey)
     }
 }

@@ -110,12 +110,21 @@ public struct EntitySetHandle: Sendable {
         return try decodeRow(bytes, keyBytes: key)
     }
 
-    func decodeRow(_ bytes: MappedBytes, keyBytes: [UInt8]) throws(EntityError) -> Properties {
+    func decodeRow(_ bytes: MappedBytes, keyBytes: some Collection<UInt8>) throws(EntityError) -> Properties {
         do {
             return try codec.decode(bytes)
         } catch {
-            throw .corruptRow(set: name, key: keyBytes.map { String($0, radix: 16) }.joined(separator: " "), reason: error.description)
+            throw .corruptRow(set: name, key: describeKeyBytes(keyBytes), reason: error.description)
         }
+    }
+
+    /// The key as written in a URL when its bytes decode, else as hex.
+    func describeKeyBytes(_ keyBytes: some Collection<UInt8>) -> String {
+        let bytes = Array(keyBytes)
+        if let values = try? bytes.withUnsafeBytes({ try KeyCodec.decode($0, count: type.key.count).values }) {
+            return describeKey(values)
+        }
+        return bytes.map { String($0, radix: 16) }.joined(separator: " ")
     }
 
     package func count(_ t: TxnRef) throws -> Int { try t.count(entities) }
@@ -125,7 +134,7 @@ public struct EntitySetHandle: Sendable {
         try t.withCursor(entities) { c in
             var e = try c.first()
             while let (k, v) = e {
-                if try !body(try decodeRow(v, keyBytes: Array(k))) { return }
+                if try !body(try decodeRow(v, keyBytes: k)) { return }
                 e = try c.next()
             }
         }

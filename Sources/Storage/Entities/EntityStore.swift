@@ -119,7 +119,7 @@ public final class EntityStore: Sendable {
                 try t.clear(db)
                 try t.put(meta, marker, [])
                 try set.scanRaw(t) { key, row in
-                    let props = try set.decodeRow(row, keyBytes: Array(key))
+                    let props = try set.decodeRow(row, keyBytes: key)
                     if definition.unique { try handle.checkUnique(t, props, primaryKey: Array(key)) }
                     try t.put(db, try handle.entryKey(props, primaryKey: Array(key)), [])
                     return true

@@ -43,7 +43,7 @@ public final class Environment: @unchecked Sendable {
     /// - Throws: `LMDBError`, or a POSIX error if the directory cannot be made. On failure the
     ///   environment is closed again (`mdb_env_close`).
     public init(path: String, durability: Durability = .full, mapSize: Int = 1 << 30,
-                maxDatabases: Int = 4096, fileMode: mode_t = 0o644) throws {
+                maxDatabases: Int = 1024, fileMode: mode_t = 0o644) throws {
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         var env: OpaquePointer?
         try _check(mdb_env_create(&env), "mdb_env_create")

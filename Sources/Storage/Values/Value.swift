@@ -1,8 +1,10 @@
 /// One property value of an entity, typed by the EDM.
 ///
+/// Only the recursive cases are `indirect`, so a scalar value lives inline with no allocation.
+///
 /// Integers of every width are `.int`, `Single` and `Double` are `.double`; the declared type in the
 /// schema says which width a property has and is checked on write.
-public indirect enum Value: Sendable, Hashable {
+public enum Value: Sendable, Hashable {
     case null
     case bool(Bool)
     case int(Int64)
@@ -20,8 +22,8 @@ public indirect enum Value: Sendable, Hashable {
     /// An opaque JSON text (spatial and untyped values).
     case json(String)
     /// A complex value: its properties by name.
-    case complex([String: Value])
-    case collection([Value])
+    indirect case complex([String: Value])
+    indirect case collection([Value])
 
     public var isNull: Bool {
         if case .null = self { return true }

@@ -104,7 +104,7 @@ public struct RowCodec: Sendable {
         var out = Properties(minimumCapacity: properties.count)
         for (i, p) in properties.enumerated() {
             let v = try row.value(at: i, type: p.type, schema: schema)
-            if !v.isNull { out[p.name] = v }
+            if !v.isNull { out.appendNew(p.name, v) }
         }
         return out
     }

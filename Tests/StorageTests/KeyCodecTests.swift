@@ -93,6 +93,7 @@ struct KeyCodecTests {
             let bytes = try KeyCodec.encode(values, descending: desc)
             let (decoded, length) = try bytes.withUnsafeBytes { try KeyCodec.decode($0, count: 3, descending: desc) }
             #expect(length == bytes.count)
+            #expect(try bytes.withUnsafeBytes { try KeyCodec.tupleLength($0, count: 3, descending: desc) } == bytes.count)
             for (v, d) in zip(values, decoded) {
                 if case .double(let x) = v, x.isNaN { #expect({ if case .double(let y) = d { y.isNaN } else { false } }()); continue }
                 #expect(valueEqual(v, d), "\(v) decoded as \(d)")

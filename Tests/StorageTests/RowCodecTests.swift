@@ -96,3 +96,11 @@ struct JSONTests {
         #expect(try vj.value(from: .string("Paid"), type: .enumeration("EPM.Status"), property: "p") == .enumMember(1))
     }
 }
+
+struct ValueLayoutTests {
+    /// Scalars are stored inline and a value is small: rows decode into arrays of these.
+    @Test func valueIsSmall() {
+        #expect(MemoryLayout<Value>.stride <= 32, "Value stride \(MemoryLayout<Value>.stride)")
+        #expect(MemoryLayout<TypeRef>.stride <= 24, "TypeRef stride \(MemoryLayout<TypeRef>.stride)")
+    }
+}

@@ -77,6 +77,31 @@ public enum KeyCodec {
         return (values, i)
     }
 
+    /// The byte length of the first `count` components, found without decoding them.
+    public static func tupleLength(_ bytes: UnsafeRawBufferPointer, count: Int, descending: [Bool] = []) throws(KeyCodecError) -> Int {
+        var i = 0
+        for c in 0..<count {
+            let flip: UInt8 = c < descending.count && descending[c] ? 0xFF : 0
+            guard i < bytes.count, let tag = Tag(rawValue: bytes[i] ^ flip) else { throw .truncated }
+            switch tag {
+            case .null, .boolFalse, .boolTrue, .decimalZero: i += 1
+            case .int, .enumMember, .date, .dateTimeOffset, .timeOfDay, .duration, .double: i += 9
+            case .guid: i += 17
+            case .decimalPositive, .decimalNegative:
+                let end: UInt8 = (tag == .decimalNegative ? 0xFF : 0) ^ flip
+                i += 3
+                while i < bytes.count, bytes[i] != end { i += 1 }
+                i += 1
+            case .string, .binary:
+                i += 1
+                while i + 1 < bytes.count, !(bytes[i] == flip && bytes[i + 1] == flip) { i += bytes[i] == flip ? 2 : 1 }
+                i += 2
+            }
+            guard i <= bytes.count else { throw .truncated }
+        }
+        return i
+    }
+
     /// The byte length of the component that starts at `offset`.
     public static func componentLength(_ bytes: UnsafeRawBufferPointer, at offset: Int, descending: Bool) throws(KeyCodecError) -> Int {
         try decodeOne(bytes, at: offset, descending: descending).1

@@ -100,11 +100,20 @@ public struct RowCodec: Sendable {
 
     /// Decodes every property of a row. Throws `RowCodecError` for bytes that are not a valid row.
     public func decode(_ bytes: UnsafeRawBufferPointer) throws(RowCodecError) -> Properties {
+        try decode(bytes, depth: 0)
+    }
+
+    /// Nested complex values and collections deeper than this are refused (corrupt bytes could
+    /// otherwise nest until the stack overflows).
+    static let maxDepth = 64
+
+    func decode(_ bytes: UnsafeRawBufferPointer, depth: Int) throws(RowCodecError) -> Properties {
+        guard depth < Self.maxDepth else { throw .tooDeep }
         let row = try RowView(bytes)
         var out = Properties(minimumCapacity: properties.count)
         for (i, p) in properties.enumerated() {
-            let v = try row.value(at: i, type: p.type, schema: schema)
-            if !v.isNull { out[p.name] = v }
+            let v = try row.value(at: i, type: p.type, schema: schema, depth: depth)
+            if !v.isNull { out.appendNew(p.name, v) }
         }
         return out
     }
@@ -151,12 +160,12 @@ public struct RowView {
     }
 
     /// Decodes property `i` as `type`.
-    public func value(at i: Int, type: TypeRef, schema: Schema) throws(RowCodecError) -> Value {
+    public func value(at i: Int, type: TypeRef, schema: Schema, depth: Int = 0) throws(RowCodecError) -> Value {
         guard let s = try slice(i) else { return .null }
-        return try RowView.decodePayload(s, type: type, schema: schema)
+        return try RowView.decodePayload(s, type: type, schema: schema, depth: depth)
     }
 
-    static func decodePayload(_ s: UnsafeRawBufferPointer, type: TypeRef, schema: Schema) throws(RowCodecError) -> Value {
+    static func decodePayload(_ s: UnsafeRawBufferPointer, type: TypeRef, schema: Schema, depth: Int) throws(RowCodecError) -> Value {
         func need(_ n: Int) throws(RowCodecError) { guard s.count == n else { throw .badLength(type.description) } }
         switch type {
         case .primitive(let p):
@@ -196,8 +205,9 @@ public struct RowView {
             return .enumMember(Int64(bitPattern: _loadLE(s, 0, 8)))
         case .complex(let name):
             guard let ct = schema.complexTypes[name] else { throw .unknownType(name) }
-            return .complex(try RowCodec(schema: schema, properties: ct.properties).decode(s))
+            return .complex(try RowCodec(schema: schema, properties: ct.properties).decode(s, depth: depth + 1))
         case .collection(let element):
+            guard depth < RowCodec.maxDepth else { throw .tooDeep }
             guard s.count >= 4 else { throw .truncated }
             let n = Int(_loadU32(s, 0))
             guard n <= s.count else { throw .badLength(type.description) }
@@ -211,7 +221,7 @@ public struct RowView {
                 if len == UInt32.max { items.append(.null); continue }
                 guard at + Int(len) <= s.count else { throw .truncated }
                 let part = UnsafeRawBufferPointer(rebasing: s[at..<(at + Int(len))])
-                items.append(try decodePayload(part, type: element, schema: schema))
+                items.append(try decodePayload(part, type: element, schema: schema, depth: depth + 1))
                 at += Int(len)
             }
             guard at == s.count else { throw .badLength(type.description) }
@@ -228,6 +238,7 @@ public enum RowCodecError: Error, Sendable, Hashable, CustomStringConvertible {
     case badLength(String)
     case invalidUTF8
     case unknownType(String)
+    case tooDeep
 
     public var description: String {
         switch self {
@@ -237,6 +248,7 @@ public enum RowCodecError: Error, Sendable, Hashable, CustomStringConvertible {
         case .badLength(let t): "row value has the wrong length for \(t)"
         case .invalidUTF8: "row string is not valid UTF-8"
         case .unknownType(let t): "row refers to unknown type \(t)"
+        case .tooDeep: "row nests complex values or collections more than \(RowCodec.maxDepth) deep"
         }
     }
 }

@@ -27,7 +27,7 @@ extension EntitySetHandle {
             var e = try start.map { try c.seek($0) } ?? c.first()
             while let (k, _) = e {
                 if let stop, !k.lexicographicallyPrecedes(stop) { return }
-                let n = try KeyCodec.decode(k, count: tupleCount, descending: descending).length
+                let n = try KeyCodec.tupleLength(k, count: tupleCount, descending: descending)
                 if try !body(k, MappedBytes(rebasing: k[n...])) { return }
                 e = try c.next()
             }

@@ -110,7 +110,15 @@ public struct EntitySetHandle: Sendable {
         return try decodeRow(bytes, keyBytes: key)
     }
 
-    func decodeRow(_ bytes: MappedBytes, keyBytes: some Collection<UInt8>) throws(EntityError) -> Properties {
+    func decodeRow(_ bytes: MappedBytes, keyBytes: UnsafeRawBufferPointer) throws(EntityError) -> Properties {
+        do {
+            return try codec.decode(bytes)
+        } catch {
+            throw .corruptRow(set: name, key: describeKeyBytes(keyBytes), reason: error.description)
+        }
+    }
+
+    func decodeRow(_ bytes: MappedBytes, keyBytes: [UInt8]) throws(EntityError) -> Properties {
         do {
             return try codec.decode(bytes)
         } catch {

@@ -6,10 +6,13 @@ public enum Validation {
             if !property.nullable { throw .nullNotAllowed(property: property.name) }
             return
         }
-        try check(value, type: property.type, property: property, schema: schema)
+        try check(value, type: property.type, property: property, schema: schema, depth: 0)
     }
 
-    static func check(_ value: Value, type: TypeRef, property p: Property, schema: Schema) throws(EntityError) {
+    static func check(_ value: Value, type: TypeRef, property p: Property, schema: Schema, depth: Int) throws(EntityError) {
+        guard depth < RowCodec.maxDepth else {
+            throw .badInput("property '\(p.name)' nests complex values or collections more than \(RowCodec.maxDepth) deep")
+        }
         func mismatch() -> EntityError { .typeMismatch(property: p.name, expected: type.description, got: "\(value)") }
         switch (type, value) {
         case (.primitive(let t), _):
@@ -44,9 +47,13 @@ public enum Validation {
             guard let ct = schema.complexTypes[name] else { throw mismatch() }
             for (k, v) in props {
                 guard let sub = ct.property(k) else { throw .unknownProperty(set: name, property: k) }
-                try check(v, against: Property(name: p.name + "/" + k, type: sub.type, nullable: sub.nullable,
-                                               maxLength: sub.maxLength, precision: sub.precision, scale: sub.scale),
-                          schema: schema)
+                let subProperty = Property(name: p.name + "/" + k, type: sub.type, nullable: sub.nullable,
+                                           maxLength: sub.maxLength, precision: sub.precision, scale: sub.scale)
+                if v.isNull {
+                    if !sub.nullable { throw .nullNotAllowed(property: subProperty.name) }
+                } else {
+                    try check(v, type: sub.type, property: subProperty, schema: schema, depth: depth + 1)
+                }
             }
             for sub in ct.properties where !sub.nullable && props[sub.name] == nil {
                 throw .nullNotAllowed(property: p.name + "/" + sub.name)
@@ -54,7 +61,7 @@ public enum Validation {
         case (.collection(let element), .collection(let items)):
             for item in items {
                 if item.isNull { continue }
-                try check(item, type: element, property: p, schema: schema)
+                try check(item, type: element, property: p, schema: schema, depth: depth + 1)
             }
         default:
             throw mismatch()

@@ -3,11 +3,23 @@
 /// The scale written is kept, so `1249.000` reads back as `1249.000`; equality and ordering compare
 /// values, so `1249.000 == 1249`. Up to 38 significant digits.
 public struct EDMDecimal: Sendable, Hashable, Comparable, CustomStringConvertible {
-    public var significand: Int128
+    // The significand as two words rather than an `Int128`, whose 16-byte alignment would make
+    // every `Value` 48 bytes instead of 24.
+    private var low: UInt64
+    private var high: Int64
     public var scale: Int16
 
+    public var significand: Int128 {
+        get { Int128(high) << 64 | Int128(low) }
+        set {
+            low = UInt64(truncatingIfNeeded: newValue)
+            high = Int64(truncatingIfNeeded: newValue >> 64)
+        }
+    }
+
     public init(significand: Int128, scale: Int16) {
-        self.significand = significand
+        low = UInt64(truncatingIfNeeded: significand)
+        high = Int64(truncatingIfNeeded: significand >> 64)
         self.scale = scale
     }
 

@@ -64,13 +64,15 @@ public enum EDMPrimitive: String, Sendable, Hashable, CaseIterable {
 }
 
 /// A property's type: a primitive, a complex type, an enum type, or a collection of one of those.
-public indirect enum TypeRef: Sendable, Hashable, CustomStringConvertible {
+/// Only `collection` is `indirect`: the common cases live inline, so reading a row's types
+/// allocates and retains nothing.
+public enum TypeRef: Sendable, Hashable, CustomStringConvertible {
     case primitive(EDMPrimitive)
     /// A complex type, by qualified name.
     case complex(String)
     /// An enum type, by qualified name.
     case enumeration(String)
-    case collection(TypeRef)
+    indirect case collection(TypeRef)
 
     public var description: String {
         switch self {

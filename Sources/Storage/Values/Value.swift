@@ -22,7 +22,7 @@ public enum Value: Sendable, Hashable {
     /// An opaque JSON text (spatial and untyped values).
     case json(String)
     /// A complex value: its properties by name.
-    indirect case complex([String: Value])
+    indirect case complex(Properties)
     indirect case collection([Value])
 
     public var isNull: Bool {
@@ -30,6 +30,3 @@ public enum Value: Sendable, Hashable {
         return false
     }
 }
-
-/// An entity's (or complex value's) properties by name.
-public typealias Properties = [String: Value]

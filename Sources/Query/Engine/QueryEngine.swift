@@ -10,8 +10,13 @@ import Storage
 /// Everything happens in one read transaction; output streams to `write` in chunks.
 public struct QueryEngine: Sendable {
     public let store: EntityStore
+    /// Sort entries kept in memory before a sort spills to a temporary LMDB database.
+    public let memorySortLimit: Int
 
-    public init(store: EntityStore) { self.store = store }
+    public init(store: EntityStore, memorySortLimit: Int = 200_000) {
+        self.store = store
+        self.memorySortLimit = max(1, memorySortLimit)
+    }
 
     /// Output shapes of `execute`.
     public enum Format: String, Sendable, CaseIterable {
@@ -53,7 +58,7 @@ public struct QueryEngine: Sendable {
         let query = try bind(url)
         try store.read { t in
             var out = ResultWriter(schema: store.schema, format: format, sink: write)
-            let executor = QueryExecutor(store: store, t: t)
+            let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit)
             switch try resolve(query, t) {
             case .missing:
                 throw EntityError.notFound(set: query.path.entitySet, key: "")
@@ -110,7 +115,7 @@ public struct QueryEngine: Sendable {
     public func entities(_ url: String) throws -> [Properties] {
         let query = try bind(url)
         return try store.read { t in
-            let executor = QueryExecutor(store: store, t: t)
+            let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit)
             var result: [Properties] = []
             switch try resolve(query, t) {
             case .missing, .empty: break
@@ -127,7 +132,7 @@ public struct QueryEngine: Sendable {
     public func count(_ url: String) throws -> Int {
         let query = try bind(url)
         return try store.read { t in
-            let executor = QueryExecutor(store: store, t: t)
+            let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit)
             switch try resolve(query, t) {
             case .missing, .empty: return 0
             case .single(let set, let eqs, _):

@@ -10,11 +10,12 @@ package struct QueryExecutor {
     let t: TxnRef
     let evaluator: ExpressionEvaluator
     /// Sort entries kept in memory before spilling to a temporary LMDB database.
-    var memorySortLimit = 200_000
+    let memorySortLimit: Int
 
-    init(store: EntityStore, t: TxnRef) {
+    init(store: EntityStore, t: TxnRef, memorySortLimit: Int = 200_000) {
         self.store = store
         self.t = t
+        self.memorySortLimit = memorySortLimit
         evaluator = ExpressionEvaluator(navigator: Navigator(store: store, t: t))
     }
 

@@ -10,6 +10,12 @@ extension OfflineStore {
         try queries.execute(url, format: format, pageSize: pageSize, write: write)
     }
 
+    /// Runs an OData request URL and streams the result as UTF-8 byte chunks (valid during the call).
+    public func query(_ url: String, format: QueryEngine.Format = .json, pageSize: Int? = nil,
+                      writeBytes: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
+        try queries.execute(url, format: format, pageSize: pageSize, writeBytes: writeBytes)
+    }
+
     /// The entities an OData request URL returns, decoded.
     public func entities(_ url: String) throws -> [Properties] { try queries.entities(url) }
 

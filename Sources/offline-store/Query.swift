@@ -20,7 +20,7 @@ struct QueryCommand: ParsableCommand {
             }
             guard let f = QueryEngine.Format(rawValue: format) else { throw CLIError("unknown format '\(format)' (json, jsonl or table)") }
             let stdout = FileHandle.standardOutput
-            try store.query(url, format: f, pageSize: pageSize) { chunk in stdout.write(Data(chunk.utf8)) }
+            try store.query(url, format: f, pageSize: pageSize, writeBytes: { chunk in stdout.write(Data(chunk)) })
         }
     }
 }

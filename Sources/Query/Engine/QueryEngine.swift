@@ -55,6 +55,13 @@ public struct QueryEngine: Sendable {
     /// Runs `url` and writes the result in `format`; with `pageSize`, at most that many entities
     /// and an `@odata.nextLink` to the rest.
     public func execute(_ url: String, format: Format = .json, pageSize: Int? = nil, write: @escaping (String) throws -> Void) throws {
+        try execute(url, format: format, pageSize: pageSize, writeBytes: { try write(String(decoding: $0, as: UTF8.self)) })
+    }
+
+    /// Runs `url` and hands the result to `writeBytes` as UTF-8 chunks of about 64 KiB, valid only
+    /// during the call.
+    public func execute(_ url: String, format: Format = .json, pageSize: Int? = nil,
+                        writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
         let query = try bind(url)
         try store.read { t in
             var out = ResultWriter(schema: store.schema, format: format, sink: write)

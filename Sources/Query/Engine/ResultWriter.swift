@@ -1,58 +1,73 @@
 import Storage
 
-/// Writes query results as OData V4 JSON, JSON lines or a text table, straight from the rows,
-/// buffering up to 64 KiB before handing a chunk to the sink.
+/// Writes query results as OData V4 JSON, JSON lines or a text table, straight from the rows into
+/// a byte buffer, handing 64 KiB chunks to the sink.
 struct ResultWriter {
     let schema: Schema
     let format: QueryEngine.Format
-    let sink: (String) throws -> Void
+    let sink: (UnsafeRawBufferPointer) throws -> Void
     let values: ValueJSON
-    var buffer = ""
+    var buffer = JSONBuffer(capacity: 1 << 16 + 4096)
     var first = true
     /// Table columns, fixed by the first entity.
     var columns: [String]? = nil
 
-    init(schema: Schema, format: QueryEngine.Format, sink: @escaping (String) throws -> Void) {
+    init(schema: Schema, format: QueryEngine.Format, sink: @escaping (UnsafeRawBufferPointer) throws -> Void) {
         self.schema = schema
         self.format = format
         self.sink = sink
         values = ValueJSON(schema: schema)
-        buffer.reserveCapacity(1 << 16)
     }
 
-    mutating func raw(_ s: String) throws { buffer += s; try flushIfFull() }
+    mutating func raw(_ s: String) throws { buffer.appendRaw(s); try flushIfFull() }
 
     mutating func flushIfFull() throws {
-        if buffer.utf8.count >= 1 << 16 { try flush() }
+        if buffer.count >= 1 << 16 { try flush() }
     }
 
     mutating func flush() throws {
-        if !buffer.isEmpty { try sink(buffer); buffer = "" }
+        if !buffer.isEmpty {
+            try buffer.bytes.withUnsafeBytes { try sink($0) }
+            buffer.removeAll()
+        }
+    }
+
+    /// Writes one entity into the buffer, moved out of `self` while `writeEntity` (a method of
+    /// this writer) runs.
+    private mutating func appendEntity(_ e: EntityRef, options: BoundOptions, executor: QueryExecutor) throws {
+        var out = JSONBuffer(capacity: 0)
+        swap(&out, &buffer)
+        defer { swap(&out, &buffer) }
+        try writeEntity(e, options: options, executor: executor, to: &out)
     }
 
     mutating func beginCollection(context: String, count: Int?) throws {
         guard format == .json else { return }
-        buffer += "{\"@odata.context\":\"$metadata#\(context)\""
-        if let count { buffer += ",\"@odata.count\":\(count)" }
-        buffer += ",\"value\":["
+        buffer.append("{\"@odata.context\":")
+        buffer.appendString("$metadata#" + context)
+        if let count { buffer.append(",\"@odata.count\":"); buffer.appendInt(Int64(count)) }
+        buffer.append(",\"value\":[")
     }
 
     mutating func endCollection(nextLink: String?) throws {
         guard format == .json else { return }
-        buffer += "]"
+        buffer.append("]")
         if let nextLink {
-            buffer += ",\"@odata.nextLink\":"
-            JSONWriter.writeString(nextLink, to: &buffer)
+            buffer.append(",\"@odata.nextLink\":")
+            buffer.appendString(nextLink)
         }
-        buffer += "}\n"
+        buffer.append("}\n")
     }
 
     mutating func single(_ e: EntityRef, context: String, options: BoundOptions, executor: QueryExecutor) throws {
         switch format {
         case .json:
-            var body = ""
+            var body = JSONBuffer()
             try writeEntity(e, options: options, executor: executor, to: &body)
-            buffer += "{\"@odata.context\":\"$metadata#\(context)\"" + (body == "{}" ? "}" : "," + body.dropFirst()) + "\n"
+            buffer.append("{\"@odata.context\":")
+            buffer.appendString("$metadata#" + context)
+            if body.count > 2 { buffer.append(UInt8(ascii: ",")); buffer.bytes.append(contentsOf: body.bytes.dropFirst()) } else { buffer.append("}") }
+            buffer.append("\n")
         default:
             try entity(e, options: options, executor: executor)
         }
@@ -61,20 +76,18 @@ struct ResultWriter {
     mutating func entity(_ e: EntityRef, options: BoundOptions, executor: QueryExecutor) throws {
         switch format {
         case .json:
-            var s = first ? "" : ","
+            if !first { buffer.append(UInt8(ascii: ",")) }
             first = false
-            try writeEntity(e, options: options, executor: executor, to: &s)
-            buffer += s
+            try appendEntity(e, options: options, executor: executor)
         case .jsonl:
-            var s = ""
-            try writeEntity(e, options: options, executor: executor, to: &s)
-            buffer += s + "\n"
+            try appendEntity(e, options: options, executor: executor)
+            buffer.append("\n")
         case .table:
             let names = selectedProperties(e.set, options).map(\.name)
             if columns == nil {
                 columns = names
-                buffer += names.map { pad($0) }.joined(separator: " ") + "\n"
-                buffer += names.map { _ in String(repeating: "-", count: 20) }.joined(separator: " ") + "\n"
+                buffer.appendRaw(names.map { pad($0) }.joined(separator: " ") + "\n")
+                buffer.appendRaw(names.map { _ in String(repeating: "-", count: 20) }.joined(separator: " ") + "\n")
             }
             var cells: [String] = []
             for p in selectedProperties(e.set, options) {
@@ -83,7 +96,7 @@ struct ResultWriter {
                 if case .string(let s) = v { cell = s } else { values.write(v, type: p.type, to: &cell) }
                 cells.append(pad(cell))
             }
-            buffer += cells.joined(separator: " ") + "\n"
+            buffer.appendRaw(cells.joined(separator: " ") + "\n")
         }
         try flushIfFull()
     }
@@ -118,34 +131,34 @@ struct ResultWriter {
     }
 
     /// Writes a complex value keeping only the properties `tree` selects.
-    func writeSelected(_ v: Value, type: TypeRef, tree: SelectTree, to out: inout String) {
+    func writeSelected(_ v: Value, type: TypeRef, tree: SelectTree, to out: inout JSONBuffer) {
         guard case .complex(let props) = v, case .complex(let name) = type, let ct = schema.complexTypes[name] else {
             values.write(v, type: type, to: &out)
             return
         }
-        out += "{"
+        out.append(UInt8(ascii: "{"))
         var first = true
         for p in ct.properties {
             guard let sub = tree.children[p.name] else { continue }
-            if !first { out += "," }
+            if !first { out.append(UInt8(ascii: ",")) }
             first = false
-            JSONWriter.writeString(p.name, to: &out)
-            out += ":"
+            out.appendString(p.name)
+            out.append(UInt8(ascii: ":"))
             if let sub { writeSelected(props[p.name] ?? .null, type: p.type, tree: sub, to: &out) } else { values.write(props[p.name] ?? .null, type: p.type, to: &out) }
         }
-        out += "}"
+        out.append(UInt8(ascii: "}"))
     }
 
     /// One entity as a JSON object: selected properties in declaration order, then expansions.
-    func writeEntity(_ e: EntityRef, options: BoundOptions, executor: QueryExecutor, to out: inout String) throws {
-        out += "{"
+    func writeEntity(_ e: EntityRef, options: BoundOptions, executor: QueryExecutor, to out: inout JSONBuffer) throws {
+        out.append(UInt8(ascii: "{"))
         var firstMember = true
         let tree = options.select.map { SelectTree($0.properties.map { $0.steps.map(\.name) }) }
         for p in selectedProperties(e.set, options) {
-            if !firstMember { out += "," }
+            if !firstMember { out.append(UInt8(ascii: ",")) }
             firstMember = false
-            JSONWriter.writeString(p.name, to: &out)
-            out += ":"
+            out.appendString(p.name)
+            out.append(UInt8(ascii: ":"))
             if let sub = tree?.children[p.name] ?? nil {
                 writeSelected(try e.value(p.name), type: p.type, tree: sub, to: &out)
             } else {
@@ -153,15 +166,15 @@ struct ResultWriter {
             }
         }
         for expand in options.expand {
-            if !firstMember { out += "," }
+            if !firstMember { out.append(UInt8(ascii: ",")) }
             firstMember = false
             try writeExpansion(e, expand, executor: executor, to: &out)
         }
-        out += "}"
+        out.append(UInt8(ascii: "}"))
     }
 
     /// `"Items":[…]` or `"Customer":{…}|null`, with the nested options applied.
-    func writeExpansion(_ e: EntityRef, _ expand: BoundExpand, executor: QueryExecutor, to out: inout String) throws {
+    func writeExpansion(_ e: EntityRef, _ expand: BoundExpand, executor: QueryExecutor, to out: inout JSONBuffer) throws {
         let name = expand.navigation.name
         let target = try executor.store.set(expand.entitySet)
         let constraints = try executor.evaluator.navigator.constraints(of: e, expand.navigation)
@@ -169,24 +182,24 @@ struct ResultWriter {
         let unresolvable = constraints == nil || constraints!.contains { $0.1.isNull }
         if expand.navigation.isCollection {
             if expand.options.count {
-                JSONWriter.writeString(name + "@odata.count", to: &out)
-                out += ":\(unresolvable ? 0 : try executor.count(plan)),"
+                out.appendString(name + "@odata.count")
+                out.append(UInt8(ascii: ":")); out.appendInt(Int64(unresolvable ? 0 : try executor.count(plan))); out.append(UInt8(ascii: ","))
             }
-            JSONWriter.writeString(name, to: &out)
-            out += ":["
+            out.appendString(name)
+            out.append(":[")
             var firstItem = true
             if !unresolvable {
                 try executor.run(plan) { child in
-                    if !firstItem { out += "," }
+                    if !firstItem { out.append(UInt8(ascii: ",")) }
                     firstItem = false
                     try writeEntity(child, options: expand.options, executor: executor, to: &out)
                     return true
                 }
             }
-            out += "]"
+            out.append(UInt8(ascii: "]"))
         } else {
-            JSONWriter.writeString(name, to: &out)
-            out += ":"
+            out.appendString(name)
+            out.append(UInt8(ascii: ":"))
             var found = false
             if !unresolvable {
                 try executor.run(plan) { child in
@@ -195,7 +208,7 @@ struct ResultWriter {
                     return false
                 }
             }
-            if !found { out += "null" }
+            if !found { out.append("null") }
         }
     }
 }

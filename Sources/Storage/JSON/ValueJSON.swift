@@ -142,70 +142,83 @@ public struct ValueJSON: Sendable {
 
     // MARK: - Writing
 
-    /// Writes an entity's (or complex value's) properties in declaration order as a JSON object body
-    /// (without braces when `bare`), only those in `select` when given.
+    /// Writes an entity's (or complex value's) properties in declaration order as a JSON object,
+    /// only those in `select` when given.
     public func write(_ props: Properties, properties: [Property], select: Set<String>? = nil, to out: inout String) {
-        out += "{"
+        var buffer = JSONBuffer()
+        write(props, properties: properties, select: select, to: &buffer)
+        out += buffer.string
+    }
+
+    public func write(_ props: Properties, properties: [Property], select: Set<String>? = nil, to out: inout JSONBuffer) {
+        out.append(UInt8(ascii: "{"))
         var first = true
         for p in properties {
             if let select, !select.contains(p.name) { continue }
-            if !first { out += "," }
+            if !first { out.append(UInt8(ascii: ",")) }
             first = false
-            JSONWriter.writeString(p.name, to: &out)
-            out += ":"
+            out.appendString(p.name)
+            out.append(UInt8(ascii: ":"))
             write(props[p.name] ?? .null, type: p.type, to: &out)
         }
-        out += "}"
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Writes one value as OData V4 JSON.
     public func write(_ v: Value, type: TypeRef, to out: inout String) {
+        var buffer = JSONBuffer(capacity: 32)
+        write(v, type: type, to: &buffer)
+        out += buffer.string
+    }
+
+    /// Writes one value as OData V4 JSON, straight into bytes.
+    public func write(_ v: Value, type: TypeRef, to out: inout JSONBuffer) {
         switch v {
-        case .null: out += "null"
-        case .bool(let b): out += b ? "true" : "false"
-        case .int(let i): out += String(i)
+        case .null: out.append("null")
+        case .bool(let b): out.append(b ? "true" : "false")
+        case .int(let i): out.appendInt(i)
         case .double(let d):
-            if d.isNaN { out += "\"NaN\"" } else if d == .infinity { out += "\"INF\"" } else if d == -.infinity { out += "\"-INF\"" } else if type.primitive == .single {
-                out += "\(Float(d))"
+            if d.isNaN { out.append("\"NaN\"") } else if d == .infinity { out.append("\"INF\"") } else if d == -.infinity { out.append("\"-INF\"") } else if type.primitive == .single {
+                out.appendRaw("\(Float(d))")
             } else {
-                out += "\(d)"
+                out.appendRaw("\(d)")
             }
-        case .decimal(let d): out += d.description
-        case .string(let s): JSONWriter.writeString(s, to: &out)
-        case .json(let s): out += s
-        case .date(let d): out += "\"\(d)\""
-        case .dateTimeOffset(let d): out += "\"\(d)\""
-        case .timeOfDay(let t): out += "\"\(t)\""
-        case .duration(let d): out += "\"\(d)\""
-        case .guid(let g): out += "\"\(g)\""
-        case .binary(let b): out += "\"" + Data(b).base64EncodedString() + "\""
+        case .decimal(let d): out.appendRaw(d.description)
+        case .string(let s): out.appendString(s)
+        case .json(let s): out.appendRaw(s)
+        case .date(let d): out.append(0x22); out.appendDate(d); out.append(0x22)
+        case .dateTimeOffset(let d): out.append(0x22); out.appendDateTimeOffset(d); out.append(0x22)
+        case .timeOfDay(let t): out.append(0x22); out.appendTime(ticks: t.ticks); out.append(0x22)
+        case .duration(let d): out.append(0x22); out.appendRaw(d.description); out.append(0x22)
+        case .guid(let g): out.append(0x22); out.appendGuid(g); out.append(0x22)
+        case .binary(let b): out.append(0x22); out.appendRaw(Data(b).base64EncodedString()); out.append(0x22)
         case .enumMember(let i):
             if case .enumeration(let name) = type, let et = schema.enumTypes[name] {
                 if let member = et.name(of: i) {
-                    JSONWriter.writeString(member, to: &out)
+                    out.appendString(member)
                 } else if et.isFlags {
                     let names = et.members.filter { $0.value != 0 && i & $0.value == $0.value }.map(\.name)
-                    JSONWriter.writeString(names.joined(separator: ","), to: &out)
+                    out.appendString(names.joined(separator: ","))
                 } else {
-                    out += "\"\(i)\""
+                    out.append(0x22); out.appendInt(i); out.append(0x22)
                 }
             } else {
-                out += String(i)
+                out.appendInt(i)
             }
         case .complex(let props):
             if case .complex(let name) = type, let ct = schema.complexTypes[name] {
                 write(props, properties: ct.properties, to: &out)
             } else {
-                out += "{}"
+                out.append("{}")
             }
         case .collection(let items):
             let element: TypeRef = if case .collection(let e) = type { e } else { .primitive(.json) }
-            out += "["
+            out.append(UInt8(ascii: "["))
             for (k, item) in items.enumerated() {
-                if k > 0 { out += "," }
+                if k > 0 { out.append(UInt8(ascii: ",")) }
                 write(item, type: element, to: &out)
             }
-            out += "]"
+            out.append(UInt8(ascii: "]"))
         }
     }
 }

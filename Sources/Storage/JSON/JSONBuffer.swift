@@ -1,0 +1,142 @@
+/// A growing byte buffer that JSON is written into: no intermediate strings, digits and ISO dates
+/// formatted straight into bytes.
+public struct JSONBuffer: Sendable {
+    public var bytes: [UInt8]
+
+    public init(capacity: Int = 256) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    public var count: Int { bytes.count }
+    public var isEmpty: Bool { bytes.isEmpty }
+    public mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
+
+    /// The bytes as a String (they are always valid UTF-8).
+    public var string: String { String(decoding: bytes, as: UTF8.self) }
+
+    @inline(__always) public mutating func append(_ b: UInt8) { bytes.append(b) }
+
+    @inline(__always) public mutating func append(_ s: StaticString) {
+        s.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    }
+
+    @inline(__always) public mutating func appendRaw(_ s: String) {
+        var s = s
+        s.withUTF8 { bytes.append(contentsOf: $0) }
+    }
+
+    public mutating func append(contentsOf other: JSONBuffer) { bytes.append(contentsOf: other.bytes) }
+
+    /// A JSON string literal: quotes, backslashes and control characters escaped.
+    public mutating func appendString(_ s: String) {
+        var s = s
+        s.withUTF8 { u in
+            bytes.append(0x22)
+            var start = 0
+            for i in 0..<u.count {
+                let c = u[i]
+                guard c < 0x20 || c == 0x22 || c == 0x5C else { continue }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: u[start..<i]))
+                bytes.append(0x5C)
+                switch c {
+                case 0x22: bytes.append(0x22)
+                case 0x5C: bytes.append(0x5C)
+                case 0x0A: bytes.append(UInt8(ascii: "n"))
+                case 0x0D: bytes.append(UInt8(ascii: "r"))
+                case 0x09: bytes.append(UInt8(ascii: "t"))
+                case 0x08: bytes.append(UInt8(ascii: "b"))
+                case 0x0C: bytes.append(UInt8(ascii: "f"))
+                default:
+                    bytes.append(contentsOf: [UInt8(ascii: "u"), 0x30, 0x30, Self.hex[Int(c >> 4)], Self.hex[Int(c & 15)]])
+                }
+                start = i + 1
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: u[start..<u.count]))
+            bytes.append(0x22)
+        }
+    }
+
+    static let hex: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// Decimal digits of an integer.
+    public mutating func appendInt(_ v: Int64) {
+        if v < 0 { bytes.append(UInt8(ascii: "-")) }
+        appendUInt(v.magnitude)
+    }
+
+    public mutating func appendUInt(_ v: UInt64) {
+        if v < 10 { bytes.append(0x30 + UInt8(v)); return }
+        var tmp: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for 20 digits
+        var n = 0
+        var x = v
+        withUnsafeMutableBytes(of: &tmp) { buf in
+            while x > 0 {
+                buf[23 - n] = 0x30 + UInt8(x % 10)
+                x /= 10
+                n += 1
+            }
+            bytes.append(contentsOf: buf[(24 - n)...])
+        }
+    }
+
+    /// `v` zero-padded to `width` digits (for dates and times).
+    @inline(__always) public mutating func appendPadded(_ v: Int, _ width: Int) {
+        var v = v
+        if v < 0 { bytes.append(UInt8(ascii: "-")); v = -v }
+        var digits = 1, p = 10
+        while v >= p, digits < 19 { digits += 1; p *= 10 }
+        for _ in digits..<max(digits, width) { bytes.append(0x30) }
+        var div = p / 10
+        while div > 0 { bytes.append(0x30 + UInt8(v / div % 10)); div /= 10 }
+    }
+
+    /// `.fffffff` without trailing zeros, nothing for zero ticks.
+    public mutating func appendFraction(_ ticks: Int64) {
+        guard ticks != 0 else { return }
+        var digits: [UInt8] = []
+        var t = ticks
+        for _ in 0..<7 { digits.append(0x30 + UInt8(t % 10)); t /= 10 }
+        var end = 0
+        while digits[end] == 0x30 { end += 1 }
+        bytes.append(UInt8(ascii: "."))
+        for i in stride(from: 6, through: end, by: -1) { bytes.append(digits[i]) }
+    }
+
+    public mutating func appendDate(_ d: EDMDate) {
+        let (y, m, day) = d.components
+        appendPadded(y, 4); bytes.append(0x2D); appendPadded(m, 2); bytes.append(0x2D); appendPadded(day, 2)
+    }
+
+    public mutating func appendTime(ticks: Int64) {
+        let secs = Int(ticks / ticksPerSecond)
+        appendPadded(secs / 3600, 2); bytes.append(0x3A); appendPadded(secs / 60 % 60, 2); bytes.append(0x3A)
+        appendPadded(secs % 60, 2)
+        appendFraction(ticks % ticksPerSecond)
+    }
+
+    public mutating func appendDateTimeOffset(_ d: EDMDateTimeOffset) {
+        let local = d.localTicks
+        let days = local >= 0 ? local / ticksPerDay : (local - ticksPerDay + 1) / ticksPerDay
+        appendDate(EDMDate(days: Int32(clamping: days)))
+        bytes.append(UInt8(ascii: "T"))
+        appendTime(ticks: local - days * ticksPerDay)
+        if d.offsetMinutes == 0 {
+            bytes.append(UInt8(ascii: "Z"))
+        } else {
+            let m = Int(d.offsetMinutes.magnitude)
+            bytes.append(d.offsetMinutes < 0 ? UInt8(ascii: "-") : UInt8(ascii: "+"))
+            appendPadded(m / 60, 2); bytes.append(0x3A); appendPadded(m % 60, 2)
+        }
+    }
+
+    public mutating func appendGuid(_ g: EDMGuid) {
+        for (n, word) in [g.high, g.low].enumerated() {
+            for i in 0..<16 {
+                let pos = n * 16 + i
+                if pos == 8 || pos == 12 || pos == 16 || pos == 20 { bytes.append(0x2D) }
+                bytes.append(Self.hex[Int(word >> (60 - 4 * UInt64(i)) & 15)])
+            }
+        }
+    }
+}

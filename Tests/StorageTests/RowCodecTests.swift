@@ -104,3 +104,32 @@ struct ValueLayoutTests {
         #expect(MemoryLayout<TypeRef>.stride <= 24, "TypeRef stride \(MemoryLayout<TypeRef>.stride)")
     }
 }
+
+struct JSONBufferTests {
+    /// The byte writer formats exactly as the values' descriptions do.
+    @Test func formatsLikeDescriptions() {
+        var r = SeededRandom(seed: testSeed("formatsLikeDescriptions"))
+        for _ in 0..<5_000 {
+            var b = JSONBuffer()
+            let d = EDMDecimal(significand: Int128(Int64.random(in: -10_000_000...10_000_000, using: &r)) * (Bool.random(using: &r) ? 1 : 1_000_000_000_000),
+                               scale: Int16.random(in: -3...12, using: &r))
+            b.appendDecimal(d)
+            #expect(b.string == d.description)
+            b.removeAll()
+            let t = EDMDateTimeOffset(ticks: Int64.random(in: -(1 << 56)...(1 << 56), using: &r), offsetMinutes: Int16.random(in: -840...840, using: &r))
+            b.appendDateTimeOffset(t)
+            #expect(b.string == t.description)
+            b.removeAll()
+            let g = EDMGuid(high: r.next(), low: r.next())
+            b.appendGuid(g)
+            #expect(b.string == g.description)
+            b.removeAll()
+            let i = Int64.random(in: Int64.min...Int64.max, using: &r) >> UInt64.random(in: 0...63, using: &r)
+            b.appendInt(i)
+            #expect(b.string == String(i))
+        }
+        var b = JSONBuffer()
+        b.appendString("a\u{01}\n\"\\é")
+        #expect(b.string == #""a\u0001\n\"\\é""#)
+    }
+}

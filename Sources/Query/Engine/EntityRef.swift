@@ -31,7 +31,7 @@ package struct EntityRef {
         switch source {
         case .decoded(let p): return p[name] ?? .null
         case .row(let row):
-            guard let i = set.propertyPositions[name] else { return .null }
+            guard let i = set.position(of: name) else { return .null }
             do {
                 return try row.value(at: i, type: set.type.properties[i].type, schema: set.schema)
             } catch {

@@ -3,7 +3,10 @@
 /// Every method takes the transaction to act in, so a caller can put an entity change, its index
 /// entries and a request-queue record in one transaction. Writes validate first and change nothing
 /// when they throw.
-public struct EntitySetHandle: Sendable {
+///
+/// A final class with only constant members (so `Sendable`): the query engine copies a handle into
+/// every row it looks at, and a class reference costs one retain where a struct of this size cost ten.
+public final class EntitySetHandle: Sendable {
     public let name: String
     public let type: EntityType
     public let schema: Schema
@@ -14,6 +17,8 @@ public struct EntitySetHandle: Sendable {
     public let keyPositions: [Int]
     /// Position of each structural property in the row.
     public let propertyPositions: [String: Int]
+    /// Property names in row order, for a lookup by scanning (cheaper than hashing for a few dozen).
+    let propertyNames: [String]
 
     package init(name: String, type: EntityType, schema: Schema, entities: Database, indexes: [IndexHandle]) {
         self.name = name
@@ -24,9 +29,20 @@ public struct EntitySetHandle: Sendable {
         self.indexes = indexes
         self.keyPositions = type.key.map { k in type.propertyIndex(k)! }
         self.propertyPositions = Dictionary(type.properties.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { a, _ in a })
+        self.propertyNames = type.properties.map(\.name)
     }
 
     public func index(named name: String) -> IndexHandle? { indexes.first { $0.definition.name == name } }
+
+    /// The row position of property `name`, or nil.
+    @inline(__always)
+    public func position(of name: String) -> Int? {
+        if propertyNames.count <= 32 {
+            for i in propertyNames.indices where propertyNames[i] == name { return i }
+            return nil
+        }
+        return propertyPositions[name]
+    }
 
     // MARK: Keys
 

@@ -80,6 +80,28 @@ public struct JSONBuffer: Sendable {
         }
     }
 
+    /// An exact decimal with its scale (`1249.000`), as its description writes it.
+    public mutating func appendDecimal(_ d: EDMDecimal) {
+        let sig = d.significand
+        guard let mag = UInt64(exactly: sig.magnitude) else { appendRaw(d.description); return }
+        if sig < 0 { bytes.append(UInt8(ascii: "-")) }
+        var digits: [UInt8] = []
+        digits.reserveCapacity(24)
+        var x = mag
+        repeat { digits.append(0x30 + UInt8(x % 10)); x /= 10 } while x > 0
+        let scale = Int(d.scale)
+        if scale <= 0 {
+            bytes.append(contentsOf: digits.reversed())
+            if mag != 0 { for _ in 0..<(-scale) { bytes.append(0x30) } }
+            return
+        }
+        while digits.count <= scale { digits.append(0x30) }
+        for i in stride(from: digits.count - 1, through: 0, by: -1) {
+            if i == scale - 1 { bytes.append(UInt8(ascii: ".")) }
+            bytes.append(digits[i])
+        }
+    }
+
     /// `v` zero-padded to `width` digits (for dates and times).
     @inline(__always) public mutating func appendPadded(_ v: Int, _ width: Int) {
         var v = v

@@ -183,7 +183,7 @@ public struct ValueJSON: Sendable {
             } else {
                 out.appendRaw("\(d)")
             }
-        case .decimal(let d): out.appendRaw(d.description)
+        case .decimal(let d): out.appendDecimal(d)
         case .string(let s): out.appendString(s)
         case .json(let s): out.appendRaw(s)
         case .date(let d): out.append(0x22); out.appendDate(d); out.append(0x22)

@@ -40,6 +40,36 @@ package struct EntityRef {
         }
     }
 
+    /// The value of the property at row position `i`.
+    @inline(__always)
+    package func value(at i: Int) throws -> Value {
+        switch source {
+        case .decoded(let p): return p[set.type.properties[i].name] ?? .null
+        case .row(let row):
+            do {
+                return try row.value(at: i, type: set.type.properties[i].type, schema: set.schema)
+            } catch {
+                throw EntityError.corruptRow(set: set.name, key: "", reason: error.description)
+            }
+        }
+    }
+
+    /// Whether this entity is read from its row bytes (so `rawBytes` works).
+    package var isRow: Bool {
+        if case .row = source { return true }
+        return false
+    }
+
+    /// The stored bytes of the property at position `i` when this entity is a row and the property
+    /// is not null; nil otherwise (then use `value(at:)`).
+    @inline(__always)
+    package func rawBytes(at i: Int) throws -> UnsafeRawBufferPointer? {
+        guard case .row(let row) = source else { return nil }
+        do { return try row.slice(i) } catch {
+            throw EntityError.corruptRow(set: set.name, key: "", reason: error.description)
+        }
+    }
+
     /// All properties, decoded.
     package func properties() throws -> Properties {
         switch source {

@@ -34,6 +34,7 @@ package struct ExpressionEvaluator {
         case .literal(let v): return v
         case .property(let path): return try resolve(path, it)
         case .compare(let op, let a, let b):
+            if let r = try compareStringOnBytes(op, a, b, it) { return r }
             let x = try evaluate(a, it), y = try evaluate(b, it)
             return .bool(Self.compare(op, x, y))
         case .isNull(let x): return .bool(try evaluate(x, it).isNull)
@@ -89,6 +90,31 @@ package struct ExpressionEvaluator {
             return .bool(v & flag == flag)
         case .count(let path):
             return .int(Int64(try collection(path, it).count))
+        }
+    }
+
+    /// `StringProperty op 'literal'` on a row: compares the row's UTF-8 bytes with the literal's,
+    /// which is ordinal order, without making a String. Nil when the shape does not apply.
+    @inline(__always)
+    func compareStringOnBytes(_ op: ComparisonOperator, _ a: TypedExpr, _ b: TypedExpr, _ it: EntityRef) throws -> Value? {
+        guard it.isRow, case .property(let path) = a.kind, path.variable == nil, path.steps.count == 1,
+              case .property(let p) = path.steps[0], case .primitive(.string) = p.type,
+              case .literal(.string(let text)) = b.kind, let i = it.set.position(of: p.name) else { return nil }
+        guard let raw = try it.rawBytes(at: i) else { return .bool(op == .ne) }  // null: only `ne` holds
+        var literal = text
+        let c: Int = literal.withUTF8 { l in
+            let n = min(raw.count, l.count)
+            let m = n == 0 ? 0 : memcmp(raw.baseAddress!, l.baseAddress!, n)
+            if m != 0 { return m < 0 ? -1 : 1 }
+            return raw.count == l.count ? 0 : (raw.count < l.count ? -1 : 1)
+        }
+        switch op {
+        case .eq: return .bool(c == 0)
+        case .ne: return .bool(c != 0)
+        case .gt: return .bool(c > 0)
+        case .ge: return .bool(c >= 0)
+        case .lt: return .bool(c < 0)
+        case .le: return .bool(c <= 0)
         }
     }
 

@@ -154,15 +154,23 @@ struct ResultWriter {
         out.append(UInt8(ascii: "{"))
         var firstMember = true
         let tree = options.select.map { SelectTree($0.properties.map { $0.steps.map(\.name) }) }
-        for p in selectedProperties(e.set, options) {
+        let properties = e.set.type.properties
+        for i in properties.indices {
+            let p = properties[i]
+            if let tree, tree.children[p.name] == nil { continue }
             if !firstMember { out.append(UInt8(ascii: ",")) }
             firstMember = false
             out.appendString(p.name)
             out.append(UInt8(ascii: ":"))
             if let sub = tree?.children[p.name] ?? nil {
-                writeSelected(try e.value(p.name), type: p.type, tree: sub, to: &out)
+                writeSelected(try e.value(at: i), type: p.type, tree: sub, to: &out)
+            } else if case .primitive(.string) = p.type, let raw = try e.rawBytes(at: i) {
+                // A string goes from the row's bytes to the output without becoming a String.
+                guard out.appendString(utf8: raw) else {
+                    throw EntityError.corruptRow(set: e.set.name, key: "", reason: "string is not valid UTF-8")
+                }
             } else {
-                values.write(try e.value(p.name), type: p.type, to: &out)
+                values.write(try e.value(at: i), type: p.type, to: &out)
             }
         }
         for expand in options.expand {

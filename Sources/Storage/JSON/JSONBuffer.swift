@@ -38,18 +38,7 @@ public struct JSONBuffer: Sendable {
                 let c = u[i]
                 guard c < 0x20 || c == 0x22 || c == 0x5C else { continue }
                 bytes.append(contentsOf: UnsafeBufferPointer(rebasing: u[start..<i]))
-                bytes.append(0x5C)
-                switch c {
-                case 0x22: bytes.append(0x22)
-                case 0x5C: bytes.append(0x5C)
-                case 0x0A: bytes.append(UInt8(ascii: "n"))
-                case 0x0D: bytes.append(UInt8(ascii: "r"))
-                case 0x09: bytes.append(UInt8(ascii: "t"))
-                case 0x08: bytes.append(UInt8(ascii: "b"))
-                case 0x0C: bytes.append(UInt8(ascii: "f"))
-                default:
-                    bytes.append(contentsOf: [UInt8(ascii: "u"), 0x30, 0x30, Self.hex[Int(c >> 4)], Self.hex[Int(c & 15)]])
-                }
+                appendEscape(c)
                 start = i + 1
             }
             bytes.append(contentsOf: UnsafeBufferPointer(rebasing: u[start..<u.count]))
@@ -57,7 +46,43 @@ public struct JSONBuffer: Sendable {
         }
     }
 
-    static let hex: [UInt8] = Array("0123456789abcdef".utf8)
+    @inline(__always) static func hexDigit(_ v: UInt64) -> UInt8 { v < 10 ? 0x30 + UInt8(v) : 0x57 + UInt8(v) }
+
+    /// A JSON string literal from UTF-8 bytes; returns false (writing nothing) if they are not
+    /// valid UTF-8.
+    public mutating func appendString(utf8 raw: UnsafeRawBufferPointer) -> Bool {
+        var ascii = true
+        for b in raw where b >= 0x80 { ascii = false; break }
+        if !ascii, String(validating: raw, as: UTF8.self) == nil { return false }
+        bytes.append(0x22)
+        var start = 0
+        for i in 0..<raw.count {
+            let c = raw[i]
+            guard c < 0x20 || c == 0x22 || c == 0x5C else { continue }
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[start..<i]))
+            appendEscape(c)
+            start = i + 1
+        }
+        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[start..<raw.count]))
+        bytes.append(0x22)
+        return true
+    }
+
+    @inline(__always) mutating func appendEscape(_ c: UInt8) {
+        bytes.append(0x5C)
+        switch c {
+        case 0x22: bytes.append(0x22)
+        case 0x5C: bytes.append(0x5C)
+        case 0x0A: bytes.append(UInt8(ascii: "n"))
+        case 0x0D: bytes.append(UInt8(ascii: "r"))
+        case 0x09: bytes.append(UInt8(ascii: "t"))
+        case 0x08: bytes.append(UInt8(ascii: "b"))
+        case 0x0C: bytes.append(UInt8(ascii: "f"))
+        default:
+            bytes.append(UInt8(ascii: "u")); bytes.append(0x30); bytes.append(0x30)
+            bytes.append(Self.hexDigit(UInt64(c >> 4))); bytes.append(Self.hexDigit(UInt64(c & 15)))
+        }
+    }
 
     /// Decimal digits of an integer.
     public mutating func appendInt(_ v: Int64) {
@@ -157,7 +182,7 @@ public struct JSONBuffer: Sendable {
             for i in 0..<16 {
                 let pos = n * 16 + i
                 if pos == 8 || pos == 12 || pos == 16 || pos == 20 { bytes.append(0x2D) }
-                bytes.append(Self.hex[Int(word >> (60 - 4 * UInt64(i)) & 15)])
+                bytes.append(Self.hexDigit(word >> (60 - 4 * UInt64(i)) & 15))
             }
         }
     }

@@ -2,7 +2,7 @@
 
 extension OfflineStore {
     /// The query engine over this store.
-    public var queries: QueryEngine { QueryEngine(store: entities) }
+    public var queries: QueryEngine { QueryEngine(store: entities, cache: boundQueries) }
 
     /// Runs an OData request URL (`Set?$filter=…&$orderby=…`) and streams the result to `write`.
     public func query(_ url: String, format: QueryEngine.Format = .json, pageSize: Int? = nil,

@@ -12,6 +12,8 @@ import Foundation
 /// `Sendable`: every member is, and writes are serialized by the store's writer thread.
 public final class OfflineStore: Sendable {
     package let entities: EntityStore
+    /// URLs already parsed and bound, reused when asked again.
+    let boundQueries = BoundQueryCache()
 
     init(entities: EntityStore) { self.entities = entities }
 

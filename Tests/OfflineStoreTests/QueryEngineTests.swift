@@ -91,3 +91,16 @@ struct QueryEngineTests {
         #expect(message("BusinessPartners?$expand=Nope").contains("Nope"))
     }
 }
+
+extension QueryEngineTests {
+    @Test func repeatedURLsReuseTheirBinding() throws {
+        let s = try Self.sampleStore()
+        let url = "SalesOrderItems?$filter=Quantity ge 5&$orderby=NetAmount desc&$top=3"
+        let first = try s.entities(url)
+        try s.load(set: "SalesOrderItems", entities: [["SalesOrderID": .string("0500000001"), "ItemPosition": .int(99),
+                                                        "Quantity": .int(9), "NetAmount": .decimal(EDMDecimal("99999.000")!)]])
+        let second = try s.entities(url)  // the cached binding runs against the new data
+        #expect(second.count == 3 && second[0]["ItemPosition"] == .int(99) && first[0]["ItemPosition"] != .int(99))
+        for _ in 0..<2 { #expect(throws: QueryError.self) { try s.entities("SalesOrderItems?$filter=Nope eq 1") } }
+    }
+}

@@ -12,10 +12,13 @@ public struct QueryEngine: Sendable {
     public let store: EntityStore
     /// Sort entries kept in memory before a sort spills to a temporary LMDB database.
     public let memorySortLimit: Int
+    /// Bound queries by URL, shared by engines over the same store; nil binds every time.
+    public let cache: BoundQueryCache?
 
-    public init(store: EntityStore, memorySortLimit: Int = 200_000) {
+    public init(store: EntityStore, memorySortLimit: Int = 200_000, cache: BoundQueryCache? = nil) {
         self.store = store
         self.memorySortLimit = max(1, memorySortLimit)
+        self.cache = cache
     }
 
     /// Output shapes of `execute`.
@@ -30,7 +33,8 @@ public struct QueryEngine: Sendable {
 
     /// Parses and binds `url` against the store's schema. Throws `QueryError` with the position.
     public func bind(_ url: String) throws -> BoundQuery {
-        try Binder(schema: store.schema).bind(url)
+        if let cache { return try cache.query(url) { try Binder(schema: store.schema).bind(url) } }
+        return try Binder(schema: store.schema).bind(url)
     }
 
     /// The plan chosen for `url`, as text: access path, index, residual filter, sort.

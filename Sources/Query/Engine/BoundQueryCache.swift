@@ -1,0 +1,21 @@
+import Synchronization
+
+/// Parsed and bound request URLs by their text, so a URL asked again skips parsing and binding
+/// (like a prepared statement). Bounded: when full it starts over.
+public final class BoundQueryCache: Sendable {
+    private let entries = Mutex<[String: BoundQuery]>([:])
+    public let capacity: Int
+
+    public init(capacity: Int = 512) { self.capacity = capacity }
+
+    /// The bound query for `url`, binding it with `bind` on a miss. Errors are not cached.
+    func query(_ url: String, bind: () throws -> BoundQuery) throws -> BoundQuery {
+        if let hit = entries.withLock({ $0[url] }) { return hit }
+        let bound = try bind()
+        entries.withLock { cache in
+            if cache.count >= capacity { cache.removeAll(keepingCapacity: true) }
+            cache[url] = bound
+        }
+        return bound
+    }
+}

@@ -50,23 +50,25 @@ public struct ODataURL: Sendable, Hashable, CustomStringConvertible {
     public static func parse(_ url: String, serviceRoot: String? = nil,
                              version: ODataVersion = .v4) throws(QueryError) -> ODataURL {
         var rest = Substring(url)
-        if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }
+        // Byte searches: ASCII delimiters never occur inside a multi-byte UTF-8 character.
+        if let hash = rest.utf8.firstIndex(of: UInt8(ascii: "#")) { rest = rest[..<hash] }
         rest = try relativePart(rest, serviceRoot: serviceRoot)
         let rawPath: Substring, rawQuery: Substring
-        if let q = rest.firstIndex(of: "?") {
+        if let q = rest.utf8.firstIndex(of: UInt8(ascii: "?")) {
             rawPath = rest[..<q]
-            rawQuery = rest[rest.index(after: q)...]
+            rawQuery = rest[rest.utf8.index(after: q)...]
         } else {
             rawPath = rest
             rawQuery = ""
         }
         var result = ODataURL(path: try ResourcePathParser.parse(try percentDecode(rawPath, plusAsSpace: false, part: nil), version: version))
         var seen: Set<String> = []
-        for piece in rawQuery.split(separator: "&") {
-            let eq = piece.firstIndex(of: "=")
+        for pieceBytes in rawQuery.utf8.split(separator: UInt8(ascii: "&")) {
+            let piece = Substring(pieceBytes)
+            let eq = piece.utf8.firstIndex(of: UInt8(ascii: "="))
             let name = try percentDecode(piece[..<(eq ?? piece.endIndex)], plusAsSpace: true, part: "query option name")
             var value: String? = nil
-            if let eq { value = try percentDecode(piece[piece.index(after: eq)...], plusAsSpace: true, part: name) }
+            if let eq { value = try percentDecode(piece[piece.utf8.index(after: eq)...], plusAsSpace: true, part: name) }
             guard name.hasPrefix("$") else {
                 result.customOptions.append(CustomOption(name: name, value: value))
                 continue
@@ -112,7 +114,7 @@ public struct ODataURL: Sendable, Hashable, CustomStringConvertible {
     /// The part after the service root, without a leading `/`.
     private static func relativePart(_ url: Substring, serviceRoot: String?) throws(QueryError) -> Substring {
         var rest = url
-        let isAbsolute = rest[..<(rest.firstIndex(of: "?") ?? rest.endIndex)].firstRange(of: "://") != nil
+        let isAbsolute = containsScheme(rest.utf8.prefix { $0 != UInt8(ascii: "?") })
         if let serviceRoot, !serviceRoot.isEmpty {
             let root = serviceRoot.hasSuffix("/") ? serviceRoot : serviceRoot + "/"
             let rootPath = root.firstRange(of: "://").flatMap { r in root[r.upperBound...].firstIndex(of: "/").map { root[$0...] } }
@@ -130,6 +132,20 @@ public struct ODataURL: Sendable, Hashable, CustomStringConvertible {
         }
         if rest.hasPrefix("/") { rest = rest.dropFirst() }
         return rest
+    }
+
+    /// Whether the bytes contain `://`.
+    private static func containsScheme(_ bytes: Substring.UTF8View.SubSequence) -> Bool {
+        var colon = 0  // 1 after ':', 2 after ':/'
+        for b in bytes {
+            switch (colon, b) {
+            case (_, UInt8(ascii: ":")): colon = 1
+            case (1, UInt8(ascii: "/")): colon = 2
+            case (2, UInt8(ascii: "/")): return true
+            default: colon = 0
+            }
+        }
+        return false
     }
 
     /// `text` without `prefix` (ASCII case-insensitive), or nil when it does not start with it.

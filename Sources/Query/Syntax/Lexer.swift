@@ -64,7 +64,7 @@ struct Lexer: Sendable {
     /// Source text of `start..<stop`.
     func slice(_ start: Int, _ stop: Int) -> String {
         let lower = max(0, min(start, text.count)), upper = max(lower, min(stop, text.count))
-        return String(String.UnicodeScalarView(text[lower..<upper]))
+        return makeString(text[lower..<upper])
     }
 
     /// Source text of `start..<end`, shortened for messages.
@@ -124,12 +124,9 @@ struct Lexer: Sendable {
     }
 
     mutating func scanIdentifierChars() -> String {
-        var s = String.UnicodeScalarView()
-        while pos < end, isIdentifierChar(text[pos]) {
-            s.append(text[pos])
-            pos += 1
-        }
-        return String(s)
+        let start = pos
+        while pos < end, isIdentifierChar(text[pos]) { pos += 1 }
+        return makeString(text[start..<pos])
     }
 
     /// `Ident(.Ident)*`.
@@ -186,6 +183,18 @@ struct Lexer: Sendable {
         }
         throw error("unterminated string literal", at: start)
     }
+}
+
+/// A String from scalars; ASCII (the usual case) goes through bytes, which is much faster than
+/// appending scalars one by one.
+func makeString(_ scalars: ArraySlice<Unicode.Scalar>) -> String {
+    if scalars.allSatisfy(\.isASCII) {
+        return String(unsafeUninitializedCapacity: scalars.count) { buffer in
+            for (i, c) in scalars.enumerated() { buffer[i] = UInt8(truncatingIfNeeded: c.value) }
+            return scalars.count
+        }
+    }
+    return String(String.UnicodeScalarView(scalars))
 }
 
 func isIdentifierStart(_ c: Unicode.Scalar) -> Bool {

@@ -94,6 +94,7 @@ struct ResultWriter {
                 var cell = ""
                 let v = try e.value(p.name)
                 if case .string(let s) = v { cell = s } else { values.write(v, type: p.type, to: &cell) }
+                if cell.count >= 2, cell.hasPrefix("\""), cell.hasSuffix("\""), !v.isString { cell = String(cell.dropFirst().dropLast()) }
                 cells.append(pad(cell))
             }
             buffer.appendRaw(cells.joined(separator: " ") + "\n")

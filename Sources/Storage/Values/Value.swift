@@ -25,6 +25,11 @@ public enum Value: Sendable, Hashable {
     indirect case complex(Properties)
     indirect case collection([Value])
 
+    public var isString: Bool {
+        if case .string = self { return true }
+        return false
+    }
+
     public var isNull: Bool {
         if case .null = self { return true }
         return false

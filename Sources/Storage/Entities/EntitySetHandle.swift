@@ -17,8 +17,12 @@ public final class EntitySetHandle: Sendable {
     public let keyPositions: [Int]
     /// Position of each structural property in the row.
     public let propertyPositions: [String: Int]
-    /// Property names in row order, for a lookup by scanning (cheaper than hashing for a few dozen).
+    /// Property names in row order.
     let propertyNames: [String]
+    /// Row positions bucketed by a cheap key of the name (length, first and last byte): a lookup
+    /// compares one or two names instead of hashing or scanning them all.
+    let positionBuckets: [[Int]]
+    static let bucketMask = 127
 
     package init(name: String, type: EntityType, schema: Schema, entities: Database, indexes: [IndexHandle]) {
         self.name = name
@@ -30,18 +34,25 @@ public final class EntitySetHandle: Sendable {
         self.keyPositions = type.key.map { k in type.propertyIndex(k)! }
         self.propertyPositions = Dictionary(type.properties.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { a, _ in a })
         self.propertyNames = type.properties.map(\.name)
+        var buckets = [[Int]](repeating: [], count: Self.bucketMask + 1)
+        for (i, n) in propertyNames.enumerated() { buckets[Self.bucket(n)].append(i) }
+        self.positionBuckets = buckets
     }
 
     public func index(named name: String) -> IndexHandle? { indexes.first { $0.definition.name == name } }
 
+    @inline(__always)
+    static func bucket(_ name: String) -> Int {
+        let u = name.utf8
+        guard let first = u.first, let last = u.last else { return 0 }
+        return (u.count &* 31 &+ Int(first) &* 7 &+ Int(last)) & bucketMask
+    }
+
     /// The row position of property `name`, or nil.
     @inline(__always)
     public func position(of name: String) -> Int? {
-        if propertyNames.count <= 32 {
-            for i in propertyNames.indices where propertyNames[i] == name { return i }
-            return nil
-        }
-        return propertyPositions[name]
+        for i in positionBuckets[Self.bucket(name)] where propertyNames[i] == name { return i }
+        return nil
     }
 
     // MARK: Keys

@@ -1,0 +1,39 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import OfflineStore
+
+/// SIGKILL a writing process at random instants: the store reopens consistent, and every batch
+/// (one transaction) is there whole or not at all.
+struct KillTests {
+    @Test func killedWriterLeavesAConsistentStore() throws {
+        var r = SeededRandom(seed: testSeed("killedWriterLeavesAConsistentStore"))
+        let dir = tempDir()
+        try write(SampleData.metadata, to: dir + "/m.xml")
+        try write(SampleData.configuration.json.text, to: dir + "/c.json")
+        #expect(try CLI.run(["init", "--store", dir + "/s", "--metadata", dir + "/m.xml", "--config", dir + "/c.json"]).status == 0)
+        let batch = 500
+        var previous = 0
+        for round in 0..<4 {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: CLI.executable)
+            p.arguments = ["generate", "--store", dir + "/s", "--set", "Products", "--count", "1000000",
+                           "--batch", String(batch), "--seed", String(round)]
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            usleep(UInt32.random(in: 150_000...600_000, using: &r))
+            kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
+            #expect(p.terminationReason == .uncaughtSignal, "round \(round): the writer finished before the kill")
+            let check = try CLI.run(["check", "--store", dir + "/s"])
+            #expect(check.status == 0, "round \(round): \(check.stdout)\(check.stderr)")
+            let store = try OfflineStore.open(at: dir + "/s")
+            let n = try store.count(set: "Products")
+            #expect(n % batch == 0, "round \(round): \(n) products is not whole batches of \(batch)")
+            #expect(n >= previous)
+            previous = n
+        }
+        #expect(previous > 0)
+    }
+}

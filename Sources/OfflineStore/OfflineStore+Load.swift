@@ -8,7 +8,7 @@ extension OfflineStore {
     /// - Returns: how many entities were written, across all sets.
     /// - Throws: `JSONError` for bad JSON (with its line), `EntityError` naming the entity and property.
     @discardableResult
-    public func load(set: String, json bytes: [UInt8]) throws -> Int {
+    public func load(set: String, json bytes: [UInt8], progress: (@Sendable (_ written: Int, _ total: Int) -> Void)? = nil) throws -> Int {
         let items = try Self.entityObjects(bytes)
         var rows: [(String, Properties)] = []
         for (n, item) in items.enumerated() {
@@ -21,7 +21,8 @@ extension OfflineStore {
         let handles = try Dictionary(uniqueKeysWithValues: Set(rows.map(\.0)).map { ($0, try entities.set($0)) })
         let batch = rows
         return try entities.write { t in
-            for (s, props) in batch {
+            for (n, (s, props)) in batch.enumerated() {
+                if n % 10_000 == 0 { progress?(n, batch.count) }
                 do {
                     try handles[s]!.upsert(t, props)
                 } catch let e as EntityError {
@@ -29,6 +30,7 @@ extension OfflineStore {
                     throw EntityError.badInput("\(s)(\(key)): \(e)")
                 }
             }
+            progress?(batch.count, batch.count)
             return batch.count
         }
     }

@@ -9,11 +9,19 @@ struct Load: ParsableCommand {
     @Option(help: "The entity set.") var set: String
     @Argument(help: "The file: {\"value\":[…]}, {\"d\":{\"results\":[…]}} or JSON lines.") var file: String
 
+    /// `written/total` on one line of the terminal.
+    @Sendable static func showProgress(_ written: Int, _ total: Int) {
+        FileHandle.standardError.write(Data("\r\(written)/\(total) entities written".utf8))
+    }
+
     func run() throws {
         try runReportingErrors {
             let store = try OfflineStore.open(at: options.store)
             let start = Date()
-            let n = try store.load(set: set, json: try readFile(file))
+            let tty = isatty(2) == 1
+            let progress: (@Sendable (Int, Int) -> Void)? = tty ? Self.showProgress : nil
+            let n = try store.load(set: set, json: try readFile(file), progress: progress)
+            if tty { FileHandle.standardError.write(Data("\n".utf8)) }
             output("loaded \(n) entities in \(String(format: "%.2f", Date().timeIntervalSince(start))) s")
         }
     }

@@ -22,7 +22,8 @@ struct KillTests {
             p.standardOutput = FileHandle.nullDevice
             p.standardError = FileHandle.nullDevice
             try p.run()
-            usleep(UInt32.random(in: 150_000...600_000, using: &r))
+            // Random instants; the last round waits long enough that some batches surely committed.
+            usleep(round == 3 ? 2_000_000 : UInt32.random(in: 100_000...800_000, using: &r))
             kill(p.processIdentifier, SIGKILL)
             p.waitUntilExit()
             #expect(p.terminationReason == .uncaughtSignal, "round \(round): the writer finished before the kill")

@@ -31,19 +31,7 @@ public struct JSONBuffer: Sendable {
     /// A JSON string literal: quotes, backslashes and control characters escaped.
     public mutating func appendString(_ s: String) {
         var s = s
-        s.withUTF8 { u in
-            bytes.append(0x22)
-            var start = 0
-            for i in 0..<u.count {
-                let c = u[i]
-                guard c < 0x20 || c == 0x22 || c == 0x5C else { continue }
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: u[start..<i]))
-                appendEscape(c)
-                start = i + 1
-            }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: u[start..<u.count]))
-            bytes.append(0x22)
-        }
+        s.withUTF8 { appendEscaped(UnsafeRawBufferPointer($0)) }
     }
 
     @inline(__always) static func hexDigit(_ v: UInt64) -> UInt8 { v < 10 ? 0x30 + UInt8(v) : 0x57 + UInt8(v) }
@@ -54,6 +42,12 @@ public struct JSONBuffer: Sendable {
         var ascii = true
         for b in raw where b >= 0x80 { ascii = false; break }
         if !ascii, String(validating: raw, as: UTF8.self) == nil { return false }
+        appendEscaped(raw)
+        return true
+    }
+
+    /// Valid UTF-8 as a quoted, escaped JSON string.
+    private mutating func appendEscaped(_ raw: UnsafeRawBufferPointer) {
         bytes.append(0x22)
         var start = 0
         for i in 0..<raw.count {
@@ -65,7 +59,6 @@ public struct JSONBuffer: Sendable {
         }
         bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[start..<raw.count]))
         bytes.append(0x22)
-        return true
     }
 
     @inline(__always) mutating func appendEscape(_ c: UInt8) {

@@ -112,6 +112,7 @@ struct QueryDifferentialTests {
         let store = try Self.makeStore(&r)
         var plans: [String: Int] = [:]
         var spilled = 0
+        var tieGrouped = 0
         for n in 0..<1_500 {
             var params = ["$filter=" + Self.itemPredicate(&r)]
             let countURL = "SalesOrderItems?" + params[0]
@@ -126,6 +127,7 @@ struct QueryDifferentialTests {
             let expected = try Self.naive(store, url)
             let plan = try store.explain(url)
             if n % 3 == 0, plan.contains("sort on the $orderby key"), expected.count > 3 { spilled += 1 }
+            if plan.contains("ties put in key order") { tieGrouped += 1 }
             plans[String(plan.split(separator: "\n")[1].dropFirst(8).prefix(22)), default: 0] += 1
             if orderBy != nil || (!url.contains("$top") && !url.contains("$skip")) {
                 func canonical(_ p: Properties) -> String { p.keys.sorted().map { "\($0)=\(p[$0]!)" }.joined(separator: ";") }
@@ -139,8 +141,9 @@ struct QueryDifferentialTests {
             let naiveCount = try Self.naive(store, countURL).count
             #expect(try store.queries.count(url) == naiveCount, "\(url)")
         }
-        print("access paths used: \(plans); sorts that spilled to LMDB: \(spilled)")
+        print("access paths used: \(plans); sorts that spilled to LMDB: \(spilled); index-prefix orders with tie groups: \(tieGrouped)")
         #expect(spilled > 10)
+        #expect(tieGrouped > 10)
         #expect(plans.keys.contains { $0.hasPrefix("index scan") })
         #expect(plans.keys.contains { $0.hasPrefix("key range") })
         #expect(try store.check().isConsistent)

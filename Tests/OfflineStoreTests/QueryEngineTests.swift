@@ -73,6 +73,7 @@ struct QueryEngineTests {
         #expect(try s.explain("Products?$filter=Category eq 'Notebooks' and Price gt 100").contains("index scan on 'Category,Price DESC' equal to ('Notebooks'), range > 100"))
         #expect(try s.explain("SalesOrderItems?$orderby=Quantity desc,ProductID&$top=5").contains("streamed"))
         #expect(try s.explain("SalesOrderItems?$orderby=NetAmount&$top=5").contains("top-5 heap"))
+        #expect(try s.explain("SalesOrderItems?$orderby=Quantity desc&$top=5").contains("ties put in key order"))
         #expect(try s.explain("SalesOrders('0500000001')/Items").contains("key range scan"))
         #expect(try s.explain("SalesOrders?$filter=CustomerID in ('0100000001','0100000002')").contains("2 index probes"))
         #expect(try s.explain("BusinessPartners?$filter=startswith(CompanyName,'Te')").contains("prefix 'Te'"))

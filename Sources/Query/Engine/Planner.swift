@@ -39,18 +39,20 @@ package struct Planner {
         }
         for (index, columns) in orderings {
             if let c = candidate(index: index, columns: columns, sargables: sargables, set: set, orderBy: options.orderBy),
-               c.score > best.score || (c.score == best.score && c.ordered && !best.ordered) {
+               c.score > best.score || (c.score == best.score && c.ordered && (!best.ordered || (best.tieGroups && !c.tieGroups))) {
                 best = c
             }
         }
         // No selective access: an ordered full scan still avoids sorting when $orderby matches.
         if best.score == 0 && !best.ordered {
-            for (index, columns) in orderings {
-                if let reverse = satisfies(options.orderBy, columns: columns, fixed: [], allowReverse: index == nil) {
-                    best.ordered = true
-                    best.access = index.map { .index($0, prefix: [], range: nil) } ?? .fullScan(reverse: reverse)
-                    break
-                }
+            // Prefer an order needing no tie groups.
+            let orders = orderings.compactMap { index, columns in
+                satisfies(options.orderBy, columns: columns, fixed: [], isKey: index == nil).map { (index, $0) }
+            }
+            if let (index, order) = orders.first(where: { $0.1 != .forwardInTieGroups }) ?? orders.first {
+                best.ordered = true
+                best.tieGroups = order == .forwardInTieGroups
+                best.access = index.map { .index($0, prefix: [], range: nil) } ?? .fullScan(reverse: order == .reverse)
             }
         }
         let usedConjuncts = Set(best.used.compactMap { sargables[$0].exact ? sargables[$0].conjunct : nil })
@@ -59,7 +61,7 @@ package struct Planner {
         let residual: TypedExpr? = remaining.isEmpty ? nil
             : remaining.count == 1 ? remaining[0] : TypedExpr(.and(remaining), type: .primitive(.boolean), at: remaining[0].position)
         let skip = options.skip ?? 0
-        let sort: SortStrategy = best.ordered ? .stream : (options.top.map { .topN(skip + $0) } ?? .sort)
+        let sort: SortStrategy = best.ordered ? (best.tieGroups ? .streamInTieGroups : .stream) : (options.top.map { .topN(skip + $0) } ?? .sort)
         return QueryPlan(set: set, access: best.access, residual: residual,
                          residualEqualities: equalities.filter { !usedEqualities.contains($0.0) },
                          orderBy: options.orderBy, sort: sort, skip: skip, top: options.top)
@@ -70,6 +72,7 @@ package struct Planner {
         var used: [Int]
         var score: Int
         var ordered: Bool
+        var tieGroups = false
     }
 
     /// The access an ordering (the key or an index) offers for the sargable conjuncts.
@@ -119,7 +122,7 @@ package struct Planner {
         }
         if isKey && prefix.count == columns.count - 1, let vs = inValues {
             return Candidate(access: .keys(vs.map { prefix + [$0] }), used: used, score: 900,
-                             ordered: orderBy.isEmpty || satisfies(orderBy, columns: columns, fixed: fixed, allowReverse: false) == false)
+                             ordered: satisfies(orderBy, columns: columns, fixed: fixed, isKey: true) == .forward)
         }
         if let vs = inValues {
             guard let index else { return nil }
@@ -127,16 +130,30 @@ package struct Planner {
         }
         let score = 10 * prefix.count + (range != nil ? 5 : 0)
         if score == 0 { return nil }
-        let reverse = satisfies(orderBy, columns: columns, fixed: fixed, allowReverse: isKey)
+        let order = satisfies(orderBy, columns: columns, fixed: fixed, isKey: isKey)
         let access: AccessPath = index.map { .index($0, prefix: prefix, range: range) }
-            ?? .keyRange(prefix: prefix, range: range, reverse: reverse ?? false)
-        return Candidate(access: access, used: used, score: score + (isKey ? 1 : 0), ordered: orderBy.isEmpty || reverse != nil)
+            ?? .keyRange(prefix: prefix, range: range, reverse: order == .reverse)
+        return Candidate(access: access, used: used, score: score + (isKey ? 1 : 0), ordered: order != nil,
+                         tieGroups: order == .forwardInTieGroups)
+    }
+
+    /// How rows ordered by some columns come out in `$orderby` order.
+    enum Order {
+        /// Read forwards: `$orderby` order with ties by primary key.
+        case forward
+        /// Read forwards: `$orderby` order, but ties come by the index's further columns, so each
+        /// group of equal sort keys is put in primary-key order before it is emitted.
+        case forwardInTieGroups
+        /// Read backwards.
+        case reverse
     }
 
     /// Whether rows ordered by `columns` (after the `fixed` equality columns) come in `orderBy`
-    /// order: nil if not, false if forwards, true if by reading backwards (when allowed).
-    static func satisfies(_ orderBy: [BoundOrderBy], columns: [(String, Bool)], fixed: Set<String>, allowReverse: Bool) -> Bool? {
-        if orderBy.isEmpty { return false }
+    /// order, and how; nil if not. The key breaks ties by its further columns, which is primary-key
+    /// order; an index breaks them by its further columns first, so an `$orderby` over a prefix of
+    /// an index needs tie groups.
+    static func satisfies(_ orderBy: [BoundOrderBy], columns: [(String, Bool)], fixed: Set<String>, isKey: Bool) -> Order? {
+        if orderBy.isEmpty { return .forward }
         var wanted: [(String, Bool)] = []
         for o in orderBy {
             guard case .property(let path) = o.expression.kind, path.variable == nil, path.steps.count == 1,
@@ -146,14 +163,12 @@ package struct Planner {
         }
         let free = columns.filter { !fixed.contains($0.0) }
         guard wanted.count <= free.count else { return nil }
-        // Ties in $orderby are broken by primary key, ascending, whatever the plan. An index breaks
-        // ties by its further columns first, so it serves only an $orderby over all of them; the
-        // key (`allowReverse`) breaks ties by its own further columns, which is the same thing.
-        if !allowReverse && wanted.count != free.count { return nil }
-        if zip(wanted, free).allSatisfy({ $0.0 == $1.0 && $0.1 == $1.1 }) { return false }
-        // Backwards only over every column: then there are no ties, whose order (primary key
+        if zip(wanted, free).allSatisfy({ $0.0 == $1.0 && $0.1 == $1.1 }) {
+            return isKey || wanted.count == free.count ? .forward : .forwardInTieGroups
+        }
+        // Backwards only over every key column: then there are no ties, whose order (primary key
         // ascending everywhere else) reading backwards would reverse.
-        if allowReverse, wanted.count == free.count, zip(wanted, free).allSatisfy({ $0.0 == $1.0 && $0.1 != $1.1 }) { return true }
+        if isKey, wanted.count == free.count, zip(wanted, free).allSatisfy({ $0.0 == $1.0 && $0.1 != $1.1 }) { return .reverse }
         return nil
     }
 

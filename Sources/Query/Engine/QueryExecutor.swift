@@ -52,6 +52,33 @@ package struct QueryExecutor {
                 emitted += 1
                 return try emit(e) && emitted < limit
             }
+        case .streamInTieGroups:
+            // Rows come in $orderby order; a run of equal sort keys is sorted by primary key.
+            var group: [(pk: [UInt8], entity: EntityRef)] = []
+            var groupKey: [UInt8]? = nil
+            var seen = 0
+            var done = false
+            func flush() throws {
+                group.sort { $0.pk.lexicographicallyPrecedes($1.pk) }
+                for (_, e) in group where !done {
+                    seen += 1
+                    if seen <= plan.skip { continue }
+                    emitted += 1
+                    if try !emit(e) || emitted >= limit { done = true }
+                }
+                group.removeAll(keepingCapacity: true)
+            }
+            try matches(plan) { e in
+                let entry = try sortEntry(plan, e)
+                if entry.sortKey != groupKey {
+                    try flush()
+                    if done { return false }
+                    groupKey = entry.sortKey
+                }
+                group.append((entry.primaryKey, e))
+                return true
+            }
+            if !done { try flush() }
         case .topN(let n):
             var heap = Heap<SortEntry>()
             try matches(plan) { e in

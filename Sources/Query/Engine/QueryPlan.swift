@@ -5,6 +5,9 @@ package enum SortStrategy: CustomStringConvertible {
     /// The access path already yields the requested order (or none was requested): stream, and
     /// stop after `$skip + $top` rows.
     case stream
+    /// The access path yields `$orderby` order but ties by an index's further columns: each group
+    /// of equal sort keys is put in primary-key order, then emitted; stops after `$skip + $top`.
+    case streamInTieGroups
     /// Keep the best `n` (= `$skip + $top`) in a heap of sort keys.
     case topN(Int)
     /// Sort every match by its sort key; spills to a temporary LMDB database past a memory limit.
@@ -13,6 +16,7 @@ package enum SortStrategy: CustomStringConvertible {
     package var description: String {
         switch self {
         case .stream: "streamed in access order"
+        case .streamInTieGroups: "streamed in index order, ties put in key order"
         case .topN(let n): "top-\(n) heap on the $orderby key"
         case .sort: "sort on the $orderby key (spills to a temporary LMDB database when large)"
         }

@@ -38,26 +38,8 @@ package struct ExpressionEvaluator {
             let x = try evaluate(a, it), y = try evaluate(b, it)
             return .bool(Self.compare(op, x, y))
         case .isNull(let x): return .bool(try evaluate(x, it).isNull)
-        case .and(let xs):
-            var sawNull = false
-            for x in xs {
-                switch try evaluate(x, it) {
-                case .bool(false): return .bool(false)
-                case .null: sawNull = true
-                default: break
-                }
-            }
-            return sawNull ? .null : .bool(true)
-        case .or(let xs):
-            var sawNull = false
-            for x in xs {
-                switch try evaluate(x, it) {
-                case .bool(true): return .bool(true)
-                case .null: sawNull = true
-                default: break
-                }
-            }
-            return sawNull ? .null : .bool(false)
+        case .and(let xs): return try threeValued(xs, it, deciding: false)
+        case .or(let xs): return try threeValued(xs, it, deciding: true)
         case .not(let x):
             if case .bool(let b) = try evaluate(x, it) { return .bool(!b) }
             return .null
@@ -116,6 +98,20 @@ package struct ExpressionEvaluator {
         case .lt: return .bool(c < 0)
         case .le: return .bool(c <= 0)
         }
+    }
+
+    /// Three-valued `and` (`deciding` false) or `or` (true): the first operand equal to `deciding`
+    /// settles it; else null if any operand was null; else the other truth value.
+    func threeValued(_ xs: [TypedExpr], _ it: EntityRef, deciding: Bool) throws -> Value {
+        var sawNull = false
+        for x in xs {
+            switch try evaluate(x, it) {
+            case .bool(let b) where b == deciding: return .bool(deciding)
+            case .null: sawNull = true
+            default: break
+            }
+        }
+        return sawNull ? .null : .bool(!deciding)
     }
 
     /// `eq`/`ne` treat null as a value; the ordering comparisons are false with a null operand.

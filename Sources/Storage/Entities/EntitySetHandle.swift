@@ -146,11 +146,10 @@ public final class EntitySetHandle: Sendable {
     }
 
     func decodeRow(_ bytes: MappedBytes, keyBytes: [UInt8]) throws(EntityError) -> Properties {
-        do {
-            return try codec.decode(bytes)
-        } catch {
-            throw .corruptRow(set: name, key: describeKeyBytes(keyBytes), reason: error.description)
+        let r: Result<Properties, EntityError> = keyBytes.withUnsafeBytes { k in
+            do throws(EntityError) { return .success(try decodeRow(bytes, keyBytes: k)) } catch { return .failure(error) }
         }
+        return try r.get()
     }
 
     /// The key as written in a URL when its bytes decode, else as hex.

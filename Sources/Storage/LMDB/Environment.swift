@@ -155,12 +155,7 @@ public final class Environment: @unchecked Sendable {
     @discardableResult
     public func write<R: Sendable>(_ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R) throws -> R {
         precondition(!writer.isCurrentThread, "Environment.write called from inside a write")
-        let job = _WriteJob<R>(body: body, exclusive: false)
-        let done = DispatchSemaphore(value: 0)
-        job.onDone = { done.signal() }
-        writer.submit(job)
-        done.wait()
-        return try job.result!.get()
+        return try runAndWait(_WriteJob<R>(body: body, exclusive: false))
     }
 
     /// Runs `body` in a write transaction on the writer thread; resumes after the durable commit.
@@ -173,21 +168,25 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
+    /// Hands `job` to the writer thread and blocks until it has committed (or failed).
+    private func runAndWait<R>(_ job: _WriteJob<R>) throws -> R {
+        let done = DispatchSemaphore(value: 0)
+        job.onDone = { done.signal() }
+        writer.submit(job)
+        done.wait()
+        return try job.result!.get()
+    }
+
     /// Opens the named database `name` (`mdb_dbi_open`), creating it if `create` is true.
     /// Returns nil when it does not exist and `create` is false.
     public func database(named name: String, create: Bool) throws -> Database? {
         if let db = state.withLock({ $0[name] }) { return db }
         if create {
-            let job = _WriteJob<Database?>(body: { txn in
+            let db = try runAndWait(_WriteJob<Database?>(body: { txn in
                 var dbi = MDB_dbi()
                 try _check(mdb_dbi_open(txn.txn.raw, name, UInt32(MDB_CREATE), &dbi), "mdb_dbi_open \(name)")
                 return Database(dbi: dbi, name: name)
-            }, exclusive: true)
-            let done = DispatchSemaphore(value: 0)
-            job.onDone = { done.signal() }
-            writer.submit(job)
-            done.wait()
-            let db = try job.result!.get()
+            }, exclusive: true))
             state.withLock { $0[name] = db }
             return db
         }
@@ -217,15 +216,11 @@ public final class Environment: @unchecked Sendable {
     /// Deletes the named database and its contents (`mdb_drop` with del = 1).
     public func dropDatabase(named name: String) throws {
         guard let db = try database(named: name, create: false) else { return }
-        let job = _WriteJob<Void>(body: { txn in
+        let dropped = Result { try runAndWait(_WriteJob<Void>(body: { txn in
             try _check(mdb_drop(txn.txn.raw, db.dbi, 1), "mdb_drop \(name)")
-        }, exclusive: true)
-        let done = DispatchSemaphore(value: 0)
-        job.onDone = { done.signal() }
-        writer.submit(job)
-        done.wait()
+        }, exclusive: true)) }
         state.withLock { _ = $0.removeValue(forKey: name) }
-        try job.result!.get()
+        try dropped.get()
     }
 
     /// Names of all named databases (the keys of LMDB's main database).

@@ -38,3 +38,38 @@ struct KillTests {
         #expect(previous > 0)
     }
 }
+
+extension KillTests {
+    /// `load` is one transaction: killed at any instant, the store has none of the file or all of it.
+    @Test func killedLoadIsAllOrNothing() throws {
+        var r = SeededRandom(seed: testSeed("killedLoadIsAllOrNothing"))
+        let dir = tempDir()
+        try write(SampleData.metadata, to: dir + "/m.xml")
+        try write(SampleData.configuration.json.text, to: dir + "/c.json")
+        #expect(try CLI.run(["init", "--store", dir + "/s", "--metadata", dir + "/m.xml", "--config", dir + "/c.json"]).status == 0)
+        let rows = 120_000
+        var text = "{\"value\":["
+        for i in 0..<rows {
+            if i > 0 { text += "," }
+            text += "{\"ProductID\":\"P\(i)\",\"Category\":\"C\(i % 50)\",\"Price\":\(i % 997).25}"
+        }
+        try write(text + "]}", to: dir + "/p.json")
+        for round in 0..<3 {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: CLI.executable)
+            p.arguments = ["load", "--store", dir + "/s", "--set", "Products", dir + "/p.json"]
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            usleep(UInt32.random(in: 200_000...5_000_000, using: &r))  // parse, then one write transaction: ~5 s in a debug build
+            kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
+            #expect(try CLI.run(["check", "--store", dir + "/s"]).status == 0, "round \(round)")
+            let n = try OfflineStore.open(at: dir + "/s").count(set: "Products")
+            #expect(n == 0 || n == rows, "round \(round): \(n) of \(rows) products after the kill")
+        }
+        #expect(try CLI.run(["load", "--store", dir + "/s", "--set", "Products", dir + "/p.json"]).status == 0)
+        #expect(try OfflineStore.open(at: dir + "/s").count(set: "Products") == rows)
+        #expect(try CLI.run(["check", "--store", dir + "/s"]).status == 0)
+    }
+}

@@ -122,7 +122,7 @@ public struct EntityGenerator: Sendable {
         var perParent = max(count, 1)
         if let r = boundReference {
             let parents = references[r].tuples.count
-            perParent = max(1, (count + parents - 1) / parents)
+            perParent = max(1, _ceilingDivision(count, parents))
             if freePositions.isEmpty && perParent > 1 {
                 throw .badInput("generate \(set): its key is the foreign key to \(references[r].navigation); at most \(parents) entities (one per parent) can be made")
             }
@@ -155,7 +155,7 @@ public struct EntityGenerator: Sendable {
             }
             free.insert(FreeComponent(position: position, property: p, radix: radix, stepTen: stepTen, decimal: decimal,
                                       width: decimal ? width : min(p.maxLength ?? 12, 12)), at: 0)
-            remaining = (remaining + radix - 1) / radix
+            remaining = _ceilingDivision(remaining, radix)
         }
         return KeyPlan(bound: bound, boundReference: boundReference, perParent: perParent, free: free)
     }
@@ -540,7 +540,7 @@ extension OfflineStore {
         let size = max(batchSize, 1)
         var done = 0
         while done < count {
-            let rows = done..<min(done + size, count)
+            let rows = done..<(done + min(size, count - done))
             let batch = rows.map { gen.entity($0) }
             try entities.write { t in
                 for (n, e) in batch.enumerated() {
@@ -632,3 +632,7 @@ func _pow(_ base: Int, _ exp: Int) -> Int {
 func _padded(_ s: String, _ width: Int) -> String {
     s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
 }
+
+/// `a / b` rounded up, for `a ≥ 0`, `b > 0`, without the overflow of `(a + b - 1) / b`.
+@inline(__always)
+func _ceilingDivision(_ a: Int, _ b: Int) -> Int { a / b + (a % b == 0 ? 0 : 1) }

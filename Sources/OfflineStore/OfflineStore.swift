@@ -22,9 +22,10 @@ public final class OfflineStore: Sendable {
         OfflineStore(entities: try EntityStore.create(path: path, metadata: metadata, configuration: configuration))
     }
 
-    /// Opens the store in directory `path`.
-    public static func open(at path: String, durability: Durability? = nil) throws -> OfflineStore {
-        OfflineStore(entities: try EntityStore.open(path: path, durability: durability))
+    /// Opens the store in directory `path`. With `readOnly`, writes throw and nothing on disk is
+    /// created or repaired; it works on a read-only file system.
+    public static func open(at path: String, durability: Durability? = nil, readOnly: Bool = false) throws -> OfflineStore {
+        OfflineStore(entities: try EntityStore.open(path: path, durability: durability, readOnly: readOnly))
     }
 
     public var schema: Schema { entities.schema }

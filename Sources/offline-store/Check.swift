@@ -8,7 +8,7 @@ struct Check: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let report = try OfflineStore.open(at: options.store).check()
-            output("\(report)")
+            try output("\(report)")
             if !report.isConsistent { throw ExitCode.failure }
         }
     }

@@ -8,47 +8,50 @@ struct Demo: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let dir = store ?? FileManager.default.temporaryDirectory.appendingPathComponent("offline-store-demo-\(getpid())").path
-            defer { if store == nil { try? FileManager.default.removeItem(atPath: dir) } }
-            output("== init: \(dir) from the built-in EPM $metadata (V4), with indexes \(SampleData.configuration.indexes.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "; "))")
+            // A fresh private directory (mkdtemp: unpredictable name, mode 0700), never a fixed
+            // name that a planted symlink could redirect.
+            let scratch = store == nil ? try makeTemporaryDirectory(prefix: "offline-store-demo-") : nil
+            defer { if let scratch { try? FileManager.default.removeItem(atPath: scratch) } }
+            let dir = store ?? scratch! + "/store"
+            try output("== init: \(dir) from the built-in EPM $metadata (V4), with indexes \(SampleData.configuration.indexes.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "; "))")
             let s = try OfflineStore.create(at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
-            output("== load: server data, one transaction per set, nothing queued")
+            try output("== load: server data, one transaction per set, nothing queued")
             for set in SampleData.setsInLoadOrder {
                 let n = try s.load(set: set, json: Array(SampleData.json(set).utf8))
-                output("   \(set): \(n) entities")
+                try output("   \(set): \(n) entities")
             }
-            output("== get Products('HT-1001'): the Decimal price stays exact")
-            output("   " + (try s.json(set: "Products", entity: s.get(set: "Products", key: [.string("HT-1001")])!)))
-            output("== get SalesOrderItems(SalesOrderID='0500000003',ItemPosition=20): composite key")
-            output("   " + (try s.json(set: "SalesOrderItems", entity: s.get(set: "SalesOrderItems", key: [.string("0500000003"), .int(20)])!)))
+            try output("== get Products('HT-1001'): the Decimal price stays exact")
+            try output("   " + (try s.json(set: "Products", entity: s.get(set: "Products", key: [.string("HT-1001")])!)))
+            try output("== get SalesOrderItems(SalesOrderID='0500000003',ItemPosition=20): composite key")
+            try output("   " + (try s.json(set: "SalesOrderItems", entity: s.get(set: "SalesOrderItems", key: [.string("0500000003"), .int(20)])!)))
             for url in ["BusinessPartners?$filter=Country eq 'US'&$orderby=CompanyName&$top=3&$select=CompanyName,Country&$count=true",
                         "SalesOrders('0500000003')/Items?$select=ItemPosition,ProductID,Quantity,NetAmount",
                         "SalesOrders?$filter=Items/any(i:i/Quantity ge 8) and GrossAmount gt 50000&$expand=Items($select=ItemPosition,Quantity;$orderby=Quantity desc)&$select=SalesOrderID,GrossAmount&$top=2"] {
-                output("== query \(url)")
-                output("   plan: " + (try s.explain(url)).replacingOccurrences(of: "\n", with: "\n         "))
+                try output("== query \(url)")
+                try output("   plan: " + (try s.explain(url)).replacingOccurrences(of: "\n", with: "\n         "))
                 var text = ""
                 try s.query(url) { text += $0 }
-                output("   " + text.trimmingCharacters(in: .whitespacesAndNewlines))
+                try output("   " + text.trimmingCharacters(in: .whitespacesAndNewlines))
             }
-            output("== bad input is refused with a clear error and changes nothing")
+            try output("== bad input is refused with a clear error and changes nothing")
             do {
                 try s.load(set: "Products", json: Array(#"{"value":[{"ProductID":"HT-9","Price":"cheap"}]}"#.utf8))
             } catch {
-                output("   load: \(error)")
+                try output("   load: \(error)")
             }
             do {
                 _ = try s.entities("BusinessPartners?$filter=Countr eq 'US'")
             } catch {
-                output("   query: \(error)")
+                try output("   query: \(error)")
             }
-            output("== stats")
+            try output("== stats")
             let stats = try s.stats()
             for set in stats.sets {
-                output("   \(set.name): \(set.entities) entities; indexes: " + set.indexes.map { "\($0.name)\($0.automatic ? " (fk)" : "")=\($0.entries)" }.joined(separator: ", "))
+                try output("   \(set.name): \(set.entities) entities; indexes: " + set.indexes.map { "\($0.name)\($0.automatic ? " (fk)" : "")=\($0.entries)" }.joined(separator: ", "))
             }
-            output("== check")
+            try output("== check")
             let report = try s.check()
-            output("   \(report)")
+            try output("   \(report)")
             if !report.isConsistent { throw ExitCode.failure }
         }
     }

@@ -36,11 +36,11 @@ struct Generate: ParsableCommand {
                 let elapsed = max(now.timeIntervalSince(start), 0.001)
                 let percent = total == 0 ? 100 : written * 100 / total
                 let line = "\r\(set): \(written)/\(total) (\(percent)%), \(Int(Double(written) / elapsed)) entities/s"
-                FileHandle.standardError.write(Data(line.utf8))
+                Output.note(line)
             }
-            if tty { FileHandle.standardError.write(Data("\n".utf8)) }
+            if tty { Output.note("\n") }
             let seconds = Date().timeIntervalSince(start)
-            output("generated \(n) \(set) in \(String(format: "%.2f", seconds)) s (\(Int(Double(n) / max(seconds, 0.001))) entities/s)")
+            try output("generated \(n) \(set) in \(String(format: "%.2f", seconds)) s (\(Int(Double(n) / max(seconds, 0.001))) entities/s)")
         }
     }
 }

@@ -8,10 +8,10 @@ struct Get: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let store = try OfflineStore.open(at: options.store)
+            let store = try OfflineStore.open(at: options.store, readOnly: true)
             let (set, key) = try store.parseEntityPath(entity)
             guard let e = try store.get(set: set, key: key) else { throw CLIError("\(entity) does not exist") }
-            output(try store.json(set: set, entity: e))
+            try output(try store.json(set: set, entity: e))
         }
     }
 }

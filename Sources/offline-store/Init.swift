@@ -12,7 +12,7 @@ struct Init: ParsableCommand {
             var configuration = StoreConfiguration()
             if let config { configuration = try StoreConfiguration(json: try JSON.parse(try readFile(config))) }
             let store = try OfflineStore.create(at: options.store, metadata: try readFile(metadata), configuration: configuration)
-            output("created \(options.store): \(store.schema.entitySetNames.count) entity sets")
+            try output("created \(options.store): \(store.schema.entitySetNames.count) entity sets")
         }
     }
 }

@@ -11,7 +11,7 @@ struct Load: ParsableCommand {
 
     /// `written/total` on one line of the terminal.
     @Sendable static func showProgress(_ written: Int, _ total: Int) {
-        FileHandle.standardError.write(Data("\r\(written)/\(total) entities written".utf8))
+        Output.note("\r\(written)/\(total) entities written")
     }
 
     func run() throws {
@@ -21,8 +21,8 @@ struct Load: ParsableCommand {
             let tty = isatty(2) == 1
             let progress: (@Sendable (Int, Int) -> Void)? = tty ? Self.showProgress : nil
             let n = try store.load(set: set, json: try readFile(file), progress: progress)
-            if tty { FileHandle.standardError.write(Data("\n".utf8)) }
-            output("loaded \(n) entities in \(String(format: "%.2f", Date().timeIntervalSince(start))) s")
+            if tty { Output.note("\n") }
+            try output("loaded \(n) entities in \(String(format: "%.2f", Date().timeIntervalSince(start))) s")
         }
     }
 }

@@ -4,6 +4,17 @@ import OfflineStore
 
 @main
 struct OfflineStoreCommand: ParsableCommand {
+    static func main() {
+        // Started with a standard descriptor closed, the tool's own files must not take it.
+        do { try StandardDescriptors.reserve() } catch { Output.note(Output.errorLine(error)); Foundation.exit(1) }
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch {
+            exit(withError: error)
+        }
+    }
+
     static let configuration = CommandConfiguration(
         commandName: "offline-store",
         abstract: "An embedded offline OData store: LMDB underneath, OData URLs on top.",
@@ -23,17 +34,31 @@ func runReportingErrors(_ body: () throws -> Void) throws {
     } catch let e as ExitCode {
         throw e
     } catch {
-        FileHandle.standardError.write(Data("offline-store: \(error)\n".utf8))
+        Output.note(Output.errorLine(error))
         throw ExitCode.failure
     }
 }
 
-/// Reads a whole file, or fails with its name.
+/// Reads a whole file — a regular file, a pipe, `/dev/stdin`, or `-` for standard input — or
+/// fails with its name and the reason.
 func readFile(_ path: String) throws -> [UInt8] {
-    guard let data = FileManager.default.contents(atPath: path) else {
-        throw CLIError("cannot read '\(path)'")
+    let fd = path == "-" ? 0 : open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw CLIError("cannot read '\(path)': \(String(cString: strerror(errno)))") }
+    defer { if fd != 0 { close(fd) } }
+    var st = stat()
+    if fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFDIR { throw CLIError("cannot read '\(path)': it is a directory") }
+    var out: [UInt8] = []
+    if st.st_mode & S_IFMT == S_IFREG { out.reserveCapacity(Int(st.st_size)) }
+    var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw CLIError("cannot read '\(path)': \(String(cString: strerror(errno)))")
+        }
+        if n == 0 { return out }
+        out.append(contentsOf: chunk[0..<n])
     }
-    return Array(data)
 }
 
 struct CLIError: Error, CustomStringConvertible {
@@ -41,7 +66,14 @@ struct CLIError: Error, CustomStringConvertible {
     init(_ d: String) { description = d }
 }
 
-/// Writes text to stdout.
-func output(_ s: String) {
-    FileHandle.standardOutput.write(Data((s + "\n").utf8))
+/// A new directory under `TMPDIR` (else `/tmp`) made by `mkdtemp`: a name no one can guess
+/// beforehand, created atomically with mode 0700.
+func makeTemporaryDirectory(prefix: String) throws -> String {
+    let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    var template = Array((base.hasSuffix("/") ? base : base + "/").utf8) + Array((prefix + "XXXXXX").utf8) + [0]
+    let made = template.withUnsafeMutableBufferPointer { buf in
+        buf.withMemoryRebound(to: CChar.self) { mkdtemp($0.baseAddress!) != nil }
+    }
+    guard made else { throw CLIError("cannot create a temporary directory in '\(base)': \(String(cString: strerror(errno)))") }
+    return String(decoding: template.dropLast(), as: UTF8.self)
 }

@@ -13,14 +13,13 @@ struct QueryCommand: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let store = try OfflineStore.open(at: options.store)
+            let store = try OfflineStore.open(at: options.store, readOnly: true)
             if explain {
-                output(try store.explain(url))
+                try output(try store.explain(url))
                 return
             }
             guard let f = QueryEngine.Format(rawValue: format) else { throw CLIError("unknown format '\(format)' (json, jsonl or table)") }
-            let stdout = FileHandle.standardOutput
-            try store.query(url, format: f, pageSize: pageSize, writeBytes: { chunk in stdout.write(Data(chunk)) })
+            try store.query(url, format: f, pageSize: pageSize, writeBytes: { chunk in try Output.write(chunk, to: 1) })
         }
     }
 }

@@ -7,12 +7,12 @@ struct Stats: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let stats = try OfflineStore.open(at: options.store).stats()
+            let stats = try OfflineStore.open(at: options.store, readOnly: true).stats()
             for s in stats.sets {
-                output("\(s.name): \(s.entities) entities")
-                for i in s.indexes { output("  index \(i.name)\(i.automatic ? " (foreign key)" : ""): \(i.entries) entries") }
+                try output("\(s.name): \(s.entities) entities")
+                for i in s.indexes { try output("  index \(i.name)\(i.automatic ? " (foreign key)" : ""): \(i.entries) entries") }
             }
-            output("file: \(stats.fileSize) bytes, map: \(stats.mapSize) bytes")
+            try output("file: \(stats.fileSize) bytes, map: \(stats.mapSize) bytes")
         }
     }
 }

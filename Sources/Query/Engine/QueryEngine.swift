@@ -14,11 +14,14 @@ public struct QueryEngine: Sendable {
     public let memorySortLimit: Int
     /// Bound queries by URL, shared by engines over the same store; nil binds every time.
     public let cache: BoundQueryCache?
+    /// Where a spilling sort puts its scratch file; nil is `TMPDIR` (else `/tmp`).
+    public let scratchDirectory: String?
 
-    public init(store: EntityStore, memorySortLimit: Int = 200_000, cache: BoundQueryCache? = nil) {
+    public init(store: EntityStore, memorySortLimit: Int = 200_000, cache: BoundQueryCache? = nil, scratchDirectory: String? = nil) {
         self.store = store
         self.memorySortLimit = max(1, memorySortLimit)
         self.cache = cache
+        self.scratchDirectory = scratchDirectory
     }
 
     /// Output shapes of `execute`.
@@ -69,7 +72,7 @@ public struct QueryEngine: Sendable {
         let query = try bind(url)
         try store.read { t in
             var out = ResultWriter(schema: store.schema, format: format, sink: write)
-            let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit)
+            let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory)
             switch try resolve(query, t) {
             case .missing:
                 throw EntityError.notFound(set: query.path.entitySet, key: "")
@@ -126,7 +129,7 @@ public struct QueryEngine: Sendable {
     public func entities(_ url: String) throws -> [Properties] {
         let query = try bind(url)
         return try store.read { t in
-            let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit)
+            let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory)
             var result: [Properties] = []
             switch try resolve(query, t) {
             case .missing, .empty: break
@@ -143,7 +146,7 @@ public struct QueryEngine: Sendable {
     public func count(_ url: String) throws -> Int {
         let query = try bind(url)
         return try store.read { t in
-            let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit)
+            let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory)
             switch try resolve(query, t) {
             case .missing, .empty: return 0
             case .single(let set, let eqs, _):

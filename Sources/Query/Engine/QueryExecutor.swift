@@ -11,8 +11,10 @@ package struct QueryExecutor {
     let evaluator: ExpressionEvaluator
     /// Sort entries kept in memory before spilling to a temporary LMDB database.
     let memorySortLimit: Int
+    let scratchDirectory: String?
 
-    init(store: EntityStore, t: TxnRef, memorySortLimit: Int = 200_000) {
+    init(store: EntityStore, t: TxnRef, memorySortLimit: Int = 200_000, scratchDirectory: String? = nil) {
+        self.scratchDirectory = scratchDirectory
         self.store = store
         self.t = t
         self.memorySortLimit = memorySortLimit
@@ -100,7 +102,7 @@ package struct QueryExecutor {
             try matches(plan) { e in
                 entries.append(try sortEntry(plan, e))
                 if entries.count >= memorySortLimit {
-                    if spill == nil { spill = try _SortSpill() }
+                    if spill == nil { spill = try _SortSpill(in: scratchDirectory) }
                     try spill!.add(entries)
                     entries.removeAll(keepingCapacity: true)
                 }
@@ -162,24 +164,22 @@ struct SortEntry: Comparable {
 }
 
 /// Sort entries spilled to a temporary LMDB environment, which keeps them in key order for us.
+/// Its file is in `TMPDIR` and unlinked while open (`Environment(scratchIn:)`): nothing is left
+/// behind, even by a SIGKILL, and a full `TMPDIR` is an error, not a crash.
 ///
 /// LMDB keys are at most 511 bytes, so an entry's database key is the first 480 bytes of its sort
 /// key and a sequence number; entries whose sort keys share those 480 bytes are put in order in
 /// memory when read back.
 final class _SortSpill {
-    let directory: String
     let env: Environment
     let db: Database
     var sequence: UInt64 = 0
     static let keyPrefix = 480
 
-    init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("offline-store-sort-\(UUID().uuidString)").path
-        env = try Environment(path: directory, durability: .noSync, mapSize: 1 << 30, maxDatabases: 2)
+    init(in directory: String?) throws {
+        env = try Environment(scratchIn: directory ?? FileManager.default.temporaryDirectory.path)
         db = try env.database(named: "sort", create: true)!
     }
-
-    deinit { try? FileManager.default.removeItem(atPath: directory) }
 
     func add(_ entries: [SortEntry]) throws {
         let start = sequence

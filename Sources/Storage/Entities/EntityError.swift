@@ -23,22 +23,29 @@ public enum EntityError: Error, Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .unknownEntitySet(let s): "unknown entity set '\(s)'"
         case .unknownProperty(let s, let p): "unknown property '\(p)' for entity set '\(s)'"
-        case .typeMismatch(let p, let e, let g): "property '\(p)': expected \(e), got \(g)"
+        case .typeMismatch(let p, let e, let g): "property '\(p)': expected \(e), got \(_excerpt(g))"
         case .nullNotAllowed(let p): "property '\(p)' cannot be null"
         case .tooLong(let p, let m, let l): "property '\(p)' is \(l) characters long; MaxLength is \(m)"
-        case .outOfRange(let p, let t, let v): "property '\(p)': \(v) is out of range for \(t)"
+        case .outOfRange(let p, let t, let v): "property '\(p)': \(_excerpt(v)) is out of range for \(t)"
         case .missingKey(let s, let p): "key property '\(p)' of entity set '\(s)' is missing or null"
         case .keyTooLong(let s, let l): "key of entity set '\(s)' encodes to \(l) bytes; the limit is \(KeyCodec.maxKeySize)"
         case .indexKeyTooLong(let i, let l): "entry of index '\(i)' encodes to \(l) bytes; the limit is \(KeyCodec.maxKeySize)"
-        case .duplicateKey(let s, let k): "entity \(s)(\(k)) already exists"
-        case .notFound(let s, let k): "entity \(s)(\(k)) does not exist"
-        case .uniqueViolation(let i, let k): "unique index '\(i)' already has an entry for (\(k))"
+        case .duplicateKey(let s, let k): "entity \(s)(\(_excerpt(k))) already exists"
+        case .notFound(let s, let k): "entity \(s)(\(_excerpt(k))) does not exist"
+        case .uniqueViolation(let i, let k): "unique index '\(i)' already has an entry for (\(_excerpt(k)))"
         case .keyChange(let s, let p): "key property '\(p)' of entity set '\(s)' cannot be changed by an update"
-        case .corruptRow(let s, let k, let r): "stored row \(s)(\(k)) is corrupt: \(r)"
+        case .corruptRow(let s, let k, let r): "stored row \(s)(\(_excerpt(k))) is corrupt: \(r)"
         case .badKeyPredicate(let m): m
         case .unknownIndex(let s, let i): "entity set '\(s)' has no index '\(i)'"
         case .badIndexDefinition(let m): "bad index definition: \(m)"
         case .badInput(let m): m
         }
     }
+}
+
+/// A value as an error message shows it: at most `limit` characters, then how many were left out,
+/// so a 100,000-digit number in the input does not become a 100,000-character message.
+package func _excerpt(_ text: String, limit: Int = 64) -> String {
+    guard text.count > limit else { return text }
+    return String(text.prefix(limit)) + "… (\(text.count) characters)"
 }

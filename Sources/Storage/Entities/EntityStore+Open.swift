@@ -10,6 +10,7 @@ extension EntityStore {
             throw EntityError.badInput("a store already exists in '\(path)'")
         }
         let schema = try CSDL.parse(metadata)
+        try schema.checkStorable(indexCount: configuration.indexes.values.reduce(0) { $0 + $1.count })
         let existed = FileManager.default.fileExists(atPath: path)
         do {
             let env = try Environment(path: path, durability: configuration.durability)
@@ -31,12 +32,19 @@ extension EntityStore {
     }
 
     /// Opens the store in directory `path`, reading its schema and configuration from `meta`.
-    public static func open(path: String, durability: Durability? = nil) throws -> EntityStore {
+    ///
+    /// With `readOnly`, nothing is created or repaired and writes throw; it works on a read-only
+    /// file system and is what commands that only read use.
+    public static func open(path: String, durability: Durability? = nil, readOnly: Bool = false) throws -> EntityStore {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue {
+            throw EnvironmentError.notADirectory(path)
+        }
         guard FileManager.default.fileExists(atPath: path + "/data.mdb") else {
             throw EntityError.badInput("no store in '\(path)' (run 'offline-store init' first)")
         }
         // The durability is part of the configuration; open the environment with it.
-        let env = try Environment(path: path)
+        let env = try Environment(path: path, readOnly: readOnly)
         guard let meta = try env.database(named: "meta", create: false) else {
             throw EntityError.badInput("'\(path)' is not an OfflineStore store (no meta database)")
         }
@@ -49,7 +57,7 @@ extension EntityStore {
         }
         var configuration = try StoreConfiguration(json: try JSON.parse(configText))
         if let durability { configuration.durability = durability }
-        try env.setDurability(configuration.durability)
+        if !readOnly { try env.setDurability(configuration.durability) }
         return try EntityStore(environment: env, schema: try CSDL.parse(metadata), metadata: metadata, configuration: configuration)
     }
 }

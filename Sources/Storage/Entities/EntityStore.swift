@@ -32,11 +32,11 @@ public final class EntityStore: Sendable {
         self.environment = environment
         self.schema = schema
         self.metadata = metadata
-        self.meta = try environment.database(named: "meta", create: true)!
+        self.meta = try Self.database(environment, "meta")
         var handles: [String: EntitySetHandle] = [:]
         for name in schema.entitySetNames {
             guard let type = schema.entityType(ofSet: name) else { throw EntityError.unknownEntitySet(name) }
-            let db = try environment.database(named: "e/\(name)", create: true)!
+            let db = try Self.database(environment, "e/\(name)")
             handles[name] = EntitySetHandle(name: name, type: type, schema: schema, entities: db, indexes: [])
         }
         state = Mutex(State(configuration: configuration, handles: handles))
@@ -52,6 +52,14 @@ public final class EntityStore: Sendable {
             definitions.append(fk)
         }
         for d in definitions { try addIndex(d, persist: false) }
+    }
+
+    /// Opens (creating unless the environment is read-only) the named database `name`.
+    static func database(_ environment: Environment, _ name: String) throws -> Database {
+        guard let db = try environment.database(named: name, create: !environment.isReadOnly) else {
+            throw EntityError.badInput("the store in '\(environment.path)' has no database '\(name)'; open it writable once to create it")
+        }
+        return db
     }
 
     /// One index per set and foreign key (the dependent properties of a referential constraint).
@@ -110,11 +118,15 @@ public final class EntityStore: Sendable {
         if set.index(named: definition.name) != nil { return }
         // An index is ready once its backfill committed together with a marker in `meta`; one
         // without the marker (new, or cut off by a crash) is rebuilt from the entities.
-        let db = try environment.database(named: definition.databaseName, create: true)!
-        let handle = try IndexHandle(definition: definition, database: db, entityType: set.type, schema: schema)
         let marker = Array("ready/\(definition.databaseName)".utf8)
         let meta = self.meta
-        if try read({ t in try t.get(meta, marker) }) == nil {
+        let ready = try read({ t in try t.get(meta, marker) }) != nil
+        // A read-only store cannot build an index; one that is not ready is left out, so queries
+        // scan instead of trusting an incomplete index.
+        if environment.isReadOnly && !ready { return }
+        let db = try Self.database(environment, definition.databaseName)
+        let handle = try IndexHandle(definition: definition, database: db, entityType: set.type, schema: schema)
+        if !ready {
             try write { t in
                 try t.clear(db)
                 try t.put(meta, marker, [])

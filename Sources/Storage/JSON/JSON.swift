@@ -38,8 +38,11 @@ public indirect enum JSON: Sendable, Hashable {
     }
 
     /// Parses one JSON document from UTF-8 bytes. Throws `JSONError` with the byte offset.
+    /// A leading UTF-8 byte order mark is skipped (RFC 8259 §8.1 lets a parser ignore it, and
+    /// files saved by some editors start with one).
     public static func parse(_ bytes: [UInt8]) throws(JSONError) -> JSON {
         var p = _JSONParser(bytes: bytes)
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { p.i = 3 }
         p.skipSpace()
         let v = try p.value(depth: 0)
         p.skipSpace()

@@ -40,36 +40,111 @@ public final class Environment: @unchecked Sendable {
     /// - Parameters:
     ///   - mapSize: the initial map size in bytes; it doubles whenever a write fills it.
     ///   - maxDatabases: how many named databases may be open (`mdb_env_set_maxdbs`).
-    /// - Throws: `LMDBError`, or a POSIX error if the directory cannot be made. On failure the
+    ///   - readOnly: open with `MDB_RDONLY`: nothing is created and writes fail. On a read-only
+    ///     file system, where the lock file cannot be written, the environment is opened without
+    ///     locking (`MDB_NOLOCK`): nobody can be writing there.
+    /// - Throws: `LMDBError`, `StorageSystemError` or `EnvironmentError`. On failure the
     ///   environment is closed again (`mdb_env_close`).
     public init(path: String, durability: Durability = .full, mapSize: Int = 1 << 30,
-                maxDatabases: Int = 1024, fileMode: mode_t = 0o644) throws {
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+                maxDatabases: Int = 1024, fileMode: mode_t = 0o644, readOnly: Bool = false) throws {
+        // Before any file of ours is opened: a closed standard descriptor must not become data.mdb.
+        try StandardDescriptors.reserve()
+        try Self._prepareDirectory(path, create: !readOnly)
+        var flags = UInt32(MDB_NOTLS)
+        if durability == .noSync { flags |= UInt32(MDB_NOSYNC) }
+        if readOnly { flags |= UInt32(MDB_RDONLY) }
+        var env: OpaquePointer
+        do {
+            env = try Self._open(path, flags: flags, mapSize: mapSize, maxDatabases: maxDatabases, fileMode: fileMode)
+        } catch let e as LMDBError where readOnly && (e.code == EROFS || e.code == EACCES) {
+            env = try Self._open(path, flags: flags | UInt32(MDB_NOLOCK), mapSize: mapSize,
+                                 maxDatabases: maxDatabases, fileMode: fileMode)
+        }
+        self.raw = env
+        self.path = path
+        self.isReadOnly = readOnly
+        self.temporaryFile = nil
+        self.writer = _Writer()
+        writer.environment = self
+        writer.start()
+    }
+
+    /// A private scratch environment in one file under `directory` (the sort spill): no lock file
+    /// (`MDB_NOLOCK`, only this process uses it), no fsync, and the file is unlinked as soon as it
+    /// is open, so neither a normal end nor a SIGKILL leaves anything behind.
+    public init(scratchIn directory: String, mapSize: Int = 1 << 30, maxDatabases: Int = 2) throws {
+        try StandardDescriptors.reserve()
+        var template = Array((directory.hasSuffix("/") ? directory : directory + "/").utf8CString.dropLast())
+            + Array("offline-store-scratch-XXXXXX".utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else {
+            throw StorageSystemError(operation: "create a scratch file in '\(directory)'", errno: errno)
+        }
+        close(fd)
+        let file = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        defer { unlink(file) }
+        let flags = UInt32(MDB_NOTLS | MDB_NOSUBDIR | MDB_NOLOCK | MDB_NOSYNC | MDB_NOMETASYNC)
+        self.raw = try Self._open(file, flags: flags, mapSize: mapSize, maxDatabases: maxDatabases, fileMode: 0o600)
+        self.path = file
+        self.isReadOnly = false
+        self.temporaryFile = file
+        self.writer = _Writer()
+        writer.environment = self
+        writer.start()
+    }
+
+    /// `mdb_env_create`, the limits, `mdb_env_open`; `mdb_env_close` again if any of it fails.
+    private static func _open(_ path: String, flags: UInt32, mapSize: Int, maxDatabases: Int, fileMode: mode_t) throws -> OpaquePointer {
         var env: OpaquePointer?
         try _check(mdb_env_create(&env), "mdb_env_create")
         do {
             try _check(mdb_env_set_maxdbs(env, MDB_dbi(maxDatabases)), "mdb_env_set_maxdbs")
             try _check(mdb_env_set_mapsize(env, mapSize), "mdb_env_set_mapsize")
             try _check(mdb_env_set_maxreaders(env, 510), "mdb_env_set_maxreaders")
-            var flags = UInt32(MDB_NOTLS)
-            if durability == .noSync { flags |= UInt32(MDB_NOSYNC) }
             try _check(mdb_env_open(env, path, flags, fileMode), "mdb_env_open \(path)")
         } catch {
             mdb_env_close(env)
-            throw error
+            throw _diskFull(error, path: path)
         }
-        self.raw = env!
-        self.path = path
-        self.writer = _Writer()
-        writer.environment = self
-        writer.start()
+        return env!
     }
 
-    deinit {
+    /// Checks that `path` is (or, with `create`, becomes) a directory, and gives its lock file
+    /// real blocks. LMDB sizes `lock.mdb` with `ftruncate` and writes it through a shared map: on
+    /// a full disk the first write to that sparse file is a SIGBUS. Allocating it first
+    /// (`posix_fallocate`) turns that into an error here.
+    static func _prepareDirectory(_ path: String, create: Bool) throws {
+        var st = stat()
+        if stat(path, &st) == 0 {
+            guard st.st_mode & S_IFMT == S_IFDIR else { throw EnvironmentError.notADirectory(path) }
+        } else if errno != ENOENT || !create {
+            throw StorageSystemError(operation: "open the store directory '\(path)'", errno: errno)
+        } else if mkdir(path, 0o755) != 0 && errno != EEXIST {
+            throw StorageSystemError(operation: "create the store directory '\(path)'", errno: errno)
+        }
+        guard create else { return }
+        let lock = path + "/lock.mdb"
+        let fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw StorageSystemError(operation: "open '\(lock)'", errno: errno) }
+        defer { close(fd) }
+        let rc = posix_fallocate(fd, 0, Self.lockFileBytes)
+        if rc == ENOSPC || rc == EDQUOT { throw EnvironmentError.diskFull(path: path, operation: "allocate the lock file") }
+        // Other failures (a file system without fallocate) leave LMDB to size the file as before.
+    }
+
+    /// Room for LMDB's reader table of `mdb_env_set_maxreaders(510)` (64 bytes a slot) and header.
+    static let lockFileBytes = 64 << 10
+
+        deinit {
         writer.stop()
         for bits in idleReaders.withLock({ $0 }) { mdb_txn_abort(OpaquePointer(bitPattern: bits)) }
         mdb_env_close(raw)
     }
+
+    /// True when opened with `readOnly`: writes throw.
+    public let isReadOnly: Bool
+    /// The scratch file of an `init(scratchIn:)` environment (already unlinked).
+    let temporaryFile: String?
 
     /// The durability in force (`mdb_env_get_flags`).
     public var durability: Durability {
@@ -155,12 +230,14 @@ public final class Environment: @unchecked Sendable {
     @discardableResult
     public func write<R: Sendable>(_ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R) throws -> R {
         precondition(!writer.isCurrentThread, "Environment.write called from inside a write")
+        if isReadOnly { throw EnvironmentError.readOnly(path) }
         return try runAndWait(_WriteJob<R>(body: body, exclusive: false))
     }
 
     /// Runs `body` in a write transaction on the writer thread; resumes after the durable commit.
     @discardableResult
     public func write<R: Sendable>(_ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R) async throws -> R {
+        if isReadOnly { throw EnvironmentError.readOnly(path) }
         let job = _WriteJob<R>(body: body, exclusive: false)
         return try await withCheckedThrowingContinuation { (c: CheckedContinuation<R, Error>) in
             job.onDone = { c.resume(with: job.result!) }
@@ -181,7 +258,7 @@ public final class Environment: @unchecked Sendable {
     /// Returns nil when it does not exist and `create` is false.
     public func database(named name: String, create: Bool) throws -> Database? {
         if let db = state.withLock({ $0[name] }) { return db }
-        if create {
+        if create && !isReadOnly {
             let db = try runAndWait(_WriteJob<Database?>(body: { txn in
                 var dbi = MDB_dbi()
                 try _check(mdb_dbi_open(txn.txn.raw, name, UInt32(MDB_CREATE), &dbi), "mdb_dbi_open \(name)")

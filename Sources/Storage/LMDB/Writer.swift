@@ -147,7 +147,7 @@ final class _Writer: @unchecked Sendable {
                 let crc = mdb_txn_commit(parent)
                 if crc == 0 { return }
                 if crc != MDB_MAP_FULL {
-                    let e = LMDBError(code: crc, context: "mdb_txn_commit")
+                    let e = _diskFull(LMDBError(code: crc, context: "mdb_txn_commit"), path: environment.path)
                     for job in batch { job.fail(e) }
                     return
                 }

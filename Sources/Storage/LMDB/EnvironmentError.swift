@@ -1,0 +1,34 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Failures of an environment as a whole, said in the user's terms rather than LMDB's.
+public enum EnvironmentError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// `--store` names something that is not a directory.
+    case notADirectory(String)
+    /// A write was attempted on an environment opened read-only.
+    case readOnly(String)
+    /// The file system holding the store has no room left; nothing of the operation was kept.
+    case diskFull(path: String, operation: String)
+
+    public var description: String {
+        switch self {
+        case .notADirectory(let p): "'\(p)' is not a directory (a store is a directory holding data.mdb and lock.mdb)"
+        case .readOnly(let p): "the store '\(p)' is open read-only"
+        case .diskFull(let p, let op): "the disk is full: no space left on the file system of '\(p)' (\(op)); the failed write changed nothing"
+        }
+    }
+}
+
+/// LMDB reports a failed write of a full disk as `ENOSPC`, or as `EIO` when `write` wrote only
+/// part of a page run. Either one, on a file system with less than a megabyte left, is a full disk.
+func _diskFull(_ error: LMDBError, path: String) -> Error {
+    guard error.code == ENOSPC || error.code == EIO || error.code == EDQUOT else { return error }
+    if error.code == ENOSPC || error.code == EDQUOT { return EnvironmentError.diskFull(path: path, operation: error.context) }
+    var fs = statvfs()
+    guard statvfs(path, &fs) == 0 else { return error }
+    let free = UInt64(fs.f_bavail) * UInt64(fs.f_frsize)
+    return free < 1 << 20 ? EnvironmentError.diskFull(path: path, operation: error.context) : error
+}

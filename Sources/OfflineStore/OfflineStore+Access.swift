@@ -11,15 +11,15 @@ extension OfflineStore {
     /// the service come with the request queue). Returns true when it replaced an entity.
     @discardableResult
     public func upsert(set: String, entity: Properties) async throws -> Bool {
-        let h = try entities.set(set)
-        return try await entities.write { t in try h.upsert(t, entity) }
+        let store = entities
+        return try await store.write { t in try store.set(set).upsert(t, entity) != nil }
     }
 
     /// The blocking form of `upsert(set:entity:) async`, for callers on their own threads.
     @discardableResult
     public func upsert(set: String, entity: Properties) throws -> Bool {
-        let h = try entities.set(set)
-        return try entities.write { t in try h.upsert(t, entity) }
+        let store = entities
+        return try store.write { t in try store.set(set).upsert(t, entity) != nil }
     }
 
     /// Visits the entities of `set` in key order until `body` returns false.

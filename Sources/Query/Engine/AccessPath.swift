@@ -69,7 +69,7 @@ extension AccessPath {
     }
 
     /// Visits the candidates (primary key, row bytes) until `body` returns false.
-    static func run(_ access: AccessPath, set: EntitySetHandle, t: TxnRef,
+    static func run(_ access: AccessPath, set: EntitySetHandle, t: ReadView,
                     _ body: (MappedBytes, MappedBytes) throws -> Bool) throws {
         func fetch(_ pk: MappedBytes) throws -> Bool {
             guard let row = try set.row(t, key: Array(pk)) else { return true }

@@ -4,7 +4,7 @@ import Storage
 /// or an index whose leading properties are the foreign key; a full scan only when neither exists.
 package struct Navigator {
     let store: EntityStore
-    let t: TxnRef
+    let t: ReadView
 
     /// Property-value pairs a related entity must have, derived from `entity` and `nav`'s constraints.
     /// Nil when the navigation has no referential constraint (it cannot be resolved locally).

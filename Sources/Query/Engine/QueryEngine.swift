@@ -172,7 +172,7 @@ public struct QueryEngine: Sendable {
 
     /// Walks the resource path: every segment but the last must address one entity, which is read
     /// to find the next segment's foreign-key values.
-    func resolve(_ query: BoundQuery, _ t: TxnRef) throws -> Target {
+    func resolve(_ query: BoundQuery, _ t: ReadView) throws -> Target {
         let navigator = Navigator(store: store, t: t)
         var parent: EntityRef? = nil
         let segments = query.path.segments

@@ -7,13 +7,13 @@ import Storage
 /// so a result of any size streams in bounded memory.
 package struct QueryExecutor {
     let store: EntityStore
-    let t: TxnRef
+    let t: ReadView
     let evaluator: ExpressionEvaluator
     /// Sort entries kept in memory before spilling to a temporary LMDB database.
     let memorySortLimit: Int
     let scratchDirectory: String?
 
-    init(store: EntityStore, t: TxnRef, memorySortLimit: Int = 200_000, scratchDirectory: String? = nil) {
+    init(store: EntityStore, t: ReadView, memorySortLimit: Int = 200_000, scratchDirectory: String? = nil) {
         self.scratchDirectory = scratchDirectory
         self.store = store
         self.t = t
@@ -195,14 +195,14 @@ final class _SortSpill {
                 withUnsafeBytes(of: UInt32(e.sortKey.count).littleEndian) { value.append(contentsOf: $0) }
                 value.append(contentsOf: e.sortKey)
                 value.append(contentsOf: e.primaryKey)
-                try txn.txn.put(db, key, value)
+                try txn.view.put(db, key, value)
             }
         }
     }
 
     func inOrder(_ body: (SortEntry) throws -> Bool) throws {
         try env.read { txn in
-            try txn.txn.withCursor(db) { c in
+            try txn.view.withCursor(db) { c in
                 var group: [SortEntry] = []
                 var groupPrefix: [UInt8]? = nil
                 func flush() throws -> Bool {

@@ -13,7 +13,7 @@ extension EntitySetHandle {
     ///
     /// A bound is a tuple prefix: an inclusive bound takes every entry that starts with it, an
     /// exclusive one none of them. `body` gets the entry and its primary-key part.
-    package func scanIndex(_ t: TxnRef, _ index: IndexHandle,
+    package func scanIndex(_ t: ReadView, _ index: IndexHandle,
                            lower: (bytes: [UInt8], inclusive: Bool)?, upper: (bytes: [UInt8], inclusive: Bool)?,
                            _ body: (MappedBytes, MappedBytes) throws -> Bool) throws {
         var start: [UInt8]? = nil
@@ -44,7 +44,7 @@ extension EntitySetHandle {
     }
 
     /// Primary keys of entities whose first `values.count` index components equal `values`, in index order.
-    package func findEqual(_ t: TxnRef, index: IndexHandle, _ values: [Value], _ body: (MappedBytes) throws -> Bool) throws {
+    package func findEqual(_ t: ReadView, index: IndexHandle, _ values: [Value], _ body: (MappedBytes) throws -> Bool) throws {
         let p = try index.encodeTuple(values)
         try scanIndex(t, index, lower: (p, true), upper: (p, true)) { _, pk in try body(pk) }
     }
@@ -79,7 +79,7 @@ extension EntitySetHandle {
 
     /// Primary keys of entities whose components equal `prefix` and whose next component lies
     /// between `lower` and `upper` (nulls never match a range), in index order.
-    package func findRange(_ t: TxnRef, index: IndexHandle, prefix: [Value] = [], lower: ValueBound?, upper: ValueBound?,
+    package func findRange(_ t: ReadView, index: IndexHandle, prefix: [Value] = [], lower: ValueBound?, upper: ValueBound?,
                            _ body: (MappedBytes) throws -> Bool) throws {
         precondition(prefix.count < index.definition.components.count, "range component beyond the index")
         let (l, u) = try Self.byteBounds(prefix: try index.encodeTuple(prefix), descending: index.definition.components[prefix.count].descending,
@@ -89,7 +89,7 @@ extension EntitySetHandle {
 
     /// Primary keys of entities whose components equal `prefix` and whose next (string) component
     /// starts with `stringPrefix`, in index order.
-    package func findPrefix(_ t: TxnRef, index: IndexHandle, prefix: [Value] = [], stringPrefix: String,
+    package func findPrefix(_ t: ReadView, index: IndexHandle, prefix: [Value] = [], stringPrefix: String,
                             _ body: (MappedBytes) throws -> Bool) throws {
         let p = Self.stringPrefixBytes(prefix: try index.encodeTuple(prefix),
                                        descending: index.definition.components[prefix.count].descending, stringPrefix)
@@ -98,7 +98,7 @@ extension EntitySetHandle {
 
     /// Visits (primary key, row) pairs between two key byte bounds (tuple prefixes, as in
     /// `scanIndex`), in key order, or in reverse, until `body` returns false.
-    package func scanEntities(_ t: TxnRef, lower: (bytes: [UInt8], inclusive: Bool)?, upper: (bytes: [UInt8], inclusive: Bool)?,
+    package func scanEntities(_ t: ReadView, lower: (bytes: [UInt8], inclusive: Bool)?, upper: (bytes: [UInt8], inclusive: Bool)?,
                               reverse: Bool = false, _ body: (MappedBytes, MappedBytes) throws -> Bool) throws {
         var start: [UInt8]? = nil
         if let lower { start = lower.inclusive ? lower.bytes : Self.successor(lower.bytes) }
@@ -127,7 +127,7 @@ extension EntitySetHandle {
     }
 
     /// Decodes the entity stored under raw primary-key bytes (e.g. from an index entry).
-    package func entity(_ t: TxnRef, primaryKey: MappedBytes) throws -> Properties? {
+    package func entity(_ t: ReadView, primaryKey: MappedBytes) throws -> Properties? {
         guard let row = try t.get(entities, primaryKey) else { return nil }
         return try decodeRow(row, keyBytes: primaryKey)
     }

@@ -126,12 +126,12 @@ public final class EntitySetHandle: Sendable {
     // MARK: Reading
 
     /// The stored row bytes for a key, borrowed from the map. Nil when absent.
-    package func row(_ t: TxnRef, key: [UInt8]) throws -> MappedBytes? {
+    package func row(_ t: ReadView, key: [UInt8]) throws -> MappedBytes? {
         try t.get(entities, key)
     }
 
     /// The entity with the given key values, or nil.
-    package func get(_ t: TxnRef, key values: [Value]) throws -> Properties? {
+    package func get(_ t: ReadView, key values: [Value]) throws -> Properties? {
         let key = try encodeKey(values)
         guard let bytes = try t.get(entities, key) else { return nil }
         return try decodeRow(bytes, keyBytes: key)
@@ -161,10 +161,10 @@ public final class EntitySetHandle: Sendable {
         return bytes.map { String($0, radix: 16) }.joined(separator: " ")
     }
 
-    package func count(_ t: TxnRef) throws -> Int { try t.count(entities) }
+    package func count(_ t: ReadView) throws -> Int { try t.count(entities) }
 
     /// Visits every entity in key order until `body` returns false.
-    package func scan(_ t: TxnRef, _ body: (Properties) throws -> Bool) throws {
+    package func scan(_ t: ReadView, _ body: (Properties) throws -> Bool) throws {
         try t.withCursor(entities) { c in
             var e = try c.first()
             while let (k, v) = e {
@@ -177,7 +177,7 @@ public final class EntitySetHandle: Sendable {
     // MARK: Writing
 
     /// Inserts a new entity. Throws `duplicateKey` if one with the same key exists.
-    package func insert(_ t: TxnRef, _ props: Properties) throws {
+    package func insert(_ t: WriteView, _ props: Properties) throws {
         try validate(props, partial: false)
         let keyValues = try keyValues(props)
         let key = try encodeKey(keyValues)
@@ -185,20 +185,22 @@ public final class EntitySetHandle: Sendable {
         try write(t, key: key, keyValues: keyValues, old: nil, new: props)
     }
 
-    /// Inserts or fully replaces the entity with the same key. Returns true when it replaced one.
+    /// Inserts or fully replaces the entity with the same key. Returns the entity it replaced
+    /// (its previous image), or nil when there was none.
     @discardableResult
-    package func upsert(_ t: TxnRef, _ props: Properties) throws -> Bool {
+    package func upsert(_ t: WriteView, _ props: Properties) throws -> Properties? {
         try validate(props, partial: false)
         let keyValues = try keyValues(props)
         let key = try encodeKey(keyValues)
         let old = try oldRowForOverwrite(t, key: key)
         try write(t, key: key, keyValues: keyValues, old: old, new: props)
-        return old != nil
+        return old
     }
 
-    /// Merges `changes` into the existing entity (PATCH). Returns the entity as stored.
+    /// Merges `changes` into the existing entity (PATCH). Returns its previous image and the
+    /// entity as stored.
     @discardableResult
-    package func merge(_ t: TxnRef, key keyValues: [Value], _ changes: Properties) throws -> Properties {
+    package func merge(_ t: WriteView, key keyValues: [Value], _ changes: Properties) throws -> (previous: Properties, current: Properties) {
         try validate(changes, partial: true)
         let key = try encodeKey(keyValues)
         guard let bytes = try t.get(entities, key) else {
@@ -212,11 +214,13 @@ public final class EntitySetHandle: Sendable {
         }
         try validate(new, partial: false)
         try write(t, key: key, keyValues: keyValues, old: old, new: new)
-        return new
+        return (old, new)
     }
 
-    /// Replaces the existing entity (PUT): properties absent from `props` become null.
-    package func replace(_ t: TxnRef, key keyValues: [Value], _ props: Properties) throws {
+    /// Replaces the existing entity (PUT): properties absent from `props` become null. Returns the
+    /// previous image and the entity as stored.
+    @discardableResult
+    package func replace(_ t: WriteView, key keyValues: [Value], _ props: Properties) throws -> (previous: Properties, current: Properties) {
         var full = props
         for (k, v) in zip(type.key, keyValues) {
             if let given = props[k], given != v { throw EntityError.keyChange(set: name, property: k) }
@@ -229,11 +233,12 @@ public final class EntitySetHandle: Sendable {
         }
         let old = try decodeRow(bytes, keyBytes: key)
         try write(t, key: key, keyValues: keyValues, old: old, new: full)
+        return (old, full)
     }
 
     /// Deletes the entity and its index entries. Returns the deleted entity, or nil if absent.
     @discardableResult
-    package func delete(_ t: TxnRef, key keyValues: [Value]) throws -> Properties? {
+    package func delete(_ t: WriteView, key keyValues: [Value]) throws -> Properties? {
         let key = try encodeKey(keyValues)
         guard let bytes = try t.get(entities, key) else { return nil }
         let old = try decodeRow(bytes, keyBytes: key)
@@ -247,12 +252,12 @@ public final class EntitySetHandle: Sendable {
     /// The row stored under `key`, decoded; nil when there is none. A row that does not decode
     /// cannot say which index entries it has, so those pointing at `key` are found and removed,
     /// and the row counts as absent: overwriting or deleting repairs it.
-    private func oldRowForOverwrite(_ t: TxnRef, key: [UInt8]) throws -> Properties? {
+    private func oldRowForOverwrite(_ t: WriteView, key: [UInt8]) throws -> Properties? {
         guard let bytes = try t.get(entities, key) else { return nil }
         if let old = try? codec.decode(bytes) { return old }
         for index in indexes {
             var stale: [[UInt8]] = []
-            try scanIndex(t, index, lower: nil, upper: nil) { entry, pk in
+            try scanIndex(t.reader, index, lower: nil, upper: nil) { entry, pk in
                 if pk.elementsEqual(key) { stale.append(Array(entry)) }
                 return true
             }
@@ -262,12 +267,12 @@ public final class EntitySetHandle: Sendable {
     }
 
     /// Writes the row and brings every index from `old` to `new`; all checks come first.
-    private func write(_ t: TxnRef, key: [UInt8], keyValues: [Value], old: Properties?, new: Properties) throws {
+    private func write(_ t: WriteView, key: [UInt8], keyValues: [Value], old: Properties?, new: Properties) throws {
         let newEntries = try indexes.map { i throws(EntityError) in try i.entryKey(new, primaryKey: key) }
         let oldEntries = try old.map { o in try indexes.map { i throws(EntityError) in try i.entryKey(o, primaryKey: key) } }
         for (n, index) in indexes.enumerated() where index.definition.unique {
             if oldEntries?[n] == newEntries[n] { continue }
-            try index.checkUnique(t, new, primaryKey: key)
+            try index.checkUnique(t.reader, new, primaryKey: key)
         }
         for (n, index) in indexes.enumerated() {
             if let o = oldEntries?[n] {

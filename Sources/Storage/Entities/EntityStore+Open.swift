@@ -49,8 +49,8 @@ extension EntityStore {
             throw EntityError.badInput("'\(path)' is not an OfflineStore store (no meta database)")
         }
         let (format, metadata, configText) = try env.read { txn in
-            (try txn.txn.get(meta, formatKey).map(Array.init), try txn.txn.get(meta, metadataKey).map(Array.init),
-             try txn.txn.get(meta, configKey).map(Array.init))
+            (try txn.view.get(meta, formatKey).map(Array.init), try txn.view.get(meta, metadataKey).map(Array.init),
+             try txn.view.get(meta, configKey).map(Array.init))
         }
         guard format == formatVersion, let metadata, let configText else {
             throw EntityError.badInput("'\(path)' is not an OfflineStore store of a supported format")

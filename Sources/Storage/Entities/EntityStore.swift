@@ -27,23 +27,16 @@ public final class EntityStore: Sendable {
     static let formatVersion = Array("offline-store 1".utf8)
 
     /// Opens the store in `environment` with an already parsed schema; creates missing databases.
-    /// Used by `create` and `open` once they have the schema.
+    /// Used by `create` and `open` once they have the schema. Every named database the store uses
+    /// is opened here, in one transaction, so no write ever has to open one.
     public init(environment: Environment, schema: Schema, metadata: [UInt8], configuration: StoreConfiguration) throws {
         self.environment = environment
         self.schema = schema
         self.metadata = metadata
-        self.meta = try Self.database(environment, "meta")
-        var handles: [String: EntitySetHandle] = [:]
-        for name in schema.entitySetNames {
-            guard let type = schema.entityType(ofSet: name) else { throw EntityError.unknownEntitySet(name) }
-            let db = try Self.database(environment, "e/\(name)")
-            handles[name] = EntitySetHandle(name: name, type: type, schema: schema, entities: db, indexes: [])
-        }
-        state = Mutex(State(configuration: configuration, handles: handles))
         // Indexes: the configuration's, then one per navigation foreign key not already covered.
         var definitions: [IndexDefinition] = []
         for (set, defs) in configuration.indexes.sorted(by: { $0.key < $1.key }) {
-            guard handles[set] != nil else { throw EntityError.unknownEntitySet(set) }
+            guard schema.entitySet(set) != nil else { throw EntityError.unknownEntitySet(set) }
             for d in defs { definitions.append(try IndexDefinition(entitySet: set, definition: d)) }
         }
         for fk in Self.foreignKeyIndexes(schema) where !definitions.contains(where: {
@@ -51,15 +44,24 @@ public final class EntityStore: Sendable {
         }) {
             definitions.append(fk)
         }
-        for d in definitions { try addIndex(d, persist: false) }
-    }
-
-    /// Opens (creating unless the environment is read-only) the named database `name`.
-    static func database(_ environment: Environment, _ name: String) throws -> Database {
-        guard let db = try environment.database(named: name, create: !environment.isReadOnly) else {
-            throw EntityError.badInput("the store in '\(environment.path)' has no database '\(name)'; open it writable once to create it")
+        let setNames = schema.entitySetNames
+        let names = ["meta"] + setNames.map { "e/\($0)" } + definitions.map(\.databaseName)
+        let opened = try environment.databases(named: names, create: !environment.isReadOnly)
+        var byName: [String: Database] = [:]
+        for (name, db) in zip(names, opened) {
+            // Index databases may be missing in a read-only store (their backfill never ran).
+            if let db { byName[name] = db } else if !name.hasPrefix("i/") {
+                throw EntityError.badInput("the store in '\(environment.path)' has no database '\(name)'; open it writable once to create it")
+            }
         }
-        return db
+        self.meta = byName["meta"]!
+        var handles: [String: EntitySetHandle] = [:]
+        for name in setNames {
+            guard let type = schema.entityType(ofSet: name) else { throw EntityError.unknownEntitySet(name) }
+            handles[name] = EntitySetHandle(name: name, type: type, schema: schema, entities: byName["e/\(name)"]!, indexes: [])
+        }
+        state = Mutex(State(configuration: configuration, handles: handles))
+        for d in definitions { try addIndex(d, persist: false) }
     }
 
     /// One index per set and foreign key (the dependent properties of a referential constraint).
@@ -91,18 +93,20 @@ public final class EntityStore: Sendable {
     // MARK: Transactions
 
     /// Runs `body` in a read transaction.
-    package func read<R>(_ body: (TxnRef) throws -> R) throws -> R {
-        try environment.read { txn in try body(txn.txn) }
+    package func read<R>(_ body: (ReadView) throws -> R) throws -> R {
+        try environment.read { txn in try body(txn.view) }
     }
 
     /// Runs `body` in a (group-committed) write transaction and waits for the durable commit.
+    /// `body` may run more than once (after the map grows): it must act only through `t`, and
+    /// take entity-set handles from the store inside the body, so it sees indexes added since.
     @discardableResult
-    package func write<R: Sendable>(_ body: @escaping @Sendable (TxnRef) throws -> R) throws -> R {
-        try environment.write { txn in try body(txn.txn) }
+    package func write<R: Sendable>(_ body: @escaping @Sendable (WriteView) throws -> R) throws -> R {
+        try environment.write { txn in try body(txn.view) }
     }
 
-    package func write<R: Sendable>(_ body: @escaping @Sendable (TxnRef) throws -> R) async throws -> R {
-        try await environment.write { txn in try body(txn.txn) }
+    package func write<R: Sendable>(_ body: @escaping @Sendable (WriteView) throws -> R) async throws -> R {
+        try await environment.write { txn in try body(txn.view) }
     }
 
     // MARK: Indexes
@@ -120,33 +124,64 @@ public final class EntityStore: Sendable {
         // without the marker (new, or cut off by a crash) is rebuilt from the entities.
         let marker = Array("ready/\(definition.databaseName)".utf8)
         let meta = self.meta
-        let ready = try read({ t in try t.get(meta, marker) }) != nil
+        let ready = try read { t in try t.contains(meta, marker) }
         // A read-only store cannot build an index; one that is not ready is left out, so queries
         // scan instead of trusting an incomplete index.
         if environment.isReadOnly && !ready { return }
-        let db = try Self.database(environment, definition.databaseName)
+        guard let db = try environment.database(named: definition.databaseName, create: true) else { return }
         let handle = try IndexHandle(definition: definition, database: db, entityType: set.type, schema: schema)
-        if !ready {
-            try write { t in
-                try t.clear(db)
-                try t.put(meta, marker, [])
-                try set.scanRaw(t) { key, row in
-                    let props = try set.decodeRow(row, keyBytes: key)
-                    if definition.unique { try handle.checkUnique(t, props, primaryKey: Array(key)) }
-                    try t.put(db, try handle.entryKey(props, primaryKey: Array(key)), [])
-                    return true
+        if ready {
+            install(handle)
+        } else {
+            // The backfill runs alone in its transaction and installs the handle before it
+            // commits: every write after it (each takes its set's handle inside its body) keeps
+            // the index, every write before it is in what the backfill reads.
+            do {
+                try environment.writeAlone { txn in
+                    let t = txn.view
+                    try t.clear(db)
+                    try t.put(meta, marker, [])
+                    let current = try self.set(definition.entitySet)
+                    try current.scanRaw(t.reader) { key, row in
+                        let props = try current.decodeRow(row, keyBytes: key)
+                        if definition.unique { try handle.checkUnique(t.reader, props, primaryKey: Array(key)) }
+                        try t.put(db, try handle.entryKey(props, primaryKey: Array(key)), [])
+                        return true
+                    }
+                    self.install(handle)
+                }
+            } catch {
+                uninstall(definition)
+                throw error
+            }
+        }
+        if !definition.automatic {
+            state.withLock { s in
+                if !(s.configuration.indexes[definition.entitySet] ?? []).contains(definition.name) {
+                    s.configuration.indexes[definition.entitySet, default: []].append(definition.name)
                 }
             }
         }
+        if persist { try saveConfiguration() }
+    }
+
+    /// Puts `handle` into its set's handle (idempotent: a body that runs twice installs once).
+    private func install(_ handle: IndexHandle) {
+        let setName = handle.definition.entitySet
+        state.withLock { s in
+            let h = s.handles[setName]!
+            if h.index(named: handle.definition.name) != nil { return }
+            s.handles[setName] = EntitySetHandle(name: h.name, type: h.type, schema: schema,
+                                                 entities: h.entities, indexes: h.indexes + [handle])
+        }
+    }
+
+    private func uninstall(_ definition: IndexDefinition) {
         state.withLock { s in
             let h = s.handles[definition.entitySet]!
-            s.handles[definition.entitySet] = EntitySetHandle(name: h.name, type: h.type, schema: schema,
-                                                              entities: h.entities, indexes: h.indexes + [handle])
-            if !definition.automatic, !(s.configuration.indexes[definition.entitySet] ?? []).contains(definition.name) {
-                s.configuration.indexes[definition.entitySet, default: []].append(definition.name)
-            }
+            s.handles[definition.entitySet] = EntitySetHandle(name: h.name, type: h.type, schema: schema, entities: h.entities,
+                                                              indexes: h.indexes.filter { $0.definition.name != definition.name })
         }
-        if persist { try saveConfiguration() }
     }
 
     /// Drops index `name` of `set` and its entries.
@@ -174,7 +209,7 @@ public final class EntityStore: Sendable {
 
 extension EntitySetHandle {
     /// Visits raw (key, row) pairs in key order until `body` returns false.
-    package func scanRaw(_ t: TxnRef, _ body: (MappedBytes, MappedBytes) throws -> Bool) throws {
+    package func scanRaw(_ t: ReadView, _ body: (MappedBytes, MappedBytes) throws -> Bool) throws {
         try t.withCursor(entities) { c in
             var e = try c.first()
             while let (k, v) = e {

@@ -66,7 +66,7 @@ public struct IndexHandle: Sendable {
     }
 
     /// Throws `uniqueViolation` when another entity already has `props`' index tuple.
-    func checkUnique(_ t: TxnRef, _ props: Properties, primaryKey: [UInt8]) throws {
+    func checkUnique(_ t: ReadView, _ props: Properties, primaryKey: [UInt8]) throws {
         let values = componentValues(props)
         if values.contains(where: \.isNull) { return }  // as in SQL, nulls never collide
         let tuple = try encodeTuple(values)

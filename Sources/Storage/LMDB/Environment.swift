@@ -19,8 +19,8 @@ public enum Durability: String, Sendable, Codable {
 /// ```swift
 /// let env = try Environment(path: "/tmp/store")
 /// let db = try env.database(named: "e/Products", create: true)
-/// try env.write { txn in try txn.txn.put(db, key, value) }
-/// let n = try env.read { txn in try txn.txn.count(db) }
+/// try env.write { txn in try txn.view.put(db, key, value) }
+/// let n = try env.read { txn in try txn.view.count(db) }
 /// ```
 public final class Environment: @unchecked Sendable {
     // @unchecked: MDB_env is thread-safe under MDB_NOTLS; our mutable state is behind `state` and
@@ -29,6 +29,10 @@ public final class Environment: @unchecked Sendable {
     public let path: String
     private let resize = _RWLock()
     private let state = Mutex<[String: Database]>([:])
+    /// Serializes `mdb_dbi_open` in read-only environments (writable ones open on the writer thread).
+    private let dbiLock = Mutex(())
+    /// The limit given to `mdb_env_set_maxdbs`.
+    public let maxDatabases: Int
     private let writer: _Writer
     /// Reset read transactions kept for reuse (`mdb_txn_reset` / `mdb_txn_renew`): renewing keeps
     /// the reader slot and the allocation, which makes a short read several times cheaper.
@@ -45,7 +49,7 @@ public final class Environment: @unchecked Sendable {
     ///     locking (`MDB_NOLOCK`): nobody can be writing there.
     /// - Throws: `LMDBError`, `StorageSystemError` or `EnvironmentError`. On failure the
     ///   environment is closed again (`mdb_env_close`).
-    public init(path: String, durability: Durability = .full, mapSize: Int = 1 << 30,
+    public init(path: String, durability: Durability = .full, mapSize: Int = Environment.defaultMapSize,
                 maxDatabases: Int = 1024, fileMode: mode_t = 0o644, readOnly: Bool = false) throws {
         // Before any file of ours is opened: a closed standard descriptor must not become data.mdb.
         try StandardDescriptors.reserve()
@@ -62,6 +66,7 @@ public final class Environment: @unchecked Sendable {
         }
         self.raw = env
         self.path = path
+        self.maxDatabases = maxDatabases
         self.isReadOnly = readOnly
         self.temporaryFile = nil
         self.writer = _Writer()
@@ -86,6 +91,7 @@ public final class Environment: @unchecked Sendable {
         let flags = UInt32(MDB_NOTLS | MDB_NOSUBDIR | MDB_NOLOCK | MDB_NOSYNC | MDB_NOMETASYNC)
         self.raw = try Self._open(file, flags: flags, mapSize: mapSize, maxDatabases: maxDatabases, fileMode: 0o600)
         self.path = file
+        self.maxDatabases = maxDatabases
         self.isReadOnly = false
         self.temporaryFile = file
         self.writer = _Writer()
@@ -96,14 +102,20 @@ public final class Environment: @unchecked Sendable {
     /// `mdb_env_create`, the limits, `mdb_env_open`; `mdb_env_close` again if any of it fails.
     private static func _open(_ path: String, flags: UInt32, mapSize: Int, maxDatabases: Int, fileMode: mode_t) throws -> OpaquePointer {
         var env: OpaquePointer?
-        try _check(mdb_env_create(&env), "mdb_env_create")
+        try _check(_lmdb.envCreate(&env), "mdb_env_create")
         do {
-            try _check(mdb_env_set_maxdbs(env, MDB_dbi(maxDatabases)), "mdb_env_set_maxdbs")
-            try _check(mdb_env_set_mapsize(env, mapSize), "mdb_env_set_mapsize")
-            try _check(mdb_env_set_maxreaders(env, 510), "mdb_env_set_maxreaders")
-            try _check(mdb_env_open(env, path, flags, fileMode), "mdb_env_open \(path)")
+            try _check(_lmdb.envSetMaxDBs(env, maxDatabases), "mdb_env_set_maxdbs")
+            try _check(_lmdb.envSetMapSize(env, mapSize), "mdb_env_set_mapsize")
+            try _check(_lmdb.envSetMaxReaders(env, 510), "mdb_env_set_maxreaders")
+            try _check(_lmdb.envOpen(env, path, flags, fileMode), "mdb_env_open \(path)")
+            if flags & UInt32(MDB_NOLOCK) == 0 {
+                // Reader slots of processes that died (SIGKILL) are freed now, not when the
+                // table fills; a stale slot would also pin old pages and grow the file.
+                var dead: Int32 = 0
+                try _check(_lmdb.readerCheck(env!, &dead), "mdb_reader_check")
+            }
         } catch {
-            mdb_env_close(env)
+            _lmdb.envClose(env)
             throw _diskFull(error, path: path)
         }
         return env!
@@ -137,9 +149,14 @@ public final class Environment: @unchecked Sendable {
 
         deinit {
         writer.stop()
-        for bits in idleReaders.withLock({ $0 }) { mdb_txn_abort(OpaquePointer(bitPattern: bits)) }
-        mdb_env_close(raw)
+        for bits in idleReaders.withLock({ $0 }) { _lmdb.txnAbort(OpaquePointer(bitPattern: bits)!) }
+        _lmdb.envClose(raw)
     }
+
+    /// The map reserved at open: 64 GiB of address space, not of disk (the file grows only as pages
+    /// are written). So large a map almost never fills, so writers almost never wait for every
+    /// reader to finish before a resize — a long streaming read would otherwise stall them.
+    public static let defaultMapSize = 64 << 30
 
     /// True when opened with `readOnly`: writes throw.
     public let isReadOnly: Bool
@@ -149,19 +166,19 @@ public final class Environment: @unchecked Sendable {
     /// The durability in force (`mdb_env_get_flags`).
     public var durability: Durability {
         var flags: UInt32 = 0
-        mdb_env_get_flags(raw, &flags)
+        _ = _lmdb.envGetFlags(raw, &flags)
         return flags & UInt32(MDB_NOSYNC) != 0 ? .noSync : .full
     }
 
     /// Changes the durability of later commits (`mdb_env_set_flags` with `MDB_NOSYNC`).
     public func setDurability(_ d: Durability) throws {
-        try _check(mdb_env_set_flags(raw, UInt32(MDB_NOSYNC), d == .noSync ? 1 : 0), "mdb_env_set_flags")
+        try _check(_lmdb.envSetFlags(raw, UInt32(MDB_NOSYNC), d == .noSync), "mdb_env_set_flags")
     }
 
     /// The current map size in bytes (`mdb_env_info`).
     public var mapSize: Int {
         var info = MDB_envinfo()
-        mdb_env_info(raw, &info)
+        _ = _lmdb.envInfo(raw, &info)
         return info.me_mapsize
     }
 
@@ -173,7 +190,7 @@ public final class Environment: @unchecked Sendable {
 
     /// Flushes buffers to disk (`mdb_env_sync` with force), for `noSync` stores that want a checkpoint.
     public func sync() throws {
-        try _check(mdb_env_sync(raw, 1), "mdb_env_sync")
+        try _check(_lmdb.envSync(raw, force: true), "mdb_env_sync")
     }
 
     // MARK: Reading
@@ -191,19 +208,21 @@ public final class Environment: @unchecked Sendable {
     /// A read transaction: a renewed idle one, else a new one (`mdb_txn_renew` / `mdb_txn_begin`).
     private func beginRead() throws -> OpaquePointer {
         if let bits = idleReaders.withLock({ $0.popLast() }), let idle = OpaquePointer(bitPattern: bits) {
-            if mdb_txn_renew(idle) == 0 { return idle }
-            mdb_txn_abort(idle)
+            if _lmdb.txnRenew(idle) == 0 { return idle }
+            _lmdb.txnAbort(idle)
         }
         var txn: OpaquePointer?
-        var rc = mdb_txn_begin(raw, nil, UInt32(MDB_RDONLY), &txn)
+        var rc = _lmdb.txnBegin(raw, parent: nil, UInt32(MDB_RDONLY), &txn)
         if rc == MDB_MAP_RESIZED {
-            // Another process grew the map: adopt its size (needs no transaction of ours active).
+            // Another process grew the map: adopt its size, with no transaction of ours active
+            // (the exclusive lock waits for this process's readers to end).
             resize.unlock()
             resize.lockExclusive()
-            mdb_env_set_mapsize(raw, 0)
+            let src = _lmdb.envSetMapSize(raw, 0)
             resize.unlock()
             resize.lockShared()
-            rc = mdb_txn_begin(raw, nil, UInt32(MDB_RDONLY), &txn)
+            try _check(src, "mdb_env_set_mapsize (adopt)")
+            rc = _lmdb.txnBegin(raw, parent: nil, UInt32(MDB_RDONLY), &txn)
         }
         try _check(rc, "mdb_txn_begin (read)")
         return txn!
@@ -211,14 +230,14 @@ public final class Environment: @unchecked Sendable {
 
     /// Ends a read transaction: reset and kept for reuse, or aborted when enough are idle.
     func _endRead(_ txn: OpaquePointer) {
-        mdb_txn_reset(txn)
+        _lmdb.txnReset(txn)
         let bits = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(txn)))
         let kept = idleReaders.withLock { idle -> Bool in
             guard idle.count < Self.maxIdleReaders else { return false }
             idle.append(bits)
             return true
         }
-        if !kept { mdb_txn_abort(txn) }
+        if !kept { _lmdb.txnAbort(txn) }
     }
 
     // MARK: Writing
@@ -245,6 +264,15 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
+    /// Like `write`, but in a transaction of its own rather than group-committed with others:
+    /// for work that changes what later writes must do (adding an index).
+    @discardableResult
+    package func writeAlone<R: Sendable>(_ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R) throws -> R {
+        precondition(!writer.isCurrentThread, "Environment.write called from inside a write")
+        if isReadOnly { throw EnvironmentError.readOnly(path) }
+        return try runAndWait(_WriteJob<R>(body: body, exclusive: true))
+    }
+
     /// Hands `job` to the writer thread and blocks until it has committed (or failed).
     private func runAndWait<R>(_ job: _WriteJob<R>) throws -> R {
         let done = DispatchSemaphore(value: 0)
@@ -256,37 +284,53 @@ public final class Environment: @unchecked Sendable {
 
     /// Opens the named database `name` (`mdb_dbi_open`), creating it if `create` is true.
     /// Returns nil when it does not exist and `create` is false.
+    ///
+    /// LMDB allows one `mdb_dbi_open` at a time in a process, in a transaction that ends before
+    /// any other may call it: every open runs in a transaction of its own on the writer thread
+    /// (or, read-only, under `dbiLock`). Handles are cached. Call it when the store opens, not
+    /// from inside a write body (that throws rather than wait for itself).
     public func database(named name: String, create: Bool) throws -> Database? {
-        if let db = state.withLock({ $0[name] }) { return db }
-        if create && !isReadOnly {
-            let db = try runAndWait(_WriteJob<Database?>(body: { txn in
+        try databases(named: [name], create: create)[0]
+    }
+
+    /// Opens several named databases in one transaction; nil for each that is absent when
+    /// `create` is false.
+    public func databases(named names: [String], create: Bool) throws -> [Database?] {
+        let cached = state.withLock { cache in names.map { cache[$0] } }
+        let missing = zip(names, cached).filter { $0.1 == nil }.map(\.0)
+        if missing.isEmpty { return cached }
+        if writer.isCurrentThread { throw EnvironmentError.databaseOpenInsideWrite(missing[0]) }
+        let create = create && !isReadOnly
+        let open: @Sendable (OpaquePointer) throws -> [Database?] = { txn in
+            try missing.map { name throws -> Database? in
                 var dbi = MDB_dbi()
-                try _check(mdb_dbi_open(txn.txn.raw, name, UInt32(MDB_CREATE), &dbi), "mdb_dbi_open \(name)")
+                let rc = _lmdb.dbiOpen(txn, name, create ? UInt32(MDB_CREATE) : 0, &dbi)
+                if rc == MDB_NOTFOUND { return nil }
+                if rc == MDB_DBS_FULL { throw EnvironmentError.tooManyDatabases(name: name, limit: self.maxDatabases) }
+                try _check(rc, "mdb_dbi_open \(name)")
                 return Database(dbi: dbi, name: name)
-            }, exclusive: true))
-            state.withLock { $0[name] = db }
-            return db
-        }
-        // A read transaction may open an existing database; it must commit (not abort) for the
-        // handle to stay open. Only one mdb_dbi_open at a time.
-        return try state.withLock { cache -> Database? in
-            if let db = cache[name] { return db }
-            resize.lockShared()
-            defer { resize.unlock() }
-            var txn: OpaquePointer?
-            try _check(mdb_txn_begin(raw, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin (open \(name))")
-            var dbi = MDB_dbi()
-            let rc = mdb_dbi_open(txn, name, 0, &dbi)
-            if rc == MDB_NOTFOUND {
-                mdb_txn_abort(txn)
-                return nil
             }
-            if rc != 0 { mdb_txn_abort(txn) }
-            try _check(rc, "mdb_dbi_open \(name)")
-            try _check(mdb_txn_commit(txn), "mdb_txn_commit (open \(name))")
-            let db = Database(dbi: dbi, name: name)
-            cache[name] = db
-            return db
+        }
+        let opened: [Database?]
+        if isReadOnly {
+            opened = try dbiLock.withLock { _ in
+                resize.lockShared()
+                defer { resize.unlock() }
+                var txn: OpaquePointer?
+                try _check(_lmdb.txnBegin(raw, parent: nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin (open databases)")
+                let result = Result { try open(txn!) }
+                // The transaction must commit, not abort, for the handles to stay open.
+                if case .failure = result { _lmdb.txnAbort(txn!) } else {
+                    try _check(_lmdb.txnCommit(txn!), "mdb_txn_commit (open databases)")
+                }
+                return try result.get()
+            }
+        } else {
+            opened = try runAndWait(_WriteJob<[Database?]>(body: { txn in try open(txn.view.raw) }, exclusive: true))
+        }
+        return state.withLock { cache in
+            for case let db? in opened { cache[db.name] = db }
+            return names.map { cache[$0] }
         }
     }
 
@@ -294,7 +338,7 @@ public final class Environment: @unchecked Sendable {
     public func dropDatabase(named name: String) throws {
         guard let db = try database(named: name, create: false) else { return }
         let dropped = Result { try runAndWait(_WriteJob<Void>(body: { txn in
-            try _check(mdb_drop(txn.txn.raw, db.dbi, 1), "mdb_drop \(name)")
+            try _check(_lmdb.drop(txn.view.raw, db.dbi, delete: true), "mdb_drop \(name)")
         }, exclusive: true)) }
         state.withLock { _ = $0.removeValue(forKey: name) }
         try dropped.get()
@@ -303,10 +347,9 @@ public final class Environment: @unchecked Sendable {
     /// Names of all named databases (the keys of LMDB's main database).
     public func databaseNames() throws -> [String] {
         try read { txn in
-            var dbi = MDB_dbi()
-            try _check(mdb_dbi_open(txn.txn.raw, nil, 0, &dbi), "mdb_dbi_open (main)")
+            // The main database is always handle 1 (MAIN_DBI): no mdb_dbi_open needed.
             var names: [String] = []
-            try txn.txn.withCursor(Database(dbi: dbi, name: "(main)")) { c in
+            try txn.view.withCursor(Database(dbi: 1, name: "(main)")) { c in
                 var e = try c.first()
                 while let (k, _) = e {
                     names.append(String(decoding: k, as: UTF8.self))
@@ -323,8 +366,9 @@ public final class Environment: @unchecked Sendable {
     func _growMap() throws {
         resize.lockExclusive()
         defer { resize.unlock() }
-        let newSize = mapSize * 2
-        try _check(mdb_env_set_mapsize(raw, newSize), "mdb_env_set_mapsize \(newSize)")
+        let (newSize, overflow) = mapSize.multipliedReportingOverflow(by: 2)
+        if overflow { throw LMDBError(code: MDB_MAP_FULL, context: "the map cannot grow past \(mapSize) bytes") }
+        try _check(_lmdb.envSetMapSize(raw, newSize), "mdb_env_set_mapsize \(newSize)")
     }
 }
 

@@ -12,11 +12,17 @@ public enum EnvironmentError: Error, Sendable, Equatable, CustomStringConvertibl
     case readOnly(String)
     /// The file system holding the store has no room left; nothing of the operation was kept.
     case diskFull(path: String, operation: String)
+    /// `database(named:)` was called from inside a write body, where it would wait for itself.
+    case databaseOpenInsideWrite(String)
+    /// The environment's named-database limit is reached.
+    case tooManyDatabases(name: String, limit: Int)
 
     public var description: String {
         switch self {
         case .notADirectory(let p): "'\(p)' is not a directory (a store is a directory holding data.mdb and lock.mdb)"
         case .readOnly(let p): "the store '\(p)' is open read-only"
+        case .databaseOpenInsideWrite(let n): "the database '\(n)' must be opened before a write, not inside one"
+        case .tooManyDatabases(let n, let limit): "cannot open database '\(n)': the store holds at most \(limit) named databases"
         case .diskFull(let p, let op): "the disk is full: no space left on the file system of '\(p)' (\(op)); the failed write changed nothing"
         }
     }

@@ -10,9 +10,8 @@ public struct Database: Sendable, Hashable {
 public typealias MappedBytes = UnsafeRawBufferPointer
 
 @inline(__always)
-func _withVal<R>(_ bytes: UnsafeRawBufferPointer, _ body: (inout MDB_val) throws -> R) rethrows -> R {
-    var v = MDB_val(mv_size: bytes.count, mv_data: UnsafeMutableRawPointer(mutating: bytes.baseAddress))
-    return try body(&v)
+func _val(_ bytes: UnsafeRawBufferPointer) -> MDB_val {
+    MDB_val(mv_size: bytes.count, mv_data: UnsafeMutableRawPointer(mutating: bytes.baseAddress))
 }
 
 @inline(__always)
@@ -20,82 +19,160 @@ func _bytes(_ v: MDB_val) -> MappedBytes {
     MappedBytes(start: v.mv_data, count: v.mv_size)
 }
 
-/// The raw transaction pointer shared by read and write transactions; what the storage layer's
-/// readers take so one function serves both. Never outlives the transaction it came from.
-package struct TxnRef {
+/// Marks a transaction as ended, so that (in debug builds) a view used after its transaction
+/// ended traps at once instead of reading freed memory.
+final class _TxnLiveness: @unchecked Sendable {
+    // @unchecked: written once, by the transaction's own thread, when it ends.
+    var ended = false
+}
+
+/// What can be done in any transaction: look up, count, iterate. Storage's and Query's readers
+/// take a `ReadView`; only a `WriteView` can change anything, so a write inside a read does not
+/// compile.
+///
+/// A view is valid only inside the closure that received it (`Environment.read`/`write`), and so is
+/// every `MappedBytes` it returns. Debug builds check that on every call.
+package struct ReadView {
     package let raw: OpaquePointer
+    #if DEBUG
+    let liveness: _TxnLiveness
+    #endif
+
+    init(raw: OpaquePointer) {
+        self.raw = raw
+        #if DEBUG
+        self.liveness = _TxnLiveness()
+        #endif
+    }
+
+    /// Marks the transaction ended (debug builds check every later use of a copy of this view).
+    func end() {
+        #if DEBUG
+        liveness.ended = true
+        #endif
+    }
+
+    @inline(__always)
+    func assertLive() {
+        #if DEBUG
+        precondition(!liveness.ended, "a transaction view was used after its transaction ended")
+        #endif
+    }
 
     /// Looks up `key` (`mdb_get`). Returns nil when it is absent.
     package func get(_ db: Database, _ key: UnsafeRawBufferPointer) throws(LMDBError) -> MappedBytes? {
-        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        assertLive()
+        var k = _val(key)
         var v = MDB_val()
-        let rc = mdb_get(raw, db.dbi, &k, &v)
+        let rc = _lmdb.get(raw, db.dbi, &k, &v)
         if rc == MDB_NOTFOUND { return nil }
         try _check(rc, "mdb_get on \(db.name)")
         return _bytes(v)
     }
 
     package func get(_ db: Database, _ key: [UInt8]) throws(LMDBError) -> MappedBytes? {
-        var k = MDB_val(mv_size: key.count, mv_data: nil)
+        assertLive()
         var v = MDB_val()
         let rc = key.withUnsafeBytes { kb in
-            k.mv_data = UnsafeMutableRawPointer(mutating: kb.baseAddress)
-            return mdb_get(raw, db.dbi, &k, &v)
+            var k = _val(kb)
+            return _lmdb.get(raw, db.dbi, &k, &v)
         }
         if rc == MDB_NOTFOUND { return nil }
         try _check(rc, "mdb_get on \(db.name)")
         return _bytes(v)
     }
 
+    /// Whether `key` is present: a look-up whose bytes do not leave this call.
+    package func contains(_ db: Database, _ key: [UInt8]) throws(LMDBError) -> Bool {
+        try get(db, key) != nil
+    }
+
     /// Number of entries in `db` (`mdb_stat`).
     package func count(_ db: Database) throws(LMDBError) -> Int {
+        assertLive()
         var st = MDB_stat()
-        try _check(mdb_stat(raw, db.dbi, &st), "mdb_stat on \(db.name)")
+        try _check(_lmdb.stat(raw, db.dbi, &st), "mdb_stat on \(db.name)")
         return st.ms_entries
     }
 
     /// Runs `body` with a cursor over `db` (`mdb_cursor_open`), closed when `body` returns.
     package func withCursor<R>(_ db: Database, _ body: (inout Cursor) throws -> R) throws -> R {
+        assertLive()
         var c: OpaquePointer?
-        try _check(mdb_cursor_open(raw, db.dbi, &c), "mdb_cursor_open on \(db.name)")
-        defer { mdb_cursor_close(c) }
+        try _check(_lmdb.cursorOpen(raw, db.dbi, &c), "mdb_cursor_open on \(db.name)")
+        defer { _lmdb.cursorClose(c) }
         var cursor = Cursor(raw: c!, db: db)
         return try body(&cursor)
+    }
+}
+
+/// A read view plus the operations that change data. Only the writer thread makes one, inside
+/// `Environment.write`.
+package struct WriteView {
+    /// The same transaction, for reading.
+    package let reader: ReadView
+    let state: _WriteState
+
+    init(raw: OpaquePointer, state: _WriteState) {
+        reader = ReadView(raw: raw)
+        self.state = state
+    }
+
+    package var raw: OpaquePointer { reader.raw }
+
+    @inline(__always)
+    package func get(_ db: Database, _ key: [UInt8]) throws(LMDBError) -> MappedBytes? { try reader.get(db, key) }
+
+    @inline(__always)
+    package func contains(_ db: Database, _ key: [UInt8]) throws(LMDBError) -> Bool { try reader.contains(db, key) }
+
+    /// A failed write call: remembered when it means the map is full (the writer then grows the
+    /// map and runs the batch again, whatever the body made of the error), then thrown.
+    private func fail(_ rc: Int32, _ context: @autoclosure () -> String) throws(LMDBError) {
+        if rc == MDB_MAP_FULL { state.mapFull = true }
+        try _check(rc, context())
     }
 
     /// Stores `value` under `key` (`mdb_put`). With `noOverwrite`, returns false if the key exists.
     @discardableResult
     package func put(_ db: Database, _ key: [UInt8], _ value: [UInt8], noOverwrite: Bool = false) throws(LMDBError) -> Bool {
-        var k = MDB_val(), v = MDB_val()
+        reader.assertLive()
         let rc = key.withUnsafeBytes { kb in
             value.withUnsafeBytes { vb in
-                k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
-                v = MDB_val(mv_size: vb.count, mv_data: UnsafeMutableRawPointer(mutating: vb.baseAddress))
-                return mdb_put(raw, db.dbi, &k, &v, noOverwrite ? UInt32(MDB_NOOVERWRITE) : 0)
+                var k = _val(kb), v = _val(vb)
+                return _lmdb.put(raw, db.dbi, &k, &v, noOverwrite ? UInt32(MDB_NOOVERWRITE) : 0)
             }
         }
         if rc == MDB_KEYEXIST && noOverwrite { return false }
-        try _check(rc, "mdb_put on \(db.name)")
+        if rc != 0 { try fail(rc, "mdb_put on \(db.name)") }
         return true
     }
 
     /// Removes `key` (`mdb_del`). Returns false when it was absent.
     @discardableResult
     package func delete(_ db: Database, _ key: [UInt8]) throws(LMDBError) -> Bool {
-        var k = MDB_val()
+        reader.assertLive()
         let rc = key.withUnsafeBytes { kb in
-            k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
-            return mdb_del(raw, db.dbi, &k, nil)
+            var k = _val(kb)
+            return _lmdb.del(raw, db.dbi, &k)
         }
         if rc == MDB_NOTFOUND { return false }
-        try _check(rc, "mdb_del on \(db.name)")
+        if rc != 0 { try fail(rc, "mdb_del on \(db.name)") }
         return true
     }
 
     /// Removes every entry of `db` (`mdb_drop` with del = 0), keeping the database.
     package func clear(_ db: Database) throws(LMDBError) {
-        try _check(mdb_drop(raw, db.dbi, 0), "mdb_drop on \(db.name)")
+        reader.assertLive()
+        let rc = _lmdb.drop(raw, db.dbi, delete: false)
+        if rc != 0 { try fail(rc, "mdb_drop on \(db.name)") }
     }
+}
+
+/// What the writer learns from a batch's bodies besides their results.
+final class _WriteState: @unchecked Sendable {
+    // @unchecked: used only on the writer thread.
+    var mapFull = false
 }
 
 /// A cursor over one database (`MDB_cursor`). Lives only inside `withCursor`.
@@ -104,10 +181,9 @@ package struct Cursor {
     let db: Database
 
     @inline(__always)
-    private mutating func op(_ o: MDB_cursor_op, key: UnsafeRawBufferPointer? = nil) throws(LMDBError) -> (key: MappedBytes, value: MappedBytes)? {
+    private mutating func op(_ o: MDB_cursor_op) throws(LMDBError) -> (key: MappedBytes, value: MappedBytes)? {
         var k = MDB_val(), v = MDB_val()
-        if let key { k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress)) }
-        let rc = mdb_cursor_get(raw, &k, &v, o)
+        let rc = _lmdb.cursorGet(raw, &k, &v, o)
         if rc == MDB_NOTFOUND { return nil }
         try _check(rc, "mdb_cursor_get on \(db.name)")
         return (_bytes(k), _bytes(v))
@@ -120,10 +196,11 @@ package struct Cursor {
 
     /// Positions at the first key ≥ `key` (`MDB_SET_RANGE`).
     package mutating func seek(_ key: [UInt8]) throws(LMDBError) -> (key: MappedBytes, value: MappedBytes)? {
-        var k = MDB_val(), v = MDB_val()
+        var v = MDB_val()
+        var k = MDB_val()
         let rc = key.withUnsafeBytes { kb in
-            k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
-            return mdb_cursor_get(raw, &k, &v, MDB_SET_RANGE)
+            k = _val(kb)
+            return _lmdb.cursorGet(raw, &k, &v, MDB_SET_RANGE)
         }
         if rc == MDB_NOTFOUND { return nil }
         try _check(rc, "mdb_cursor_get on \(db.name)")
@@ -135,22 +212,29 @@ package struct Cursor {
 ///
 /// Not `Sendable`: use it on the thread that opened it, inside `Environment.read`.
 public struct ReadTransaction: ~Copyable {
-    package let txn: TxnRef
+    package let view: ReadView
     private let environment: Environment
 
     init(raw: OpaquePointer, environment: Environment) {
-        txn = TxnRef(raw: raw)
+        view = ReadView(raw: raw)
         self.environment = environment
     }
 
     /// Ends the transaction (`mdb_txn_reset`, kept for reuse by the environment).
-    deinit { environment._endRead(txn.raw) }
+    deinit {
+        view.end()
+        environment._endRead(view.raw)
+    }
 }
 
 /// A read-write transaction. Only the environment's writer thread makes one; commit and abort are
 /// the environment's job (`Environment.write` commits when the closure returns and aborts on throw).
 public struct WriteTransaction: ~Copyable {
-    package let txn: TxnRef
+    package let view: WriteView
 
-    init(raw: OpaquePointer) { txn = TxnRef(raw: raw) }
+    init(raw: OpaquePointer, state: _WriteState) {
+        view = WriteView(raw: raw, state: state)
+    }
+
+    deinit { view.reader.end() }
 }

@@ -101,50 +101,57 @@ final class _Writer: @unchecked Sendable {
         }
     }
 
+    /// Runs a batch in one transaction: each job in a nested transaction of its own (so a job
+    /// that throws undoes only itself), then one commit. When the map fills — seen through the
+    /// transaction, whatever error a body turned LMDB's into — the whole batch is aborted, the map
+    /// grown, and the batch run again; so a body may run more than once.
     private func runBatch(_ batch: [_AnyWriteJob]) {
         let env = environment.raw
         while true {
             var parent: OpaquePointer?
-            var rc = mdb_txn_begin(env, nil, 0, &parent)
+            var rc = _lmdb.txnBegin(env, parent: nil, 0, &parent)
             if rc == MDB_MAP_RESIZED {
-                mdb_env_set_mapsize(env, 0)
-                rc = mdb_txn_begin(env, nil, 0, &parent)
+                // Another process grew the map; no transaction of ours is open on this thread.
+                _ = _lmdb.envSetMapSize(env, 0)
+                rc = _lmdb.txnBegin(env, parent: nil, 0, &parent)
             }
             if rc != 0 {
-                let e = LMDBError(code: rc, context: "mdb_txn_begin (write)")
+                let e = _diskFull(LMDBError(code: rc, context: "mdb_txn_begin (write)"), path: environment.path)
                 for job in batch { job.fail(e) }
                 return
             }
-            var mapFull = false
+            let state = _WriteState()
             if batch.count == 1 {
-                if let e = batch[0].run(WriteTransaction(raw: parent!)) {
-                    mdb_txn_abort(parent)
-                    if (e as? LMDBError) == .mapFull { mapFull = true } else { return }
+                let failed = batch[0].run(WriteTransaction(raw: parent!, state: state)) != nil
+                if failed || state.mapFull {
+                    _lmdb.txnAbort(parent!)
+                    if !state.mapFull { return }
                 }
             } else {
                 for job in batch {
                     var child: OpaquePointer?
-                    let crc = mdb_txn_begin(env, parent, 0, &child)
+                    let crc = _lmdb.txnBegin(env, parent: parent, 0, &child)
                     if crc != 0 {
+                        if crc == MDB_MAP_FULL { state.mapFull = true; break }
                         job.fail(LMDBError(code: crc, context: "mdb_txn_begin (nested)"))
-                        if crc == MDB_MAP_FULL { mapFull = true; break }
                         continue
                     }
-                    if let e = job.run(WriteTransaction(raw: child!)) {
-                        mdb_txn_abort(child)
-                        if (e as? LMDBError) == .mapFull { mapFull = true; break }
+                    let failed = job.run(WriteTransaction(raw: child!, state: state)) != nil
+                    if failed || state.mapFull {
+                        _lmdb.txnAbort(child!)
+                        if state.mapFull { break }
                     } else {
-                        let ccrc = mdb_txn_commit(child)
+                        let ccrc = _lmdb.txnCommit(child!)
                         if ccrc != 0 {
+                            if ccrc == MDB_MAP_FULL { state.mapFull = true; break }
                             job.fail(LMDBError(code: ccrc, context: "mdb_txn_commit (nested)"))
-                            if ccrc == MDB_MAP_FULL { mapFull = true; break }
                         }
                     }
                 }
-                if mapFull { mdb_txn_abort(parent) }
+                if state.mapFull { _lmdb.txnAbort(parent!) }
             }
-            if !mapFull {
-                let crc = mdb_txn_commit(parent)
+            if !state.mapFull {
+                let crc = _lmdb.txnCommit(parent!)
                 if crc == 0 { return }
                 if crc != MDB_MAP_FULL {
                     let e = _diskFull(LMDBError(code: crc, context: "mdb_txn_commit"), path: environment.path)

@@ -18,7 +18,7 @@ extension EntityStore {
             let meta = store.meta
             let config = Array(store.configuration.json.text.utf8)
             try store.write { t in
-                try t.put(meta, formatKey, formatVersion)
+                try t.put(meta, formatKey, formatText(formatVersion))
                 try t.put(meta, metadataKey, metadata)
                 try t.put(meta, configKey, config)
             }
@@ -52,12 +52,32 @@ extension EntityStore {
             (try txn.view.get(meta, formatKey).map(Array.init), try txn.view.get(meta, metadataKey).map(Array.init),
              try txn.view.get(meta, configKey).map(Array.init))
         }
-        guard format == formatVersion, let metadata, let configText else {
-            throw EntityError.badInput("'\(path)' is not an OfflineStore store of a supported format")
+        guard let format, let version = formatNumber(format), let metadata, let configText else {
+            throw EntityError.badInput("'\(path)' is not an OfflineStore store (no format, metadata or configuration in meta)")
+        }
+        if version > formatVersion {
+            throw EntityError.badInput("the store in '\(path)' has format \(version), made by a newer offline-store; this one reads formats 1 to \(formatVersion)")
+        }
+        if version < formatVersion && readOnly {
+            throw EntityError.badInput("the store in '\(path)' has format \(version); open it writable once (any writing command) to upgrade it to format \(formatVersion)")
         }
         var configuration = try StoreConfiguration(json: try JSON.parse(configText))
         if let durability { configuration.durability = durability }
         if !readOnly { try env.setDurability(configuration.durability) }
-        return try EntityStore(environment: env, schema: try CSDL.parse(metadata), metadata: metadata, configuration: configuration)
+        let store = try EntityStore(environment: env, schema: try CSDL.parse(metadata), metadata: metadata, configuration: configuration)
+        if version < formatVersion {
+            // The new databases were created as the store opened; recording the format finishes the upgrade.
+            try store.write { t in try t.put(meta, formatKey, formatText(formatVersion)) }
+        }
+        return store
+    }
+
+    static func formatText(_ version: Int) -> [UInt8] { Array("offline-store \(version)".utf8) }
+
+    /// N of `offline-store N`, or nil for anything else.
+    static func formatNumber(_ bytes: [UInt8]) -> Int? {
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard text.hasPrefix("offline-store "), let n = Int(text.dropFirst("offline-store ".count)), n >= 1 else { return nil }
+        return n
     }
 }

@@ -14,7 +14,19 @@ public final class EntityStore: Sendable {
     /// The `$metadata` document the schema was read from.
     public let metadata: [UInt8]
     package let meta: Database
+    /// `q/by-entity`: entity set ‖ key ‖ request id → the request's method and status; finds an
+    /// entity's pending requests without reading the queue.
+    package let byEntity: Database
+    /// `base/<Set>`: the last server image of each entity with pending local changes.
+    package let bases: [String: Database]
     private let state: Mutex<State>
+
+    static let byEntityName = "q/by-entity"
+
+    /// The database of a set's rows: `e/<Set>`, or `q`, `errors`, `events` for the system sets.
+    static func databaseName(ofSet set: String) -> String { SystemSets.databases[set] ?? "e/\(set)" }
+
+    static func baseDatabaseName(ofSet set: String) -> String { "base/\(set)" }
 
     struct State {
         var configuration: StoreConfiguration
@@ -24,12 +36,16 @@ public final class EntityStore: Sendable {
     static let formatKey = Array("format".utf8)
     static let metadataKey = Array("metadata".utf8)
     static let configKey = Array("config".utf8)
-    static let formatVersion = Array("offline-store 1".utf8)
+    /// The on-disk format this code writes (`meta` key `format`, text `offline-store N`).
+    /// 1: entity sets and indexes. 2: the request queue (`q`, `q/by-entity`, `base/…`),
+    /// `errors`, `events`; a format-1 store is upgraded when opened writable.
+    public static let formatVersion = 2
 
     /// Opens the store in `environment` with an already parsed schema; creates missing databases.
     /// Used by `create` and `open` once they have the schema. Every named database the store uses
     /// is opened here, in one transaction, so no write ever has to open one.
-    public init(environment: Environment, schema: Schema, metadata: [UInt8], configuration: StoreConfiguration) throws {
+    public init(environment: Environment, schema serviceSchema: Schema, metadata: [UInt8], configuration: StoreConfiguration) throws {
+        let schema = try serviceSchema.withSystemSets()
         self.environment = environment
         self.schema = schema
         self.metadata = metadata
@@ -45,7 +61,8 @@ public final class EntityStore: Sendable {
             definitions.append(fk)
         }
         let setNames = schema.entitySetNames
-        let names = ["meta"] + setNames.map { "e/\($0)" } + definitions.map(\.databaseName)
+        let names = ["meta", Self.byEntityName] + setNames.map(Self.databaseName(ofSet:))
+            + schema.serviceSetNames.map(Self.baseDatabaseName(ofSet:)) + definitions.map(\.databaseName)
         let opened = try environment.databases(named: names, create: !environment.isReadOnly)
         var byName: [String: Database] = [:]
         for (name, db) in zip(names, opened) {
@@ -55,11 +72,15 @@ public final class EntityStore: Sendable {
             }
         }
         self.meta = byName["meta"]!
+        self.byEntity = byName[Self.byEntityName]!
         var handles: [String: EntitySetHandle] = [:]
+        var bases: [String: Database] = [:]
         for name in setNames {
             guard let type = schema.entityType(ofSet: name) else { throw EntityError.unknownEntitySet(name) }
-            handles[name] = EntitySetHandle(name: name, type: type, schema: schema, entities: byName["e/\(name)"]!, indexes: [])
+            handles[name] = EntitySetHandle(name: name, type: type, schema: schema, entities: byName[Self.databaseName(ofSet: name)]!, indexes: [])
+            if !schema.isSystemSet(name) { bases[name] = byName[Self.baseDatabaseName(ofSet: name)]! }
         }
+        self.bases = bases
         state = Mutex(State(configuration: configuration, handles: handles))
         for d in definitions { try addIndex(d, persist: false) }
     }

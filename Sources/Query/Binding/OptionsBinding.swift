@@ -55,7 +55,7 @@ extension Binder {
                              option: String) throws(QueryError) -> BoundExpand {
         guard let segment = path.first else { throw QueryError("expected a navigation property", option: option, column: nil) }
         guard let nav = type.navigationProperty(segment.name) else {
-            let message = type.property(segment.name) != nil ? "'\(segment.name)' is not a navigation property"
+            let message: QueryError.Message = type.property(segment.name) != nil ? "'\(segment.name)' is not a navigation property"
                 : segment.name == "*" ? "'*' must stand alone in $expand" : "unknown navigation property '\(segment.name)'"
             throw QueryError(message, option: option, column: segment.position)
         }

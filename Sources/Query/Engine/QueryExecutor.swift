@@ -11,11 +11,14 @@ package struct QueryExecutor {
     let evaluator: ExpressionEvaluator
     /// Sort entries kept in memory before spilling to a temporary LMDB database.
     let memorySortLimit: Int
+    /// What `$expand` may still write in this response.
+    let expansions: ExpansionBudget
 
-    init(store: EntityStore, t: TxnRef, memorySortLimit: Int = 200_000) {
+    init(store: EntityStore, t: TxnRef, memorySortLimit: Int = 200_000, expansions: ExpansionBudget = ExpansionBudget(limit: .max)) {
         self.store = store
         self.t = t
         self.memorySortLimit = memorySortLimit
+        self.expansions = expansions
         evaluator = ExpressionEvaluator(navigator: Navigator(store: store, t: t))
     }
 

@@ -105,7 +105,10 @@ extension Binder {
                 guard path.count == 1 else { throw QueryError("unexpected '/' after '*'", option: option, column: first.position) }
                 star = true
             } else if let p = type.property(first.name) {
-                select.properties.append(try selectedProperty(p, path.dropFirst(), option: option))
+                // Once each: the writer walks the selection for every entity, so a repeated item
+                // would cost per row without changing the answer.
+                let selected = try selectedProperty(p, path.dropFirst(), option: option)
+                if !select.properties.contains(selected) { select.properties.append(selected) }
             } else if let nav = type.navigationProperty(first.name) {
                 if !select.navigations.contains(nav.name) { select.navigations.append(nav.name) }
                 guard path.count > 1 else { continue }

@@ -43,7 +43,10 @@ enum Arithmetic {
             case .sub: let (r, o) = x.subtractingReportingOverflow(y); return o ? .null : .int(r)
             case .mul: let (r, o) = x.multipliedReportingOverflow(by: y); return o ? .null : .int(r)
             case .div: let (r, o) = x.dividedReportingOverflow(by: y); return o ? .null : .int(r)
-            case .mod: let (r, o) = x.remainderReportingOverflow(dividingBy: y); return o ? .null : .int(r)
+            case .mod:
+                if y == -1 { return .int(0) }  // Int64.min mod -1 is 0, though Swift reports an overflow
+                let (r, o) = x.remainderReportingOverflow(dividingBy: y)
+                return o ? .null : .int(r)
             case .divby: return EDMDecimal.dividing(EDMDecimal(x), EDMDecimal(y)).map { .decimal($0) } ?? .null
             }
         case (.decimal(let x), .decimal(let y)):

@@ -32,15 +32,17 @@ extension QueryLimits {
         return n
     }
 
-    /// Nodes of one expression: every operator, operand and argument; each `in` list item.
+    /// Nodes of one expression: every operator, operand and argument, each `in` list item, and each
+    /// step of a member path (a navigation step is a read per row).
     static func nodeCount(_ e: TypedExpr) -> Int {
         switch e.kind {
-        case .literal, .property, .count: 1
+        case .literal: 1
+        case .property(let path), .count(let path): max(1, path.steps.count)
         case .compare(_, let a, let b), .arithmetic(_, let a, let b): 1 + nodeCount(a) + nodeCount(b)
         case .isNull(let x), .not(let x), .negate(let x), .convert(let x), .has(let x, _): 1 + nodeCount(x)
         case .and(let xs), .or(let xs), .function(_, let xs): xs.reduce(1) { $0 + nodeCount($1) }
-        case .any(_, _, let p): 1 + (p.map(nodeCount) ?? 0)
-        case .all(_, _, let p): 1 + nodeCount(p)
+        case .any(let path, _, let p): max(1, path.steps.count) + (p.map(nodeCount) ?? 0)
+        case .all(let path, _, let p): max(1, path.steps.count) + nodeCount(p)
         case .in(let x, let values): 1 + nodeCount(x) + values.count
         }
     }

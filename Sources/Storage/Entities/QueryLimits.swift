@@ -16,7 +16,7 @@
 ///   customer). Each level multiplies the work per row by a collection's size.
 /// - `maxExpandedEntities` 100,000: related entities written by `$expand` in one response (one
 ///   page with server-driven paging). An expansion's entities are assembled in memory with their
-///   parent, and cycles multiply them: this caps both memory and time (about 0.3 s of work).
+///   parent, and cycles multiply them: this caps both memory and time (0.25 s in a release build).
 ///   Large exports page (`--page-size`) or raise it.
 public struct QueryLimits: Sendable, Hashable {
     public var maxExpansionDepth: Int

@@ -18,6 +18,8 @@ struct CLI {
         var status: Int32
         var stdout: String
         var stderr: String
+        /// Killed by a signal (a trap is SIGILL or SIGTRAP); `status` is then the signal number.
+        var signaled = false
     }
 
     @discardableResult
@@ -32,7 +34,8 @@ struct CLI {
         let o = out.fileHandleForReading.readDataToEndOfFile()
         let e = err.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
-        return Result(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+        return Result(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self),
+                      signaled: p.terminationReason == .uncaughtSignal)
     }
 }
 

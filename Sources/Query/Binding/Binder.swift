@@ -37,7 +37,7 @@ public struct Binder: Sendable {
 
     // MARK: Resource path
 
-    private func pathError(_ message: String, at column: Int) -> QueryError {
+    private func pathError(_ message: QueryError.Message, at column: Int) -> QueryError {
         QueryError(message, option: nil, column: column)
     }
 

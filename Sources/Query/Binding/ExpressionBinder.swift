@@ -24,7 +24,7 @@ struct ExpressionBinder {
         self.rootSet = entitySet
     }
 
-    func error(_ message: String, at column: Int) -> QueryError {
+    func error(_ message: QueryError.Message, at column: Int) -> QueryError {
         QueryError(message, option: option, column: column)
     }
 
@@ -35,7 +35,7 @@ struct ExpressionBinder {
         return typed
     }
 
-    func requireBoolean(_ e: TypedExpr, _ message: String) throws(QueryError) {
+    func requireBoolean(_ e: TypedExpr, _ message: QueryError.Message) throws(QueryError) {
         guard e.type == nil || e.type == TypedExpr.boolean else {
             throw error("\(message), not \(e.type!)", at: e.position)
         }

@@ -55,7 +55,7 @@ extension Binder {
                              option: String) throws(QueryError) -> BoundExpand {
         guard let segment = path.first else { throw QueryError("expected a navigation property", option: option, column: nil) }
         guard let nav = type.navigationProperty(segment.name) else {
-            let message = type.property(segment.name) != nil ? "'\(segment.name)' is not a navigation property"
+            let message: QueryError.Message = type.property(segment.name) != nil ? "'\(segment.name)' is not a navigation property"
                 : segment.name == "*" ? "'*' must stand alone in $expand" : "unknown navigation property '\(segment.name)'"
             throw QueryError(message, option: option, column: segment.position)
         }
@@ -105,7 +105,10 @@ extension Binder {
                 guard path.count == 1 else { throw QueryError("unexpected '/' after '*'", option: option, column: first.position) }
                 star = true
             } else if let p = type.property(first.name) {
-                select.properties.append(try selectedProperty(p, path.dropFirst(), option: option))
+                // Once each: the writer walks the selection for every entity, so a repeated item
+                // would cost per row without changing the answer.
+                let selected = try selectedProperty(p, path.dropFirst(), option: option)
+                if !select.properties.contains(selected) { select.properties.append(selected) }
             } else if let nav = type.navigationProperty(first.name) {
                 if !select.navigations.contains(nav.name) { select.navigations.append(nav.name) }
                 guard path.count > 1 else { continue }

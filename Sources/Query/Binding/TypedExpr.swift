@@ -24,6 +24,8 @@ public enum ArithmeticOperator: String, Sendable, Hashable, CaseIterable {
 ///   true, else null if either is null; `not null` is null.
 /// - A `$filter` keeps an entity only when the result is true (null counts as false).
 /// - `isNull(x)` is true exactly when x is null; `in` is true when `eq` is true for some item.
+/// - An arithmetic result that does not fit its type (overflow) is null too; division by an integer
+///   or decimal zero fails the request (see `Arithmetic`).
 public struct TypedExpr: Sendable, Hashable, CustomStringConvertible {
     public indirect enum Kind: Sendable, Hashable {
         case literal(Value)

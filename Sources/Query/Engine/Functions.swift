@@ -26,15 +26,17 @@ enum Functions {
         case ("substring", .string(let s)?):
             let scalars = Array(s.unicodeScalars)
             guard case .int(let start) = args[1] else { return .null }
-            let from = Int(max(0, min(start, Int64(scalars.count))))
-            var to = scalars.count
+            // Clamped before any sum, so no start or length (Int64.min…max) can overflow.
+            let count = Int64(scalars.count)
+            let from = min(max(0, start), count)
+            var to = count
             if args.count > 2 {
                 guard case .int(let length) = args[2] else { return .null }
                 if length < 0 { throw QueryError("substring length must not be negative", option: "$filter", column: position) }
-                to = Int(min(Int64(scalars.count), Int64(from) + max(0, length)))
+                to = from + min(length, count - from)
             }
             var out = String.UnicodeScalarView()
-            out.append(contentsOf: scalars[from..<max(from, to)])
+            out.append(contentsOf: scalars[Int(from)..<Int(to)])
             return .string(String(out))
         case ("tolower", .string(let s)?): return .string(s.lowercased())
         case ("toupper", .string(let s)?): return .string(s.uppercased())
@@ -125,9 +127,8 @@ enum Functions {
         case (.int(let x), .double), (.int(let x), .single): return .double(Double(x))
         case (.decimal(let d), .double), (.decimal(let d), .single): return .double(d.doubleValue)
         case (.decimal(let d), _) where p.isInteger:
-            let r = d.rounded(.towardZero)
-            guard let i = Int64(exactly: r.significand), p.integerRange!.contains(i) else { return .null }
-            return .int(i)
+            // Truncated, then in range (a negative scale, 1E+30, is not its significand).
+            return TypeRules.convertNumeric(.decimal(d.rounded(.towardZero)), to: p) ?? .null
         case (.double(let d), _) where p.isInteger:
             guard d.isFinite, let i = Int64(exactly: d.rounded(.towardZero)), p.integerRange!.contains(i) else { return .null }
             return .int(i)

@@ -61,7 +61,7 @@ package struct Planner {
         let residual: TypedExpr? = remaining.isEmpty ? nil
             : remaining.count == 1 ? remaining[0] : TypedExpr(.and(remaining), type: .primitive(.boolean), at: remaining[0].position)
         let skip = options.skip ?? 0
-        let sort: SortStrategy = best.ordered ? (best.tieGroups ? .streamInTieGroups : .stream) : (options.top.map { .topN(skip + $0) } ?? .sort)
+        let sort: SortStrategy = best.ordered ? (best.tieGroups ? .streamInTieGroups : .stream) : (options.top.map { .topN(Paging.sum(skip, $0)) } ?? .sort)
         return QueryPlan(set: set, access: best.access, residual: residual,
                          residualEqualities: equalities.filter { !usedEqualities.contains($0.0) },
                          orderBy: options.orderBy, sort: sort, skip: skip, top: options.top)

@@ -8,6 +8,10 @@ import Storage
 /// print(try engine.explain("SalesOrders('0500000001')/Items"))
 /// ```
 /// Everything happens in one read transaction; output streams to `write` in chunks.
+///
+/// A request is refused, with a `QueryError` and before any output, when it asks for what the
+/// engine does not do (`$search`, a `$format` other than JSON, a skip token it did not write) or
+/// for more work than `limits` allow.
 public struct QueryEngine: Sendable {
     public let store: EntityStore
     /// Sort entries kept in memory before a sort spills to a temporary LMDB database.
@@ -16,11 +20,15 @@ public struct QueryEngine: Sendable {
     public let cache: BoundQueryCache?
     /// Where a spilling sort puts its scratch file; nil is `TMPDIR` (else `/tmp`).
     public let scratchDirectory: String?
+    /// Bounds on the work of one request; by default the store configuration's.
+    public let limits: QueryLimits
 
-    public init(store: EntityStore, memorySortLimit: Int = 200_000, cache: BoundQueryCache? = nil, scratchDirectory: String? = nil) {
+    public init(store: EntityStore, memorySortLimit: Int = 200_000, cache: BoundQueryCache? = nil,
+                limits: QueryLimits? = nil, scratchDirectory: String? = nil) {
         self.store = store
         self.memorySortLimit = max(1, memorySortLimit)
         self.cache = cache
+        self.limits = limits ?? store.configuration.limits
         self.scratchDirectory = scratchDirectory
     }
 
@@ -34,10 +42,13 @@ public struct QueryEngine: Sendable {
         case table
     }
 
-    /// Parses and binds `url` against the store's schema. Throws `QueryError` with the position.
+    /// Parses and binds `url` against the store's schema, and checks it against what the engine
+    /// runs and its `limits`. Throws `QueryError` with the position.
     public func bind(_ url: String) throws -> BoundQuery {
-        if let cache { return try cache.query(url) { try Binder(schema: store.schema).bind(url) } }
-        return try Binder(schema: store.schema).bind(url)
+        let query = try cache.map { cache in try cache.query(url) { try Binder(schema: store.schema).bind(url) } }
+            ?? Binder(schema: store.schema).bind(url)
+        try check(query)
+        return query
     }
 
     /// The plan chosen for `url`, as text: access path, index, residual filter, sort.
@@ -69,10 +80,13 @@ public struct QueryEngine: Sendable {
     /// during the call.
     public func execute(_ url: String, format: Format = .json, pageSize: Int? = nil,
                         writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
+        try Paging.check(pageSize: pageSize)
         let query = try bind(url)
+        let offset = try Paging.offset(skipToken: query.skipToken)
         try store.read { t in
             var out = ResultWriter(schema: store.schema, format: format, sink: write)
-            let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory)
+            let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory,
+                                         expansions: ExpansionBudget(limit: limits.maxExpandedEntities))
             switch try resolve(query, t) {
             case .missing:
                 throw EntityError.notFound(set: query.path.entitySet, key: "")
@@ -86,7 +100,9 @@ public struct QueryEngine: Sendable {
                 try executor.evaluator.navigator.find(set, eqs) { found = $0; return false }
                 guard let found else {
                     if query.path.isCount { try out.raw("0"); try out.flush(); return }
-                    throw EntityError.notFound(set: set.name, key: eqs.map { "\($0.0)=\(EntitySetHandle.literal($0.1))" }.joined(separator: ","))
+                    // The key comes from the URL: escaped, so the message cannot carry terminal escapes.
+                    let key = eqs.map { "\($0.0)=\(EntitySetHandle.literal($0.1))" }.joined(separator: ",")
+                    throw EntityError.notFound(set: set.name, key: QueryError.quoting(key, limit: 600))
                 }
                 if query.path.isCount { try out.raw("1"); try out.flush(); return }
                 try out.single(found, context: context, options: query.options, executor: executor)
@@ -100,14 +116,13 @@ public struct QueryEngine: Sendable {
                 }
                 let total = options.count ? try countWithin(plan, executor) : nil
                 // Server-driven paging: the skip token is the offset already delivered.
-                let offset = query.skipToken.flatMap(Int.init) ?? 0
                 var paged = plan
-                paged.skip = plan.skip + offset
+                paged.skip = Paging.sum(plan.skip, offset)
                 let remaining = plan.top.map { max(0, $0 - offset) }
                 var pageLimit = remaining
-                if let pageSize { pageLimit = min(remaining ?? Int.max, pageSize + 1) }
+                if let pageSize { pageLimit = min(remaining ?? Int.max, Paging.sum(pageSize, 1)) }
                 paged.top = pageLimit
-                if case .topN = plan.sort { paged.sort = .topN(paged.skip + (pageLimit ?? 0)) }
+                if case .topN = plan.sort { paged.sort = .topN(Paging.sum(paged.skip, pageLimit ?? 0)) }
                 try out.beginCollection(context: set.name, count: total)
                 var n = 0
                 var more = false
@@ -118,7 +133,7 @@ public struct QueryEngine: Sendable {
                     return true
                 }
                 options.count = false
-                let next = more ? Self.nextLink(url, offset: offset + n) : nil
+                let next = more ? Paging.nextLink(url, offset: Paging.sum(offset, n)) : nil
                 try out.endCollection(nextLink: next)
             }
             try out.flush()
@@ -212,15 +227,5 @@ public struct QueryEngine: Sendable {
         case .index(let i, _, _): return "index '\(i.definition.name)' of \(e.entitySet)"
         default: return "full scan of \(e.entitySet) for \(by) (no index)"
         }
-    }
-
-    /// `url` with its `$skiptoken` set to `offset`.
-    static func nextLink(_ url: String, offset: Int) -> String {
-        var parts = url.split(separator: "?", maxSplits: 1).map(String.init)
-        var params = parts.count > 1 ? parts[1].split(separator: "&").map(String.init) : []
-        params.removeAll { $0.hasPrefix("$skiptoken=") || $0.hasPrefix("%24skiptoken=") }
-        params.append("$skiptoken=\(offset)")
-        parts = [parts[0], params.joined(separator: "&")]
-        return parts.joined(separator: "?")
     }
 }

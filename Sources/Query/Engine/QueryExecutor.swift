@@ -12,12 +12,16 @@ package struct QueryExecutor {
     /// Sort entries kept in memory before spilling to a temporary LMDB database.
     let memorySortLimit: Int
     let scratchDirectory: String?
+    /// What `$expand` may still write in this response.
+    let expansions: ExpansionBudget
 
-    init(store: EntityStore, t: ReadView, memorySortLimit: Int = 200_000, scratchDirectory: String? = nil) {
+    init(store: EntityStore, t: ReadView, memorySortLimit: Int = 200_000, scratchDirectory: String? = nil,
+         expansions: ExpansionBudget = ExpansionBudget(limit: .max)) {
         self.scratchDirectory = scratchDirectory
         self.store = store
         self.t = t
         self.memorySortLimit = memorySortLimit
+        self.expansions = expansions
         evaluator = ExpressionEvaluator(navigator: Navigator(store: store, t: t))
     }
 

@@ -199,6 +199,7 @@ struct ResultWriter {
             var firstItem = true
             if !unresolvable {
                 try executor.run(plan) { child in
+                    try executor.expansions.spend(on: expand)
                     if !firstItem { out.append(UInt8(ascii: ",")) }
                     firstItem = false
                     try writeEntity(child, options: expand.options, executor: executor, to: &out)
@@ -212,6 +213,7 @@ struct ResultWriter {
             var found = false
             if !unresolvable {
                 try executor.run(plan) { child in
+                    try executor.expansions.spend(on: expand)
                     found = true
                     try writeEntity(child, options: expand.options, executor: executor, to: &out)
                     return false

@@ -29,10 +29,17 @@ func compareValues(_ a: Value, _ b: Value) -> Int? {
     case (.double(let x), .int(let y)): return compareValues(.double(x), .double(Double(y)))
     case (.decimal(let x), .double(let y)): return compareValues(.double(x.doubleValue), .double(y))
     case (.double(let x), .decimal(let y)): return compareValues(.double(x), .double(y.doubleValue))
-    case (.dateTimeOffset(let x), .date(let y)): return cmp(x.ticks, Int64(y.days) * ticksPerDay)
-    case (.date(let x), .dateTimeOffset(let y)): return cmp(Int64(x.days) * ticksPerDay, y.ticks)
+    case (.dateTimeOffset(let x), .date(let y)): return -compareDate(y, x)
+    case (.date(let x), .dateTimeOffset(let y)): return compareDate(x, y)
     default: return a == b ? 0 : nil
     }
+}
+
+/// A date (as its midnight UTC) against an instant; no overflow for any day count.
+func compareDate(_ d: EDMDate, _ t: EDMDateTimeOffset) -> Int {
+    let (midnight, o) = Int64(d.days).multipliedReportingOverflow(by: ticksPerDay)
+    if o { return d.days < 0 ? -1 : 1 }
+    return midnight < t.ticks ? -1 : (midnight == t.ticks ? 0 : 1)
 }
 
 /// OData equality: null equals null; values equal when they compare equal.

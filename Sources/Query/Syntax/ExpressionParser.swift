@@ -29,7 +29,7 @@ struct ExpressionParser {
 
     mutating func advance() throws(QueryError) { token = try lexer.next() }
 
-    func error(_ message: String, at index: Int) -> QueryError { lexer.error(message, at: index) }
+    func error(_ message: QueryError.Message, at index: Int) -> QueryError { lexer.error(message, at: index) }
 
     func unexpected(_ t: Token) -> QueryError {
         if t.kind == .end {

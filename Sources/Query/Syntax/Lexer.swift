@@ -55,7 +55,7 @@ struct Lexer: Sendable {
         self.version = version
     }
 
-    func error(_ message: String, at index: Int) -> QueryError {
+    func error(_ message: QueryError.Message, at index: Int) -> QueryError {
         QueryError(message, option: option, column: index + 1)
     }
 
@@ -113,7 +113,7 @@ struct Lexer: Sendable {
                 }
                 return Token(kind: .identifier(name), start: start, end: pos)
             }
-            throw error("unexpected '\(c.escaped(asASCII: false))'", at: start)
+            throw error("unexpected '\(c)'", at: start)
         }
     }
 

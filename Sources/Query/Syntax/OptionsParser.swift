@@ -15,7 +15,7 @@ struct OptionsParser {
         Lexer(text, from: start, to: end, option: option, version: version)
     }
 
-    func error(_ message: String, at index: Int) -> QueryError {
+    func error(_ message: QueryError.Message, at index: Int) -> QueryError {
         QueryError(message, option: option, column: index + 1)
     }
 

@@ -15,14 +15,17 @@ public struct StoreConfiguration: Sendable, Hashable {
     public var indexes: [String: [String]]
     public var requestQueueOptimization: Bool
     public var durability: Durability
+    /// Bounds on the work of one query request (`"limits"`; members left out keep their defaults).
+    public var limits: QueryLimits
 
     public init(serviceRoot: String? = nil, definingRequests: [DefiningRequest] = [], indexes: [String: [String]] = [:],
-                requestQueueOptimization: Bool = true, durability: Durability = .full) {
+                requestQueueOptimization: Bool = true, durability: Durability = .full, limits: QueryLimits = QueryLimits()) {
         self.serviceRoot = serviceRoot
         self.definingRequests = definingRequests
         self.indexes = indexes
         self.requestQueueOptimization = requestQueueOptimization
         self.durability = durability
+        self.limits = limits
     }
 
     /// Reads the JSON form documented in the README. Unknown members are errors, so typos surface.
@@ -52,6 +55,7 @@ public struct StoreConfiguration: Sendable, Hashable {
             case ("durability", .string(let s)):
                 guard let d = Durability(rawValue: s) else { throw .badInput("configuration: durability must be \"full\" or \"noSync\"") }
                 durability = d
+            case ("limits", _): limits = try QueryLimits(json: value)
             default:
                 throw .badInput("configuration: unknown or mistyped member '\(name)'")
             }
@@ -65,6 +69,8 @@ public struct StoreConfiguration: Sendable, Hashable {
         members.append(("indexes", .object(indexes.keys.sorted().map { ($0, .array(indexes[$0]!.map { .string($0) })) })))
         members.append(("requestQueueOptimization", .bool(requestQueueOptimization)))
         members.append(("durability", .string(durability.rawValue)))
+        // Written only when set, so a store keeps the configuration text older builds can read.
+        if limits != QueryLimits() { members.append(("limits", limits.json)) }
         return .object(members)
     }
 }

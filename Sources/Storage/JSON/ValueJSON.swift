@@ -133,10 +133,10 @@ public struct ValueJSON: Sendable {
         var offset = 0
         if let signAt = inner.dropFirst().firstIndex(where: { $0 == "+" || $0 == "-" }) {
             msText = inner[..<signAt]
-            guard let o = Int(inner[inner.index(after: signAt)...]) else { return nil }
+            guard let o = Int(inner[inner.index(after: signAt)...]), o >= 0 else { return nil }
             offset = inner[signAt] == "-" ? -o : o
         }
-        guard let ms = Int64(msText), abs(ms) < 300_000_000_000_000 else { return nil }
+        guard let ms = Int64(msText), ms.magnitude < 300_000_000_000_000 else { return nil }
         return EDMDateTimeOffset(ticks: ms * 10_000, offsetMinutes: Int16(clamping: offset))
     }
 

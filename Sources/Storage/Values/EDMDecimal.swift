@@ -58,7 +58,7 @@ public struct EDMDecimal: Sendable, Hashable, Comparable, CustomStringConvertibl
         guard sawDigit else { return nil }
         if !bytes.isEmpty {
             bytes = bytes.dropFirst()
-            guard let exp = Int(String(decoding: bytes, as: UTF8.self)), abs(exp) < 4000 else { return nil }
+            guard let exp = Int(String(decoding: bytes, as: UTF8.self)), exp.magnitude < 4000 else { return nil }
             scale -= exp
         }
         guard scale >= -400, scale <= 400 else { return nil }

@@ -243,8 +243,9 @@ public struct EDMDuration: Sendable, Hashable, Comparable, CustomStringConvertib
             else { return nil }
             if frac != 0 && unit != ticksPerSecond { return nil }
             let (p, o1) = Int64(n).multipliedReportingOverflow(by: unit)
-            let (t, o2) = total.addingReportingOverflow(p + frac)
-            if o1 || o2 { return nil }
+            let (pf, o2) = p.addingReportingOverflow(frac)
+            let (t, o3) = total.addingReportingOverflow(pf)
+            if o1 || o2 || o3 { return nil }
             total = t
             any = true
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Queue
 @_exported import Storage
 
 /// An offline OData store: a local copy of a service's data in LMDB, read with OData URLs and
@@ -45,7 +46,14 @@ public final class OfflineStore: Sendable {
     }
 
     /// Verifies the store; see `EntityStore.check`.
-    public func check() throws -> IntegrityReport { try entities.check() }
+    /// Verifies the store: every entity set and index (`EntityStore.check`), then the request
+    /// queue's invariants (`RequestQueue.check`).
+    public func check() throws -> IntegrityReport {
+        var report = try entities.check()
+        let queue = RequestQueue(store: entities)
+        report.problems += try entities.read { t in try queue.check(t) }
+        return report
+    }
 
     public func stats() throws -> StoreStats { try entities.stats() }
 

@@ -153,7 +153,7 @@ public final class EntitySetHandle: Sendable {
     }
 
     /// The key as written in a URL when its bytes decode, else as hex.
-    func describeKeyBytes(_ keyBytes: some Collection<UInt8>) -> String {
+    package func describeKeyBytes(_ keyBytes: some Collection<UInt8>) -> String {
         let bytes = Array(keyBytes)
         if let values = try? bytes.withUnsafeBytes({ try KeyCodec.decode($0, count: type.key.count).values }) {
             return describeKey(values)

@@ -1,0 +1,143 @@
+import Query
+import Queue
+import Storage
+
+/// Options of a local change: custom tag, headers, transaction id, upload category, non-mergeable.
+public typealias ChangeOptions = Queue.ChangeOptions
+
+extension OfflineStore {
+    /// A local change, for `apply(_:)`: many in one transaction.
+    public enum Change: Sendable, Hashable {
+        case create(set: String, entity: Properties)
+        /// PATCH: `changes` are merged into the entity; a null value removes one.
+        case update(set: String, key: [Value], changes: Properties)
+        /// PUT: the entity is replaced; properties left out become null.
+        case replace(set: String, key: [Value], entity: Properties)
+        case delete(set: String, key: [Value])
+
+        var local: LocalChange {
+            switch self {
+            case .create(let s, let e): .create(set: s, entity: e)
+            case .update(let s, let k, let c): .update(set: s, key: k, changes: c)
+            case .replace(let s, let k, let e): .replace(set: s, key: k, entity: e)
+            case .delete(let s, let k): .delete(set: s, key: k)
+            }
+        }
+    }
+
+    /// What a local change became.
+    public struct ChangeReceipt: Sendable, Hashable {
+        /// The request in `RequestQueue` carrying the change — a new one, or the pending one it
+        /// merged into; nil when it cancelled a pending create (create then delete).
+        public var requestID: Int64?
+        /// The entity as stored now; nil after a delete.
+        public var entity: Properties?
+    }
+
+    var requestQueue: RequestQueue { RequestQueue(store: entities) }
+
+    // MARK: Async (group-committed)
+
+    /// Creates an entity and records the request, in one durable transaction; returns after the
+    /// commit. Concurrent callers are group-committed: many changes, one fsync.
+    @discardableResult
+    public func create(set: String, entity: Properties, options: ChangeOptions = .init()) async throws -> ChangeReceipt {
+        try await apply([.create(set: set, entity: entity)], options: options)[0]
+    }
+
+    /// Merges `changes` into an entity (PATCH) and records the request, in one durable transaction.
+    @discardableResult
+    public func update(set: String, key: [Value], changes: Properties, options: ChangeOptions = .init()) async throws -> ChangeReceipt {
+        try await apply([.update(set: set, key: key, changes: changes)], options: options)[0]
+    }
+
+    /// Replaces an entity (PUT) and records the request, in one durable transaction.
+    @discardableResult
+    public func replace(set: String, key: [Value], entity: Properties, options: ChangeOptions = .init()) async throws -> ChangeReceipt {
+        try await apply([.replace(set: set, key: key, entity: entity)], options: options)[0]
+    }
+
+    /// Deletes an entity and records the request, in one durable transaction.
+    @discardableResult
+    public func delete(set: String, key: [Value], options: ChangeOptions = .init()) async throws -> ChangeReceipt {
+        try await apply([.delete(set: set, key: key)], options: options)[0]
+    }
+
+    /// Applies many changes in one transaction, in order: all of them and their requests, or —
+    /// if any is refused — none. For bulk work.
+    @discardableResult
+    public func apply(_ changes: [Change], options: ChangeOptions = .init()) async throws -> [ChangeReceipt] {
+        let (queue, optimize) = (requestQueue, configuration.requestQueueOptimization)
+        return try await entities.write { t in try Self.apply(changes, options: options, queue: queue, optimize: optimize, t) }
+    }
+
+    // MARK: Blocking
+
+    @available(*, noasync, message: "use the async form from async code")
+    @discardableResult
+    public func create(set: String, entity: Properties, options: ChangeOptions = .init()) throws -> ChangeReceipt {
+        try apply([.create(set: set, entity: entity)], options: options)[0]
+    }
+
+    @available(*, noasync, message: "use the async form from async code")
+    @discardableResult
+    public func update(set: String, key: [Value], changes: Properties, options: ChangeOptions = .init()) throws -> ChangeReceipt {
+        try apply([.update(set: set, key: key, changes: changes)], options: options)[0]
+    }
+
+    @available(*, noasync, message: "use the async form from async code")
+    @discardableResult
+    public func replace(set: String, key: [Value], entity: Properties, options: ChangeOptions = .init()) throws -> ChangeReceipt {
+        try apply([.replace(set: set, key: key, entity: entity)], options: options)[0]
+    }
+
+    @available(*, noasync, message: "use the async form from async code")
+    @discardableResult
+    public func delete(set: String, key: [Value], options: ChangeOptions = .init()) throws -> ChangeReceipt {
+        try apply([.delete(set: set, key: key)], options: options)[0]
+    }
+
+    @available(*, noasync, message: "use the async form from async code")
+    @discardableResult
+    public func apply(_ changes: [Change], options: ChangeOptions = .init()) throws -> [ChangeReceipt] {
+        let (queue, optimize) = (requestQueue, configuration.requestQueueOptimization)
+        return try entities.write { t in try Self.apply(changes, options: options, queue: queue, optimize: optimize, t) }
+    }
+
+    /// The one place local changes are applied: inside a write body, each change through the
+    /// queue (entity, indexes, request — one transaction).
+    private static func apply(_ changes: [Change], options: ChangeOptions, queue: RequestQueue, optimize: Bool,
+                              _ t: WriteView) throws -> [ChangeReceipt] {
+        try changes.map { c in
+            let r = try queue.apply(c.local, options: options, optimize: optimize, in: t)
+            return ChangeReceipt(requestID: r.requestID, entity: r.entity)
+        }
+    }
+
+    // MARK: Undo
+
+    /// Drops the pending changes of an entity and restores it as the service last sent it (an
+    /// entity created locally disappears); requests that depend on a dropped create go too.
+    /// Returns the ids of the requests dropped.
+    @discardableResult
+    public func undo(set: String, key: [Value]) throws -> [Int64] {
+        let queue = requestQueue
+        return try entities.write { t in try queue.undo(t, set: set, key: key) }
+    }
+
+    /// Number of pending requests in the queue.
+    public func pendingRequestCount() throws -> Int {
+        try count(set: SystemSets.requestQueue)
+    }
+}
+
+extension OfflineStore {
+    /// Reads an entity (or a PATCH body) of `set` from an OData JSON object, checking each
+    /// property against the schema. Throws `JSONError` or `EntityError` naming the problem.
+    public func properties(set: String, json: [UInt8]) throws -> Properties {
+        let h = try entities.set(set)
+        let navigation = Set(h.type.navigationProperties.map(\.name))
+        return try ValueJSON(schema: schema).properties(from: try JSON.parse(json), properties: h.type.properties,
+                                                        navigation: navigation, owner: set)
+    }
+}

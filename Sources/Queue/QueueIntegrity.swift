@@ -1,0 +1,101 @@
+import Storage
+
+extension RequestQueue {
+    /// The queue's invariants, checked in one read transaction; each problem as a sentence.
+    ///
+    /// - every `RequestQueue` row is a request record, with an id no higher than the last one
+    ///   handed out, and dependencies only on earlier requests;
+    /// - `q/by-entity` and `q` agree both ways (same set, key, method and status);
+    /// - an entity whose last request is a delete is absent, any other with requests is present;
+    /// - an entity has a server image in `base/` exactly when its first request is not a create,
+    ///   and no image without requests.
+    package func check(_ t: ReadView, maxProblems: Int = 100) throws -> [String] {
+        var problems: [String] = []
+        func problem(_ s: String) { if problems.count < maxProblems { problems.append(s) } }
+        let last = try lastAllocatedID(t)
+        let records = try self.records
+        var chains: [[UInt8]: (set: String, keyBytes: [UInt8], ids: [Int64])] = [:]
+        try records.scan(t) { p in
+            let r: RequestRecord
+            do { r = try RequestRecord(p) } catch {
+                problem("RequestQueue: a row is not a request record: \(error)")
+                return true
+            }
+            if r.id > last { problem("RequestQueue: request \(r.id) is above the last id handed out (\(last))") }
+            for d in r.dependencies where d >= r.id { problem("RequestQueue: request \(r.id) depends on a later request \(d)") }
+            guard let set = try? store.set(r.entitySet), !store.schema.isSystemSet(r.entitySet) else {
+                problem("RequestQueue: request \(r.id) names an unknown entity set '\(r.entitySet)'")
+                return true
+            }
+            if (try? r.keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count) })?.length != r.keyBytes.count {
+                problem("RequestQueue: request \(r.id) has a key that does not decode for \(r.entitySet)")
+            }
+            let k = Self.byEntityKey(set: r.entitySet, keyBytes: r.keyBytes, id: r.id)
+            if let v = try t.get(store.byEntity, k) {
+                if let e = Self.entry(id: r.id, value: v) {
+                    if e.method != r.method || e.status != r.status {
+                        problem("q/by-entity: request \(r.id) is \(e.method.rawValue)/\(e.status.rawValue) there but \(r.method.rawValue)/\(r.status.rawValue) in the queue")
+                    }
+                } else {
+                    problem("q/by-entity: the entry of request \(r.id) does not decode")
+                }
+            } else {
+                problem("q/by-entity: request \(r.id) (\(r.entitySet)(\(r.entityKey))) has no entry")
+            }
+            let prefix = Self.entityPrefix(set: r.entitySet, keyBytes: r.keyBytes)
+            chains[prefix, default: (r.entitySet, r.keyBytes, [])].ids.append(r.id)
+            return true
+        }
+        // by-entity → q
+        var entries = 0
+        try t.withCursor(store.byEntity) { c in
+            var e = try c.first()
+            while let (k, _) = e {
+                entries += 1
+                if k.count < 8 {
+                    problem("q/by-entity: an entry key is too short")
+                } else {
+                    var id: UInt64 = 0
+                    for b in k[(k.count - 8)...] { id = id << 8 | UInt64(b) }
+                    let prefix = Array(k[..<(k.count - 8)])
+                    if chains[prefix]?.ids.contains(Int64(bitPattern: id)) != true {
+                        problem("q/by-entity: an entry for request \(Int64(bitPattern: id)) has no matching record")
+                    }
+                }
+                e = try c.next()
+            }
+        }
+        // Entities, chains and server images.
+        for (_, chain) in chains {
+            let set = try store.set(chain.set)
+            let ids = chain.ids.sorted()
+            guard let first = try record(t, id: ids.first!), let lastRecord = try record(t, id: ids.last!) else { continue }
+            let exists = try set.row(t, key: chain.keyBytes) != nil
+            if lastRecord.method == .delete && exists {
+                problem("\(chain.set)(\(lastRecord.entityKey)): its last request \(lastRecord.id) deletes it, yet it exists")
+            } else if lastRecord.method != .delete && !exists {
+                problem("\(chain.set)(\(lastRecord.entityKey)): its last request \(lastRecord.id) is a \(lastRecord.method.rawValue), yet it is absent")
+            }
+            let hasBase = try t.get(store.bases[chain.set]!, chain.keyBytes) != nil
+            if first.method == .create && hasBase {
+                problem("\(chain.set)(\(first.entityKey)): created locally (request \(first.id)) but has a server image in base/")
+            } else if first.method != .create && !hasBase {
+                problem("\(chain.set)(\(first.entityKey)): its first request \(first.id) changes a server entity, but base/ has no server image")
+            }
+        }
+        for (name, db) in store.bases {
+            let set = try store.set(name)
+            try t.withCursor(db) { c in
+                var e = try c.first()
+                while let (k, v) = e {
+                    if chains[Self.entityPrefix(set: name, keyBytes: Array(k))] == nil {
+                        problem("base/\(name): a server image of \(set.describeKeyBytes(k)) has no pending request")
+                    }
+                    if (try? set.codec.decode(v)) == nil { problem("base/\(name): the server image of \(set.describeKeyBytes(k)) does not decode") }
+                    e = try c.next()
+                }
+            }
+        }
+        return problems
+    }
+}

@@ -1,0 +1,314 @@
+import Foundation
+import Storage
+
+/// A local change to apply and record.
+package enum LocalChange: Sendable, Hashable {
+    case create(set: String, entity: Properties)
+    /// PATCH: `changes` are merged into the entity; a null removes a value.
+    case update(set: String, key: [Value], changes: Properties)
+    /// PUT: the entity is replaced; properties left out become null.
+    case replace(set: String, key: [Value], entity: Properties)
+    case delete(set: String, key: [Value])
+
+    var set: String {
+        switch self {
+        case .create(let s, _), .update(let s, _, _), .replace(let s, _, _), .delete(let s, _): s
+        }
+    }
+
+    var method: RequestRecord.Method {
+        switch self {
+        case .create: .create
+        case .update: .update
+        case .replace: .replace
+        case .delete: .delete
+        }
+    }
+}
+
+/// What applying a local change did.
+package struct AppliedChange: Sendable, Hashable {
+    /// The request now carrying the change: a new one, or the pending one it merged into; nil
+    /// when it cancelled a pending create.
+    package var requestID: Int64?
+    package var decision: Collapse.Decision
+    /// The entity as stored afterwards (nil after a delete).
+    package var entity: Properties?
+    /// The entity before the change (nil for a create).
+    package var previous: Properties?
+}
+
+/// The write-ahead request queue: every local change is applied to its entity set and recorded
+/// here in the same transaction (`apply`), so both are durable or neither is.
+///
+/// Layout: records are rows of the `RequestQueue` set (database `q`, keyed by request id);
+/// `q/by-entity` maps entity set ‖ key ‖ request id to the request's method, status and flags;
+/// `base/<Set>` keeps the server image of an entity from before its first pending change.
+package struct RequestQueue: Sendable {
+    package let store: EntityStore
+    static let nextIDKey = Array("queue/next-request-id".utf8)
+
+    package init(store: EntityStore) { self.store = store }
+
+    var records: EntitySetHandle { get throws { try store.set(SystemSets.requestQueue) } }
+
+    // MARK: q/by-entity
+
+    /// One of an entity's requests, as `q/by-entity` knows it.
+    package struct ChainEntry: Sendable, Hashable {
+        package var id: Int64
+        package var method: RequestRecord.Method
+        package var status: RequestRecord.Status
+        /// Another request depends on this one.
+        package var hasDependents: Bool
+    }
+
+    /// The prefix of an entity's `q/by-entity` keys: the set name as a key component, then the key tuple.
+    package static func entityPrefix(set: String, keyBytes: [UInt8]) -> [UInt8] {
+        var out = (try? KeyCodec.encode([.string(set)])) ?? []
+        out.append(contentsOf: keyBytes)
+        return out
+    }
+
+    static func byEntityKey(set: String, keyBytes: [UInt8], id: Int64) -> [UInt8] {
+        var out = entityPrefix(set: set, keyBytes: keyBytes)
+        withUnsafeBytes(of: UInt64(bitPattern: id).bigEndian) { out.append(contentsOf: $0) }
+        return out
+    }
+
+    static func byEntityValue(_ method: RequestRecord.Method, _ status: RequestRecord.Status, hasDependents: Bool) -> [UInt8] {
+        [method.code, status.code, hasDependents ? 1 : 0]
+    }
+
+    static func entry(id: Int64, value: UnsafeRawBufferPointer) -> ChainEntry? {
+        guard value.count == 3, let m = RequestRecord.Method(code: value[0]), let s = RequestRecord.Status(code: value[1]) else { return nil }
+        return ChainEntry(id: id, method: m, status: s, hasDependents: value[2] != 0)
+    }
+
+    /// An entity's requests, oldest first.
+    package func chain(_ t: ReadView, set: String, keyBytes: [UInt8]) throws -> [ChainEntry] {
+        let prefix = Self.entityPrefix(set: set, keyBytes: keyBytes)
+        var out: [ChainEntry] = []
+        try t.withCursor(store.byEntity) { c in
+            var e = try c.seek(prefix)
+            while let (k, v) = e, k.count == prefix.count + 8, k.starts(with: prefix) {
+                var id: UInt64 = 0
+                for b in k[prefix.count...] { id = id << 8 | UInt64(b) }
+                guard let entry = Self.entry(id: Int64(bitPattern: id), value: v) else {
+                    throw EntityError.badInput("q/by-entity: an entry of \(set) does not decode")
+                }
+                out.append(entry)
+                e = try c.next()
+            }
+        }
+        return out
+    }
+
+    // MARK: Records
+
+    package func record(_ t: ReadView, id: Int64) throws -> RequestRecord? {
+        guard let p = try records.get(t, key: [.int(id)]) else { return nil }
+        return try RequestRecord(p)
+    }
+
+    /// Writes (or rewrites) a record and its `q/by-entity` entry.
+    func put(_ t: WriteView, _ r: RequestRecord, hasDependents: Bool) throws {
+        try records.upsert(t, r.properties)
+        try t.put(store.byEntity, Self.byEntityKey(set: r.entitySet, keyBytes: r.keyBytes, id: r.id),
+                  Self.byEntityValue(r.method, r.status, hasDependents: hasDependents))
+    }
+
+    /// Removes a record and its `q/by-entity` entry.
+    func remove(_ t: WriteView, _ r: RequestRecord) throws {
+        try records.delete(t, key: [.int(r.id)])
+        try t.delete(store.byEntity, Self.byEntityKey(set: r.entitySet, keyBytes: r.keyBytes, id: r.id))
+    }
+
+    /// Marks request `id` as having dependents (so it is never cancelled away under them).
+    func markDepended(_ t: WriteView, id: Int64) throws {
+        guard let r = try record(t.reader, id: id) else { return }
+        try t.put(store.byEntity, Self.byEntityKey(set: r.entitySet, keyBytes: r.keyBytes, id: id),
+                  Self.byEntityValue(r.method, r.status, hasDependents: true))
+    }
+
+    /// The next request id, taken from a counter in `meta` in the caller's transaction, so ids
+    /// only grow, even after the queue empties, and a body that runs again takes the same one.
+    func allocateID(_ t: WriteView) throws -> Int64 {
+        var next: Int64 = 1
+        if let bytes = try t.get(store.meta, Self.nextIDKey), bytes.count == 8 {
+            next = Int64(bitPattern: bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
+        }
+        var b: [UInt8] = []
+        withUnsafeBytes(of: UInt64(bitPattern: next + 1).bigEndian) { b.append(contentsOf: $0) }
+        try t.put(store.meta, Self.nextIDKey, b)
+        return next
+    }
+
+    /// The highest id handed out so far (0 when none).
+    package func lastAllocatedID(_ t: ReadView) throws -> Int64 {
+        guard let bytes = try t.get(store.meta, Self.nextIDKey), bytes.count == 8 else { return 0 }
+        return Int64(bitPattern: bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }) - 1
+    }
+
+    // MARK: Bodies
+
+    func json(_ set: EntitySetHandle, _ props: Properties, select: Set<String>? = nil) -> String {
+        var out = ""
+        ValueJSON(schema: store.schema).write(props, properties: set.type.properties, select: select, to: &out)
+        return out
+    }
+
+    /// The properties a record's body carries.
+    package func body(of r: RequestRecord) throws -> Properties {
+        guard let text = r.body else { return [:] }
+        let set = try store.set(r.entitySet)
+        return try ValueJSON(schema: store.schema).properties(from: try JSON.parse(text), properties: set.type.properties, owner: r.entitySet)
+    }
+
+    // MARK: Dependencies
+
+    /// The pending creates that `props` refers to through its foreign keys: requests that must
+    /// reach the service before this one.
+    func dependencies(_ t: ReadView, set: EntitySetHandle, props: Properties) throws -> [Int64] {
+        var out: [Int64] = []
+        for nav in set.type.navigationProperties where !nav.dependentConstraints.isEmpty {
+            guard let targetName = store.schema.targetSet(of: nav, from: set.name), let target = try? store.set(targetName) else { continue }
+            var byReferenced: [String: Value] = [:]
+            for c in nav.dependentConstraints {
+                guard let v = props[c.property], !v.isNull else { byReferenced = [:]; break }
+                byReferenced[c.referencedProperty] = v
+            }
+            guard !byReferenced.isEmpty, Set(byReferenced.keys) == Set(target.type.key) else { continue }
+            guard let keyBytes = try? target.encodeKey(target.type.key.map { byReferenced[$0]! }) else { continue }
+            if let first = try chain(t, set: targetName, keyBytes: keyBytes).first, first.method == .create {
+                out.append(first.id)
+            }
+        }
+        return Array(Set(out)).sorted()
+    }
+
+    // MARK: Applying a change
+
+    /// Applies `change` to its entity set and records it, collapsing with the entity's last
+    /// pending request when `optimize` allows; all in `t`. Returns what it did.
+    ///
+    /// Request ids, the repeatability id and the time are taken here, inside the transaction: if
+    /// the writer runs the body again (after growing the map) it takes them again, consistently.
+    package func apply(_ change: LocalChange, options: ChangeOptions, optimize: Bool, in t: WriteView) throws -> AppliedChange {
+        let set = try store.set(change.set)
+        guard !store.schema.isSystemSet(set.name) else {
+            throw EntityError.badInput("'\(set.name)' is one of the store's own sets; it cannot be changed directly")
+        }
+        // 1. The entity.
+        let keyValues: [Value]
+        let previous: Properties?
+        let current: Properties?
+        switch change {
+        case .create(_, let entity):
+            try set.insert(t, entity)
+            keyValues = try set.keyValues(entity)
+            (previous, current) = (nil, try set.get(t.reader, key: keyValues))
+        case .update(_, let key, let changes):
+            keyValues = key
+            let r = try set.merge(t, key: key, changes)
+            (previous, current) = (r.previous, r.current)
+        case .replace(_, let key, let entity):
+            keyValues = key
+            let r = try set.replace(t, key: key, entity)
+            (previous, current) = (r.previous, r.current)
+        case .delete(_, let key):
+            keyValues = key
+            guard let old = try set.delete(t, key: key) else {
+                throw EntityError.notFound(set: set.name, key: set.describeKey(key))
+            }
+            (previous, current) = (old, nil)
+        }
+        let keyBytes = try set.encodeKey(keyValues)
+        // 2. Its request.
+        let chain = try self.chain(t.reader, set: set.name, keyBytes: keyBytes)
+        if chain.isEmpty, let previous {
+            // The first local change of a server entity: keep its server image (undo, rebase).
+            try t.put(store.bases[set.name]!, keyBytes, set.codec.encode(previous))
+        }
+        let method = change.method
+        var deps: [Int64] = []
+        if let current, method != .delete {
+            var refs = current
+            if case .update(_, _, let changes) = change { refs = changes }
+            deps = try dependencies(t.reader, set: set, props: refs)
+        }
+        var pending: Collapse.Pending? = nil
+        if let last = chain.last, let r = try record(t.reader, id: last.id) {
+            pending = Collapse.Pending(id: r.id, method: r.method, status: r.status, nonMergeable: r.nonMergeable,
+                                       transactionID: r.transactionID, uploadCategory: r.uploadCategory, hasDependents: last.hasDependents)
+        }
+        let decision = Collapse.decide(pending: pending, new: method, dependencies: deps, options: options, optimize: optimize)
+        var requestID: Int64? = nil
+        switch decision {
+        case .append:
+            requestID = try append(t, set: set, change: change, current: current, keyValues: keyValues, keyBytes: keyBytes, deps: deps, options: options)
+        case .merge(let id, let newMethod):
+            var r = try record(t.reader, id: id)!
+            switch newMethod {
+            case .update:
+                guard case .update(_, _, let changes) = change else { break }
+                var merged = try body(of: r)
+                for (k, v) in changes { merged[k] = v }
+                r.body = json(set, merged, select: Set(merged.map(\.key)))
+            default:
+                r.body = json(set, current ?? [:])
+            }
+            r.method = newMethod
+            r.customTag = Collapse.joinTags(r.customTag, options.customTag)
+            r.customHeaders.merge(options.customHeaders) { _, new in new }
+            r.dependencies = Array(Set(r.dependencies + deps)).sorted()
+            try put(t, r, hasDependents: chain.last!.hasDependents)
+            for d in deps { try markDepended(t, id: d) }
+            requestID = id
+        case .cancel(let id):
+            try remove(t, try record(t.reader, id: id)!)
+            if chain.count == 1 { try t.delete(store.bases[set.name]!, keyBytes) }
+        case .supersede(let id):
+            try remove(t, try record(t.reader, id: id)!)
+            requestID = try append(t, set: set, change: change, current: current, keyValues: keyValues, keyBytes: keyBytes, deps: deps, options: options)
+        }
+        return AppliedChange(requestID: requestID, decision: decision, entity: current, previous: previous)
+    }
+
+    private func append(_ t: WriteView, set: EntitySetHandle, change: LocalChange, current: Properties?, keyValues: [Value],
+                        keyBytes: [UInt8], deps: [Int64], options: ChangeOptions) throws -> Int64 {
+        let id = try allocateID(t)
+        let body: String?
+        switch change {
+        case .create, .replace: body = json(set, current ?? [:])
+        case .update(_, _, let changes): body = json(set, changes, select: Set(changes.map(\.key)))
+        case .delete: body = nil
+        }
+        let r = RequestRecord(id: id, method: change.method, entitySet: set.name, entityKey: set.describeKey(keyValues), keyBytes: keyBytes,
+                              body: body, options: options, repeatabilityID: EDMGuid.random(), createdAt: .now,
+                              dependencies: deps, localKey: false)
+        try put(t, r, hasDependents: false)
+        for d in deps { try markDepended(t, id: d) }
+        return id
+    }
+}
+
+extension EDMGuid {
+    /// A random (version 4) UUID.
+    package static func random() -> EDMGuid {
+        var g = SystemRandomNumberGenerator()
+        var high = g.next() as UInt64, low = g.next() as UInt64
+        high = (high & ~0xF000) | 0x4000                              // version 4
+        low = (low & ~(UInt64(0xC) << 60)) | (UInt64(0x8) << 60)      // RFC 4122 variant
+        return EDMGuid(high: high, low: low)
+    }
+}
+
+extension EDMDateTimeOffset {
+    /// The current instant, at offset 0.
+    package static var now: EDMDateTimeOffset {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return EDMDateTimeOffset(ticks: Int64(ts.tv_sec) * ticksPerSecond + Int64(ts.tv_nsec) / 100)
+    }
+}

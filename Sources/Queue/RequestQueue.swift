@@ -124,6 +124,16 @@ package struct RequestQueue: Sendable {
         try t.delete(store.byEntity, Self.byEntityKey(set: r.entitySet, keyBytes: r.keyBytes, id: r.id))
     }
 
+    /// Marks request `id` as sent (attempts + 1): from now on it is never merged, undone or
+    /// cancelled, and a retry carries the same repeatability id.
+    package func markSent(_ t: WriteView, id: Int64) throws {
+        guard var r = try record(t.reader, id: id) else { throw EntityError.notFound(set: SystemSets.requestQueue, key: String(id)) }
+        let hasDependents = try chain(t.reader, set: r.entitySet, keyBytes: r.keyBytes).first { $0.id == id }?.hasDependents ?? false
+        r.status = .sent
+        r.attempts += 1
+        try put(t, r, hasDependents: hasDependents)
+    }
+
     /// Marks request `id` as having dependents (so it is never cancelled away under them).
     func markDepended(_ t: WriteView, id: Int64) throws {
         guard let r = try record(t.reader, id: id) else { return }

@@ -31,6 +31,9 @@ public final class Environment: @unchecked Sendable {
     private let state = Mutex<[String: Database]>([:])
     /// Serializes `mdb_dbi_open` in read-only environments (writable ones open on the writer thread).
     private let dbiLock = Mutex(())
+    /// Write transactions committed by this environment (a group commit counts once).
+    package let _commits = Atomic<Int>(0)
+    package var commitCount: Int { _commits.load(ordering: .relaxed) }
     /// The limit given to `mdb_env_set_maxdbs`.
     public let maxDatabases: Int
     private let writer: _Writer

@@ -152,7 +152,10 @@ final class _Writer: @unchecked Sendable {
             }
             if !state.mapFull {
                 let crc = _lmdb.txnCommit(parent!)
-                if crc == 0 { return }
+                if crc == 0 {
+                    environment._commits.add(1, ordering: .relaxed)
+                    return
+                }
                 if crc != MDB_MAP_FULL {
                     let e = _diskFull(LMDBError(code: crc, context: "mdb_txn_commit"), path: environment.path)
                     for job in batch { job.fail(e) }

@@ -1,0 +1,53 @@
+import Foundation
+import Testing
+@testable import OfflineStore
+
+/// The stores a test made; `.checksStores` runs the integrity check on all of them when the test
+/// ends, so no test that writes can forget it.
+final class StoreRegistry: @unchecked Sendable {
+    // @unchecked: `paths` is guarded by `lock`.
+    private let lock = NSLock()
+    private var paths: [String] = []
+
+    func add(_ path: String) { lock.withLock { paths.append(path) } }
+    var all: [String] { lock.withLock { paths } }
+
+    @TaskLocal static var current: StoreRegistry?
+
+    /// Registers `path` with the running test's registry (if its suite checks stores).
+    static func register(_ path: String) { current?.add(path) }
+}
+
+/// After each test: every store it registered opens and passes `check` (entity sets, indexes and
+/// the request queue's invariants), or the test fails naming the problems.
+struct CheckStoresTrait: SuiteTrait, TestTrait, TestScoping {
+    var isRecursive: Bool { true }
+
+    func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
+        guard !test.isSuite else { return try await function() }
+        let registry = StoreRegistry()
+        try await StoreRegistry.$current.withValue(registry) { try await function() }
+        for path in registry.all where FileManager.default.fileExists(atPath: path + "/data.mdb") {
+            let report = try OfflineStore.open(at: path, readOnly: true).check()
+            #expect(report.isConsistent, "integrity check of \(path) after \(test.name):\n\(report)")
+        }
+    }
+}
+
+extension Trait where Self == CheckStoresTrait {
+    /// Runs the integrity check on every store the test registered, after the test.
+    static var checksStores: Self { CheckStoresTrait() }
+}
+
+/// A new store from the built-in EPM sample schema and configuration, registered for checking.
+func makeSampleStore(optimize: Bool = true, data: Bool = true) throws -> OfflineStore {
+    let path = tempDir() + "/store"
+    var configuration = SampleData.configuration
+    configuration.requestQueueOptimization = optimize
+    let store = try OfflineStore.create(at: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration)
+    if data {
+        for set in SampleData.setsInLoadOrder { try store.load(set: set, json: Array(SampleData.json(set).utf8)) }
+    }
+    StoreRegistry.register(path)
+    return store
+}

@@ -37,6 +37,6 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "QueryTests", dependencies: ["Query", "Storage", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Queue", "Storage", "Query", "offline-store", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Queue", "Storage", "Query", "CLMDB", "offline-store", "TestSupport"], swiftSettings: strict),
     ]
 )

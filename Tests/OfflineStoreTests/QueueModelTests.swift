@@ -84,11 +84,12 @@ import TestSupport
         #expect(same, "the queue does not replay to the local state: \(diff(replayed.state, mine)); \(context)")
     }
 
-    static func store(optimize: Bool) throws -> OfflineStore {
+    /// `noSync` by default: the logic is under test there, not the disk.
+    static func store(optimize: Bool, durability: Durability = .noSync) throws -> OfflineStore {
         let path = tempDir() + "/store"
         var configuration = SampleData.configuration
         configuration.requestQueueOptimization = optimize
-        configuration.durability = .noSync  // the logic is under test here, not the disk
+        configuration.durability = durability
         let store = try OfflineStore.create(at: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration)
         for set in ["BusinessPartners", "Products"] { try store.load(set: set, json: Array(SampleData.json(set).utf8)) }
         StoreRegistry.register(path)

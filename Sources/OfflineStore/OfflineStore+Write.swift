@@ -125,6 +125,33 @@ extension OfflineStore {
         return try entities.write { t in try queue.undo(t, set: set, key: key) }
     }
 
+    // MARK: ErrorArchive
+
+    /// Resolves an ErrorArchive entry by giving up its change: the refused request and those that
+    /// depend on it leave the queue and the archive, and their entities get the service's image
+    /// back. Returns the ids of the requests dropped.
+    @discardableResult
+    public func resolveError(requestID: Int64) throws -> [Int64] {
+        let queue = requestQueue
+        return try entities.write { t in try queue.resolveError(t, id: requestID) }
+    }
+
+    /// Resolves every ErrorArchive entry (see `resolveError(requestID:)`).
+    @discardableResult
+    public func resolveAllErrors() throws -> [Int64] {
+        let queue = requestQueue
+        return try entities.write { t in try queue.resolveAllErrors(t) }
+    }
+
+    /// Records a refusal of request `requestID` as flush would (for tests, until flush exists).
+    @discardableResult
+    package func archiveError(requestID: Int64, httpStatus: Int, message: String, code: String? = nil) throws -> [Int64] {
+        let queue = requestQueue
+        return try entities.write { t in
+            try queue.archive(t, id: requestID, error: ServiceError(httpStatus: httpStatus, code: code, message: message))
+        }
+    }
+
     /// Number of pending requests in the queue.
     public func pendingRequestCount() throws -> Int {
         try count(set: SystemSets.requestQueue)

@@ -8,7 +8,8 @@ extension RequestQueue {
     /// - `q/by-entity` and `q` agree both ways (same set, key, method and status);
     /// - an entity whose last request is a delete is absent, any other with requests is present;
     /// - an entity has a server image in `base/` exactly when its first request is not a create,
-    ///   and no image without requests.
+    ///   and no image without requests;
+    /// - a request is in state `error` exactly when ErrorArchive has an entry for it.
     package func check(_ t: ReadView, maxProblems: Int = 100) throws -> [String] {
         var problems: [String] = []
         func problem(_ s: String) { if problems.count < maxProblems { problems.append(s) } }
@@ -46,6 +47,22 @@ extension RequestQueue {
             chains[prefix, default: (r.entitySet, r.keyBytes, [])].ids.append(r.id)
             return true
         }
+        // ErrorArchive ↔ error records.
+        var archived: Set<Int64> = []
+        try errorArchive.scan(t) { p in
+            if case .int(let id)? = p["RequestID"] { archived.insert(id) }
+            return true
+        }
+        try records.scan(t) { p in
+            guard let r = try? RequestRecord(p) else { return true }
+            if (r.status == .error) != archived.contains(r.id) {
+                problem(r.status == .error ? "RequestQueue: request \(r.id) is in error but has no ErrorArchive entry"
+                                           : "ErrorArchive: request \(r.id) has an entry but is \(r.status.rawValue)")
+            }
+            archived.remove(r.id)
+            return true
+        }
+        for id in archived.sorted() { problem("ErrorArchive: the entry of request \(id) has no request in the queue") }
         // by-entity → q
         var entries = 0
         try t.withCursor(store.byEntity) { c in

@@ -65,9 +65,7 @@ package struct RequestQueue: Sendable {
 
     /// The prefix of an entity's `q/by-entity` keys: the set name as a key component, then the key tuple.
     package static func entityPrefix(set: String, keyBytes: [UInt8]) -> [UInt8] {
-        var out = (try? KeyCodec.encode([.string(set)])) ?? []
-        out.append(contentsOf: keyBytes)
-        return out
+        EntityStore.byEntityPrefix(set: set, keyBytes: keyBytes)
     }
 
     static func byEntityKey(set: String, keyBytes: [UInt8], id: Int64) -> [UInt8] {

@@ -19,6 +19,13 @@ extension RequestQueue {
         return dropped.sorted()
     }
 
+    /// Drops the entity's requests from `id` on and rebuilds it; follows dependents. Returns the ids dropped.
+    func dropFrom(_ t: WriteView, set: EntitySetHandle, keyBytes: [UInt8], id: Int64) throws -> [Int64] {
+        var dropped: [Int64] = []
+        try drop(t, set: set, keyBytes: keyBytes, from: id, dropped: &dropped)
+        return dropped.sorted()
+    }
+
     /// Drops the entity's requests from `first` on (all of them when nil), rebuilds the entity
     /// from its server image and the requests left, then follows requests that depended on a
     /// dropped create.

@@ -18,11 +18,20 @@ struct QueueCommand: ParsableCommand {
 
 struct Errors: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print the ErrorArchive: requests the service refused, as OData JSON.")
+        abstract: "Print the ErrorArchive (requests the service refused) as OData JSON, or resolve entries.",
+        discussion: "Resolving gives the change up: the request and those that depend on it leave the queue and the entities get the service's image back. Example: offline-store errors --store s --resolve 12")
     @OptionGroup var options: StoreOption
+    @Option(help: "Resolve the entry of this request id.") var resolve: Int64?
+    @Flag(help: "Resolve every entry.") var resolveAll = false
 
     func run() throws {
         try runReportingErrors {
+            if resolve != nil || resolveAll {
+                let store = try OfflineStore.open(at: options.store)
+                let dropped = try resolveAll ? store.resolveAllErrors() : store.resolveError(requestID: resolve!)
+                try output("dropped requests \(dropped.map(String.init).joined(separator: ", "))")
+                return
+            }
             let store = try OfflineStore.open(at: options.store, readOnly: true)
             try store.query("ErrorArchive?$orderby=RequestID", writeBytes: { try Output.write($0, to: 1) })
             try output("")

@@ -208,6 +208,74 @@ import TestSupport
         #expect(throws: EntityError.self) { try store.undo(set: "Products", key: [.string("HT-1001")]) }
     }
 
+    // MARK: Local state, ErrorArchive, EventLog
+
+    @Test func localStateFunctionsInFilter() throws {
+        let store = try makeSampleStore()
+        try store.create(set: "Products", entity: Self.pen)
+        try store.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("x")])
+        let failed = try store.update(set: "Products", key: [.string("HT-1003")], changes: ["Name": .string("y")])
+        try store.archiveError(requestID: failed.requestID!, httpStatus: 400, message: "bad name")
+        func ids(_ filter: String) throws -> [String] {
+            try store.entities("Products?$filter=\(filter)&$orderby=ProductID").map { "\($0["ProductID"]!)" }
+        }
+        let s = { (x: String) in "string(\"\(x)\")" }
+        #expect(try ids("offline.isLocal()") == [s("N-1")])
+        #expect(try ids("sap.isLocal()") == [s("N-1")])
+        #expect(try ids("offline.hasPendingChanges()") == [s("HT-1001"), s("HT-1003"), s("N-1")])
+        #expect(try ids("offline.inErrorState()") == [s("HT-1003")])
+        #expect(try ids("not offline.hasPendingChanges() and startswith(ProductID,'HT-100')").count == 8)
+        #expect(try ids("offline.hasPendingChanges() and not offline.isLocal() and not sap.inErrorState()") == [s("HT-1001")])
+        // Inside $expand too (entities reached by navigation).
+        var text = ""
+        try store.query("BusinessPartners('0100000001')?$expand=Products($filter=offline.hasPendingChanges();$select=ProductID)") { text += $0 }
+        #expect(text.contains("HT-1001") && !text.contains("HT-1017"), "\(text)")
+        #expect(throws: QueryError.self) { try store.entities("Products?$filter=offline.isLocal(1)") }
+    }
+
+    @Test func errorArchiveHoldsRefusalsAndTheirDependentsUntilResolved() throws {
+        let store = try makeSampleStore()
+        let parent = try store.create(set: "BusinessPartners", entity: ["BusinessPartnerID": .string("P-1"), "CompanyName": .string("New")],
+                                      options: .init(customTag: "parent"))
+        let child = try store.create(set: "Products", entity: ["ProductID": .string("C-1"), "SupplierID": .string("P-1")])
+        let later = try store.update(set: "BusinessPartners", key: [.string("P-1")], changes: ["Country": .string("US")], options: .init(nonMergeable: true))
+        let other = try store.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("fine")])
+        let archived = try store.archiveError(requestID: parent.requestID!, httpStatus: 409, message: "conflict", code: "DUP")
+        #expect(archived == [parent.requestID!, child.requestID!, later.requestID!])
+        let rows = try store.entities("ErrorArchive?$orderby=RequestID")
+        #expect(rows.count == 3)
+        #expect(rows[0]["HTTPStatusCode"] == .int(409) && rows[0]["Code"] == .string("DUP") && rows[0]["CustomTag"] == .string("parent"))
+        #expect(rows[0]["AffectedEntity"] == .string("BusinessPartners('P-1')") && rows[0]["RequestMethod"] == .string("POST"))
+        #expect(rows[1]["CausedBy"] == .int(parent.requestID!) && rows[2]["CausedBy"] == .int(parent.requestID!))
+        #expect(try requests(store).first { $0.id == other.requestID }?.status == .pending)
+        // Resolving gives the change up: the parent, its child and its later update go; the rest stays.
+        let dropped = try store.resolveError(requestID: parent.requestID!)
+        #expect(dropped == [parent.requestID!, child.requestID!, later.requestID!])
+        #expect(try store.get(set: "BusinessPartners", key: [.string("P-1")]) == nil)
+        #expect(try store.get(set: "Products", key: [.string("C-1")]) == nil)
+        #expect(try store.entities("ErrorArchive").isEmpty)
+        #expect(try requests(store).map(\.id) == [other.requestID!])
+        // resolveAll, on a refused update of a server entity: its server image returns.
+        let original = try store.get(set: "Products", key: [.string("HT-1002")])
+        let refused = try store.update(set: "Products", key: [.string("HT-1002")], changes: ["Name": .string("refused")])
+        try store.archiveError(requestID: refused.requestID!, httpStatus: 400, message: "no")
+        #expect(try store.resolveAllErrors() == [refused.requestID!])
+        #expect(try store.get(set: "Products", key: [.string("HT-1002")]) == original)
+    }
+
+    @Test func eventLogKeepsTheLastHundred() throws {
+        let store = try makeSampleStore(data: false)
+        let queue = store.requestQueue
+        try store.entities.write { t in
+            for n in 0..<130 {
+                try queue.logEvent(t, type: n % 2 == 0 ? "Upload" : "Download", startedAt: .now, finishedAt: .now, outcome: "succeeded", requests: n)
+            }
+        }
+        let events = try store.entities("EventLog?$orderby=EventID")
+        #expect(events.count == 100)
+        #expect(events.first?["EventID"] == .int(31) && events.last?["EventID"] == .int(130))
+    }
+
     // MARK: Concurrency
 
     /// Many tasks change data at once: every acknowledged change is there, each task's own order

@@ -65,13 +65,18 @@ extension ExpressionBinder {
         "now": ([], 0, .dateTimeOffset),
         "maxdatetime": ([], 0, .dateTimeOffset),
         "mindatetime": ([], 0, .dateTimeOffset),
+        // SAP Offline OData's local-state functions (`sap.` spellings too), answered from the request queue.
+        "offline.islocal": ([], 0, .boolean),
+        "offline.haspendingchanges": ([], 0, .boolean),
+        "offline.inerrorstate": ([], 0, .boolean),
         "round": ([.numeric], 0, nil),
         "floor": ([.numeric], 0, nil),
         "ceiling": ([.numeric], 0, nil),
     ]
 
     mutating func bindCall(_ name: String, _ syntax: [Expr], at: Int) throws(QueryError) -> TypedExpr {
-        let lower = name.lowercased()
+        var lower = name.lowercased()
+        if lower.hasPrefix("sap.") { lower = "offline." + lower.dropFirst(4) }
         if lower == "cast" || lower == "isof" { return try bindTypeFunction(lower, syntax, at: at) }
         guard let signature = Self.signatures[lower] else {
             if lower.hasPrefix("geo.") { throw error("function '\(name)' is not supported", at: at) }

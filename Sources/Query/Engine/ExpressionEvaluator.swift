@@ -23,6 +23,23 @@ package struct ExpressionEvaluator {
         now = EDMDateTimeOffset(ticks: ticks)
     }
 
+    /// `offline.isLocal()`, `offline.hasPendingChanges()`, `offline.inErrorState()` of `it`, from
+    /// the request queue's `q/by-entity` (no scan of the queue).
+    func localState(_ name: String, _ it: EntityRef) throws -> Bool {
+        let state: LocalState
+        if let pk = it.primaryKey {
+            state = try navigator.store.localState(navigator.t, set: it.set.name, keyBytes: pk)
+        } else {
+            let pk = try it.set.encodeKey(try it.set.keyValues(try it.properties()))
+            state = try navigator.store.localState(navigator.t, set: it.set.name, keyBytes: pk)
+        }
+        switch name {
+        case "offline.islocal": return state.isLocal
+        case "offline.haspendingchanges": return state.hasPendingChanges
+        default: return state.inErrorState
+        }
+    }
+
     /// Whether `predicate` is true for `entity`.
     package func matches(_ predicate: TypedExpr, _ entity: EntityRef) throws -> Bool {
         if case .bool(true) = try evaluate(predicate, entity) { return true }
@@ -47,6 +64,8 @@ package struct ExpressionEvaluator {
             return try Arithmetic.apply(op, try evaluate(a, it), try evaluate(b, it), at: e.position)
         case .negate(let x): return Arithmetic.negate(try evaluate(x, it))
         case .convert(let x): return Arithmetic.convert(try evaluate(x, it), to: e.type)
+        case .function(let name, _) where name.hasPrefix("offline."):
+            return .bool(try localState(name, it))
         case .function(let name, let args):
             return try Functions.call(name, try args.map { try evaluate($0, it) }, resultType: e.type, now: now, at: e.position)
         case .any(let path, let variable, let predicate):

@@ -1,0 +1,125 @@
+import Storage
+
+/// A refusal from the service, as flush reports it.
+package struct ServiceError: Sendable, Hashable {
+    package var httpStatus: Int
+    package var code: String?
+    package var message: String
+    package var innerError: String?
+
+    package init(httpStatus: Int, code: String? = nil, message: String, innerError: String? = nil) {
+        self.httpStatus = httpStatus
+        self.code = code
+        self.message = message
+        self.innerError = innerError
+    }
+}
+
+extension RequestQueue {
+    var errorArchive: EntitySetHandle { get throws { try store.set(SystemSets.errorArchive) } }
+    var eventLog: EntitySetHandle { get throws { try store.set(SystemSets.eventLog) } }
+
+    /// Records that the service refused request `id`: the request is marked `error` and gets an
+    /// ErrorArchive entry; so do its dependents — later requests of the same entity, and requests
+    /// that need it (a child's create under a refused parent) — each with `CausedBy` = `id`.
+    /// They stay in the queue, out of flush's way, until the entry is resolved.
+    /// Returns the ids archived.
+    @discardableResult
+    package func archive(_ t: WriteView, id: Int64, error: ServiceError) throws -> [Int64] {
+        guard let failed = try record(t.reader, id: id) else { throw EntityError.notFound(set: SystemSets.requestQueue, key: String(id)) }
+        var archived: [Int64] = []
+        var queue: [(RequestRecord, Int64?)] = [(failed, nil)]
+        var seen: Set<Int64> = []
+        while !queue.isEmpty {
+            let (r, cause) = queue.removeFirst()
+            guard seen.insert(r.id).inserted else { continue }
+            var marked = r
+            marked.status = .error
+            let entry = try chain(t.reader, set: r.entitySet, keyBytes: r.keyBytes).first { $0.id == r.id }
+            try put(t, marked, hasDependents: entry?.hasDependents ?? false)
+            var row: Properties = [
+                "RequestID": .int(r.id), "RequestMethod": .string(r.method.rawValue),
+                "RequestURL": .string("\(r.entitySet)(\(r.entityKey))"), "AffectedEntity": .string("\(r.entitySet)(\(r.entityKey))"),
+                "ArchivedAt": .dateTimeOffset(.now),
+            ]
+            if let tag = r.customTag { row["CustomTag"] = .string(tag) }
+            if let body = r.body { row["RequestBody"] = .string(body) }
+            if let cause {
+                row["CausedBy"] = .int(cause)
+                row["Message"] = .string("not sent: it depends on request \(cause), which the service refused")
+            } else {
+                row["HTTPStatusCode"] = .int(Int64(error.httpStatus))
+                row["Message"] = .string(error.message)
+                if let c = error.code { row["Code"] = .string(c) }
+                if let i = error.innerError { row["InnerError"] = .string(i) }
+            }
+            try errorArchive.upsert(t, row)
+            archived.append(r.id)
+            // Later requests of the same entity, and requests that need this one.
+            for later in try chain(t.reader, set: r.entitySet, keyBytes: r.keyBytes) where later.id > r.id && !seen.contains(later.id) {
+                if let lr = try record(t.reader, id: later.id) { queue.append((lr, cause ?? id)) }
+            }
+            try records.scan(t.reader) { p in
+                if let d = try? RequestRecord(p), d.dependencies.contains(r.id), !seen.contains(d.id) { queue.append((d, cause ?? id)) }
+                return true
+            }
+        }
+        return archived.sorted()
+    }
+
+    /// Resolves an ErrorArchive entry by giving up the change: the refused request and its
+    /// dependents leave the queue and the archive, and the entities get back the service's image
+    /// (plus whatever else is still queued for them). Returns the request ids dropped.
+    @discardableResult
+    package func resolveError(_ t: WriteView, id: Int64) throws -> [Int64] {
+        guard try errorArchive.get(t.reader, key: [.int(id)]) != nil, let r = try record(t.reader, id: id) else {
+            throw EntityError.notFound(set: SystemSets.errorArchive, key: String(id))
+        }
+        // Dropping the request from its entity's chain takes every later request of that entity
+        // and, through dependencies, the requests that needed it.
+        return try dropFrom(t, set: try store.set(r.entitySet), keyBytes: r.keyBytes, id: id)
+    }
+
+    /// Resolves every ErrorArchive entry (see `resolveError`). Returns the request ids dropped.
+    @discardableResult
+    package func resolveAllErrors(_ t: WriteView) throws -> [Int64] {
+        var ids: [Int64] = []
+        try errorArchive.scan(t.reader) { p in
+            if case .int(let id)? = p["RequestID"] { ids.append(id) }
+            return true
+        }
+        var dropped: [Int64] = []
+        for id in ids where try errorArchive.get(t.reader, key: [.int(id)]) != nil {
+            if try record(t.reader, id: id) == nil {
+                _ = try errorArchive.delete(t, key: [.int(id)])  // an entry whose request is gone already
+                continue
+            }
+            dropped += try resolveError(t, id: id)
+        }
+        return dropped.sorted()
+    }
+
+    // MARK: EventLog
+
+    /// How many events the EventLog keeps.
+    package static let eventLogSize = 100
+
+    /// Appends an upload or download event, dropping the oldest beyond `eventLogSize`.
+    package func logEvent(_ t: WriteView, type: String, startedAt: EDMDateTimeOffset, finishedAt: EDMDateTimeOffset?,
+                          outcome: String, requests: Int? = nil, entities: Int? = nil, details: String? = nil) throws {
+        let log = try eventLog
+        var last: Int64 = 0
+        var ids: [Int64] = []
+        try log.scan(t.reader) { p in
+            if case .int(let id)? = p["EventID"] { ids.append(id); last = max(last, id) }
+            return true
+        }
+        var row: Properties = ["EventID": .int(last + 1), "Type": .string(type), "StartedAt": .dateTimeOffset(startedAt), "Outcome": .string(outcome)]
+        if let finishedAt { row["FinishedAt"] = .dateTimeOffset(finishedAt) }
+        if let requests { row["Requests"] = .int(Int64(requests)) }
+        if let entities { row["Entities"] = .int(Int64(entities)) }
+        if let details { row["Details"] = .string(details) }
+        try log.insert(t, row)
+        for id in ids.sorted().prefix(max(0, ids.count + 1 - Self.eventLogSize)) { _ = try log.delete(t, key: [.int(id)]) }
+    }
+}

@@ -1,3 +1,5 @@
+import Storage
+
 extension OfflineStore {
     /// Imports already-typed server data into `set` (upsert each), in one transaction; nothing queued.
     @discardableResult

@@ -1,4 +1,5 @@
 import Foundation
+import Storage
 
 extension OfflineStore {
     /// Imports server data into `set` from OData JSON (`{"value":[…]}`, V2's `{"d":{"results":[…]}}`,

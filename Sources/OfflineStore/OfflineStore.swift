@@ -1,5 +1,6 @@
 import Foundation
-@_exported import Storage
+import Query
+import Storage
 
 /// An offline OData store: a local copy of a service's data in LMDB, read with OData URLs and
 /// changed while offline.

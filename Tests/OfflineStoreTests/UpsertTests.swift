@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import OfflineStore
+import Samples
 
 struct UpsertTests {
     func syncUpsert(_ store: OfflineStore, _ e: Properties) throws -> Bool { try store.upsert(set: "SalesOrderItems", entity: e) }

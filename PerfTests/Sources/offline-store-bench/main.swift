@@ -1,5 +1,6 @@
 import Foundation
 import OfflineStore
+import Samples
 
 // offline-store-bench [--quick | --tiny | --count N] [--seed S] [--dir DIR] [--keep] [--json FILE]
 //
@@ -107,10 +108,8 @@ func run() throws {
         initialized = n
     }
     let rowBytes = items.prefix(1000).reduce(0) { $0 + RawLMDB.valueSize($1) + RawLMDB.keySize } / min(n, 1000)
-    let codec = RowCodec(schema: store.schema, entityType: store.schema.entityType(ofSet: BenchSchema.set)!)
     let storeRowBytes = try items.prefix(1000).reduce(0) { total, i in
-        let key = try KeyCodec.encode([.string(i.salesOrderID), .int(Int64(i.itemPosition))])
-        return total + codec.encode(i.properties).count + key.count
+        total + (try store.encodedSize(set: BenchSchema.set, entity: i.properties))
     } / min(n, 1000)
     log("data: generated in \(fixed(Double(now() - start) / 1e9)) s; row ≈ \(rowBytes) bytes raw, \(storeRowBytes) in OfflineStore (key included)")
 

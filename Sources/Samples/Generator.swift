@@ -1,4 +1,6 @@
 import Foundation
+import OfflineStore
+import Storage
 
 /// Synthetic entities for any schema: what `offline-store generate` writes and the benchmarks load.
 ///
@@ -23,8 +25,8 @@ import Foundation
 /// ```
 public struct EntityGenerator: Sendable {
     public let set: String
-    public let type: EntityType
-    public let schema: Schema
+    package let type: EntityType
+    package let schema: Schema
     public let count: Int
     public let seed: UInt64
     let base: UInt64
@@ -75,7 +77,7 @@ public struct EntityGenerator: Sendable {
     ///   keys, which fails for a non-nullable one.
     /// - Throws: `EntityError.badInput` when the key cannot hold `count` distinct values or a
     ///   non-nullable foreign key has nothing to point at.
-    public init(schema: Schema, set: String, count: Int, seed: UInt64, references: [String: [[Value]]] = [:]) throws(EntityError) {
+    package init(schema: Schema, set: String, count: Int, seed: UInt64, references: [String: [[Value]]] = [:]) throws(EntityError) {
         guard let type = schema.entityType(ofSet: set) else { throw .unknownEntitySet(set) }
         guard count >= 0 else { throw .badInput("generate: the count must not be negative") }
         self.set = set

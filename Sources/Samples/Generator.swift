@@ -534,25 +534,17 @@ extension OfflineStore {
     ///
     /// - Parameter progress: called with (rows written, count) after each transaction.
     /// - Returns: how many entities were written.
+    /// - Throws: `EntityError` (naming the set and key of an entity refused); the batches before
+    ///   the failing one stay written.
     @discardableResult
     public func generate(set: String, count: Int, seed: UInt64 = 1, batchSize: Int = 50_000,
                          progress: ((_ written: Int, _ total: Int) -> Void)? = nil) throws -> Int {
         let gen = try generator(set: set, count: count, seed: seed)
-        let h = try entities.set(set)
         let size = max(batchSize, 1)
         var done = 0
         while done < count {
             let rows = done..<(done + min(size, count - done))
-            let batch = rows.map { gen.entity($0) }
-            try entities.write { t in
-                for (n, e) in batch.enumerated() {
-                    do {
-                        try h.upsert(t, e)
-                    } catch let error as EntityError {
-                        throw EntityError.badInput("generate \(set): row \(rows.lowerBound + n): \(error)")
-                    }
-                }
-            }
+            try load(rows: rows.map { (set: set, entity: gen.entity($0)) })
             done = rows.upperBound
             progress?(done, count)
         }

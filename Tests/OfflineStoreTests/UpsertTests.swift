@@ -22,7 +22,7 @@ struct UpsertTests {
             for try await replaced in group { #expect(!replaced) }
         }
         #expect(try store.count(set: "SalesOrderItems") == 40)
-        #expect(try store.find(set: "SalesOrderItems", index: "Quantity DESC,ProductID", equals: [.int(777)]).count == 1)
+        #expect(try store.find(set: "SalesOrderItems", index: "Quantity DESC,ProductID", where: .equals([.int(777)])).count == 1)
         #expect(try store.check().isConsistent)
         await #expect(throws: EntityError.self) { try await store.upsert(set: "SalesOrderItems", entity: ["Quantity": .int(1)]) }
     }

@@ -7,6 +7,8 @@ let package = Package(
     name: "OfflineStore",
     products: [
         .library(name: "OfflineStore", targets: ["OfflineStore"]),
+        // Sample data and the synthetic-entity generator, for the tool, the tests and PerfTests.
+        .library(name: "Samples", targets: ["Samples"]),
         .executable(name: "offline-store", targets: ["offline-store"]),
     ],
     dependencies: [
@@ -25,11 +27,12 @@ let package = Package(
         .target(name: "Queue", dependencies: ["Storage", "Query"], swiftSettings: strict),
         .target(name: "Remote", dependencies: ["Queue", "Query"], swiftSettings: strict),
         .target(name: "OfflineStore", dependencies: ["Storage", "Query", "Queue", "Remote"], swiftSettings: strict),
+        .target(name: "Samples", dependencies: ["OfflineStore", "Storage"], swiftSettings: strict),
         .target(name: "Server", dependencies: ["OfflineStore"], swiftSettings: strict),
         .executableTarget(
             name: "offline-store",
             dependencies: [
-                "OfflineStore", "Server",
+                "OfflineStore", "Samples", "Server",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
@@ -37,6 +40,6 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "QueryTests", dependencies: ["Query", "Storage", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Queue", "Storage", "Query", "CLMDB", "offline-store", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Storage", "Query", "CLMDB", "offline-store", "TestSupport"], swiftSettings: strict),
     ]
 )

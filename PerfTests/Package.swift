@@ -16,6 +16,7 @@ let package = Package(
             name: "offline-store-bench",
             dependencies: [
                 .product(name: "OfflineStore", package: "OfflineStore"),
+                .product(name: "Samples", package: "OfflineStore"),  // the data generator
                 .product(name: "GRDB", package: "GRDB.swift"),
                 "CLMDBBench",
             ],

@@ -1,8 +1,13 @@
+import Storage
+
 extension OfflineStore {
     /// Imports already-typed server data into `set` (upsert each), in one transaction; nothing queued.
+    ///
+    /// - Returns: how many entities were written.
+    /// - Throws: `EntityError` naming the entity and what is wrong with it; then nothing was written.
     @discardableResult
     public func load(set: String, entities rows: [Properties]) throws -> Int {
-        try entities.load(set: set, entities: rows)
+        try load(rows: rows.map { (set: set, entity: $0) })
     }
 
     /// Writes one entity of `set` (insert, or full replace of the one with the same key) and its
@@ -28,44 +33,35 @@ extension OfflineStore {
         try entities.read { t in try h.scan(t, body) }
     }
 
-    /// Entities of `set` whose index `index` (its name, e.g. `"Country"`) starts with `values`,
-    /// in index order.
-    public func find(set: String, index: String, equals values: [Value]) throws -> [Properties] {
+    /// The entities of `set` that meet `condition` on its index `index` (the index's name, e.g.
+    /// `"Country"` or `"Quantity DESC,ProductID"`), in index order.
+    ///
+    /// - Throws: `EntityError.unknownIndex` when `set` has no such index, `EntityError.badInput`
+    ///   when the condition names more components than the index has.
+    public func find(set: String, index: String, where condition: IndexCondition) throws -> [Properties] {
         let h = try entities.set(set)
         guard let i = h.index(named: index) else { throw EntityError.unknownIndex(set: set, index: index) }
+        let components = i.definition.components.count
+        let named = switch condition {
+        case .equals(let values): values.count
+        case .range(let prefix, _, _), .startsWith(let prefix, _): prefix.count + 1
+        }
+        guard named <= components else {
+            throw EntityError.badInput("find on index '\(index)' of '\(set)': the condition names \(named) components, the index has \(components)")
+        }
         var out: [Properties] = []
         try entities.read { t in
-            try h.findEqual(t, index: i, values) { pk in
-                if let e = try h.entity(t, primaryKey: pk) { out.append(e) }
+            func collect(_ primaryKey: MappedBytes) throws -> Bool {
+                if let e = try h.entity(t, primaryKey: primaryKey) { out.append(e) }
                 return true
             }
-        }
-        return out
-    }
-
-    /// Entities of `set` whose index component after `prefix` lies between the bounds, in index order.
-    public func find(set: String, index: String, prefix: [Value] = [], from lower: ValueBound?, to upper: ValueBound?) throws -> [Properties] {
-        let h = try entities.set(set)
-        guard let i = h.index(named: index) else { throw EntityError.unknownIndex(set: set, index: index) }
-        var out: [Properties] = []
-        try entities.read { t in
-            try h.findRange(t, index: i, prefix: prefix, lower: lower, upper: upper) { pk in
-                if let e = try h.entity(t, primaryKey: pk) { out.append(e) }
-                return true
-            }
-        }
-        return out
-    }
-
-    /// Entities of `set` whose (string) index component after `prefix` starts with `stringPrefix`.
-    public func find(set: String, index: String, prefix: [Value] = [], startingWith stringPrefix: String) throws -> [Properties] {
-        let h = try entities.set(set)
-        guard let i = h.index(named: index) else { throw EntityError.unknownIndex(set: set, index: index) }
-        var out: [Properties] = []
-        try entities.read { t in
-            try h.findPrefix(t, index: i, prefix: prefix, stringPrefix: stringPrefix) { pk in
-                if let e = try h.entity(t, primaryKey: pk) { out.append(e) }
-                return true
+            switch condition {
+            case .equals(let values):
+                try h.findEqual(t, index: i, values, collect)
+            case .range(let prefix, let lower, let upper):
+                try h.findRange(t, index: i, prefix: prefix, lower: lower, upper: upper, collect)
+            case .startsWith(let prefix, let string):
+                try h.findPrefix(t, index: i, prefix: prefix, stringPrefix: string, collect)
             }
         }
         return out

@@ -1,4 +1,6 @@
 import Foundation
+import Storage
+import Synchronization
 
 extension OfflineStore {
     /// Imports server data into `set` from OData JSON (`{"value":[…]}`, V2's `{"d":{"results":[…]}}`,
@@ -10,7 +12,7 @@ extension OfflineStore {
     @discardableResult
     public func load(set: String, json bytes: [UInt8], progress: (@Sendable (_ written: Int, _ total: Int) -> Void)? = nil) throws -> Int {
         let items = try Self.entityObjects(bytes)
-        var rows: [(String, Properties)] = []
+        var rows: [(set: String, entity: Properties)] = []
         for (n, item) in items.enumerated() {
             do {
                 try collect(item, set: set, into: &rows)
@@ -18,20 +20,39 @@ extension OfflineStore {
                 throw EntityError.badInput("entity \(n + 1) of the input: \(e)")
             }
         }
-        let handles = try Dictionary(uniqueKeysWithValues: Set(rows.map(\.0)).map { ($0, try entities.set($0)) })
-        let batch = rows
-        return try entities.write { t in
-            for (n, (s, props)) in batch.enumerated() {
-                if n % 10_000 == 0 { progress?(n, batch.count) }
+        return try load(rows: rows, progress: progress)
+    }
+
+    /// Upserts `rows`, each into its own set, in one group-committed transaction: all or nothing,
+    /// nothing queued. The one write path of both `load`s and of `Samples`' `generate`.
+    ///
+    /// The writer may run the body more than once (it re-runs a batch after the map grows), so
+    /// the body takes its entity-set handles from the store itself, and `progress` only moves
+    /// forward: a count already reported is not reported again.
+    ///
+    /// - Parameter progress: called on the writer thread with (entities written, total) every
+    ///   10,000 entities and once at the end.
+    /// - Throws: `EntityError.badInput` naming the set and key of the entity refused.
+    @discardableResult
+    package func load(rows: [(set: String, entity: Properties)],
+                      progress: (@Sendable (_ written: Int, _ total: Int) -> Void)? = nil) throws -> Int {
+        let store = entities
+        let report = progress.map(ForwardProgress.init)
+        return try store.write { t in
+            var handles: [String: EntitySetHandle] = [:]
+            for (n, row) in rows.enumerated() {
+                if n % 10_000 == 0 { report?(n, rows.count) }
+                let h = try handles[row.set] ?? store.set(row.set)
+                handles[row.set] = h
                 do {
-                    try handles[s]!.upsert(t, props)
+                    try h.upsert(t, row.entity)
                 } catch let e as EntityError {
-                    let key = (try? handles[s]!.keyValues(props)).map { handles[s]!.describeKey($0) } ?? "?"
-                    throw EntityError.badInput("\(s)(\(key)): \(e)")
+                    let key = (try? h.keyValues(row.entity)).map(h.describeKey) ?? "?"
+                    throw EntityError.badInput("\(row.set)(\(key)): \(e)")
                 }
             }
-            progress?(batch.count, batch.count)
-            return batch.count
+            report?(rows.count, rows.count)
+            return rows.count
         }
     }
 
@@ -69,12 +90,12 @@ extension OfflineStore {
     }
 
     /// Converts one entity object, and recursively its expanded navigation properties.
-    func collect(_ json: JSON, set: String, into rows: inout [(String, Properties)]) throws {
+    func collect(_ json: JSON, set: String, into rows: inout [(set: String, entity: Properties)]) throws {
         let h = try entities.set(set)
         let navigation = Set(h.type.navigationProperties.map(\.name))
         let props = try ValueJSON(schema: schema).properties(from: json, properties: h.type.properties,
                                                                navigation: navigation, owner: set)
-        rows.append((set, props))
+        rows.append((set: set, entity: props))
         guard case .object(let members) = json else { return }
         for (name, value) in members where navigation.contains(name) {
             guard let nav = h.type.navigationProperty(name), let target = schema.targetSet(of: nav, from: set) else { continue }
@@ -95,5 +116,24 @@ extension OfflineStore {
                 try collect(.object(m), set: target, into: &rows)
             }
         }
+    }
+}
+
+/// A progress callback that only moves forward: a count at or below one already reported is
+/// dropped, so a write body that runs again does not report the same counts twice.
+/// `Sendable`: the callback is, and the last count sits behind a mutex.
+private final class ForwardProgress: Sendable {
+    private let report: @Sendable (_ written: Int, _ total: Int) -> Void
+    private let reported = Mutex(-1)
+
+    init(_ report: @escaping @Sendable (_ written: Int, _ total: Int) -> Void) { self.report = report }
+
+    func callAsFunction(_ written: Int, _ total: Int) {
+        let forward = reported.withLock { last in
+            guard written > last else { return false }
+            last = written
+            return true
+        }
+        if forward { report(written, total) }
     }
 }

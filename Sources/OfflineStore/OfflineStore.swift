@@ -1,6 +1,7 @@
 import Foundation
+import Query
 import Queue
-@_exported import Storage
+import Storage
 
 /// An offline OData store: a local copy of a service's data in LMDB, read with OData URLs and
 /// changed while offline.

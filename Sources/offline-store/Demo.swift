@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OfflineStore
+import Samples
 
 struct Demo: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "The whole story on the built-in EPM sample data.")

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OfflineStore
+import Samples
 
 struct Generate: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -10,9 +10,9 @@ struct Init: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             var configuration = StoreConfiguration()
-            if let config { configuration = try StoreConfiguration(json: try JSON.parse(try readFile(config))) }
+            if let config { configuration = try StoreConfiguration(json: try readFile(config)) }
             let store = try OfflineStore.create(at: options.store, metadata: try readFile(metadata), configuration: configuration)
-            try output("created \(options.store): \(store.schema.entitySetNames.count) entity sets")
+            try output("created \(options.store): \(store.schema.serviceSetNames.count) entity sets")
         }
     }
 }

@@ -18,7 +18,7 @@ struct QueryCommand: ParsableCommand {
                 try output(try store.explain(url))
                 return
             }
-            guard let f = QueryEngine.Format(rawValue: format) else { throw CLIError("unknown format '\(format)' (json, jsonl or table)") }
+            guard let f = QueryFormat(rawValue: format) else { throw CLIError("unknown format '\(format)' (json, jsonl or table)") }
             try store.query(url, format: f, pageSize: pageSize, writeBytes: { chunk in try Output.write(chunk, to: 1) })
         }
     }

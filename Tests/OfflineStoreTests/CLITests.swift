@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import OfflineStore
+import Samples
 
 /// Runs the built `offline-store` tool as a user would.
 struct CLI {

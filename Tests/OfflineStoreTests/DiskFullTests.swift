@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 @testable import OfflineStore
+import Query
+import Samples
 
 /// A small tmpfs mounted for one test (root only: where mounting is not allowed, the tests that
 /// need one are skipped and say so).

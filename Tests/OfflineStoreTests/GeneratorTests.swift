@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import OfflineStore
+import Samples
 
 struct GeneratorTests {
     static let counts = [("BusinessPartners", 50), ("Products", 300), ("SalesOrders", 1_000), ("SalesOrderItems", 4_000)]

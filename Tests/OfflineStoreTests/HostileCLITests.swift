@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import OfflineStore
+import Samples
 
 /// The nastiest requests of the hostile-input probe through the built `offline-store` binary: each
 /// must end with exit status 1 and one clear line on stderr (or answer, exit 0) — never a signal,

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import OfflineStore
+import Samples
 
 /// The tool in the environments daemons and careless scripts give it: standard descriptors closed,
 /// output that cannot be written, a full disk, a read-only file system, hostile bytes in arguments.
@@ -118,6 +119,14 @@ import Testing
         let batch = try Self.spawn(["generate", "--store", store, "--set", "BusinessPartners", "--count", "3", "--batch", String(Int.max)])
         #expect(batch.signal == 0 && batch.status == 0, "\(batch)")
         #expect(try CLI.run(["check", "--store", store]).status == 0)
+    }
+
+    /// `init` makes missing parent directories, as it always did (a regression of the hardening).
+    @Test func initMakesMissingParents() throws {
+        let dir = tempDir()
+        try write(SampleData.metadata, to: dir + "/m.xml")
+        let r = try CLI.run(["init", "--store", dir + "/a/b/c", "--metadata", dir + "/m.xml"])
+        #expect(r.status == 0 && r.stdout.contains("4 entity sets"), "\(r.stdout)\(r.stderr)")
     }
 
     /// JSON with a byte order mark loads; so does JSON from a pipe (`-` or /dev/stdin).

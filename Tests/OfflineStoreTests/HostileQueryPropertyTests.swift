@@ -3,6 +3,7 @@ import Testing
 import TestSupport
 @testable import OfflineStore
 @testable import Query
+import Storage
 
 /// Extreme values in every numeric query option, every function argument position and every
 /// arithmetic operand, generated from tables, run through the engine over `EdgeStore`'s extreme

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 @testable import OfflineStore
+import Samples
 
 /// SIGKILL a writing process at random instants: the store reopens consistent, and every batch
 /// (one transaction) is there whole or not at all.

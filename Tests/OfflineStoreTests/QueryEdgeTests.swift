@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 @testable import OfflineStore
+import Samples
+import Storage
 @testable import Query
 
 /// Regression tests for the hostile-input findings: unbounded work from a short URL, refused

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 @testable import OfflineStore
+import Samples
+import Storage
 
 /// Features of the query engine end to end, on the built-in sample.
 struct QueryEngineTests {

@@ -3,6 +3,7 @@ import CLMDB
 import Foundation
 import Testing
 @testable import OfflineStore
+import Samples
 @testable import Queue
 @testable import Storage
 

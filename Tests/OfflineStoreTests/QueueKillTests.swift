@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 @testable import OfflineStore
+import Samples
 
 /// SIGKILL a process that is making local changes, at random instants, hundreds of times: every
 /// change it was told was saved is in the store and in the queue; the one in flight is there

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 @testable import OfflineStore
+import Samples
 @testable import Queue
 @testable import Storage
 

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import OfflineStore
+import Samples
 
 /// A read that starts after a write returned sees it, also through reused read transactions.
 struct ReadAfterWriteTests {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import OfflineStore
+import Samples
 
 /// The stores a test made; `.checksStores` runs the integrity check on all of them when the test
 /// ends, so no test that writes can forget it.

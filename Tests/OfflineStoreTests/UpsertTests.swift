@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import OfflineStore
+import Samples
 
 struct UpsertTests {
     func syncUpsert(_ store: OfflineStore, _ e: Properties) throws -> Bool { try store.upsert(set: "SalesOrderItems", entity: e) }
@@ -21,7 +22,7 @@ struct UpsertTests {
             for try await replaced in group { #expect(!replaced) }
         }
         #expect(try store.count(set: "SalesOrderItems") == 40)
-        #expect(try store.find(set: "SalesOrderItems", index: "Quantity DESC,ProductID", equals: [.int(777)]).count == 1)
+        #expect(try store.find(set: "SalesOrderItems", index: "Quantity DESC,ProductID", where: .equals([.int(777)])).count == 1)
         #expect(try store.check().isConsistent)
         await #expect(throws: EntityError.self) { try await store.upsert(set: "SalesOrderItems", entity: ["Quantity": .int(1)]) }
     }

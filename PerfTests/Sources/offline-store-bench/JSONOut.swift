@@ -109,7 +109,7 @@ struct JSONOut: ~Copyable {
 
     /// `"YYYY-MM-DD"`, without the quotes.
     mutating func bareDate(days: Int) {
-        let (y, m, d) = civilFromDays(days)
+        let (y, m, d) = EDMDate(days: Int32(days)).components
         if y < 0 { byte(0x2D) }
         unsigned(UInt64(abs(y)), minimumDigits: 4)
         byte(0x2D)
@@ -126,6 +126,7 @@ struct JSONOut: ~Copyable {
 
     /// `"2021-03-04T05:06:07.89Z"` (the fraction in 100 ns ticks, trailing zeros dropped) or with `+hh:mm`.
     mutating func dateTimeOffset(ticks: Int64, offsetMinutes: Int16) {
+        let ticksPerSecond: Int64 = 10_000_000, ticksPerDay = 86_400 * ticksPerSecond
         let local = ticks + Int64(offsetMinutes) * 60 * ticksPerSecond
         let days = local >= 0 ? local / ticksPerDay : (local - ticksPerDay + 1) / ticksPerDay
         let tod = local - days * ticksPerDay

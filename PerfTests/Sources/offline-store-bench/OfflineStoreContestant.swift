@@ -30,7 +30,7 @@ final class OfflineStoreContestant: Contestant, @unchecked Sendable {
     }
 
     func find(productID: String) throws -> Int {
-        let found = try store.find(set: set, index: productIndex, equals: [.string(productID)])
+        let found = try store.find(set: set, index: productIndex, where: .equals([.string(productID)]))
         blackHole(found)
         return found.count
     }

@@ -1,5 +1,6 @@
 import Foundation
 import OfflineStore
+import Samples
 
 // offline-store-bench [--quick | --tiny | --count N] [--seed S] [--dir DIR] [--keep] [--json FILE]
 //
@@ -78,6 +79,8 @@ func run() throws {
     if FileManager.default.fileExists(atPath: dir) {
         throw BenchError("\(dir) exists; give an empty or new --dir")
     }
+    // The store makes only its own directory (no parents), as `offline-store init` does.
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     defer { if !o.keep { try? FileManager.default.removeItem(atPath: dir) } }
     #if DEBUG
     log("warning: a debug build; measure with `swift run -c release`")
@@ -107,10 +110,8 @@ func run() throws {
         initialized = n
     }
     let rowBytes = items.prefix(1000).reduce(0) { $0 + RawLMDB.valueSize($1) + RawLMDB.keySize } / min(n, 1000)
-    let codec = RowCodec(schema: store.schema, entityType: store.schema.entityType(ofSet: BenchSchema.set)!)
     let storeRowBytes = try items.prefix(1000).reduce(0) { total, i in
-        let key = try KeyCodec.encode([.string(i.salesOrderID), .int(Int64(i.itemPosition))])
-        return total + codec.encode(i.properties).count + key.count
+        total + (try store.encodedSize(set: BenchSchema.set, entity: i.properties))
     } / min(n, 1000)
     log("data: generated in \(fixed(Double(now() - start) / 1e9)) s; row ≈ \(rowBytes) bytes raw, \(storeRowBytes) in OfflineStore (key included)")
 
@@ -264,7 +265,7 @@ func run() throws {
 
     // 3. Range + $orderby + $top 100 on the DeliveryDate index: a random 31-day window (~7,700 of
     //    1M rows match), the first 100 by date.
-    let firstDay = Int32(daysFromCivil(year: 2015, month: 1, day: 1)), lastDay = Int32(daysFromCivil(year: 2025, month: 12, day: 31))
+    let firstDay = EDMDate("2015-01-01")!.days, lastDay = EDMDate("2025-12-31")!.days
     let ranges = (0..<queriesPerRound).map { _ in
         let from = firstDay + Int32(random.below(Int(lastDay - firstDay) - 31))
         return BenchQuery(.deliveries(from: from, until: from + 31, top: 100))
@@ -442,7 +443,7 @@ func profile(_ workload: String, _ c: any Contestant, items: [Item], productIDs:
             for _ in 0..<100 { _ = try c.query(BenchQuery(.product(productIDs[random.below(productIDs.count)]))) }
             ops += 100
         case "qrange":
-            let first = Int32(daysFromCivil(year: 2015, month: 1, day: 1))
+            let first = EDMDate("2015-01-01")!.days
             for _ in 0..<100 {
                 let from = first + Int32(random.below(4_000 - 31))
                 _ = try c.query(BenchQuery(.deliveries(from: from, until: from + 31, top: 100)))

@@ -134,8 +134,15 @@ public final class Environment: @unchecked Sendable {
             guard st.st_mode & S_IFMT == S_IFDIR else { throw EnvironmentError.notADirectory(path) }
         } else if errno != ENOENT || !create {
             throw StorageSystemError(operation: "open the store directory '\(path)'", errno: errno)
-        } else if mkdir(path, 0o755) != 0 && errno != EEXIST {
-            throw StorageSystemError(operation: "create the store directory '\(path)'", errno: errno)
+        } else {
+            // Like `mkdir -p`: missing parents are made too.
+            var prefix = path.hasPrefix("/") ? "" : "."
+            for part in path.split(separator: "/") {
+                prefix += "/" + part
+                if mkdir(prefix, 0o755) != 0 && errno != EEXIST {
+                    throw StorageSystemError(operation: "create the store directory '\(path)'", errno: errno)
+                }
+            }
         }
         guard create else { return }
         let lock = path + "/lock.mdb"

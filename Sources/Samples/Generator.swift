@@ -1,4 +1,6 @@
 import Foundation
+import OfflineStore
+import Storage
 
 /// Synthetic entities for any schema: what `offline-store generate` writes and the benchmarks load.
 ///
@@ -23,8 +25,8 @@ import Foundation
 /// ```
 public struct EntityGenerator: Sendable {
     public let set: String
-    public let type: EntityType
-    public let schema: Schema
+    package let type: EntityType
+    package let schema: Schema
     public let count: Int
     public let seed: UInt64
     let base: UInt64
@@ -75,7 +77,7 @@ public struct EntityGenerator: Sendable {
     ///   keys, which fails for a non-nullable one.
     /// - Throws: `EntityError.badInput` when the key cannot hold `count` distinct values or a
     ///   non-nullable foreign key has nothing to point at.
-    public init(schema: Schema, set: String, count: Int, seed: UInt64, references: [String: [[Value]]] = [:]) throws(EntityError) {
+    package init(schema: Schema, set: String, count: Int, seed: UInt64, references: [String: [[Value]]] = [:]) throws(EntityError) {
         guard let type = schema.entityType(ofSet: set) else { throw .unknownEntitySet(set) }
         guard count >= 0 else { throw .badInput("generate: the count must not be negative") }
         self.set = set
@@ -532,25 +534,17 @@ extension OfflineStore {
     ///
     /// - Parameter progress: called with (rows written, count) after each transaction.
     /// - Returns: how many entities were written.
+    /// - Throws: `EntityError` (naming the set and key of an entity refused); the batches before
+    ///   the failing one stay written.
     @discardableResult
     public func generate(set: String, count: Int, seed: UInt64 = 1, batchSize: Int = 50_000,
                          progress: ((_ written: Int, _ total: Int) -> Void)? = nil) throws -> Int {
         let gen = try generator(set: set, count: count, seed: seed)
-        let h = try entities.set(set)
         let size = max(batchSize, 1)
         var done = 0
         while done < count {
             let rows = done..<(done + min(size, count - done))
-            let batch = rows.map { gen.entity($0) }
-            try entities.write { t in
-                for (n, e) in batch.enumerated() {
-                    do {
-                        try h.upsert(t, e)
-                    } catch let error as EntityError {
-                        throw EntityError.badInput("generate \(set): row \(rows.lowerBound + n): \(error)")
-                    }
-                }
-            }
+            try load(rows: rows.map { (set: set, entity: gen.entity($0)) })
             done = rows.upperBound
             progress?(done, count)
         }

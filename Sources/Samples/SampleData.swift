@@ -1,3 +1,6 @@
+import OfflineStore
+import Storage
+
 /// A small built-in EPM-style sample (business partners, products, sales orders and their items),
 /// used by `offline-store demo` and by tests. The data is generated deterministically.
 public enum SampleData {

@@ -1,0 +1,15 @@
+import Storage
+
+extension StoreConfiguration {
+    /// Reads a configuration file: the JSON form in the README (`serviceRoot`, `definingRequests`,
+    /// `indexes`, `requestQueueOptimization`, `durability`, `limits`).
+    ///
+    /// ```swift
+    /// let configuration = try StoreConfiguration(json: Array(#"{"indexes":{"Products":["Category"]}}"#.utf8))
+    /// ```
+    /// - Throws: `JSONError` for bad JSON; `EntityError` for an unknown or mistyped member, so a
+    ///   typo does not pass unnoticed.
+    public init(json bytes: [UInt8]) throws {
+        try self.init(json: JSON.parse(bytes))
+    }
+}

@@ -40,9 +40,12 @@ struct CLI {
     }
 }
 
+/// A new temporary directory. Stores made anywhere under it are checked after the test when its
+/// suite has the `.checksStores` trait.
 func tempDir() -> String {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-cli-\(UUID().uuidString)").path
     try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    StoreRegistry.register(dir)
     return dir
 }
 
@@ -50,7 +53,7 @@ func write(_ text: String, to path: String) throws {
     try Data(text.utf8).write(to: URL(fileURLWithPath: path))
 }
 
-struct CLITests {
+@Suite(.checksStores) struct CLITests {
     /// A store made by `init` from the sample metadata and configuration, loaded with the sample data.
     func sampleStore() throws -> String {
         let dir = tempDir()
@@ -132,7 +135,7 @@ struct CLITests {
     }
 }
 
-struct V2LoadTests {
+@Suite(.checksStores) struct V2LoadTests {
     static let edmx = """
     <?xml version="1.0" encoding="utf-8"?>
     <edmx:Edmx Version="1.0" xmlns:edmx="http://schemas.microsoft.com/ado/2007/06/edmx" xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata" xmlns:sap="http://www.sap.com/Protocols/SAPData">

@@ -3,7 +3,7 @@ import Testing
 import OfflineStore
 import Samples
 
-struct GeneratorTests {
+@Suite(.checksStores) struct GeneratorTests {
     static let counts = [("BusinessPartners", 50), ("Products", 300), ("SalesOrders", 1_000), ("SalesOrderItems", 4_000)]
 
     /// A store from the sample $metadata, generated parents first.

@@ -5,7 +5,7 @@ import Samples
 import Storage
 
 /// Features of the query engine end to end, on the built-in sample.
-struct QueryEngineTests {
+@Suite(.checksStores) struct QueryEngineTests {
     static func sampleStore() throws -> OfflineStore {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-q-\(UUID().uuidString)").path
         let store = try OfflineStore.create(at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)

@@ -12,7 +12,7 @@ import Samples
 /// fail in turn, with each error LMDB can give on a write path. After each, the store passes
 /// `check`, and its entities and queue are exactly as before the change or exactly as after it —
 /// never one without the other.
-struct QueueFaultTests {
+@Suite(.checksStores) struct QueueFaultTests {
     static let codes: [(String, Int32)] = [
         ("MDB_MAP_FULL", MDB_MAP_FULL), ("EIO", EIO), ("ENOSPC", ENOSPC), ("MDB_TXN_FULL", MDB_TXN_FULL), ("MDB_READERS_FULL", MDB_READERS_FULL),
     ]

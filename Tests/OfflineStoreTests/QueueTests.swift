@@ -339,7 +339,7 @@ import Samples
 }
 
 /// The collapse table as a pure function: every pair, and every reason not to merge.
-struct CollapseRuleTests {
+@Suite(.checksStores) struct CollapseRuleTests {
     typealias M = RequestRecord.Method
 
     @Test func everyPair() {

@@ -4,7 +4,7 @@ import Testing
 import Samples
 
 /// A read that starts after a write returned sees it, also through reused read transactions.
-struct ReadAfterWriteTests {
+@Suite(.checksStores) struct ReadAfterWriteTests {
     @Test func readsSeeEveryCommittedWrite() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-raw-\(UUID().uuidString)").path
         let s = try OfflineStore.create(at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)

@@ -28,10 +28,35 @@ struct CheckStoresTrait: SuiteTrait, TestTrait, TestScoping {
         guard !test.isSuite else { return try await function() }
         let registry = StoreRegistry()
         try await StoreRegistry.$current.withValue(registry) { try await function() }
-        for path in registry.all where FileManager.default.fileExists(atPath: path + "/data.mdb") {
-            let report = try OfflineStore.open(at: path, readOnly: true).check()
+        for path in Set(registry.all.flatMap(Self.stores(under:))).sorted() {
+            let store: OfflineStore
+            do {
+                store = try OfflineStore.open(at: path, readOnly: true)
+            } catch let e as EntityError where "\(e)".contains("is not an OfflineStore store") {
+                continue  // a bare LMDB environment a test made, not a store
+            }
+            let report = try store.check()
             #expect(report.isConsistent, "integrity check of \(path) after \(test.name):\n\(report)")
         }
+    }
+}
+
+extension CheckStoresTrait {
+    /// `dir` and the directories up to three levels below it that hold a store.
+    static func stores(under dir: String) -> [String] {
+        var out: [String] = []
+        func visit(_ path: String, _ depth: Int) {
+            if FileManager.default.fileExists(atPath: path + "/data.mdb") { out.append(path) }
+            guard depth < 3, let items = try? FileManager.default.contentsOfDirectory(atPath: path) else { return }
+            for item in items {
+                var isDirectory: ObjCBool = false
+                if FileManager.default.fileExists(atPath: path + "/" + item, isDirectory: &isDirectory), isDirectory.boolValue {
+                    visit(path + "/" + item, depth + 1)
+                }
+            }
+        }
+        visit(dir, 0)
+        return out
     }
 }
 

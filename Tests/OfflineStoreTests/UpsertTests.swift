@@ -3,7 +3,7 @@ import Testing
 import OfflineStore
 import Samples
 
-struct UpsertTests {
+@Suite(.checksStores) struct UpsertTests {
     func syncUpsert(_ store: OfflineStore, _ e: Properties) throws -> Bool { try store.upsert(set: "SalesOrderItems", entity: e) }
 
     @Test func upsertWritesOneEntityAndItsIndexesConcurrentCallersGroupCommit() async throws {

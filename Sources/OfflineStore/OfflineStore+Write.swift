@@ -168,3 +168,13 @@ extension OfflineStore {
                                                         navigation: navigation, owner: set)
     }
 }
+
+extension OfflineStore {
+    /// Applies the service's acknowledgment of request `requestID` as flush will: the request
+    /// leaves the queue, the entity takes `serverImage` (its key, computed properties) and a local
+    /// key is replaced by the service's everywhere it is used. Package API until flush exists.
+    package func acknowledge(requestID: Int64, serverImage: Properties?) throws {
+        let queue = requestQueue
+        try entities.write { t in try queue.acknowledge(t, id: requestID, serverImage: serverImage) }
+    }
+}

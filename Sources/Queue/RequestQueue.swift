@@ -211,8 +211,11 @@ package struct RequestQueue: Sendable {
         let keyValues: [Value]
         let previous: Properties?
         let current: Properties?
+        var localKey = false
         switch change {
-        case .create(_, let entity):
+        case .create(_, let given):
+            let entity: Properties
+            (entity, localKey) = try fillLocalKey(t, set: set, given)
             try set.insert(t, entity)
             keyValues = try set.keyValues(entity)
             (previous, current) = (nil, try set.get(t.reader, key: keyValues))
@@ -254,7 +257,8 @@ package struct RequestQueue: Sendable {
         var requestID: Int64? = nil
         switch decision {
         case .append:
-            requestID = try append(t, set: set, change: change, current: current, keyValues: keyValues, keyBytes: keyBytes, deps: deps, options: options)
+            requestID = try append(t, set: set, change: change, current: current, keyValues: keyValues, keyBytes: keyBytes,
+                                   deps: deps, options: options, localKey: localKey)
         case .merge(let id, let newMethod):
             var r = try record(t.reader, id: id)!
             switch newMethod {
@@ -284,7 +288,7 @@ package struct RequestQueue: Sendable {
     }
 
     private func append(_ t: WriteView, set: EntitySetHandle, change: LocalChange, current: Properties?, keyValues: [Value],
-                        keyBytes: [UInt8], deps: [Int64], options: ChangeOptions) throws -> Int64 {
+                        keyBytes: [UInt8], deps: [Int64], options: ChangeOptions, localKey: Bool = false) throws -> Int64 {
         let id = try allocateID(t)
         let body: String?
         switch change {
@@ -294,7 +298,7 @@ package struct RequestQueue: Sendable {
         }
         let r = RequestRecord(id: id, method: change.method, entitySet: set.name, entityKey: set.describeKey(keyValues), keyBytes: keyBytes,
                               body: body, options: options, repeatabilityID: EDMGuid.random(), createdAt: .now,
-                              dependencies: deps, localKey: false)
+                              dependencies: deps, localKey: localKey)
         try put(t, r, hasDependents: false)
         for d in deps { try markDepended(t, id: d) }
         return id

@@ -115,6 +115,17 @@ extension CSDLReader {
         return properties
     }
 
+    /// Whether the service computes the property: a V4 `Core.Computed` annotation inside it (any
+    /// alias of `Org.OData.Core.V1`), or V2's `sap:creatable="false"`. Annotations targeted from an
+    /// `Annotations` element elsewhere are not read.
+    static func computed(_ node: CSDLNode) -> Bool {
+        if node.attributes.contains(where: { $0.key.hasSuffix(":creatable") && $0.value == "false" }) { return true }
+        return node.children("Annotation").contains { a in
+            guard let term = a["Term"], term.hasSuffix(".Computed") else { return false }
+            return a["Bool"] != "false"
+        }
+    }
+
     /// A structural property, or nil for a stream property.
     func property(_ node: CSDLNode) throws(CSDLError) -> Property? {
         let name = try Self.required(node, "Name")
@@ -122,7 +133,7 @@ extension CSDLReader {
         guard let type = try typeRef(typeName, at: node) else { return nil }
         return Property(name: name, type: type, nullable: Self.flag(node, "Nullable", default: true),
                         maxLength: Self.integer(node["MaxLength"]), precision: Self.integer(node["Precision"]),
-                        scale: Self.integer(node["Scale"]))
+                        scale: Self.integer(node["Scale"]), computed: Self.computed(node))
     }
 
     /// The type of a property: primitive, complex, enum, type definition or a collection; nil for streams.

@@ -13,15 +13,19 @@ public struct Property: Sendable, Hashable {
     public var maxLength: Int?
     public var precision: Int?
     public var scale: Int?
+    /// The service computes the value (`Core.Computed`, V2 `sap:creatable="false"`): a create
+    /// may leave it out; for a key property the store then makes a local key.
+    public var computed: Bool
 
     public init(name: String, type: TypeRef, nullable: Bool = true, maxLength: Int? = nil,
-                precision: Int? = nil, scale: Int? = nil) {
+                precision: Int? = nil, scale: Int? = nil, computed: Bool = false) {
         self.name = name
         self.type = type
         self.nullable = nullable
         self.maxLength = maxLength
         self.precision = precision
         self.scale = scale
+        self.computed = computed
     }
 }
 

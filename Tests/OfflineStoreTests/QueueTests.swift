@@ -390,3 +390,30 @@ import Samples
         #expect(Collapse.joinTags("a#b", "c") == "a#b#c")
     }
 }
+
+/// Adding an index while writers run: the backfill installs the new index before it commits, so
+/// no concurrent write is missing from it (the integrity check compares entries with entities).
+@Suite(.checksStores) struct IndexWhileWritingTests {
+    @Test func addIndexDuringConcurrentWrites() async throws {
+        for round in 0..<5 {
+            let store = try makeSampleStore(optimize: false)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for w in 0..<4 {
+                    group.addTask {
+                        for n in 0..<60 {
+                            try await store.create(set: "Products", entity: ["ProductID": .string("W\(w)-\(n)"), "Name": .string("n\(n % 7)")])
+                        }
+                    }
+                }
+                group.addTask {
+                    try await Task.sleep(nanoseconds: UInt64(round) * 3_000_000)
+                    try store.addIndex(set: "Products", definition: "Name")
+                }
+                try await group.waitForAll()
+            }
+            let report = try store.check()
+            #expect(report.isConsistent, "round \(round): \(report)")
+            #expect(try store.find(set: "Products", index: "Name", where: .equals([.string("n3")])).count >= 4 * 8)
+        }
+    }
+}

@@ -6,24 +6,10 @@ import Storage
 public typealias ChangeOptions = Queue.ChangeOptions
 
 extension OfflineStore {
-    /// A local change, for `apply(_:)`: many in one transaction.
-    public enum Change: Sendable, Hashable {
-        case create(set: String, entity: Properties)
-        /// PATCH: `changes` are merged into the entity; a null value removes one.
-        case update(set: String, key: [Value], changes: Properties)
-        /// PUT: the entity is replaced; properties left out become null.
-        case replace(set: String, key: [Value], entity: Properties)
-        case delete(set: String, key: [Value])
-
-        var local: LocalChange {
-            switch self {
-            case .create(let s, let e): .create(set: s, entity: e)
-            case .update(let s, let k, let c): .update(set: s, key: k, changes: c)
-            case .replace(let s, let k, let e): .replace(set: s, key: k, entity: e)
-            case .delete(let s, let k): .delete(set: s, key: k)
-            }
-        }
-    }
+    /// A local change, for `apply(_:)`: `.create(set:entity:)`, `.update(set:key:changes:)` (PATCH:
+    /// a null value removes one), `.replace(set:key:entity:)` (PUT: properties left out become
+    /// null), `.delete(set:key:)`.
+    public typealias Change = LocalChange
 
     /// What a local change became.
     public struct ChangeReceipt: Sendable, Hashable {
@@ -109,7 +95,7 @@ extension OfflineStore {
     private static func apply(_ changes: [Change], options: ChangeOptions, queue: RequestQueue, optimize: Bool,
                               _ t: WriteView) throws -> [ChangeReceipt] {
         try changes.map { c in
-            let r = try queue.apply(c.local, options: options, optimize: optimize, in: t)
+            let r = try queue.apply(c, options: options, optimize: optimize, in: t)
             return ChangeReceipt(requestID: r.requestID, entity: r.entity)
         }
     }

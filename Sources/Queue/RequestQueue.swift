@@ -1,8 +1,8 @@
 import Foundation
 import Storage
 
-/// A local change to apply and record.
-package enum LocalChange: Sendable, Hashable {
+/// A local change to apply and record (`OfflineStore.Change`).
+public enum LocalChange: Sendable, Hashable {
     case create(set: String, entity: Properties)
     /// PATCH: `changes` are merged into the entity; a null removes a value.
     case update(set: String, key: [Value], changes: Properties)

@@ -555,16 +555,18 @@ extension OfflineStore {
 // MARK: Helpers
 
 /// SplitMix64: small, fast, and the same on every platform (Swift's own generator is not seedable).
-struct _SplitMix: RandomNumberGenerator {
-    var state: UInt64
+package struct _SplitMix: RandomNumberGenerator {
+    package var state: UInt64
 
-    mutating func next() -> UInt64 {
+    package init(state: UInt64) { self.state = state }
+
+    package mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         return _mix(state)
     }
 
     /// Uniform in `0..<n` (n > 0).
-    mutating func below(_ n: Int) -> Int {
+    package mutating func below(_ n: Int) -> Int {
         guard n > 1 else { return 0 }
         return Int(next().multipliedFullWidth(by: UInt64(n)).high)
     }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OfflineStore
+import Samples
 
 /// A hidden verb for kill tests: makes seeded random local changes (creates, updates, replaces,
 /// deletes, batches) to `Products` as fast as it can, and reports each on standard output —
@@ -16,7 +17,7 @@ struct ChangeWorker: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let store = try OfflineStore.open(at: options.store)
-            var rng = _WorkerRandom(state: seed)
+            var rng = _SplitMix(state: seed)
             let ids = (0..<keys).map { "K-\($0)" } + (1001...1005).map { "HT-\($0)" }
             for n in 0..<count {
                 let batch = rng.below(10) == 0 ? 3 : 1
@@ -57,17 +58,4 @@ struct ChangeWorker: ParsableCommand {
             }
         }
     }
-}
-
-/// SplitMix64, so a worker's changes follow from its seed.
-struct _WorkerRandom {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
 }

@@ -56,7 +56,7 @@ import Samples
         let queued = try requests(store)
         let bad: [OfflineStore.Change] = [
             .create(set: "Products", entity: ["ProductID": .string("HT-1001")]),                 // duplicate key
-            .create(set: "Products", entity: ["Name": .string("no key")]),                        // missing key
+            .create(set: "Products", entity: ["ProductID": .int(5)]),                             // key of the wrong type
             .create(set: "Products", entity: ["ProductID": .string("X"), "Pric": .int(1)]),       // unknown property
             .create(set: "Products", entity: ["ProductID": .string("X"), "Price": .string("1")]), // type mismatch
             .create(set: "Products", entity: ["ProductID": .string(String(repeating: "x", count: 600))]),  // too long

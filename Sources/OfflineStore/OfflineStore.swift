@@ -46,6 +46,10 @@ public final class OfflineStore: Sendable {
     /// Verifies the store; see `EntityStore.check`.
     public func check() throws -> IntegrityReport { try entities.check() }
 
+    /// Verifies the store in directory `path`, auditing `data.mdb`'s structure before LMDB
+    /// reads it; a damaged file is reported, not opened. See `EntityStore.check(path:)`.
+    public static func check(at path: String) throws -> IntegrityReport { try EntityStore.check(path: path) }
+
     public func stats() throws -> StoreStats { try entities.stats() }
 
     /// Adds a secondary index (`"Quantity DESC, ProductID"`) to `set`, backfilling it.

@@ -1,74 +1,115 @@
-/// What `check` found: counts, and every inconsistency (empty when the store is consistent).
-public struct IntegrityReport: Sendable, CustomStringConvertible {
-    public var entities = 0
-    public var indexEntries = 0
-    public var problems: [String] = []
-    public var isConsistent: Bool { problems.isEmpty }
-
-    public var description: String {
-        if isConsistent { return "ok: \(entities) entities, \(indexEntries) index entries" }
-        return problems.joined(separator: "\n")
-    }
-}
+import Foundation
 
 extension EntityStore {
-    /// Verifies the whole store in one read transaction: every row decodes and fits the schema and
-    /// sits under its own key; every index has exactly one entry per entity and each entry matches
-    /// the entity it points to; unique indexes hold no duplicates.
+    /// Verifies the store in directory `path` without trusting its file: the structural audit
+    /// (`PageAudit`, `pread` only) runs first, and the store is opened and walked through LMDB
+    /// only when `data.mdb` is sound. A damaged file is reported, never read through the map,
+    /// where it could crash the process.
+    ///
+    /// - Throws: `DataFileError.unreadable` when `data.mdb` cannot be read; what `open` throws.
+    public static func check(path: String, maxProblems: Int = 100) throws -> IntegrityReport {
+        let dataFile = path + "/data.mdb"
+        guard FileManager.default.fileExists(atPath: dataFile) else {
+            throw EntityError.badInput("no store in '\(path)' (run 'offline-store init' first)")
+        }
+        guard let audit = try PageAudit.run(path: dataFile, maxProblems: maxProblems) else {
+            preconditionFailure("an audit of the newest snapshot always has one")
+        }
+        guard audit.isSound else { return IntegrityReport(damaged: audit) }
+        return try open(path: path).check(maxProblems: maxProblems, audited: audit)
+    }
+
+    /// Verifies the whole store in one read transaction. First the structural audit of that
+    /// transaction's snapshot (`PageAudit`, `pread` only: every page, node, key order, count);
+    /// if the file is damaged that is the report, and nothing is read through LMDB's map. Then
+    /// the logical check: every row decodes and fits the schema and sits under its own key; every
+    /// index has exactly one entry per entity and each entry matches the entity it points to;
+    /// unique indexes hold no duplicates.
+    ///
+    /// - Throws: `LMDBError`, `DataFileError.unreadable`, or `CheckInterrupted` when writes
+    ///   replace the snapshot 100 times in a row before its audit begins.
     public func check(maxProblems: Int = 100) throws -> IntegrityReport {
-        var report = IntegrityReport()
-        func problem(_ s: String) { if report.problems.count < maxProblems { report.problems.append(s) } }
-        try read { t in
-            for name in setNames {
-                let set = try self.set(name)
-                var rows = 0
-                try set.scanRaw(t) { key, row in
-                    rows += 1
-                    let props: Properties
-                    do { props = try set.codec.decode(row) } catch {
-                        problem("\(name): row under key \(Array(key)) does not decode: \(error)")
+        try check(maxProblems: maxProblems, audited: nil)
+    }
+
+    /// `check`, skipping the audit when `audited` is of the snapshot the read transaction gets.
+    func check(maxProblems: Int, audited: PageAuditReport?) throws -> IntegrityReport {
+        let attempts = 100
+        for _ in 0..<attempts {
+            // The read transaction keeps its snapshot's pages from reuse while the audit reads
+            // them; nil when two commits came before the audit found its meta page.
+            let report = try read { t -> IntegrityReport? in
+                let audit: PageAuditReport
+                if let audited, audited.txnid == t.id {
+                    audit = audited
+                } else if let fresh = try PageAudit.run(path: environment.path + "/data.mdb", snapshot: t.id, maxProblems: maxProblems) {
+                    audit = fresh
+                } else {
+                    return nil
+                }
+                guard audit.isSound else { return IntegrityReport(damaged: audit) }
+                var report = IntegrityReport()
+                report.pagesAudited = audit.pagesAudited
+                report.freePages = audit.freePages
+                try checkLogically(t, into: &report, maxProblems: maxProblems)
+                return report
+            }
+            if let report { return report }
+        }
+        throw CheckInterrupted(attempts: attempts)
+    }
+
+    /// The logical half of `check`, in read transaction `t` of a structurally sound file.
+    private func checkLogically(_ t: TxnRef, into report: inout IntegrityReport, maxProblems: Int) throws {
+        func problem(_ s: String) { report.problem(s, max: maxProblems) }
+        for name in setNames {
+            let set = try self.set(name)
+            var rows = 0
+            try set.scanRaw(t) { key, row in
+                rows += 1
+                let props: Properties
+                do { props = try set.codec.decode(row) } catch {
+                    problem("\(name): row under key \(Array(key)) does not decode: \(error)")
+                    return true
+                }
+                do {
+                    try set.validate(props, partial: false)
+                    let k = try set.encodeKey(try set.keyValues(props))
+                    if !k.elementsEqual(key) { problem("\(name): row \(set.describeKey(try set.keyValues(props))) is stored under another key") }
+                } catch {
+                    problem("\(name): row under key \(Array(key)) is invalid: \(error)")
+                }
+                return true
+            }
+            report.entities += rows
+            for index in set.indexes {
+                var entries = 0
+                var previousTuple: [UInt8]? = nil
+                try set.scanIndex(t, index, lower: nil, upper: nil) { entry, pk in
+                    entries += 1
+                    let tuple = Array(entry.prefix(entry.count - pk.count))
+                    if index.definition.unique, tuple == previousTuple,
+                       !(try KeyCodec.decode(entry, count: index.definition.components.count, descending: index.descending).values.contains(.null)) {
+                        problem("\(name): unique index '\(index.definition.name)' has duplicate entries")
+                    }
+                    previousTuple = tuple
+                    guard let row = try t.get(set.entities, pk) else {
+                        problem("\(name): index '\(index.definition.name)' has an entry for a missing entity")
                         return true
                     }
-                    do {
-                        try set.validate(props, partial: false)
-                        let k = try set.encodeKey(try set.keyValues(props))
-                        if !k.elementsEqual(key) { problem("\(name): row \(set.describeKey(try set.keyValues(props))) is stored under another key") }
-                    } catch {
-                        problem("\(name): row under key \(Array(key)) is invalid: \(error)")
+                    guard let props = try? set.codec.decode(row),
+                          let expected = try? index.entryKey(props, primaryKey: Array(pk)) else { return true }
+                    if !expected.elementsEqual(entry) {
+                        problem("\(name): index '\(index.definition.name)' has a stale entry for \(set.describeKey((try? set.keyValues(props)) ?? []))")
                     }
                     return true
                 }
-                report.entities += rows
-                for index in set.indexes {
-                    var entries = 0
-                    var previousTuple: [UInt8]? = nil
-                    try set.scanIndex(t, index, lower: nil, upper: nil) { entry, pk in
-                        entries += 1
-                        let tuple = Array(entry.prefix(entry.count - pk.count))
-                        if index.definition.unique, tuple == previousTuple,
-                           !(try KeyCodec.decode(entry, count: index.definition.components.count, descending: index.descending).values.contains(.null)) {
-                            problem("\(name): unique index '\(index.definition.name)' has duplicate entries")
-                        }
-                        previousTuple = tuple
-                        guard let row = try t.get(set.entities, pk) else {
-                            problem("\(name): index '\(index.definition.name)' has an entry for a missing entity")
-                            return true
-                        }
-                        guard let props = try? set.codec.decode(row),
-                              let expected = try? index.entryKey(props, primaryKey: Array(pk)) else { return true }
-                        if !expected.elementsEqual(entry) {
-                            problem("\(name): index '\(index.definition.name)' has a stale entry for \(set.describeKey((try? set.keyValues(props)) ?? []))")
-                        }
-                        return true
-                    }
-                    report.indexEntries += entries
-                    if entries != rows {
-                        problem("\(name): index '\(index.definition.name)' has \(entries) entries for \(rows) entities")
-                    }
+                report.indexEntries += entries
+                if entries != rows {
+                    problem("\(name): index '\(index.definition.name)' has \(entries) entries for \(rows) entities")
                 }
             }
         }
-        return report
     }
 
     /// Entity and index counts per set, and the file's size.

@@ -40,11 +40,13 @@ public final class Environment: @unchecked Sendable {
     /// - Parameters:
     ///   - mapSize: the initial map size in bytes; it doubles whenever a write fills it.
     ///   - maxDatabases: how many named databases may be open (`mdb_env_set_maxdbs`).
-    /// - Throws: `LMDBError`, or a POSIX error if the directory cannot be made. On failure the
+    /// - Throws: `LMDBError`, `DataFileError` for a truncated or damaged `data.mdb` (found before
+    ///   LMDB maps it), or a POSIX error if the directory cannot be made. On failure the
     ///   environment is closed again (`mdb_env_close`).
     public init(path: String, durability: Durability = .full, mapSize: Int = 1 << 30,
                 maxDatabases: Int = 1024, fileMode: mode_t = 0o644) throws {
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try Self._refuseDamagedDataFile(in: path)
         var env: OpaquePointer?
         try _check(mdb_env_create(&env), "mdb_env_create")
         do {

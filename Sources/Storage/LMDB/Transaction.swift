@@ -25,6 +25,9 @@ func _bytes(_ v: MDB_val) -> MappedBytes {
 package struct TxnRef {
     package let raw: OpaquePointer
 
+    /// The transaction's id (`mdb_txn_id`): for a read transaction, the snapshot it reads.
+    package var id: UInt64 { UInt64(mdb_txn_id(raw)) }
+
     /// Looks up `key` (`mdb_get`). Returns nil when it is absent.
     package func get(_ db: Database, _ key: UnsafeRawBufferPointer) throws(LMDBError) -> MappedBytes? {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))

@@ -7,14 +7,13 @@ extension Environment {
     /// page it freed in the transaction that allocated it), so a short file costs a walk of the
     /// free list; an intact one costs two small reads. No file, or an empty one, is a new store.
     ///
-    /// - Throws: `DataFileError`: `.truncated`, `.tooShortForMetaPages`, `.badMetaPage` (LMDB
-    ///   would refuse the file too, with less to say), `.unreadable`.
+    /// - Throws: `DataFileError`: `.truncated`, `.tooShortForMetaPages`, `.badMetaPage` (a meta
+    ///   page LMDB would refuse too, with less to say, or misread), `.unreadable`.
     static func _refuseDamagedDataFile(in directory: String) throws(DataFileError) {
         guard let file = try _DataFile.open(directory + "/data.mdb"), file.size > 0 else { return }
         let metas = try _MetaPages.read(file)
-        for case .failure(let p) in metas.pages { throw .badMetaPage(path: file.path, reason: p.reason) }
-        if let mismatch = metas.pageSizeMismatch { throw .badMetaPage(path: file.path, reason: mismatch) }
-        guard let meta = metas.chosen?.meta else { return }  // unreachable: both are valid here
+        if let reason = metas.refusal { throw .badMetaPage(path: file.path, reason: reason) }
+        guard let meta = metas.chosen?.meta else { return }  // none only when refused above
         let wholePages = UInt64(file.size / meta.pageSize)
         guard wholePages < meta.pages else { return }
         // A free list that cannot be read whole cannot vouch for the missing pages.

@@ -58,6 +58,11 @@ package enum PageAudit {
             }
             picked = m
         }
+        if let flaw = picked.meta.flaw, flaw.misleadsLMDB {
+            report.problems = metas.problems + ["meta page \(picked.index), the one LMDB would use, cannot be walked"]
+            report.problemCount = report.problems.count
+            return report
+        }
         let auditor = _PageAuditor(file: file, meta: picked.meta, maxProblems: maxProblems)
         for p in metas.problems { auditor.problem(p) }
         auditor.auditEverything()

@@ -103,13 +103,15 @@ struct _Meta: Sendable {
     var txnid: UInt64
     var free: _DatabaseRecord
     var main: _DatabaseRecord
+    /// What is wrong with this meta page although it passes LMDB's own tests; nil when sound.
+    var flaw: _MetaFlaw?
 
     /// The number of pages the meta page says the file has.
     var pages: UInt64 { lastPage &+ 1 }
 
-    /// Parses meta page `index` from its first `_Layout.metaReadSize` bytes, or says why it is
-    /// not a meta page LMDB would accept (`mdb_env_read_header`'s tests, and a page size and a
-    /// last page it could use).
+    /// Parses meta page `index` from its first `_Layout.metaReadSize` bytes. Fails as
+    /// `mdb_env_read_header` does (no `P_META` flag, magic number or version wrong), or when the
+    /// file ends first; anything else wrong is the meta page's `implausibility`.
     static func parse(_ bytes: UnsafeRawBufferPointer, index: Int) -> Result<_Meta, _MetaProblem> {
         guard bytes.count >= _Layout.metaReadSize else { return .failure(.init("meta page \(index) is cut off by the end of the file")) }
         let h = _Layout.pageHeaderSize
@@ -121,21 +123,53 @@ struct _Meta: Sendable {
         guard version == _Layout.dataVersion else {
             return .failure(.init("meta page \(index) has format version \(version); LMDB 0.9 writes \(_Layout.dataVersion)"))
         }
-        guard flags == _Layout.meta else {
-            return .failure(.init("meta page \(index) has page flags 0x\(String(flags, radix: 16)), not those of a meta page (0x8)"))
+        guard flags & _Layout.meta != 0 else {
+            return .failure(.init("meta page \(index) has page flags 0x\(String(flags, radix: 16)), without that of a meta page (0x8)"))
         }
-        guard pgno == UInt64(index) else { return .failure(.init("meta page \(index) says it is page \(pgno)")) }
-        let free = _DatabaseRecord(bytes, at: h + 24), main = _DatabaseRecord(bytes, at: h + 72)
         let pageSize = Int(bytes._u32(h + 24))  // md_pad of the free list's record
-        guard _Layout.pageSizes.contains(pageSize), pageSize & (pageSize - 1) == 0 else {
-            return .failure(.init("meta page \(index) gives a page size of \(pageSize) bytes"))
+        var meta = _Meta(pageSize: pageSize, lastPage: bytes._u64(h + 120), txnid: bytes._u64(h + 128),
+                         free: _DatabaseRecord(bytes, at: h + 24), main: _DatabaseRecord(bytes, at: h + 72))
+        let (bytesNeeded, overflow) = meta.pages.multipliedReportingOverflow(by: UInt64(pageSize))
+        if !_Layout.pageSizes.contains(pageSize) || pageSize & (pageSize - 1) != 0 {
+            meta.flaw = .pageSize(pageSize)
+        } else if meta.lastPage < 1 || meta.lastPage == .max || overflow || bytesNeeded > UInt64(Int.max) {
+            meta.flaw = .lastPage(meta.lastPage)
+        } else if flags != _Layout.meta {
+            meta.flaw = .flags(flags)
+        } else if pgno != UInt64(index) {
+            meta.flaw = .pageNumber(pgno)
         }
-        let lastPage = bytes._u64(h + 120)
-        let (bytesNeeded, overflow) = (lastPage &+ 1).multipliedReportingOverflow(by: UInt64(pageSize))
-        guard lastPage >= 1, lastPage < UInt64.max, !overflow, bytesNeeded <= UInt64(Int.max) else {
-            return .failure(.init("meta page \(index) gives \(lastPage) as the last page"))
+        return .success(meta)
+    }
+}
+
+/// What is wrong with a meta page that passes LMDB's own tests.
+enum _MetaFlaw: Sendable, Equatable {
+    /// Not a page size LMDB can have written: it would divide by it, or read every page at the
+    /// wrong place.
+    case pageSize(Int)
+    /// A last page whose file size overflows: LMDB sizes its map from it.
+    case lastPage(UInt64)
+    /// Page flags beyond `P_META`.
+    case flags(UInt16)
+    /// The page says it is another page.
+    case pageNumber(UInt64)
+
+    /// True when LMDB cannot work from a meta page with this flaw.
+    var misleadsLMDB: Bool {
+        switch self {
+        case .pageSize, .lastPage: true
+        case .flags, .pageNumber: false
         }
-        return .success(_Meta(pageSize: pageSize, lastPage: lastPage, txnid: bytes._u64(h + 128), free: free, main: main))
+    }
+
+    func describe(_ index: Int) -> String {
+        switch self {
+        case .pageSize(let size): "meta page \(index) gives a page size of \(size) bytes"
+        case .lastPage(let page): "meta page \(index) gives \(page) as the last page"
+        case .flags(let flags): "meta page \(index) has page flags 0x\(String(flags, radix: 16)), not just those of a meta page (0x8)"
+        case .pageNumber(let page): "meta page \(index) says it is page \(page)"
+        }
     }
 }
 

@@ -6,7 +6,7 @@ extension _PageAuditor {
             let offset = Int(p._u16(_Layout.pageHeaderSize + 2 * i))
             let flags = p._u16(offset + 4), size = dataSize(p, at: offset)
             let dataStart = offset + _Layout.nodeHeaderSize + Int(p._u16(offset + 6))
-            let here = "leaf page \(pgno) node \(i)"
+            let here = _Origin.leaf(pgno, i)
             tree.entries += 1
             switch tree.kind {
             case .main:
@@ -35,7 +35,7 @@ extension _PageAuditor {
     /// Checks the overflow run at `pgno` that holds `size` bytes of a node's data: its first page
     /// says it is that page and an overflow page, and its page count covers the data and stays
     /// inside the file. Claims the run's pages.
-    func overflowRun(_ pgno: UInt64, size: Int, _ tree: inout _Tree, from: String) -> Bool {
+    func overflowRun(_ pgno: UInt64, size: Int, _ tree: inout _Tree, from: _Origin) -> Bool {
         guard pgno >= 2, pgno <= meta.lastPage, (pgno + 1) * UInt64(pageSize) <= UInt64(file.size) else {
             return claim(pgno, &tree, from: from)  // says what is wrong with the page number
         }
@@ -71,7 +71,7 @@ extension _PageAuditor {
     /// count and then that many page numbers in descending order (an `MDB_IDL`). The data is in
     /// the page at `inline`, or read piece by piece from the overflow run at `run`.
     func freeListEntry(_ p: UnsafeRawBufferPointer, node i: Int, inline: Int?, run: UInt64, size: Int,
-                       _ tree: inout _Tree, from: String) {
+                       _ tree: inout _Tree, from: _Origin) {
         let txn = key(p, i)._u64(0)
         func bad(_ what: String) {
             problem("\(tree.name): \(from) (transaction \(txn)) \(what)")

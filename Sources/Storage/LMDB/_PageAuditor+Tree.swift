@@ -31,7 +31,7 @@ extension _PageAuditor {
             tree.damaged = true
             return
         }
-        visit(r.root, level: 1, lower: nil, upper: nil, from: "its root", &tree)
+        visit(r.root, level: 1, lower: nil, upper: nil, from: .root, &tree)
         guard !tree.damaged else { return }
         var wrong: [String] = []
         if tree.entries != r.entries { wrong.append("\(r.entries) entries (found \(tree.entries))") }
@@ -46,14 +46,13 @@ extension _PageAuditor {
 
     /// Visits page `pgno` at `level` (the root is level 1) of `tree`, whose keys must lie in
     /// `lower ..< upper` (nil: unbounded), and everything below it.
-    func visit(_ pgno: UInt64, level: Int, lower: [UInt8]?, upper: [UInt8]?, from: String, _ tree: inout _Tree) {
+    func visit(_ pgno: UInt64, level: Int, lower: [UInt8]?, upper: [UInt8]?, from: _Origin, _ tree: inout _Tree) {
         guard claim(pgno, &tree, from: from), readPage(pgno, &tree) else { return }
         let p = UnsafeRawBufferPointer(page)
         let depth = tree.record.depth
         let isLeaf = level == depth
-        let here = "\(tree.name): \(isLeaf ? "leaf" : "branch") page \(pgno) (level \(level) of \(depth), from \(from))"
         func bad(_ what: String) {
-            problem("\(here) \(what)")
+            problem("\(tree.name): \(isLeaf ? "leaf" : "branch") page \(pgno) (level \(level) of \(depth), from \(from)) \(what)")
             tree.damaged = true
         }
         if p._u64(_Layout.pageNumberOffset) != pgno { return bad("says it is page \(p._u64(_Layout.pageNumberOffset))") }
@@ -123,7 +122,7 @@ extension _PageAuditor {
         }
         for (i, child) in children.enumerated() {
             visit(child.pgno, level: level + 1, lower: i == 0 ? lower : child.key,
-                  upper: i + 1 < n ? children[i + 1].key : upper, from: "branch page \(pgno) node \(i)", &tree)
+                  upper: i + 1 < n ? children[i + 1].key : upper, from: .branch(pgno, i), &tree)
         }
     }
 

@@ -83,7 +83,7 @@ final class _PageAuditor {
 
     /// Marks `count` pages from `pgno` as used by `tree`: they must lie after the meta pages,
     /// within the last page the meta page gives and inside the file, and be used by nothing else.
-    func claim(_ pgno: UInt64, count: UInt64 = 1, _ tree: inout _Tree, from: String) -> Bool {
+    func claim(_ pgno: UInt64, count: UInt64 = 1, _ tree: inout _Tree, from: _Origin) -> Bool {
         let last = pgno &+ count &- 1
         guard pgno >= 2, count >= 1, last >= pgno, last <= meta.lastPage else {
             problem("\(tree.name): \(from) points to page \(pgno)\(count > 1 ? " (\(count) pages)" : ""), outside pages 2…\(meta.lastPage)")
@@ -144,5 +144,20 @@ struct _Tree {
         self.name = name
         self.kind = kind
         self.record = record
+    }
+}
+
+/// Where a page number was found; said only in a problem, so the walk builds no strings.
+enum _Origin: CustomStringConvertible {
+    case root
+    case branch(UInt64, Int)
+    case leaf(UInt64, Int)
+
+    var description: String {
+        switch self {
+        case .root: "its root"
+        case .branch(let page, let node): "branch page \(page) node \(node)"
+        case .leaf(let page, let node): "leaf page \(page) node \(node)"
+        }
     }
 }

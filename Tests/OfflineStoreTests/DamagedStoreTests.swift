@@ -77,6 +77,16 @@ struct DamagedStoreTests {
         #expect(check.status == 1 && check.stdout.contains("points to page 1"), "\(check.stdout)")
     }
 
+    /// A transaction id past Int64.max in a meta page (LMDB hands it to every reader) is reported
+    /// (check trapped on it once, converting `mdb_txn_id`'s size_t).
+    @Test func aHugeTransactionIdIsReported() throws {
+        let (_, map) = try Self.pristine.get()
+        var bytes = map.bytes
+        for k in 0..<8 { bytes[map.newerMeta * map.pageSize + 144 + k] = k == 7 ? 0x80 : UInt8(map.newerMeta) }
+        let check = try run(["check", "--store", try store(bytes)])
+        #expect(check.status == 1 && check.stdout.contains("not consecutive"), "\(check.stdout)\(check.stderr)")
+    }
+
     /// Regression: a page size of 0 in the meta page LMDB uses made every command divide by
     /// zero in mdb_env_open (SIGFPE).
     @Test func aZeroPageSizeIsRefusedByEveryCommand() throws {

@@ -134,6 +134,18 @@ struct PageAuditTests {
         }
     }
 
+    /// A free-list key of another size than a transaction id's 8 bytes is reported, not read
+    /// (the audit itself trapped on it once, found by the corruption test).
+    @Test func aFreeListKeyOfTheWrongSizeIsReported() throws {
+        var bytes = try Self.bytes(try Self.healthyStore())
+        let map = DataFileMap(bytes)
+        let leaf = try #require(map.live.first { $0.value.kind == .leaf && $0.value.tree == .freeList })
+        let node = leaf.key * map.pageSize + leaf.value.nodes[0].offset
+        bytes[node + 6] = 7  // mn_ksize: 7 keeps the node inside its even-sized slot
+        let report = try #require(try PageAudit.run(path: try Self.copy(with: bytes) + "/data.mdb"))
+        #expect(report.problems.contains { $0.contains("the free list") && $0.contains("page \(leaf.key)") }, "\(report.problems)")
+    }
+
     /// The free list must not hold a page a tree uses: LMDB would hand it out again and overwrite
     /// live data with the next write.
     @Test func aFreeListHoldingALivePageIsReported() throws {

@@ -6,14 +6,32 @@ extension EntityStore {
     /// only when `data.mdb` is sound. A damaged file is reported, never read through the map,
     /// where it could crash the process.
     ///
+    /// The audit is of the snapshot an open read transaction sees, so that another process
+    /// committing meanwhile cannot reuse the pages being read. Before the audit, LMDB reads only
+    /// what the check at open has made safe: the two meta pages (through the map) and its lock
+    /// file's reader table, which is not made from `data.mdb` (the first process to open the
+    /// store resets it). A reader takes meta page `txnid & 1`, the one the audit walks unless the
+    /// meta pages hold transactions of the wrong parity, which the audit reports.
+    ///
     /// - Throws: `DataFileError.unreadable` when `data.mdb` cannot be read; what `open` throws.
     public static func check(path: String, maxProblems: Int = 100) throws -> IntegrityReport {
         let dataFile = path + "/data.mdb"
-        guard FileManager.default.fileExists(atPath: dataFile) else {
+        guard let size = (try? FileManager.default.attributesOfItem(atPath: dataFile))?[.size] as? NSNumber else {
             throw EntityError.badInput("no store in '\(path)' (run 'offline-store init' first)")
         }
-        guard let audit = try PageAudit.run(path: dataFile, maxProblems: maxProblems) else {
-            preconditionFailure("an audit of the newest snapshot always has one")
+        let audit: PageAuditReport
+        do {
+            // An empty file is no store; opening it would make LMDB write a new one there.
+            guard size.intValue > 0 else { throw DataFileError.tooShortForMetaPages(path: dataFile, fileSize: 0) }
+            audit = try Environment(path: path).readAudited(maxProblems: maxProblems) { _, audit in audit }
+        } catch let refused as DataFileError {
+            // Not even to be mapped: the audit of the file alone says what is wrong.
+            guard let byFile = try PageAudit.run(path: dataFile, maxProblems: maxProblems) else {
+                preconditionFailure("an audit of the newest snapshot always has one")
+            }
+            var report = IntegrityReport(damaged: byFile)
+            if report.isConsistent { report.problem("\(refused)", max: maxProblems) }
+            return report
         }
         guard audit.isSound else { return IntegrityReport(damaged: audit) }
         return try open(path: path).check(maxProblems: maxProblems, audited: audit)
@@ -34,29 +52,14 @@ extension EntityStore {
 
     /// `check`, skipping the audit when `audited` is of the snapshot the read transaction gets.
     func check(maxProblems: Int, audited: PageAuditReport?) throws -> IntegrityReport {
-        let attempts = 100
-        for _ in 0..<attempts {
-            // The read transaction keeps its snapshot's pages from reuse while the audit reads
-            // them; nil when two commits came before the audit found its meta page.
-            let report = try read { t -> IntegrityReport? in
-                let audit: PageAuditReport
-                if let audited, audited.txnid == t.id {
-                    audit = audited
-                } else if let fresh = try PageAudit.run(path: environment.path + "/data.mdb", snapshot: t.id, maxProblems: maxProblems) {
-                    audit = fresh
-                } else {
-                    return nil
-                }
-                guard audit.isSound else { return IntegrityReport(damaged: audit) }
-                var report = IntegrityReport()
-                report.pagesAudited = audit.pagesAudited
-                report.freePages = audit.freePages
-                try checkLogically(t, into: &report, maxProblems: maxProblems)
-                return report
-            }
-            if let report { return report }
+        try environment.readAudited(maxProblems: maxProblems, reusing: audited) { t, audit in
+            guard audit.isSound else { return IntegrityReport(damaged: audit) }
+            var report = IntegrityReport()
+            report.pagesAudited = audit.pagesAudited
+            report.freePages = audit.freePages
+            try checkLogically(t, into: &report, maxProblems: maxProblems)
+            return report
         }
-        throw CheckInterrupted(attempts: attempts)
     }
 
     /// The logical half of `check`, in read transaction `t` of a structurally sound file.

@@ -46,11 +46,3 @@ public struct IntegrityReport: Sendable, CustomStringConvertible {
         return lines.joined(separator: "\n")
     }
 }
-
-/// `check` could not hold one snapshot still: writes kept replacing it faster than it could begin.
-public struct CheckInterrupted: Error, Sendable, CustomStringConvertible {
-    public let attempts: Int
-    public var description: String {
-        "check: the store changed under the check \(attempts) times in a row; try again when it is written less often"
-    }
-}

@@ -21,4 +21,40 @@ extension Environment {
         guard case .success(let free) = _PageAuditor(file: file, meta: meta, maxProblems: 1).freeListOnly() else { throw truncated }
         for page in wholePages ..< meta.pages where !free.contains(page) { throw truncated }
     }
+
+    /// Runs `body` in a read transaction with the structural audit (`PageAudit`) of the snapshot
+    /// that transaction reads, made while the transaction keeps the snapshot's pages from reuse;
+    /// `audited` is taken instead when it is of that snapshot.
+    ///
+    /// - Throws: `CheckInterrupted` when writers replace the snapshot 100 times running before
+    ///   its audit finds its meta page; what `PageAudit.run` and `body` throw.
+    package func readAudited<R>(maxProblems: Int = 100, reusing audited: PageAuditReport? = nil,
+                                _ body: (TxnRef, PageAuditReport) throws -> R) throws -> R {
+        let attempts = 100
+        for _ in 0..<attempts {
+            // nil when two commits came before the audit read the meta pages: the snapshot's
+            // meta page is gone, though its other pages are still kept.
+            let outcome: R? = try read { txn in
+                let audit: PageAuditReport
+                if let audited, audited.txnid == txn.txn.id {
+                    audit = audited
+                } else if let fresh = try PageAudit.run(path: path + "/data.mdb", snapshot: txn.txn.id, maxProblems: maxProblems) {
+                    audit = fresh
+                } else {
+                    return nil
+                }
+                return try body(txn.txn, audit)
+            }
+            if let outcome { return outcome }
+        }
+        throw CheckInterrupted(attempts: attempts)
+    }
+}
+
+/// `check` could not hold one snapshot still: writes kept replacing it faster than it could begin.
+public struct CheckInterrupted: Error, Sendable, CustomStringConvertible {
+    public let attempts: Int
+    public var description: String {
+        "check: the store changed under the check \(attempts) times in a row; try again when it is written less often"
+    }
 }

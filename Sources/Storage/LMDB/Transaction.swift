@@ -26,7 +26,7 @@ package struct TxnRef {
     package let raw: OpaquePointer
 
     /// The transaction's id (`mdb_txn_id`): for a read transaction, the snapshot it reads.
-    package var id: UInt64 { UInt64(mdb_txn_id(raw)) }
+    package var id: UInt64 { UInt64(UInt(bitPattern: mdb_txn_id(raw))) }  // size_t, imported as Int
 
     /// Looks up `key` (`mdb_get`). Returns nil when it is absent.
     package func get(_ db: Database, _ key: UnsafeRawBufferPointer) throws(LMDBError) -> MappedBytes? {

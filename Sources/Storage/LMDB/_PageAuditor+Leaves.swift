@@ -72,7 +72,9 @@ extension _PageAuditor {
     /// the page at `inline`, or read piece by piece from the overflow run at `run`.
     func freeListEntry(_ p: UnsafeRawBufferPointer, node i: Int, inline: Int?, run: UInt64, size: Int,
                        _ tree: inout _Tree, from: _Origin) {
-        let txn = key(p, i)._u64(0)
+        let key = key(p, i)
+        guard key.count == 8 else { return }  // a key of another size was reported with its page
+        let txn = key._u64(0)
         func bad(_ what: String) {
             problem("\(tree.name): \(from) (transaction \(txn)) \(what)")
             tree.damaged = true
@@ -134,6 +136,12 @@ struct _FreeList {
                 return false
             }
             previous = word
+            // Pages past the end of the file are free ones LMDB never wrote; a transaction's worth
+            // at most, never more than the file holds (nor may they make the audit grow by them).
+            if word >= free.denseLimit, free.beyondCount >= max(Int(free.denseLimit), 1 << 16) {
+                problem = "lists more free pages past the end of the file than the file holds"
+                return false
+            }
             guard free.insert(word) else {
                 problem = "lists page \(word) as free, which another entry already lists"
                 return false

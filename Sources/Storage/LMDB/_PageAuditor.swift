@@ -22,8 +22,9 @@ final class _PageAuditor {
         self.meta = meta
         self.pageSize = meta.pageSize
         self.maxProblems = maxProblems
-        used = _PageBitmap(pages: meta.pages)
-        free = _PageBitmap(pages: meta.pages)
+        let filePages = UInt64(file.size / meta.pageSize)
+        used = _PageBitmap(pages: meta.pages, filePages: filePages)
+        free = _PageBitmap(pages: meta.pages, filePages: filePages)
         page = .allocate(byteCount: meta.pageSize, alignment: 8)
         chunk = .allocate(byteCount: 64 << 10, alignment: 8)
         _ = used.insert(0)

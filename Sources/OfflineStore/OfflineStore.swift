@@ -56,6 +56,10 @@ public final class OfflineStore: Sendable {
         return report
     }
 
+    /// Verifies the store in directory `path`, auditing `data.mdb`'s structure before LMDB
+    /// reads it; a damaged file is reported, not opened. See `EntityStore.check(path:)`.
+    public static func check(at path: String) throws -> IntegrityReport { try EntityStore.check(path: path) }
+
     public func stats() throws -> StoreStats { try entities.stats() }
 
     /// Adds a secondary index (`"Quantity DESC, ProductID"`) to `set`, backfilling it.

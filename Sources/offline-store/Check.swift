@@ -7,7 +7,7 @@ struct Check: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let report = try OfflineStore.open(at: options.store).check()
+            let report = try OfflineStore.check(at: options.store)
             try output("\(report)")
             if !report.isConsistent { throw ExitCode.failure }
         }

@@ -1,74 +1,118 @@
-/// What `check` found: counts, and every inconsistency (empty when the store is consistent).
-public struct IntegrityReport: Sendable, CustomStringConvertible {
-    public var entities = 0
-    public var indexEntries = 0
-    public var problems: [String] = []
-    public var isConsistent: Bool { problems.isEmpty }
-
-    public var description: String {
-        if isConsistent { return "ok: \(entities) entities, \(indexEntries) index entries" }
-        return problems.joined(separator: "\n")
-    }
-}
+import Foundation
 
 extension EntityStore {
-    /// Verifies the whole store in one read transaction: every row decodes and fits the schema and
-    /// sits under its own key; every index has exactly one entry per entity and each entry matches
-    /// the entity it points to; unique indexes hold no duplicates.
+    /// Verifies the store in directory `path` without trusting its file: the structural audit
+    /// (`PageAudit`, `pread` only) runs first, and the store is opened and walked through LMDB
+    /// only when `data.mdb` is sound. A damaged file is reported, never read through the map,
+    /// where it could crash the process.
+    ///
+    /// The audit is of the snapshot an open read transaction sees, so that another process
+    /// committing meanwhile cannot reuse the pages being read. Before the audit, LMDB reads only
+    /// what the check at open has made safe: the two meta pages (through the map) and its lock
+    /// file's reader table, which is not made from `data.mdb` (the first process to open the
+    /// store resets it). A reader takes meta page `txnid & 1`, the one the audit walks unless the
+    /// meta pages hold transactions of the wrong parity, which the audit reports.
+    ///
+    /// - Throws: `DataFileError.unreadable` when `data.mdb` cannot be read; what `open` throws.
+    public static func check(path: String, maxProblems: Int = 100) throws -> IntegrityReport {
+        let dataFile = path + "/data.mdb"
+        guard let size = (try? FileManager.default.attributesOfItem(atPath: dataFile))?[.size] as? NSNumber else {
+            throw EntityError.badInput("no store in '\(path)' (run 'offline-store init' first)")
+        }
+        let audit: PageAuditReport
+        do {
+            // An empty file is no store; opening it would make LMDB write a new one there.
+            guard size.intValue > 0 else { throw DataFileError.tooShortForMetaPages(path: dataFile, fileSize: 0) }
+            audit = try Environment(path: path).readAudited(maxProblems: maxProblems) { _, audit in audit }
+        } catch let refused as DataFileError {
+            // Not even to be mapped: the audit of the file alone says what is wrong.
+            guard let byFile = try PageAudit.run(path: dataFile, maxProblems: maxProblems) else {
+                preconditionFailure("an audit of the newest snapshot always has one")
+            }
+            var report = IntegrityReport(damaged: byFile)
+            if report.isConsistent { report.problem("\(refused)", max: maxProblems) }
+            return report
+        }
+        guard audit.isSound else { return IntegrityReport(damaged: audit) }
+        return try open(path: path).check(maxProblems: maxProblems, audited: audit)
+    }
+
+    /// Verifies the whole store in one read transaction. First the structural audit of that
+    /// transaction's snapshot (`PageAudit`, `pread` only: every page, node, key order, count);
+    /// if the file is damaged that is the report, and nothing is read through LMDB's map. Then
+    /// the logical check: every row decodes and fits the schema and sits under its own key; every
+    /// index has exactly one entry per entity and each entry matches the entity it points to;
+    /// unique indexes hold no duplicates.
+    ///
+    /// - Throws: `LMDBError`, `DataFileError.unreadable`, or `CheckInterrupted` when writes
+    ///   replace the snapshot 100 times in a row before its audit begins.
     public func check(maxProblems: Int = 100) throws -> IntegrityReport {
-        var report = IntegrityReport()
-        func problem(_ s: String) { if report.problems.count < maxProblems { report.problems.append(s) } }
-        try read { t in
-            for name in setNames {
-                let set = try self.set(name)
-                var rows = 0
-                try set.scanRaw(t) { key, row in
-                    rows += 1
-                    let props: Properties
-                    do { props = try set.codec.decode(row) } catch {
-                        problem("\(name): row under key \(Array(key)) does not decode: \(error)")
+        try check(maxProblems: maxProblems, audited: nil)
+    }
+
+    /// `check`, skipping the audit when `audited` is of the snapshot the read transaction gets.
+    func check(maxProblems: Int, audited: PageAuditReport?) throws -> IntegrityReport {
+        try environment.readAudited(maxProblems: maxProblems, reusing: audited) { t, audit in
+            guard audit.isSound else { return IntegrityReport(damaged: audit) }
+            var report = IntegrityReport()
+            report.pagesAudited = audit.pagesAudited
+            report.freePages = audit.freePages
+            try checkLogically(t, into: &report, maxProblems: maxProblems)
+            return report
+        }
+    }
+
+    /// The logical half of `check`, in read transaction `t` of a structurally sound file.
+    private func checkLogically(_ t: ReadView, into report: inout IntegrityReport, maxProblems: Int) throws {
+        func problem(_ s: String) { report.problem(s, max: maxProblems) }
+        for name in setNames {
+            let set = try self.set(name)
+            var rows = 0
+            try set.scanRaw(t) { key, row in
+                rows += 1
+                let props: Properties
+                do { props = try set.codec.decode(row) } catch {
+                    problem("\(name): row under key \(Array(key)) does not decode: \(error)")
+                    return true
+                }
+                do {
+                    try set.validate(props, partial: false)
+                    let k = try set.encodeKey(try set.keyValues(props))
+                    if !k.elementsEqual(key) { problem("\(name): row \(set.describeKey(try set.keyValues(props))) is stored under another key") }
+                } catch {
+                    problem("\(name): row under key \(Array(key)) is invalid: \(error)")
+                }
+                return true
+            }
+            report.entities += rows
+            for index in set.indexes {
+                var entries = 0
+                var previousTuple: [UInt8]? = nil
+                try set.scanIndex(t, index, lower: nil, upper: nil) { entry, pk in
+                    entries += 1
+                    let tuple = Array(entry.prefix(entry.count - pk.count))
+                    if index.definition.unique, tuple == previousTuple,
+                       !(try KeyCodec.decode(entry, count: index.definition.components.count, descending: index.descending).values.contains(.null)) {
+                        problem("\(name): unique index '\(index.definition.name)' has duplicate entries")
+                    }
+                    previousTuple = tuple
+                    guard let row = try t.get(set.entities, pk) else {
+                        problem("\(name): index '\(index.definition.name)' has an entry for a missing entity")
                         return true
                     }
-                    do {
-                        try set.validate(props, partial: false)
-                        let k = try set.encodeKey(try set.keyValues(props))
-                        if !k.elementsEqual(key) { problem("\(name): row \(set.describeKey(try set.keyValues(props))) is stored under another key") }
-                    } catch {
-                        problem("\(name): row under key \(Array(key)) is invalid: \(error)")
+                    guard let props = try? set.codec.decode(row),
+                          let expected = try? index.entryKey(props, primaryKey: Array(pk)) else { return true }
+                    if !expected.elementsEqual(entry) {
+                        problem("\(name): index '\(index.definition.name)' has a stale entry for \(set.describeKey((try? set.keyValues(props)) ?? []))")
                     }
                     return true
                 }
-                report.entities += rows
-                for index in set.indexes {
-                    var entries = 0
-                    var previousTuple: [UInt8]? = nil
-                    try set.scanIndex(t, index, lower: nil, upper: nil) { entry, pk in
-                        entries += 1
-                        let tuple = Array(entry.prefix(entry.count - pk.count))
-                        if index.definition.unique, tuple == previousTuple,
-                           !(try KeyCodec.decode(entry, count: index.definition.components.count, descending: index.descending).values.contains(.null)) {
-                            problem("\(name): unique index '\(index.definition.name)' has duplicate entries")
-                        }
-                        previousTuple = tuple
-                        guard let row = try t.get(set.entities, pk) else {
-                            problem("\(name): index '\(index.definition.name)' has an entry for a missing entity")
-                            return true
-                        }
-                        guard let props = try? set.codec.decode(row),
-                              let expected = try? index.entryKey(props, primaryKey: Array(pk)) else { return true }
-                        if !expected.elementsEqual(entry) {
-                            problem("\(name): index '\(index.definition.name)' has a stale entry for \(set.describeKey((try? set.keyValues(props)) ?? []))")
-                        }
-                        return true
-                    }
-                    report.indexEntries += entries
-                    if entries != rows {
-                        problem("\(name): index '\(index.definition.name)' has \(entries) entries for \(rows) entities")
-                    }
+                report.indexEntries += entries
+                if entries != rows {
+                    problem("\(name): index '\(index.definition.name)' has \(entries) entries for \(rows) entities")
                 }
             }
         }
-        return report
     }
 
     /// Entity and index counts per set, and the file's size.

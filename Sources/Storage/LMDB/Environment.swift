@@ -50,13 +50,15 @@ public final class Environment: @unchecked Sendable {
     ///   - readOnly: open with `MDB_RDONLY`: nothing is created and writes fail. On a read-only
     ///     file system, where the lock file cannot be written, the environment is opened without
     ///     locking (`MDB_NOLOCK`): nobody can be writing there.
-    /// - Throws: `LMDBError`, `StorageSystemError` or `EnvironmentError`. On failure the
-    ///   environment is closed again (`mdb_env_close`).
+    /// - Throws: `LMDBError`, `StorageSystemError`, `EnvironmentError`, or `DataFileError` for a
+    ///   truncated or damaged `data.mdb` (found before LMDB maps it). On failure the environment
+    ///   is closed again (`mdb_env_close`).
     public init(path: String, durability: Durability = .full, mapSize: Int = Environment.defaultMapSize,
                 maxDatabases: Int = 1024, fileMode: mode_t = 0o644, readOnly: Bool = false) throws {
         // Before any file of ours is opened: a closed standard descriptor must not become data.mdb.
         try StandardDescriptors.reserve()
         try Self._prepareDirectory(path, create: !readOnly)
+        try Self._refuseDamagedDataFile(in: path)
         var flags = UInt32(MDB_NOTLS)
         if durability == .noSync { flags |= UInt32(MDB_NOSYNC) }
         if readOnly { flags |= UInt32(MDB_RDONLY) }

@@ -62,6 +62,9 @@ enum _lmdb {
 
     static func txnAbort(_ txn: OpaquePointer) { mdb_txn_abort(txn) }
 
+    /// The transaction's id (`mdb_txn_id`, a `size_t`): for a read transaction, the snapshot it reads.
+    static func txnID(_ txn: OpaquePointer) -> UInt64 { UInt64(UInt(bitPattern: mdb_txn_id(txn))) }
+
     static func txnReset(_ txn: OpaquePointer) { mdb_txn_reset(txn) }
 
     static func txnRenew(_ txn: OpaquePointer) -> Int32 {

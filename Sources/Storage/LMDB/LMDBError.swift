@@ -16,7 +16,7 @@ public struct LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
     public static func == (a: Self, b: Self) -> Bool { a.code == b.code }
     public func hash(into h: inout Hasher) { h.combine(code) }
 
-    public var message: String { String(cString: mdb_strerror(code)) }
+    public var message: String { _lmdb.strerror(code) }
 
     public var description: String {
         context.isEmpty ? "LMDB error \(code): \(message)" : "LMDB error \(code) in \(context): \(message)"
@@ -47,6 +47,6 @@ public struct LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
 @inline(__always)
 func _check(_ rc: Int32, _ context: @autoclosure () -> String) throws(LMDBError) {
     guard rc != 0 else { return }
-    precondition(rc != MDB_BAD_TXN && rc != MDB_BAD_DBI, "LMDB misuse in \(context()): \(String(cString: mdb_strerror(rc)))")
+    precondition(rc != MDB_BAD_TXN && rc != MDB_BAD_DBI, "LMDB misuse in \(context()): \(_lmdb.strerror(rc))")
     throw LMDBError(code: rc, context: context())
 }

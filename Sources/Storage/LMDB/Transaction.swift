@@ -59,6 +59,9 @@ package struct ReadView {
         #endif
     }
 
+    /// The transaction's id (`mdb_txn_id`): for a read transaction, the snapshot it reads.
+    package var id: UInt64 { _lmdb.txnID(raw) }
+
     /// Looks up `key` (`mdb_get`). Returns nil when it is absent.
     package func get(_ db: Database, _ key: UnsafeRawBufferPointer) throws(LMDBError) -> MappedBytes? {
         assertLive()

@@ -1,0 +1,48 @@
+/// What `check` found: counts, and every inconsistency (empty when the store is consistent).
+public struct IntegrityReport: Sendable, CustomStringConvertible {
+    public var entities = 0
+    public var indexEntries = 0
+    /// Pages of `data.mdb` in use that the structural audit read and checked.
+    public var pagesAudited = 0
+    /// Pages the free list holds.
+    public var freePages = 0
+    /// True when the structural audit found `data.mdb` damaged; then the logical check (which
+    /// reads through LMDB's memory map) was not run, and the counts are what the audit reached.
+    public var isDamaged = false
+    /// The problems, at most the `maxProblems` asked for.
+    public var problems: [String] = []
+    /// How many problems there were in all.
+    public var problemCount = 0
+    public var isConsistent: Bool { problemCount == 0 }
+
+    public init() {}
+
+    /// The report of a store whose file failed the structural audit.
+    init(damaged audit: PageAuditReport) {
+        isDamaged = true
+        pagesAudited = audit.pagesAudited
+        freePages = audit.freePages
+        problems = audit.problems
+        problemCount = audit.problemCount
+        for db in audit.databases {
+            if db.name.hasPrefix("e/") { entities += db.entries }
+            if db.name.hasPrefix("i/") { indexEntries += db.entries }
+        }
+    }
+
+    mutating func problem(_ text: String, max: Int) {
+        problemCount += 1
+        if problems.count < max { problems.append(text) }
+    }
+
+    public var description: String {
+        let pages = "\(pagesAudited) pages audited (\(freePages) free)"
+        if isConsistent { return "ok: \(entities) entities, \(indexEntries) index entries; \(pages)" }
+        var lines = problems
+        if problemCount > problems.count { lines.append("… and \(problemCount - problems.count) more") }
+        if isDamaged {
+            lines.append("damaged: data.mdb fails the structural audit (\(problemCount) problem\(problemCount == 1 ? "" : "s")), so the logical check was not run; the audit reached \(entities) entities and \(indexEntries) index entries in \(pages)")
+        }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+
+/// Runs the built `offline-store` tool in a child process with a time limit, and says how it
+/// ended: an exit status, a signal, or killed for taking too long.
+///
+/// It calls `posix_spawn` itself, the child's output going to files opened in the child, rather
+/// than `Process`: over thousands of runs `Process` once failed to start a child with "Bad file
+/// descriptor", its handles closed behind the test's back.
+struct ChildProcess {
+    struct Outcome {
+        var status: Int32 = 0
+        /// The signal that ended the child, if one did (SIGSEGV, SIGBUS, SIGABRT, …).
+        var signal: Int32?
+        /// True when the child outlived the time limit and was killed.
+        var hung = false
+        var stdout = ""
+        var stderr = ""
+        var seconds = 0.0
+    }
+
+    struct SpawnFailed: Error, CustomStringConvertible {
+        var code: Int32
+        var description: String { "posix_spawn failed: \(String(cString: strerror(code)))" }
+    }
+
+    /// Runs `offline-store` with `args`. Swift's crash backtracer is off: a signal should end
+    /// the child at once.
+    static func run(_ args: [String], timeout: Double) throws -> Outcome {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-child-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let out = dir + "/out", err = dir + "/err"
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        var environment = ProcessInfo.processInfo.environment
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        let argv = ([CLI.executable] + args).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for p in argv + envp { free(p) } }
+
+        let start = Date()
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, CLI.executable, &actions, nil, argv, envp)
+        guard rc == 0 else { throw SpawnFailed(code: rc) }
+        var outcome = Outcome()
+        var status: Int32 = 0
+        while waitpid(pid, &status, WNOHANG) == 0 {
+            if Date().timeIntervalSince(start) > timeout {
+                outcome.hung = true
+                kill(pid, SIGKILL)
+                waitpid(pid, &status, 0)
+                break
+            }
+            usleep(2_000)
+        }
+        outcome.seconds = Date().timeIntervalSince(start)
+        // The <sys/wait.h> macros: the low 7 bits are the signal, or 0 for an exit with its code above.
+        if status & 0x7F == 0 {
+            outcome.status = (status >> 8) & 0xFF
+        } else if !outcome.hung {
+            outcome.signal = status & 0x7F
+        }
+        outcome.stdout = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+        outcome.stderr = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+        return outcome
+    }
+}

@@ -58,7 +58,16 @@ public final class OfflineStore: Sendable {
 
     /// Verifies the store in directory `path`, auditing `data.mdb`'s structure before LMDB
     /// reads it; a damaged file is reported, not opened. See `EntityStore.check(path:)`.
-    public static func check(at path: String) throws -> IntegrityReport { try EntityStore.check(path: path) }
+    /// Opens nothing for writing: a diagnosis changes nothing. The request queue's invariants are
+    /// checked too once the file is sound.
+    public static func check(at path: String) throws -> IntegrityReport {
+        var report = try EntityStore.check(path: path)
+        guard report.isConsistent else { return report }
+        let store = try OfflineStore.open(at: path, readOnly: true)
+        let queue = RequestQueue(store: store.entities)
+        report.problems += try store.entities.read { t in try queue.check(t) }
+        return report
+    }
 
     public func stats() throws -> StoreStats { try entities.stats() }
 

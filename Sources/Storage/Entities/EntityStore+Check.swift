@@ -23,7 +23,7 @@ extension EntityStore {
         do {
             // An empty file is no store; opening it would make LMDB write a new one there.
             guard size.intValue > 0 else { throw DataFileError.tooShortForMetaPages(path: dataFile, fileSize: 0) }
-            audit = try Environment(path: path).readAudited(maxProblems: maxProblems) { _, audit in audit }
+            audit = try Environment(path: path, readOnly: true).readAudited(maxProblems: maxProblems) { _, audit in audit }
         } catch let refused as DataFileError {
             // Not even to be mapped: the audit of the file alone says what is wrong.
             guard let byFile = try PageAudit.run(path: dataFile, maxProblems: maxProblems) else {
@@ -34,7 +34,7 @@ extension EntityStore {
             return report
         }
         guard audit.isSound else { return IntegrityReport(damaged: audit) }
-        return try open(path: path).check(maxProblems: maxProblems, audited: audit)
+        return try open(path: path, readOnly: true).check(maxProblems: maxProblems, audited: audit)
     }
 
     /// Verifies the whole store in one read transaction. First the structural audit of that

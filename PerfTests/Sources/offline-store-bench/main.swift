@@ -17,6 +17,8 @@ struct Options {
     var only: String? = nil
     /// Runs one workload against one contestant for a while, for a profiler (`profileWorkloads`).
     var profile: (workload: String, contestant: String)? = nil
+    /// Concurrent writers for `--profile changes`.
+    var writers = 64
     var json: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("results/latest.json").path
 
@@ -51,11 +53,14 @@ struct Options {
                 let w = try value()
                 guard profileWorkloads.contains(w) else { throw BenchError("--profile " + profileWorkloads.joined(separator: "|")) }
                 o.profile = (w, o.profile?.contestant ?? "OfflineStore")
+            case "--writers":
+                guard let w = Int(try value()), (1...1_024).contains(w) else { throw BenchError("--writers needs a number from 1 to 1024") }
+                o.writers = w
             case "--contestant":
                 let c = try value()
                 o.profile = (o.profile?.workload ?? "read", c)
             case "-h", "--help":
-                print("usage: offline-store-bench [--quick | --tiny | --full | --count N] [--seed S] [--dir DIR] [--keep] [--json FILE] [--only changes] [--profile \(profileWorkloads.joined(separator: "|")) [--contestant NAME]]")
+                print("usage: offline-store-bench [--quick | --tiny | --full | --count N] [--seed S] [--dir DIR] [--keep] [--json FILE] [--only changes] [--profile \(profileWorkloads.joined(separator: "|")) [--contestant NAME] [--writers N]]")
                 exit(0)
             default: throw BenchError("unknown argument \(args[i]) (try --help)")
             }
@@ -128,7 +133,7 @@ func run() throws {
     if let p = o.profile {
         contestants = contestants.filter { $0.name.lowercased().hasPrefix(p.contestant.lowercased()) }
         guard let c = contestants.first else { throw BenchError("no contestant \(p.contestant)") }
-        try profile(p.workload, c, items: items, productIDs: productIDs, seed: o.seed)
+        try profile(p.workload, c, items: items, productIDs: productIDs, seed: o.seed, o)
         return
     }
     var results: [Result] = []
@@ -427,7 +432,7 @@ func run() throws {
 }
 
 /// One workload against one contestant, for about ten seconds, for `perf record` or callgrind.
-func profile(_ workload: String, _ c: any Contestant, items: [Item], productIDs: [String], seed: UInt64) throws {
+func profile(_ workload: String, _ c: any Contestant, items: [Item], productIDs: [String], seed: UInt64, _ o: Options) throws {
     let n = items.count
     var random = BenchRandom(seed: seed)
     if workload == "load" {
@@ -442,15 +447,17 @@ func profile(_ workload: String, _ c: any Contestant, items: [Item], productIDs:
     if workload == "changes" || workload == "batch" {
         // Local changes, each to an item not changed before, until ten seconds or the items run out.
         var distinct = DistinctItems(items, seed: seed)
-        let (writers, perWriter) = workload == "batch" ? (1, min(10_000, n)) : (64, 25)
-        let start = now()
+        let (writers, perWriter) = workload == "batch" ? (1, min(10_000, n)) : (o.writers, max(1, 1_600 / o.writers))
+        log("\(c.name) \(workload): \(writers) writers, \(writers * perWriter) changes a round")
+        let start = now(), cpuStart = processCPUNanos()
         var ops = 0
         while now() - start < 10_000_000_000 && distinct.next + writers * perWriter <= n {
             let work = (0..<writers).map { _ in distinct.take(perWriter) }
             if workload == "batch" { try c.changeBatch(work[0]) } else { _ = try c.changeConcurrently(work) }
             ops += writers * perWriter
         }
-        log("\(c.name) \(workload): \(grouped(Double(now() - start) / Double(ops))) ns/change (\(grouped(Double(ops))) changes)")
+        log("\(c.name) \(workload): \(grouped(Double(now() - start) / Double(ops))) ns/change, CPU (user + system, all threads) "
+            + "\(grouped(Double(processCPUNanos() - cpuStart) / Double(ops))) ns/change (\(grouped(Double(ops))) changes)")
         return
     }
     let start = now()

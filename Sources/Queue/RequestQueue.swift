@@ -296,12 +296,36 @@ package struct RequestQueue: Sendable {
         case .update(_, _, let changes): body = json(set, changes, select: Set(changes.map(\.key)))
         case .delete: body = nil
         }
-        let r = RequestRecord(id: id, method: change.method, entitySet: set.name, entityKey: set.describeKey(keyValues), keyBytes: keyBytes,
+        let r = RequestRecord(id: id, method: change.method, entitySet: set.name, entityKey: Self.entityKey(set, keyValues), keyBytes: keyBytes,
                               body: body, options: options, repeatabilityID: EDMGuid.random(), createdAt: .now,
                               dependencies: deps, localKey: localKey)
         try put(t, r, hasDependents: false)
         for d in deps { try markDepended(t, id: d) }
         return id
+    }
+}
+
+extension RequestQueue {
+    /// The key as in a URL, exactly `set.describeKey(values)`, built directly when every value is
+    /// an integer or a string without a quote (nothing to escape): `describeKey` escapes strings
+    /// with Foundation's `replacingOccurrences`, which was a tenth of `apply`'s time in a profile.
+    static func entityKey(_ set: EntitySetHandle, _ values: [Value]) -> String {
+        var parts: [String] = []
+        parts.reserveCapacity(values.count)
+        for v in values {
+            switch v {
+            case .string(let s) where !s.utf8.contains(UInt8(ascii: "'")): parts.append("'" + s + "'")
+            case .int(let i): parts.append(String(i))
+            default: return set.describeKey(values)
+            }
+        }
+        if parts.count == 1 { return parts[0] }
+        var out = ""
+        for (n, (name, part)) in zip(set.type.key, parts).enumerated() {
+            if n > 0 { out += "," }
+            out += name + "=" + part
+        }
+        return out
     }
 }
 

@@ -321,6 +321,29 @@ import Samples
         print("group commit: \(tasks * perTask) changes from \(tasks) tasks in \(commits) commits")
     }
 
+    // MARK: Record fields
+
+    /// The record's `EntityKey`, built without Foundation for plain keys, is exactly what
+    /// `describeKey` writes, for random keys: strings with quotes, combining marks after a quote,
+    /// non-ASCII, integers at their extremes, and the other key types (which take `describeKey`).
+    @Test func entityKeyIsDescribeKey() throws {
+        let store = try makeSampleStore(data: false)
+        let items = try store.entities.set("SalesOrderItems"), products = try store.entities.set("Products")
+        var rng = SeededRandom(seed: testSeed("entityKeyIsDescribeKey"))
+        let pieces = ["a", "'", "''", "\u{301}", "é", "e\u{301}", "ü", "🙂", " ", "%", "\\", "\"", "=", ",", "\u{0}", "\u{FF07}", "x"]
+        func string() -> String { (0..<Int.random(in: 0...6, using: &rng)).map { _ in pieces.randomElement(using: &rng)! }.joined() }
+        func int() -> Int64 { [Int64.min, Int64.max, 0, -1, Int64.random(in: -1_000_000...1_000_000, using: &rng)].randomElement(using: &rng)! }
+        for _ in 0..<2_000 {
+            let one: [Value] = [Bool.random(using: &rng) ? .string(string()) : .int(int())]
+            let two: [Value] = [.string(string()), Bool.random(using: &rng) ? .int(int()) : .string(string())]
+            let other: [Value] = [[.decimal(EDMDecimal("1.50")!), .bool(true), .null, .guid(EDMGuid(high: 1, low: 2))].randomElement(using: &rng)!]
+            #expect(RequestQueue.entityKey(products, one) == products.describeKey(one))
+            #expect(RequestQueue.entityKey(items, two) == items.describeKey(two))
+            #expect(RequestQueue.entityKey(items, [two[0]] + other) == items.describeKey([two[0]] + other))
+            #expect(RequestQueue.entityKey(products, other) == products.describeKey(other))
+        }
+    }
+
     // MARK: Format
 
     @Test func formatOneStoresAreUpgradedAndNewerOnesRefused() throws {

@@ -34,6 +34,30 @@ protocol Contestant: AnyObject, Sendable {
     func streamJSON(_ sink: @escaping (UnsafeRawBufferPointer) -> Void) throws
     /// How the contestant answers `query`: OfflineStore's `explain`, SQLite's `EXPLAIN QUERY PLAN`.
     func plan(_ query: BenchQuery) throws -> String
+
+    // MARK: Local changes with their queue record (`LocalChanges.swift`)
+
+    /// One local change as a user makes it: the item's new `Quantity` and `ChangedAt` (so its
+    /// quantity index entry moves), and a request-queue record for it, in one durable transaction.
+    func change(_ item: Item) throws
+    /// `writers.count` writers at once, writer `w` making the changes `writers[w]` one per call
+    /// (`change`); returns the wall time in ns. Raw LMDB and SQLite: one OS thread per writer.
+    func changeConcurrently(_ writers: [[Item]]) throws -> UInt64
+    /// All `items`' changes and their queue records in one durable transaction.
+    func changeBatch(_ items: [Item]) throws
+    /// How many queue records there are.
+    func queueCount() throws -> Int
+    /// The body (OData JSON) of queue record `id` (ids count from 1), to compare contestants.
+    func queueBody(id: Int64) throws -> String?
+}
+
+extension Contestant {
+    /// One OS thread per writer, each calling `change` for its items (raw LMDB, SQLite).
+    func changeConcurrently(_ writers: [[Item]]) throws -> UInt64 {
+        try runThreads(writers.count) { w in
+            for item in writers[w] { try self.change(item) }
+        }
+    }
 }
 
 struct BenchError: Error, CustomStringConvertible {

@@ -47,6 +47,14 @@ func medianNanos(rounds: Int, ops: Int, _ body: () throws -> Void) rethrows -> D
     return samples[samples.count / 2]
 }
 
+/// CPU time of the whole process so far (every thread), in ns: user and system (`getrusage`).
+func processCPUNanos() -> (user: UInt64, system: UInt64) {
+    var u = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &u)
+    func ns(_ t: timeval) -> UInt64 { UInt64(t.tv_sec) * 1_000_000_000 + UInt64(t.tv_usec) * 1_000 }
+    return (ns(u.ru_utime), ns(u.ru_stime))
+}
+
 /// Runs `threads` OS threads, each calling `body(thread)`, and returns the wall time in ns.
 /// Threads (not tasks): the callers block in fsync, as a program's threads would.
 func runThreads(_ threads: Int, _ body: @escaping @Sendable (Int) throws -> Void) throws -> UInt64 {

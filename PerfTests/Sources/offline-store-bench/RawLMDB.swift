@@ -1,5 +1,6 @@
 import CLMDBBench
 import Foundation
+import Synchronization
 
 /// The physical limit: LMDB's C API with a fixed binary layout, no schema, no validation.
 ///
@@ -9,6 +10,7 @@ import Foundation
 ///        (thousandths) · DeliveryDate i32 · ChangedAt i64 · offset i16 · GUID 16 · Note u16 length
 ///        (0xFFFF = null) + bytes                                                          78 + note
 /// index  ProductID[10] ‖ key;  DeliveryDate (big-endian) ‖ key;  ~Quantity (big-endian) ‖ ProductID[10] ‖ key
+/// queue  request id (u64 big-endian) → method, status, created-at, repeatability id, key, body (`RawLMDB+Changes.swift`)
 /// ```
 /// Every commit is synced (LMDB's default), like the other two contestants' durable mode.
 final class RawLMDB: Contestant, @unchecked Sendable {
@@ -19,6 +21,9 @@ final class RawLMDB: Contestant, @unchecked Sendable {
     private(set) var byProduct = MDB_dbi()
     private(set) var byDate = MDB_dbi()
     private(set) var byQuantity = MDB_dbi()
+    private(set) var queue = MDB_dbi()
+    /// Serializes the local changes' write transactions and holds the next request id.
+    let changeLock = Mutex<UInt64>(1)
 
     init(path: String) throws {
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
@@ -33,6 +38,7 @@ final class RawLMDB: Contestant, @unchecked Sendable {
             try check(mdb_dbi_open(txn, "i/ProductID", UInt32(MDB_CREATE), &byProduct))
             try check(mdb_dbi_open(txn, "i/DeliveryDate", UInt32(MDB_CREATE), &byDate))
             try check(mdb_dbi_open(txn, "i/Quantity DESC,ProductID", UInt32(MDB_CREATE), &byQuantity))
+            try check(mdb_dbi_open(txn, "queue", UInt32(MDB_CREATE), &queue))
         }
     }
 
@@ -138,7 +144,7 @@ final class RawLMDB: Contestant, @unchecked Sendable {
 
     // MARK: Transactions
 
-    private func write(_ body: (OpaquePointer) throws -> Void) throws {
+    func write(_ body: (OpaquePointer) throws -> Void) throws {
         var txn: OpaquePointer?
         try check(mdb_txn_begin(env, nil, 0, &txn))
         do {
@@ -159,7 +165,7 @@ final class RawLMDB: Contestant, @unchecked Sendable {
     }
 
     /// Puts one row and its index entries, removing the old entries of a row it replaces.
-    private func put(_ txn: OpaquePointer, _ item: Item, replacing: Bool, _ scratch: UnsafeMutableRawPointer) throws {
+    func put(_ txn: OpaquePointer, _ item: Item, replacing: Bool, _ scratch: UnsafeMutableRawPointer) throws {
         let key = scratch, value = scratch + 64, index = scratch + 32
         Self.encodeKey(item.salesOrderID, item.itemPosition, key)
         Self.encodeValue(item, value)

@@ -57,6 +57,7 @@ final class SQLiteContestant: Contestant, @unchecked Sendable {
                 CREATE INDEX ItemsByDeliveryDate ON SalesOrderItems (DeliveryDate);
                 CREATE INDEX ItemsByQuantity ON SalesOrderItems (Quantity DESC, ProductID);
                 """)
+            try db.execute(sql: Self.createQueue)
         }
     }
 

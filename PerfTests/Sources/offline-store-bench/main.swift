@@ -2,7 +2,7 @@ import Foundation
 import OfflineStore
 import Samples
 
-// offline-store-bench [--quick | --tiny | --count N] [--seed S] [--dir DIR] [--keep] [--json FILE]
+// offline-store-bench [--quick | --tiny | --count N] [--seed S] [--dir DIR] [--keep] [--json FILE] [--only changes]
 //
 // Builds the same generated SalesOrderItems in raw LMDB, OfflineStore and SQLite (GRDB), runs every
 // workload against all three, prints one table and writes it as JSON (PerfTests/results/latest.json).
@@ -13,8 +13,15 @@ struct Options {
     var seed: UInt64 = 1
     var dir: String? = nil
     var keep = false
+    /// `--only changes`: only the bulk load and the local-change workloads.
+    var only: String? = nil
     /// Runs one workload against one contestant for a while, for a profiler (`profileWorkloads`).
     var profile: (workload: String, contestant: String)? = nil
+    /// Concurrent writers for `--profile changes`.
+    var writers = 64
+    /// `--nosync` (with `--profile` only): OfflineStore's commits are not fsynced, so a profile of
+    /// the local changes shows their CPU rather than this machine's disk.
+    var noSync = false
     var json: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("results/latest.json").path
 
@@ -40,27 +47,36 @@ struct Options {
                 o.seed = s
             case "--dir": o.dir = try value()
             case "--keep": o.keep = true
+            case "--only":
+                let w = try value()
+                guard w == "changes" else { throw BenchError("--only changes (the local-change workloads) is the one choice") }
+                o.only = w
             case "--json": o.json = try value()
             case "--profile":
                 let w = try value()
                 guard profileWorkloads.contains(w) else { throw BenchError("--profile " + profileWorkloads.joined(separator: "|")) }
                 o.profile = (w, o.profile?.contestant ?? "OfflineStore")
+            case "--writers":
+                guard let w = Int(try value()), (1...1_024).contains(w) else { throw BenchError("--writers needs a number from 1 to 1024") }
+                o.writers = w
+            case "--nosync": o.noSync = true
             case "--contestant":
                 let c = try value()
                 o.profile = (o.profile?.workload ?? "read", c)
             case "-h", "--help":
-                print("usage: offline-store-bench [--quick | --tiny | --full | --count N] [--seed S] [--dir DIR] [--keep] [--json FILE] [--profile \(profileWorkloads.joined(separator: "|")) [--contestant NAME]]")
+                print("usage: offline-store-bench [--quick | --tiny | --full | --count N] [--seed S] [--dir DIR] [--keep] [--json FILE] [--only changes] [--profile \(profileWorkloads.joined(separator: "|")) [--contestant NAME] [--writers N] [--nosync]]")
                 exit(0)
             default: throw BenchError("unknown argument \(args[i]) (try --help)")
             }
             i += 1
         }
+        if o.noSync && o.profile == nil { throw BenchError("--nosync is for --profile only: the table compares durable commits") }
         return o
     }
 }
 
 /// `--profile` workloads: the basic ones and the queries (`q…`: OfflineStore through URLs) and the JSON stream.
-let profileWorkloads = ["read", "find", "scan", "load", "qkey", "qfind", "qrange", "qscan", "json"]
+let profileWorkloads = ["read", "find", "scan", "load", "qkey", "qfind", "qrange", "qscan", "json", "changes", "batch"]
 
 /// A pointer that threads fill at disjoint indexes.
 struct Shared<T>: @unchecked Sendable {
@@ -91,7 +107,7 @@ func run() throws {
     var start = now()
     let store = try OfflineStore.create(
         at: dir + "/offline-store", metadata: Array(BenchSchema.metadata.utf8),
-        configuration: StoreConfiguration(indexes: [BenchSchema.set: BenchSchema.indexes], durability: .full))
+        configuration: StoreConfiguration(indexes: [BenchSchema.set: BenchSchema.indexes], durability: o.noSync ? .noSync : .full))
     try store.generate(set: "Products", count: max(n / 100, 1), seed: o.seed)
     var productIDs: [String] = []
     try store.scan(set: "Products") { p in
@@ -122,7 +138,7 @@ func run() throws {
     if let p = o.profile {
         contestants = contestants.filter { $0.name.lowercased().hasPrefix(p.contestant.lowercased()) }
         guard let c = contestants.first else { throw BenchError("no contestant \(p.contestant)") }
-        try profile(p.workload, c, items: items, productIDs: productIDs, seed: o.seed)
+        try profile(p.workload, c, items: items, productIDs: productIDs, seed: o.seed, o)
         return
     }
     var results: [Result] = []
@@ -163,192 +179,204 @@ func run() throws {
         guard Set(counts).count == 1 else { throw BenchError("contestants disagree on ProductID \(p): \(counts)") }
     }
 
-    // Warm caches: one untimed scan each.
-    for c in contestants { _ = try c.scan() }
-
-    // MARK: Point reads by key: one read transaction and one decoded entity per read.
-    let readsPerRound = min(100_000, max(n, 2_000))
-    let keys = (0..<readsPerRound).map { _ in
-        let i = items[random.below(n)]
-        return ItemKey(salesOrderID: i.salesOrderID, itemPosition: i.itemPosition)
-    }
-    log("point read by key")
-    for c in contestants {
-        for k in keys.prefix(1_000) { _ = try c.get(k) }
-        let ns = try medianNanos(rounds: 5, ops: keys.count) {
-            for k in keys { guard try c.get(k) else { throw BenchError("\(c.name): \(k) missing") } }
-        }
-        record("point read by key", "read", c, nsPerOp: ns, ops: keys.count * 5)
-    }
-
-    // MARK: Index equality: all items of one product (~100), decoded.
-    let queriesPerRound = min(1_000, max(productIDs.count * 10, 200))
-    let products = (0..<queriesPerRound).map { _ in productIDs[random.below(productIDs.count)] }
-    var rowsPerQuery = 0
-    log("index equality (~100 rows)")
-    for c in contestants {
-        var rows = 0
-        for p in products.prefix(50) { rows += try c.find(productID: p) }
-        let ns = try medianNanos(rounds: 5, ops: products.count) {
-            rows = 0
-            for p in products { rows += try c.find(productID: p) }
-        }
-        rowsPerQuery = rows / products.count
-        record("index equality, ~\(rowsPerQuery) rows", "query", c, nsPerOp: ns, ops: products.count * 5)
-    }
-    _ = rowsPerQuery
-
-    // MARK: Full scan in key order, every row decoded.
-    log("full scan")
-    for c in contestants {
-        var seen = 0
-        let ns = try medianNanos(rounds: 3, ops: n) { seen = try c.scan() }
-        guard seen == n else { throw BenchError("\(c.name) scanned \(seen) of \(n)") }
-        record("full scan", "row", c, nsPerOp: ns, ops: n * 3)
-    }
-
-    // MARK: Queries: OfflineStore through OData URLs (`entities(url)`, and `query(url)` to JSON as an
-    // extra line), the others by hand; every contestant's answers compared before timing.
+    // `--only changes` skips the read, query, streaming and commit workloads.
     var plans: [(workload: String, url: String, plans: [(String, String)])] = []
-    /// Compares every contestant's answers to the first `check` queries, records the plans, then
-    /// times all of them (median of `rounds`); the label gets the rows per query.
-    func queryWorkload(_ label: (Int) -> String, unit: String, _ queries: [BenchQuery], rounds: Int, check: Int,
-                       opsPerQuery: Int = 1) throws {
+    if o.only != "changes" {
+        // Warm caches: one untimed scan each.
+        for c in contestants { _ = try c.scan() }
+
+        // MARK: Point reads by key: one read transaction and one decoded entity per read.
+        let readsPerRound = min(100_000, max(n, 2_000))
+        let keys = (0..<readsPerRound).map { _ in
+            let i = items[random.below(n)]
+            return ItemKey(salesOrderID: i.salesOrderID, itemPosition: i.itemPosition)
+        }
+        log("point read by key")
+        for c in contestants {
+            for k in keys.prefix(1_000) { _ = try c.get(k) }
+            let ns = try medianNanos(rounds: 5, ops: keys.count) {
+                for k in keys { guard try c.get(k) else { throw BenchError("\(c.name): \(k) missing") } }
+            }
+            record("point read by key", "read", c, nsPerOp: ns, ops: keys.count * 5)
+        }
+
+        // MARK: Index equality: all items of one product (~100), decoded.
+        let queriesPerRound = min(1_000, max(productIDs.count * 10, 200))
+        let products = (0..<queriesPerRound).map { _ in productIDs[random.below(productIDs.count)] }
         var rowsPerQuery = 0
-        for q in queries.prefix(check) {
-            let answers = try contestants.map { c in try c.queryItems(q).map { "\($0)" } }
-            let compared = q.isOrdered ? answers : answers.map { $0.sorted() }
-            guard Set(compared).count == 1 else {
-                throw BenchError("contestants disagree on \(q.url): " + zip(contestants, answers).map { "\($0.name): \($1.count) rows \($1.prefix(2))" }.joined(separator: "; "))
-            }
-            rowsPerQuery += answers[0].count
-        }
-        rowsPerQuery /= max(1, min(check, queries.count))
-        let workload = label(rowsPerQuery)
-        log(workload)
-        var described: [(String, String)] = []
+        log("index equality (~100 rows)")
         for c in contestants {
-            described.append((c.name, try c.plan(queries[0])))
-        }
-        plans.append((workload, queries[0].url, described))
-        for (name, plan) in described { log("  plan, \(name): " + plan.replacingOccurrences(of: "\n", with: "; ")) }
-        var totals: [Int] = []
-        for c in contestants {
-            for q in queries.prefix(max(1, queries.count / 10)) { _ = try c.query(q) }
             var rows = 0
-            let ns = try medianNanos(rounds: rounds, ops: queries.count * opsPerQuery) {
+            for p in products.prefix(50) { rows += try c.find(productID: p) }
+            let ns = try medianNanos(rounds: 5, ops: products.count) {
                 rows = 0
-                for q in queries { rows += try c.query(q) }
+                for p in products { rows += try c.find(productID: p) }
             }
-            totals.append(rows)
-            guard rows == totals[0] else {
-                throw BenchError("\(c.name) returned \(rows) rows for the \(queries.count) queries, \(contestants[0].name) \(totals[0])")
-            }
-            record(workload, unit, c, nsPerOp: ns, ops: queries.count * rounds)
-            if c === offline {
-                // The same URLs answered as OData JSON (what a server would send), bytes discarded.
-                for q in queries.prefix(max(1, queries.count / 10)) { _ = try offline.queryJSON(q) }
-                let nsJSON = try medianNanos(rounds: rounds, ops: queries.count * opsPerQuery) {
-                    for q in queries { blackHole(try offline.queryJSON(q)) }
-                }
-                record(workload, unit, c, nsPerOp: nsJSON, ops: queries.count * rounds, name: offline.name + ", JSON")
-            }
+            rowsPerQuery = rows / products.count
+            record("index equality, ~\(rowsPerQuery) rows", "query", c, nsPerOp: ns, ops: products.count * 5)
         }
-    }
+        _ = rowsPerQuery
 
-    // 1. Point read by key through a URL: `SalesOrderItems(SalesOrderID='…',ItemPosition=…)`.
-    try queryWorkload({ _ in "query: point read by key" }, unit: "read", keys.map { BenchQuery(.key($0)) }, rounds: 5, check: 20)
-
-    // 2. Index equality: `$filter=ProductID eq '…'` (~100 rows).
-    try queryWorkload({ "query: index equality, ~\($0) rows" }, unit: "query", products.map { BenchQuery(.product($0)) },
-                      rounds: 5, check: 5)
-
-    // 3. Range + $orderby + $top 100 on the DeliveryDate index: a random 31-day window (~7,700 of
-    //    1M rows match), the first 100 by date.
-    let firstDay = EDMDate("2015-01-01")!.days, lastDay = EDMDate("2025-12-31")!.days
-    let ranges = (0..<queriesPerRound).map { _ in
-        let from = firstDay + Int32(random.below(Int(lastDay - firstDay) - 31))
-        return BenchQuery(.deliveries(from: from, until: from + 31, top: 100))
-    }
-    try queryWorkload({ "query: range + orderby + top 100 (\($0) rows)" }, unit: "query", ranges, rounds: 5, check: 5)
-
-    // 4. A filter on properties no contestant indexes: every row read, ~0.5% returned.
-    let matches = try raw.query(BenchQuery(.cheapInCurrency))
-    try queryWorkload({ "query: non-indexed filter, \(grouped(Double($0))) of \(grouped(Double(n))) match" }, unit: "row scanned",
-                      [BenchQuery(.cheapInCurrency)], rounds: 5, check: 1, opsPerQuery: n)
-    _ = matches
-
-    // 5. Every row as one OData JSON response, streamed to a sink that counts the bytes: rows per
-    //    second and the peak memory while streaming (ours streams 64 KiB chunks from one read
-    //    transaction, so its peak should not grow with N). First the three streams are compared
-    //    byte for byte.
-    let streamLabel = "stream all rows to JSON"
-    log(streamLabel)
-    var digests: [StreamDigest] = []
-    var heads: [[UInt8]] = []
-    for c in contestants {
-        var digest = StreamDigest()
-        var head: [UInt8] = []
-        try c.streamJSON { chunk in
-            digest.add(chunk)
-            if head.count < 1 << 20 { head.append(contentsOf: chunk.prefix((1 << 20) - head.count)) }
-        }
-        digests.append(digest)
-        heads.append(head)
-    }
-    guard Set(digests.map(\.description)).count == 1 else {
-        var detail = zip(contestants, digests).map { "\($0.name): \($1)" }.joined(separator: "; ")
-        if let at = (0..<heads.map(\.count).min()!).first(where: { i in heads.contains { $0[i] != heads[0][i] } }) {
-            for (c, h) in zip(contestants, heads) {
-                detail += "\n  \(c.name) at byte \(at): " + String(decoding: h[max(0, at - 80)..<min(h.count, at + 80)], as: UTF8.self)
-            }
-        }
-        throw BenchError("the JSON streams differ: \(detail)")
-    }
-    let jsonBytes = digests[0].bytes
-    log("  all three streams: \(digests[0])")
-    for c in contestants {
-        var samples: [Double] = []
-        var peakKiB: Int? = nil
-        for _ in 0..<3 {
-            var bytes = 0
-            let (ns, delta) = try measureMemory { try c.streamJSON { bytes += $0.count } }
-            guard bytes == jsonBytes else { throw BenchError("\(c.name) streamed \(bytes) bytes, expected \(jsonBytes)") }
-            samples.append(Double(ns) / Double(n))
-            if let delta { peakKiB = max(peakKiB ?? 0, delta) }
-        }
-        samples.sort()
-        record("\(streamLabel), \(grouped(Double(jsonBytes) / Double(1 << 20))) MiB", "row", c, nsPerOp: samples[1], ops: n * 3,
-               peakMiB: peakKiB.map { Double($0) / 1024 })
-    }
-
-    // MARK: Durable single-change commits: replace one item (a changed quantity moves its index entry).
-    func changed(_ r: inout BenchRandom) -> Item {
-        var i = items[r.below(n)]
-        i.quantity = Int32(1 + r.below(1_000))
-        i.changedAt += 10_000_000
-        return i
-    }
-    let commits = o.mode == "tiny" ? 20 : 300
-    let changes = (0..<commits).map { _ in changed(&random) }
-    log("durable commit, 1 writer")
-    for c in contestants {
-        start = now()
-        for i in changes { try c.upsert(i) }
-        record("durable commit, 1 writer", "commit", c, nsPerOp: Double(now() - start) / Double(commits), ops: commits)
-    }
-    // Group commit: 8 writers (the issue's case) and 16, each replacing its own items.
-    for writers in [8, 16] {
-        let perWriter = o.mode == "tiny" ? 2 : 400 / writers
-        let concurrentChanges = (0..<writers).map { _ in (0..<perWriter).map { _ in changed(&random) } }
-        log("durable commits, \(writers) writers")
+        // MARK: Full scan in key order, every row decoded.
+        log("full scan")
         for c in contestants {
-            let ns = try runThreads(writers) { t in
-                for i in concurrentChanges[t] { try c.upsert(i) }
+            var seen = 0
+            let ns = try medianNanos(rounds: 3, ops: n) { seen = try c.scan() }
+            guard seen == n else { throw BenchError("\(c.name) scanned \(seen) of \(n)") }
+            record("full scan", "row", c, nsPerOp: ns, ops: n * 3)
+        }
+
+        // MARK: Queries: OfflineStore through OData URLs (`entities(url)`, and `query(url)` to JSON as an
+        // extra line), the others by hand; every contestant's answers compared before timing.
+        /// Compares every contestant's answers to the first `check` queries, records the plans, then
+        /// times all of them (median of `rounds`); the label gets the rows per query.
+        func queryWorkload(_ label: (Int) -> String, unit: String, _ queries: [BenchQuery], rounds: Int, check: Int,
+                           opsPerQuery: Int = 1) throws {
+            var rowsPerQuery = 0
+            for q in queries.prefix(check) {
+                let answers = try contestants.map { c in try c.queryItems(q).map { "\($0)" } }
+                let compared = q.isOrdered ? answers : answers.map { $0.sorted() }
+                guard Set(compared).count == 1 else {
+                    throw BenchError("contestants disagree on \(q.url): " + zip(contestants, answers).map { "\($0.name): \($1.count) rows \($1.prefix(2))" }.joined(separator: "; "))
+                }
+                rowsPerQuery += answers[0].count
             }
-            record("durable commits, \(writers) writers", "commit", c, nsPerOp: Double(ns) / Double(writers * perWriter), ops: writers * perWriter)
+            rowsPerQuery /= max(1, min(check, queries.count))
+            let workload = label(rowsPerQuery)
+            log(workload)
+            var described: [(String, String)] = []
+            for c in contestants {
+                described.append((c.name, try c.plan(queries[0])))
+            }
+            plans.append((workload, queries[0].url, described))
+            for (name, plan) in described { log("  plan, \(name): " + plan.replacingOccurrences(of: "\n", with: "; ")) }
+            var totals: [Int] = []
+            for c in contestants {
+                for q in queries.prefix(max(1, queries.count / 10)) { _ = try c.query(q) }
+                var rows = 0
+                let ns = try medianNanos(rounds: rounds, ops: queries.count * opsPerQuery) {
+                    rows = 0
+                    for q in queries { rows += try c.query(q) }
+                }
+                totals.append(rows)
+                guard rows == totals[0] else {
+                    throw BenchError("\(c.name) returned \(rows) rows for the \(queries.count) queries, \(contestants[0].name) \(totals[0])")
+                }
+                record(workload, unit, c, nsPerOp: ns, ops: queries.count * rounds)
+                if c === offline {
+                    // The same URLs answered as OData JSON (what a server would send), bytes discarded.
+                    for q in queries.prefix(max(1, queries.count / 10)) { _ = try offline.queryJSON(q) }
+                    let nsJSON = try medianNanos(rounds: rounds, ops: queries.count * opsPerQuery) {
+                        for q in queries { blackHole(try offline.queryJSON(q)) }
+                    }
+                    record(workload, unit, c, nsPerOp: nsJSON, ops: queries.count * rounds, name: offline.name + ", JSON")
+                }
+            }
+        }
+
+        // 1. Point read by key through a URL: `SalesOrderItems(SalesOrderID='…',ItemPosition=…)`.
+        try queryWorkload({ _ in "query: point read by key" }, unit: "read", keys.map { BenchQuery(.key($0)) }, rounds: 5, check: 20)
+
+        // 2. Index equality: `$filter=ProductID eq '…'` (~100 rows).
+        try queryWorkload({ "query: index equality, ~\($0) rows" }, unit: "query", products.map { BenchQuery(.product($0)) },
+                          rounds: 5, check: 5)
+
+        // 3. Range + $orderby + $top 100 on the DeliveryDate index: a random 31-day window (~7,700 of
+        //    1M rows match), the first 100 by date.
+        let firstDay = EDMDate("2015-01-01")!.days, lastDay = EDMDate("2025-12-31")!.days
+        let ranges = (0..<queriesPerRound).map { _ in
+            let from = firstDay + Int32(random.below(Int(lastDay - firstDay) - 31))
+            return BenchQuery(.deliveries(from: from, until: from + 31, top: 100))
+        }
+        try queryWorkload({ "query: range + orderby + top 100 (\($0) rows)" }, unit: "query", ranges, rounds: 5, check: 5)
+
+        // 4. A filter on properties no contestant indexes: every row read, ~0.5% returned.
+        let matches = try raw.query(BenchQuery(.cheapInCurrency))
+        try queryWorkload({ "query: non-indexed filter, \(grouped(Double($0))) of \(grouped(Double(n))) match" }, unit: "row scanned",
+                          [BenchQuery(.cheapInCurrency)], rounds: 5, check: 1, opsPerQuery: n)
+        _ = matches
+
+        // 5. Every row as one OData JSON response, streamed to a sink that counts the bytes: rows per
+        //    second and the peak memory while streaming (ours streams 64 KiB chunks from one read
+        //    transaction, so its peak should not grow with N). First the three streams are compared
+        //    byte for byte.
+        let streamLabel = "stream all rows to JSON"
+        log(streamLabel)
+        var digests: [StreamDigest] = []
+        var heads: [[UInt8]] = []
+        for c in contestants {
+            var digest = StreamDigest()
+            var head: [UInt8] = []
+            try c.streamJSON { chunk in
+                digest.add(chunk)
+                if head.count < 1 << 20 { head.append(contentsOf: chunk.prefix((1 << 20) - head.count)) }
+            }
+            digests.append(digest)
+            heads.append(head)
+        }
+        guard Set(digests.map(\.description)).count == 1 else {
+            var detail = zip(contestants, digests).map { "\($0.name): \($1)" }.joined(separator: "; ")
+            if let at = (0..<heads.map(\.count).min()!).first(where: { i in heads.contains { $0[i] != heads[0][i] } }) {
+                for (c, h) in zip(contestants, heads) {
+                    detail += "\n  \(c.name) at byte \(at): " + String(decoding: h[max(0, at - 80)..<min(h.count, at + 80)], as: UTF8.self)
+                }
+            }
+            throw BenchError("the JSON streams differ: \(detail)")
+        }
+        let jsonBytes = digests[0].bytes
+        log("  all three streams: \(digests[0])")
+        for c in contestants {
+            var samples: [Double] = []
+            var peakKiB: Int? = nil
+            for _ in 0..<3 {
+                var bytes = 0
+                let (ns, delta) = try measureMemory { try c.streamJSON { bytes += $0.count } }
+                guard bytes == jsonBytes else { throw BenchError("\(c.name) streamed \(bytes) bytes, expected \(jsonBytes)") }
+                samples.append(Double(ns) / Double(n))
+                if let delta { peakKiB = max(peakKiB ?? 0, delta) }
+            }
+            samples.sort()
+            record("\(streamLabel), \(grouped(Double(jsonBytes) / Double(1 << 20))) MiB", "row", c, nsPerOp: samples[1], ops: n * 3,
+                   peakMiB: peakKiB.map { Double($0) / 1024 })
+        }
+
+        // MARK: Durable single-change commits: replace one item (a changed quantity moves its index entry).
+        func changed(_ r: inout BenchRandom) -> Item {
+            var i = items[r.below(n)]
+            i.quantity = Int32(1 + r.below(1_000))
+            i.changedAt += 10_000_000
+            return i
+        }
+        let commits = o.mode == "tiny" ? 20 : 300
+        let changes = (0..<commits).map { _ in changed(&random) }
+        log("durable commit, 1 writer")
+        for c in contestants {
+            start = now()
+            for i in changes { try c.upsert(i) }
+            record("durable commit, 1 writer", "commit", c, nsPerOp: Double(now() - start) / Double(commits), ops: commits)
+        }
+        // Group commit: 8 writers (the issue's case) and 16, each replacing its own items.
+        for writers in [8, 16] {
+            let perWriter = o.mode == "tiny" ? 2 : 400 / writers
+            let concurrentChanges = (0..<writers).map { _ in (0..<perWriter).map { _ in changed(&random) } }
+            log("durable commits, \(writers) writers")
+            for c in contestants {
+                let ns = try runThreads(writers) { t in
+                    for i in concurrentChanges[t] { try c.upsert(i) }
+                }
+                record("durable commits, \(writers) writers", "commit", c, nsPerOp: Double(ns) / Double(writers * perWriter), ops: writers * perWriter)
+            }
         }
     }
+
+    // MARK: Local changes with their queue record (`LocalChanges.swift`): 1, 8 and 64 writers, and a batch.
+    var localChanges = LocalChangeWorkloads(mode: o.mode)
+    try localChanges.fit(rows: n)
+    try runLocalChanges(localChanges, contestants: contestants, offline: offline, sqlite: sqlite, items: items, seed: o.seed) {
+        workload, c, ns, changes, name in
+        record(workload, "change", c, nsPerOp: ns, ops: changes, name: name)
+    }
+
     let report = try store.check()
     guard report.isConsistent else { throw BenchError("OfflineStore check failed: \(report)") }
 
@@ -376,6 +404,7 @@ func run() throws {
         + "query workloads: OfflineStore answers the OData URL with entities(url) (decoded Properties); \"OfflineStore, JSON\"\n"
         + "answers it with query(url, format: .json), bytes discarded; raw LMDB and SQLite decode into a struct.\n"
         + "peak ΔRSS: the peak resident memory during one run (VmHWM after clear_refs) over the resident memory before it.\n"
+        + LocalChangeWorkloads.notes
         + targets(results, raw: raw.name, offline: offline.name, sqlite: sqlite.name)
         + "\n" + planText
     print(text)
@@ -408,7 +437,7 @@ func run() throws {
 }
 
 /// One workload against one contestant, for about ten seconds, for `perf record` or callgrind.
-func profile(_ workload: String, _ c: any Contestant, items: [Item], productIDs: [String], seed: UInt64) throws {
+func profile(_ workload: String, _ c: any Contestant, items: [Item], productIDs: [String], seed: UInt64, _ o: Options) throws {
     let n = items.count
     var random = BenchRandom(seed: seed)
     if workload == "load" {
@@ -420,6 +449,24 @@ func profile(_ workload: String, _ c: any Contestant, items: [Item], productIDs:
     }
     var at = 0
     while at < n { try c.load(items[at..<min(at + 50_000, n)]); at += 50_000 }
+    if workload == "changes" || workload == "batch" {
+        // Local changes, each to an item not changed before, until ten seconds or the items run out.
+        var distinct = DistinctItems(items, seed: seed)
+        let (writers, perWriter) = workload == "batch" ? (1, min(10_000, n)) : (o.writers, max(1, 1_600 / o.writers))
+        log("\(c.name) \(workload): \(writers) writers, \(writers * perWriter) changes a round")
+        let start = now(), cpuStart = processCPUNanos()
+        var ops = 0
+        while now() - start < 10_000_000_000 && distinct.next + writers * perWriter <= n {
+            let work = (0..<writers).map { _ in distinct.take(perWriter) }
+            if workload == "batch" { try c.changeBatch(work[0]) } else { _ = try c.changeConcurrently(work) }
+            ops += writers * perWriter
+        }
+        let cpu = processCPUNanos()
+        log("\(c.name) \(workload): \(grouped(Double(now() - start) / Double(ops))) ns/change; CPU (all threads) "
+            + "user \(grouped(Double(cpu.user - cpuStart.user) / Double(ops))), system \(grouped(Double(cpu.system - cpuStart.system) / Double(ops))) "
+            + "ns/change (\(grouped(Double(ops))) changes)")
+        return
+    }
     let start = now()
     var ops = 0
     while now() - start < 10_000_000_000 {
@@ -482,6 +529,15 @@ func targets(_ results: [Result], raw: String, offline: String, sqlite: String) 
     }
     if let o = ns("full scan", offline), let r = ns("full scan", raw) {
         line("full scan within 3× raw LMDB: \(fixed(o / r))×", o / r <= 3)
+    }
+    for (writers, factor) in [(8, 3.0), (64, 10.0)] {
+        let w = LocalChangeWorkloads.writersLabel(writers)
+        if let o = ns(w, offline), let s = ns(w, sqlite) {
+            line("durable changes + queue records, \(writers) writers ≥ \(Int(factor))× SQLite's changes/s: \(fixed(s / o))×", s / o >= factor)
+        }
+    }
+    if let o = ns("batch of", offline), let s = ns("batch of", sqlite) {
+        line("batch of changes + queue records ≥ SQLite's rate: \(fixed(s / o))× SQLite's rate", s / o >= 1)
     }
     return lines.joined(separator: "\n") + "\n"
 }

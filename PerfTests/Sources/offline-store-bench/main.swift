@@ -40,7 +40,7 @@ struct Options {
             case "--tiny": o.count = 2_000; o.mode = "tiny"
             case "--full": o.count = 1_000_000; o.mode = "full"
             case "--count":
-                guard let n = Int(try value()), n >= 8 else { throw BenchError("--count needs a number ≥ 8") }
+                guard let n = Int(try value()), n >= 200 else { throw BenchError("--count needs a number ≥ 200 (the local-change workloads change 146 distinct rows)") }
                 o.count = n; o.mode = "custom"
             case "--seed":
                 guard let s = UInt64(try value()) else { throw BenchError("--seed needs a number") }

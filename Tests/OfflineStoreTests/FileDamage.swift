@@ -20,7 +20,7 @@ struct FileDamage {
         case .bitFlip:
             let o = Int.random(in: 0 ..< d.bytes.count, using: &r), bit = Int.random(in: 0..<8, using: &r)
             d.bytes[o] ^= 1 << bit
-            d.detail = "bit \(bit) of byte \(o) (page \(o / ps), offset \(o % ps))"
+            d.detail = "bit \(bit) of byte \(o) (page \(o / ps), \(map.describe(o / ps)), offset \(o % ps))"
             d.expectation = map.expectation(changingByteAt: o, to: d.bytes[o])
         case .randomPage, .zeroPage:
             let p = Int.random(in: 0 ..< d.bytes.count / ps, using: &r)

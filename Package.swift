@@ -14,6 +14,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         .systemLibrary(
@@ -28,18 +31,24 @@ let package = Package(
         .target(name: "Remote", dependencies: ["Queue", "Query"], swiftSettings: strict),
         .target(name: "OfflineStore", dependencies: ["Storage", "Query", "Queue", "Remote"], swiftSettings: strict),
         .target(name: "Samples", dependencies: ["OfflineStore", "Storage"], swiftSettings: strict),
-        .target(name: "Server", dependencies: ["OfflineStore"], swiftSettings: strict),
+        .target(name: "Server", dependencies: [
+            "OfflineStore", "Storage", "Query",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
         .executableTarget(
             name: "offline-store",
             dependencies: [
                 "OfflineStore", "Samples", "Server",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "QueryTests", dependencies: ["Query", "Storage", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Storage", "Query", "CLMDB", "offline-store", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Storage", "Query", "CLMDB", "offline-store", "TestSupport",
+                                                               .product(name: "AsyncHTTPClient", package: "async-http-client")], swiftSettings: strict),
     ]
 )

@@ -1,0 +1,338 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import OfflineStore
+import Query
+import Storage
+import Synchronization
+
+/// JSON `$batch` (OData 4.01 JSON Format §19): `{"requests":[{"id","method","url","headers",
+/// "body","atomicityGroup","dependsOn"}]}` → `{"responses":[{"id","status","headers","body"}]}`.
+///
+/// - Requests run in the order given. The requests of an atomicity group (adjacent, as the format
+///   requires) run in ONE LMDB write transaction: all applied, or — when one fails — none; then the
+///   failing request gets its error and the others of the group 424 Failed Dependency.
+/// - A request whose `dependsOn` names a failed request or group fails with 424 and is not run.
+/// - `$<id>` at the start of a URL stands for the entity that request `<id>` created (`$1/Items`).
+/// - With `Repeatability-Request-ID` on the `$batch`, each write unit (a group, or a write outside
+///   any group) is recorded under `<id>#<group or request id>` in the transaction that applies it;
+///   a repeated batch replays those units and runs its reads again.
+/// - Multipart (`multipart/mixed`) batches are refused with 415: this service speaks JSON batch.
+struct Batch {
+    let service: ODataService
+    var store: OfflineStore { service.store }
+
+    struct Item: Sendable {
+        var id: String
+        var method: HTTPRequest.Method
+        var url: String
+        var headers: [(String, String)]
+        var body: [UInt8]
+        var group: String?
+        var dependsOn: [String]
+
+        func header(_ name: String) -> String? { headers.first { $0.0.lowercased() == name.lowercased() }?.1 }
+    }
+
+    /// What one request of the batch answered.
+    struct Answer: Sendable {
+        var status: Int
+        var headers: [(String, String)]
+        var body: [UInt8]
+        /// `Set(key)` of the entity a create made, for `$id` references.
+        var entityURL: String?
+    }
+
+    struct Failed: Error {
+        var index: Int
+        var failure: ODataFailure
+    }
+
+    func respond(_ request: inout Request) async throws -> Response {
+        let type = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        if type == "multipart/mixed" {
+            throw ODataFailure(.unsupportedMediaType, "multipart $batch is not supported; send a JSON batch (Content-Type: application/json, OData 4.01)")
+        }
+        try Negotiation.requireJSONBody(request)
+        try Negotiation.requireJSON(request)
+        let raw = Array(try await request.collectBody(upTo: service.options.maxRequestBytes).readableBytesView)
+        let items = try Self.parse(try JSON.parse(raw))
+        let repeatability = try Repeatability(request.headers, window: store.configuration.repeatabilityWindowSeconds)
+        let root = service.serviceRoot(request)
+        let prefer = Prefer(request.headers[.prefer])
+
+        var answers = [Answer?](repeating: nil, count: items.count)
+        var failedNames = Set<String>()
+        var replayedAny = false
+        var i = 0
+        while i < items.count {
+            // A unit: one request, or the adjacent requests of one atomicity group.
+            var j = i + 1
+            if let g = items[i].group { while j < items.count, items[j].group == g { j += 1 } }
+            let unit = Array(i..<j)
+            let unitName = items[i].group ?? items[i].id
+            if let blocked = unit.flatMap({ items[$0].dependsOn }).first(where: failedNames.contains) {
+                for k in unit {
+                    answers[k] = Self.answer(ODataFailure(.init(code: 424, reasonPhrase: "Failed Dependency"), "request '\(items[k].id)' depends on '\(blocked)', which failed"))
+                    failedNames.insert(items[k].id)
+                }
+                failedNames.insert(unitName)
+                i = j
+                continue
+            }
+            if unit.count == 1, items[i].method == .get || items[i].method == .head {
+                do {
+                    answers[i] = try await read(items[i], root: root, resolving: Self.references(answers, items))
+                } catch {
+                    answers[i] = Self.answer(ODataFailure(error))
+                    failedNames.insert(items[i].id)
+                }
+                i = j
+                continue
+            }
+            do {
+                let (unitAnswers, replayed) = try await write(unit.map { items[$0] }, startIndex: i, root: root,
+                                                              references: Self.references(answers, items),
+                                                              repeatabilityID: repeatability.map { "\($0.id)#\(unitName)" },
+                                                              representation: prefer.returnRepresentation)
+                replayedAny = replayedAny || replayed
+                for (k, a) in zip(unit, unitAnswers) { answers[k] = a }
+            } catch let f as Failed {
+                for k in unit {
+                    answers[k] = k == f.index ? Self.answer(f.failure)
+                        : Self.answer(ODataFailure(.init(code: 424, reasonPhrase: "Failed Dependency"), "atomicity group '\(unitName)' failed at request '\(items[f.index].id)'; nothing in it was applied"))
+                    failedNames.insert(items[k].id)
+                }
+                failedNames.insert(unitName)
+            }
+            i = j
+        }
+        var headers = HTTPFields()
+        if repeatability != nil { headers[.repeatabilityResult] = replayedAny ? "replayed" : "accepted" }
+        return Response.json(Self.render(items, answers.map { $0! }), headers: headers)
+    }
+
+    /// `$id` → `Set(key)` for every earlier request that created an entity.
+    static func references(_ answers: [Answer?], _ items: [Item]) -> [String: String] {
+        var out: [String: String] = [:]
+        for (a, item) in zip(answers, items) { if let url = a?.entityURL { out[item.id] = url } }
+        return out
+    }
+
+    /// `url` with a leading `$id` replaced by the entity request `id` created, and any leading `/`
+    /// or service root removed.
+    static func resolve(_ url: String, _ references: [String: String], root: String) throws -> String {
+        var u = url
+        if u.hasPrefix(root) { u.removeFirst(root.count) }
+        while u.hasPrefix("/") { u.removeFirst() }
+        guard u.hasPrefix("$"), !u.hasPrefix("$batch"), !u.hasPrefix("$metadata") else { return u }
+        let name = String(u.dropFirst().prefix { $0 != "/" && $0 != "?" })
+        guard let target = references[name] else {
+            throw ODataFailure(.badRequest, "'$\(QueryError.quoting(name))' names no earlier request of this batch that created an entity")
+        }
+        return target + u.dropFirst(1 + name.count)
+    }
+
+    private func read(_ item: Item, root: String, resolving references: [String: String]) async throws -> Answer {
+        let url = try Self.resolve(item.url, references, root: root)
+        let store = self.store
+        let pageSize = Prefer(item.header("Prefer")).maxPageSize ?? service.options.defaultPageSize
+        var body: [UInt8] = []
+        try store.query(url, format: .json, pageSize: pageSize) { chunk in body.append(contentsOf: chunk) }
+        if url.split(separator: "?")[0].hasSuffix("/$count") {
+            if body.last == UInt8(ascii: "\n") { body.removeLast() }
+            return Answer(status: 200, headers: [("Content-Type", "text/plain")], body: body)
+        }
+        return Answer(status: 200, headers: [("Content-Type", "application/json;odata.metadata=minimal")], body: body)
+    }
+
+    /// Runs a unit of writes in one served transaction. The unit's answers travel out of the
+    /// transaction as the recorded response's body (so a repeated batch replays them whole).
+    private func write(_ unit: [Item], startIndex: Int, root: String, references: [String: String],
+                       repeatabilityID: String?, representation: Bool?) async throws -> ([Answer], Bool) {
+        let store = self.store
+        let failure = Mutex<Failed?>(nil)
+        let fingerprint = Array(unit.map { "\($0.method.rawValue) \($0.url)\n" + String(decoding: $0.body, as: UTF8.self) }.joined(separator: "\n").utf8)
+        let recorded: RecordedResponse
+        let replayed: Bool
+        do {
+            (recorded, replayed) = try await store.served(repeatabilityID: repeatabilityID, fingerprint: fingerprint) { tx in
+                var refs = references
+                var answers: [Answer] = []
+                for (offset, item) in unit.enumerated() {
+                    do {
+                        if item.method == .get || item.method == .head {
+                            throw ODataFailure(.badRequest, "a read cannot be part of an atomicity group here; send it outside the group")
+                        }
+                        let url = try Self.resolve(item.url, refs, root: root)
+                        let (resource, query) = url.firstIndex(of: "?").map { (String(url[..<$0]), String(url[url.index(after: $0)...])) } ?? (url, "")
+                        if !query.isEmpty { throw ODataFailure(.badRequest, "\(item.method.rawValue) takes no query options in a batch ('\(QueryError.quoting(query))')") }
+                        if item.method != .delete, let type = item.header("Content-Type"),
+                           type.split(separator: ";")[0].trimmingCharacters(in: .whitespaces).lowercased() != "application/json" {
+                            throw ODataFailure(.unsupportedMediaType, "unsupported Content-Type '\(QueryError.quoting(type))' in request '\(item.id)'")
+                        }
+                        let op = try Writes.operation(store, method: item.method, resource: resource, body: item.body, ifMatch: item.header("If-Match"))
+                        let (response, entityURL) = try Writes.apply(op, tx, store: store, root: root,
+                                                                     representation: Prefer(item.header("Prefer")).returnRepresentation ?? representation)
+                        if let entityURL { refs[item.id] = entityURL }
+                        answers.append(Answer(status: response.status, headers: response.headers, body: response.body, entityURL: entityURL))
+                    } catch {
+                        failure.withLock { $0 = Failed(index: startIndex + offset, failure: ODataFailure(error)) }
+                        throw error
+                    }
+                }
+                return RecordedResponse(status: 200, headers: [], body: Self.encodeAnswers(answers))
+            }
+        } catch {
+            if let f = failure.withLock({ $0 }) { throw f }
+            // The transaction itself failed (disk full, …): the whole unit failed at its first request.
+            throw Failed(index: startIndex, failure: ODataFailure(error))
+        }
+        return (try Self.decodeAnswers(recorded.body), replayed)
+    }
+
+    static func answer(_ f: ODataFailure) -> Answer {
+        var headers = [("Content-Type", "application/json;odata.metadata=minimal")]
+        for field in f.headers { headers.append((field.name.rawName, field.value)) }
+        return Answer(status: Int(f.status.code), headers: headers, body: f.json)
+    }
+
+    // MARK: Encoding
+
+    /// Parses and checks the request: ids unique, methods known, groups adjacent, `dependsOn`
+    /// naming earlier requests or groups only.
+    static func parse(_ json: JSON) throws -> [Item] {
+        guard case .array(let requests)? = json["requests"] else {
+            throw ODataFailure(.badRequest, "a JSON batch is an object with a \"requests\" array")
+        }
+        var items: [Item] = []
+        var seen = Set<String>(), groups = Set<String>(), closedGroups = Set<String>()
+        for (n, r) in requests.enumerated() {
+            guard case .object = r else { throw ODataFailure(.badRequest, "request \(n + 1) of the batch is not an object") }
+            guard case .string(let id)? = r["id"], !id.isEmpty else { throw ODataFailure(.badRequest, "request \(n + 1) of the batch has no \"id\"") }
+            guard seen.insert(id).inserted else { throw ODataFailure(.badRequest, "request id '\(QueryError.quoting(id))' appears twice in the batch") }
+            guard case .string(let m)? = r["method"], let method = HTTPRequest.Method(m.uppercased()),
+                  [.get, .head, .post, .patch, .put, .delete].contains(method) else {
+                throw ODataFailure(.badRequest, "request '\(QueryError.quoting(id))' has no method, or one this service does not take")
+            }
+            guard case .string(let url)? = r["url"] else { throw ODataFailure(.badRequest, "request '\(QueryError.quoting(id))' has no \"url\"") }
+            var headers: [(String, String)] = []
+            if let h = r["headers"] {
+                guard case .object(let members) = h else { throw ODataFailure(.badRequest, "the headers of request '\(QueryError.quoting(id))' are not an object") }
+                for (name, value) in members {
+                    guard case .string(let v) = value else { throw ODataFailure(.badRequest, "header '\(QueryError.quoting(name))' of request '\(QueryError.quoting(id))' is not a string") }
+                    headers.append((name, v))
+                }
+            }
+            var body: [UInt8] = []
+            switch r["body"] {
+            case nil, .null?: break
+            case .string(let s)?: body = Array(s.utf8)
+            case let v?: var text = ""; JSONWriter.write(v, to: &text); body = Array(text.utf8)
+            }
+            var group: String? = nil
+            if let g = r["atomicityGroup"] {
+                guard case .string(let name) = g, !name.isEmpty else { throw ODataFailure(.badRequest, "the atomicityGroup of request '\(QueryError.quoting(id))' is not a string") }
+                if closedGroups.contains(name) {
+                    throw ODataFailure(.badRequest, "the requests of atomicity group '\(QueryError.quoting(name))' are not adjacent")
+                }
+                if seen.contains(name) && !groups.contains(name) { throw ODataFailure(.badRequest, "atomicity group '\(QueryError.quoting(name))' has the name of a request") }
+                group = name
+            }
+            if let last = items.last?.group, last != group { closedGroups.insert(last) }
+            if let group { groups.insert(group) }
+            var dependsOn: [String] = []
+            if let d = r["dependsOn"] {
+                guard case .array(let names) = d else { throw ODataFailure(.badRequest, "dependsOn of request '\(QueryError.quoting(id))' is not an array") }
+                for case .string(let name) in names {
+                    guard (seen.contains(name) && name != id) || (groups.contains(name) && name != group) else {
+                        throw ODataFailure(.badRequest, "request '\(QueryError.quoting(id))' depends on '\(QueryError.quoting(name))', which is not an earlier request or group")
+                    }
+                    dependsOn.append(name)
+                }
+            }
+            items.append(Item(id: id, method: method, url: url, headers: headers, body: body, group: group, dependsOn: dependsOn))
+        }
+        return items
+    }
+
+    static func render(_ items: [Item], _ answers: [Answer]) -> [UInt8] {
+        var out = JSONBuffer()
+        out.append("{\"responses\":[")
+        for (n, (item, a)) in zip(items, answers).enumerated() {
+            if n > 0 { out.append(UInt8(ascii: ",")) }
+            out.append("{\"id\":")
+            out.appendString(item.id)
+            if let g = item.group { out.append(",\"atomicityGroup\":"); out.appendString(g) }
+            out.append(",\"status\":")
+            out.appendInt(Int64(a.status))
+            out.append(",\"headers\":{")
+            for (k, (name, value)) in a.headers.enumerated() {
+                if k > 0 { out.append(UInt8(ascii: ",")) }
+                out.appendString(name.lowercased())
+                out.append(UInt8(ascii: ":"))
+                out.appendString(value)
+            }
+            out.append("}")
+            if !a.body.isEmpty {
+                out.append(",\"body\":")
+                let isJSON = a.headers.contains { $0.0.lowercased() == "content-type" && $0.1.hasPrefix("application/json") }
+                if isJSON {
+                    var body = a.body
+                    while body.last == UInt8(ascii: "\n") { body.removeLast() }
+                    out.bytes.append(contentsOf: body)
+                } else {
+                    out.appendString(String(decoding: a.body, as: UTF8.self))
+                }
+            }
+            out.append("}")
+        }
+        out.append("]}\n")
+        return out.bytes
+    }
+
+    /// A unit's answers as the body of its recorded response: a JSON array of
+    /// `{"status","headers":[[name,value]…],"body":"<base64>","entity":url}`.
+    static func encodeAnswers(_ answers: [Answer]) -> [UInt8] {
+        var out = JSONBuffer()
+        out.append("[")
+        for (n, a) in answers.enumerated() {
+            if n > 0 { out.append(UInt8(ascii: ",")) }
+            out.append("{\"status\":")
+            out.appendInt(Int64(a.status))
+            out.append(",\"headers\":[")
+            for (k, (name, value)) in a.headers.enumerated() {
+                if k > 0 { out.append(UInt8(ascii: ",")) }
+                out.append("[")
+                out.appendString(name)
+                out.append(UInt8(ascii: ","))
+                out.appendString(value)
+                out.append("]")
+            }
+            out.append("],\"body\":")
+            out.appendString(Data(a.body).base64EncodedString())
+            if let url = a.entityURL { out.append(",\"entity\":"); out.appendString(url) }
+            out.append("}")
+        }
+        out.append("]")
+        return out.bytes
+    }
+
+    static func decodeAnswers(_ bytes: [UInt8]) throws -> [Answer] {
+        guard case .array(let list) = try JSON.parse(bytes) else { throw ODataFailure(.internalServerError, "a recorded batch unit is not an array") }
+        return try list.map { a in
+            guard case .number(let s)? = a["status"], let status = Int(s), case .array(let hs)? = a["headers"],
+                  case .string(let b64)? = a["body"], let body = Data(base64Encoded: b64) else {
+                throw ODataFailure(.internalServerError, "a recorded batch answer is malformed")
+            }
+            var headers: [(String, String)] = []
+            for case .array(let pair) in hs {
+                if pair.count == 2, case .string(let n) = pair[0], case .string(let v) = pair[1] { headers.append((n, v)) }
+            }
+            var url: String? = nil
+            if case .string(let u)? = a["entity"] { url = u }
+            return Answer(status: status, headers: headers, body: Array(body), entityURL: url)
+        }
+    }
+}

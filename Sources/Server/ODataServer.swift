@@ -1,0 +1,56 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import OfflineStore
+
+/// How `offline-store serve` serves a store.
+public struct ServeOptions: Sendable {
+    /// The address to bind: loopback unless the caller chooses otherwise.
+    public var host = "127.0.0.1"
+    /// The port; 0 picks a free one (the bound port is passed to `onRunning`).
+    public var port = 8080
+    /// Server-driven paging when the client sends no `Prefer: odata.maxpagesize`: at most this many
+    /// entities per response, with an `@odata.nextLink` to the rest. nil: no paging by default.
+    public var defaultPageSize: Int?
+    /// Request bodies larger than this are refused with 413.
+    public var maxRequestBytes = 64 << 20
+    /// Seconds between access summaries logged at info level (when there was traffic).
+    public var summaryInterval: Double = 60
+    public init() {}
+}
+
+/// The store as an OData V4 service over HTTP/1.1, on Hummingbird 2.
+///
+/// ```swift
+/// try await ODataServer.run(store: store, options: ServeOptions(), logger: logger) { port in
+///     print("serving at http://127.0.0.1:\(port)/")
+/// }
+/// ```
+/// Runs until SIGINT or SIGTERM, then stops accepting connections, finishes the requests in flight
+/// and returns.
+public enum ODataServer {
+    public static func run(store: OfflineStore, options: ServeOptions, logger: Logger,
+                           onRunning: @escaping @Sendable (Int) async -> Void) async throws {
+        let service = ODataService(store: store, options: options, logger: logger)
+        let responder = CallbackResponder<BasicRequestContext> { request, context in
+            await service.respond(to: request, context: context)
+        }
+        let app = Application(
+            responder: responder,
+            configuration: .init(address: .hostname(options.host, port: options.port), serverName: "offline-store"),
+            onServerRunning: { channel in
+                await onRunning(channel.localAddress?.port ?? options.port)
+            },
+            logger: logger)
+        let summaries = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(options.summaryInterval))
+                service.stats.logSummary(logger, onlyIfChanged: true)
+            }
+        }
+        defer { summaries.cancel() }
+        try await app.runService()
+        service.stats.logSummary(logger, onlyIfChanged: false)
+    }
+}

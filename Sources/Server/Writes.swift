@@ -1,0 +1,195 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import OfflineStore
+import Query
+import Storage
+
+/// One write, as a request of its own or of a `$batch`.
+enum WriteOp: Sendable {
+    case create(set: String, entity: Properties)
+    case update(set: String, key: [Value], changes: Properties, ifMatch: String?)
+    case replace(set: String, key: [Value], entity: Properties, ifMatch: String?)
+    case delete(set: String, key: [Value], ifMatch: String?)
+}
+
+/// POST, PATCH, PUT and DELETE: applied directly (a served store is the authority; nothing is
+/// queued), with the change-log entry and, for a request with `Repeatability-Request-ID`, the
+/// recorded response committed in the same transaction.
+struct Writes {
+    let service: ODataService
+    var store: OfflineStore { service.store }
+
+    func respond(_ request: inout Request, resource: String, query: String) async throws -> Response {
+        let method = request.method
+        if !query.isEmpty, method != .post || !query.split(separator: "&").allSatisfy({ $0.hasPrefix("$select") || $0.hasPrefix("$expand") }) {
+            throw ODataFailure(.badRequest, "\(method.rawValue) takes no query options here ('\(QueryError.quoting(query))')")
+        }
+        let (op, rawBody) = try await operation(&request, resource: resource)
+        let prefer = Prefer(request.headers[.prefer])
+        let root = service.serviceRoot(request)
+        let repeatability = try Repeatability(request.headers, window: store.configuration.repeatabilityWindowSeconds)
+        let fingerprint = Array("\(method.rawValue) \(resource)\n".utf8) + rawBody
+        let store = self.store
+        let representation = prefer.returnRepresentation
+        let (recorded, replayed) = try await store.served(repeatabilityID: repeatability?.id, fingerprint: fingerprint) { tx in
+            try Self.apply(op, tx, store: store, root: root, representation: representation).response
+        }
+        var response = recorded.httpResponse
+        if repeatability != nil { response.headers[.repeatabilityResult] = replayed ? "replayed" : "accepted" }
+        return response
+    }
+
+    /// The write a request asks for, and its body's bytes.
+    private func operation(_ request: inout Request, resource: String) async throws -> (WriteOp, [UInt8]) {
+        var raw: [UInt8] = []
+        if request.method != .delete {
+            try Negotiation.requireJSONBody(request)
+            raw = Array(try await request.collectBody(upTo: service.options.maxRequestBytes).readableBytesView)
+        }
+        return (try Self.operation(store, method: request.method, resource: resource, body: raw, ifMatch: request.headers[.ifMatch]), raw)
+    }
+
+    /// The write that `method` on `resource` (`Set` or `Set(key)`, percent-encoded) with `body`
+    /// asks for, its body checked against the schema.
+    static func operation(_ store: OfflineStore, method: HTTPRequest.Method, resource: String, body: [UInt8],
+                          ifMatch: String?) throws -> WriteOp {
+        let set: String
+        var key: [Value]? = nil
+        if let s = store.schema.entitySet(resource.removingPercentEncoding ?? resource) {
+            set = s.name
+        } else {
+            do {
+                (set, key) = try store.parseEntityPath(resource)
+            } catch let e as EntityError {
+                throw e
+            } catch {
+                // Not an entity set, not one entity: a navigation path, or an error in the path.
+                _ = try store.explain(resource)
+                throw ODataFailure(.notImplemented, "\(method.rawValue) on a navigation path is not supported; address the entity set or the entity")
+            }
+        }
+        if store.schema.isSystemSet(set) {
+            throw ODataFailure.methodNotAllowed(method, "\(set), which the store keeps", allow: "GET")
+        }
+        switch (method, key) {
+        case (.post, nil):
+            return .create(set: set, entity: try store.properties(set: set, json: body))
+        case (.post, _?):
+            throw ODataFailure.methodNotAllowed(method, "an entity (POST creates in an entity set)", allow: "GET, PATCH, PUT, DELETE")
+        case (_, nil):
+            throw ODataFailure.methodNotAllowed(method, "an entity set (address one entity)", allow: "GET, POST")
+        case (.patch, let key?):
+            return .update(set: set, key: key, changes: try store.properties(set: set, json: body), ifMatch: ifMatch)
+        case (.put, let key?):
+            return .replace(set: set, key: key, entity: try store.properties(set: set, json: body), ifMatch: ifMatch)
+        case (.delete, let key?):
+            return .delete(set: set, key: key, ifMatch: ifMatch)
+        case (_, _?):
+            throw ODataFailure.methodNotAllowed(method, "an entity", allow: "GET, PATCH, PUT, DELETE")
+        }
+    }
+
+    /// Applies one write inside a served transaction and builds its response: 201 with the entity
+    /// and `Location` for a create, 204 (or 200 with the entity, on `Prefer:
+    /// return=representation`) for an update, 204 for a delete; `ETag` whenever an entity remains.
+    static func apply(_ op: WriteOp, _ tx: ServedTransaction, store: OfflineStore, root: String,
+                      representation: Bool?) throws -> (response: RecordedResponse, entityURL: String?) {
+        switch op {
+        case .create(let set, let entity):
+            let (stored, etag) = try tx.create(set: set, entity: entity)
+            let url = try entityURL(store, set: set, entity: stored)
+            var headers = [("Location", root + url), ("ETag", etag)]
+            if representation == false {
+                headers += [("OData-EntityId", root + url), ("Preference-Applied", "return=minimal")]
+                return (RecordedResponse(status: 204, headers: headers, body: []), url)
+            }
+            headers.append(("Content-Type", "application/json;odata.metadata=minimal"))
+            return (RecordedResponse(status: 201, headers: headers, body: try entityJSON(store, set: set, entity: stored, etag: etag, root: root)), url)
+        case .update(let set, let key, let changes, let ifMatch):
+            let (stored, etag) = try tx.update(set: set, key: key, changes: changes, ifMatch: ifMatch)
+            return (try changed(store, set: set, stored: stored, etag: etag, root: root, representation: representation), nil)
+        case .replace(let set, let key, let entity, let ifMatch):
+            let (stored, etag) = try tx.replace(set: set, key: key, entity: entity, ifMatch: ifMatch)
+            return (try changed(store, set: set, stored: stored, etag: etag, root: root, representation: representation), nil)
+        case .delete(let set, let key, let ifMatch):
+            try tx.delete(set: set, key: key, ifMatch: ifMatch)
+            return (RecordedResponse(status: 204, headers: [], body: []), nil)
+        }
+    }
+
+    private static func changed(_ store: OfflineStore, set: String, stored: Properties, etag: String, root: String,
+                                representation: Bool?) throws -> RecordedResponse {
+        if representation == true {
+            return RecordedResponse(status: 200, headers: [("ETag", etag), ("Content-Type", "application/json;odata.metadata=minimal"),
+                                                           ("Preference-Applied", "return=representation")],
+                                    body: try entityJSON(store, set: set, entity: stored, etag: etag, root: root))
+        }
+        return RecordedResponse(status: 204, headers: [("ETag", etag)], body: [])
+    }
+
+    /// `Set(key)`, percent-encoded for a URL.
+    static func entityURL(_ store: OfflineStore, set: String, entity: Properties) throws -> String {
+        let h = try store.entities.set(set)
+        let path = "\(set)(\(h.describeKey(try h.keyValues(entity))))"
+        return path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path
+    }
+
+    /// The entity as a response body: `{"@odata.context":"…$metadata#Set/$entity","@odata.etag":…,…}`.
+    static func entityJSON(_ store: OfflineStore, set: String, entity: Properties, etag: String, root: String) throws -> [UInt8] {
+        let object = try store.json(set: set, entity: entity)
+        var out = JSONBuffer()
+        out.append("{\"@odata.context\":")
+        out.appendString(root + "$metadata#" + set + "/$entity")
+        out.append(",\"@odata.etag\":")
+        out.appendString(etag)
+        if object.count > 2 { out.append(UInt8(ascii: ",")); out.appendRaw(String(object.dropFirst())) } else { out.append("}") }
+        return out.bytes
+    }
+}
+
+extension RecordedResponse {
+    var httpResponse: Response {
+        var fields = HTTPFields()
+        for (name, value) in headers { if let n = HTTPField.Name(name) { fields.append(HTTPField(name: n, value: value)) } }
+        let status = HTTPResponse.Status(code: status)
+        return body.isEmpty ? Response(status: status, headers: fields)
+            : Response(status: status, headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
+
+/// The repeatability headers of a request (OASIS Repeatable Requests 1.0, OData 4.01 §8.2.8).
+struct Repeatability {
+    var id: String
+    var firstSent: Date?
+
+    /// nil without `Repeatability-Request-ID`. Throws 400 for a malformed `Repeatability-First-Sent`
+    /// and 412 when it is older than the window the store keeps records for: the service can no
+    /// longer tell whether the request was applied, so it refuses to guess.
+    init?(_ headers: HTTPFields, window: Double) throws {
+        guard let id = headers[.repeatabilityRequestID] else { return nil }
+        self.id = id
+        if let text = headers[.repeatabilityFirstSent] {
+            guard let date = Self.parseIMFDate(text) else {
+                var f = ODataFailure(.badRequest, "Repeatability-First-Sent is not an IMF-fixdate ('\(QueryError.quoting(text))')")
+                f.headers[.repeatabilityResult] = "rejected"
+                throw f
+            }
+            if Date().timeIntervalSince(date) > window {
+                var f = ODataFailure(.preconditionFailed, "Repeatability-First-Sent is older than the \(Int(window)) s for which this service keeps records of repeatable requests")
+                f.headers[.repeatabilityResult] = "rejected"
+                throw f
+            }
+            firstSent = date
+        }
+    }
+
+    static func parseIMFDate(_ text: String) -> Date? {
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "GMT")
+        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return f.date(from: text)
+    }
+}

@@ -1,0 +1,67 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Logging
+import OfflineStore
+import Server
+import Synchronization
+
+struct Serve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve the store as an OData V4 service over HTTP (the served role: writes apply directly, nothing is queued).",
+        discussion: """
+            Binds 127.0.0.1 unless --host says otherwise; --port 0 takes a free port. Prints one line, \
+            "serving DIR at http://HOST:PORT/", once it listens. Stops cleanly on SIGINT or SIGTERM. \
+            Logs an access summary at info level and a line per request at debug (--log-level debug).
+            Example: offline-store serve --store s --port 8080
+            """)
+    @OptionGroup var options: StoreOption
+    @Option(help: "The address to bind (loopback by default; another address is an explicit choice).") var host = "127.0.0.1"
+    @Option(help: "The port (0: a free one).") var port = 8080
+    @Option(help: "Entities per response page when the client asks for no odata.maxpagesize (default: no paging).") var pageSize: Int?
+    @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "info"
+    @Option(help: "Stop (as on SIGTERM) after this many seconds: a bound on a test server's life.") var lifetime: Double?
+
+    func run() throws {
+        try runReportingErrors {
+            guard let level = Logger.Level(rawValue: logLevel) else { throw CLIError("unknown log level '\(logLevel)'") }
+            guard (0...65535).contains(port) else { throw CLIError("--port must be 0…65535") }
+            if let pageSize, pageSize < 1 { throw CLIError("--page-size must be at least 1") }
+            if let lifetime, !(lifetime > 0) { throw CLIError("--lifetime must be a positive number of seconds") }
+            let store = try OfflineStore.open(at: options.store)
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
+            var logger = Logger(label: "offline-store.serve")
+            logger.logLevel = level
+            var serve = ServeOptions()
+            serve.host = host
+            serve.port = port
+            serve.defaultPageSize = pageSize
+            let (path, host, settings, log) = (options.store, host, serve, logger)
+            if let lifetime {
+                // The same path as a SIGTERM from outside: a graceful stop.
+                DispatchQueue.global().asyncAfter(deadline: .now() + lifetime) { _ = raise(SIGTERM) }
+            }
+            try blocking {
+                try await ODataServer.run(store: store, options: settings, logger: log) { bound in
+                    try? output("serving \(path) at http://\(host.contains(":") ? "[\(host)]" : host):\(bound)/")
+                }
+            }
+        }
+    }
+}
+
+/// Runs `body` on the concurrency pool and waits for it on this (synchronous) thread.
+func blocking(_ body: @escaping @Sendable () async throws -> Void) throws {
+    let done = DispatchSemaphore(value: 0)
+    let failure = Mutex<(any Error)?>(nil)
+    Task {
+        do { try await body() } catch { failure.withLock { $0 = error } }
+        done.signal()
+    }
+    done.wait()
+    if let error = failure.withLock({ $0 }) { throw error }
+}

@@ -1,0 +1,103 @@
+import AsyncHTTPClient
+import Foundation
+import NIOHTTP1
+import Testing
+@testable import OfflineStore
+import Samples
+
+/// `offline-store serve` as a real process, driven over HTTP on loopback: every status code the
+/// service gives, paging, writes with ETags, `$batch`, repeatable requests. The integrity check
+/// runs on the store after each test (`.checksStores`).
+@Suite(.checksStores) struct ServeTests {
+    /// A store with the sample data, and `items` generated sales order items.
+    static func sampleStore(items: Int = 0) throws -> String {
+        let dir = tempDir() + "/store"
+        let store = try OfflineStore.create(at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
+        for set in SampleData.setsInLoadOrder { _ = try store.load(set: set, json: Array(SampleData.json(set).utf8)) }
+        if items > 0 { _ = try store.generate(set: "SalesOrderItems", count: items, seed: 7) }
+        return dir
+    }
+
+    @Test func readsAnswerWithTheRightStatusAndContentType() async throws {
+        try await withServer(try Self.sampleStore()) { http, server in
+            let root = try await http.get("")
+            #expect(root.status == 200)
+            #expect((root.object["value"] as? [[String: Any]])?.compactMap { $0["name"] as? String }.contains("Products") == true)
+            #expect(root.header("OData-Version") == "4.0")
+
+            let metadata = try await http.get("$metadata")
+            #expect(metadata.status == 200 && metadata.header("Content-Type") == "application/xml")
+            #expect(metadata.text.contains("<EntityType Name=\"Product\">"))
+
+            let one = try await http.get("Products('HT-1000')")
+            #expect(one.status == 200)
+            #expect(one.object["ProductID"] as? String == "HT-1000")
+
+            let count = try await http.get("Products/$count")
+            #expect(count.status == 200 && count.header("Content-Type") == "text/plain")
+            #expect(Int(count.text) == (try OfflineStore.open(at: server.store, readOnly: true).count(set: "Products")))
+
+            let missing = try await http.get("Products('NOPE')")
+            #expect(missing.status == 404)
+            #expect(((missing.object["error"] as? [String: Any])?["message"] as? String)?.contains("does not exist") == true)
+
+            let badFilter = try await http.get("Products?$filter=Price%20gt%20'x'")
+            #expect(badFilter.status == 400)
+            let error = badFilter.object["error"] as? [String: Any]
+            #expect(error?["target"] as? String == "$filter")
+            #expect((error?["message"] as? String)?.contains("column") == true)
+
+            let unknownSet = try await http.get("Nothing")
+            #expect(unknownSet.status == 404 || unknownSet.status == 400)
+
+            let xmlOnly = try await http.get("Products", headers: [("Accept", "application/xml")])
+            #expect(xmlOnly.status == 406)
+
+            let wrongMethod = try await http.send(.DELETE, "Products")
+            #expect(wrongMethod.status == 405 && wrongMethod.header("Allow") != nil)
+            let options = try await http.send(.OPTIONS, "Products")
+            #expect(options.status == 405)
+        }
+    }
+
+    @Test func serverDrivenPagingDeliversEveryEntityOnce() async throws {
+        let store = try Self.sampleStore(items: 5_000)
+        let expected = try OfflineStore.open(at: store, readOnly: true).entities("SalesOrderItems?$filter=Quantity ge 0").count
+        #expect(expected > 3_000)
+        try await withServer(store) { http, _ in
+            var next: String? = "SalesOrderItems?$select=SalesOrderID,ItemPosition&$filter=Quantity%20ge%200"
+            var seen = Set<String>(), pages = 0, total = 0
+            while let url = next {
+                let page = try await http.get(url, headers: [("Prefer", "odata.maxpagesize=700")])
+                #expect(page.status == 200)
+                #expect(page.header("Preference-Applied") == "odata.maxpagesize=700")
+                let rows = page.object["value"] as? [[String: Any]] ?? []
+                #expect(rows.count <= 700)
+                for r in rows { seen.insert("\(r["SalesOrderID"]!)/\(r["ItemPosition"]!)") }
+                total += rows.count
+                pages += 1
+                next = page.object["@odata.nextLink"] as? String
+                if pages > 100 { break }
+            }
+            #expect(total == expected && seen.count == expected, "\(total) rows, \(seen.count) distinct, \(expected) expected")
+            #expect(pages == (expected + 699) / 700)
+        }
+    }
+
+    @Test func aLargeResponseStreamsInBoundedMemory() async throws {
+        let store = try Self.sampleStore(items: 60_000)
+        try await withServer(store) { http, server in
+            let reply = try await http.get("SalesOrderItems")
+            #expect(reply.status == 200)
+            #expect(reply.body.count > 4 << 20, "a response larger than the inline limit")
+            let rows = reply.object["value"] as? [[String: Any]]
+            #expect(rows?.count == (try OfflineStore.open(at: store, readOnly: true).count(set: "SalesOrderItems")))
+            // Anonymous memory (not the mapped file) stays far below the response's size.
+            let status = (try? String(contentsOfFile: "/proc/\(server.pid)/status", encoding: .utf8)) ?? ""
+            if let line = status.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
+               let kb = Int(line.split(separator: " ").dropFirst().first ?? "") {
+                #expect(kb * 1024 < reply.body.count / 2, "RssAnon \(kb) kB for a \(reply.body.count)-byte response")
+            }
+        }
+    }
+}

@@ -1,0 +1,137 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Testing
+
+/// `offline-store serve` as a real process for a test: loopback, a free port (`--port 0`, the
+/// bound one read from its first line of output), a bounded lifetime (`--lifetime`, so it ends
+/// even if the test process dies), stopped by its PID.
+final class ServerProcess: @unchecked Sendable {
+    // @unchecked: the fields are set once in init; `stop`/`kill` only signal and reap the PID.
+    let pid: pid_t
+    let url: String
+    let store: String
+    let logDir: String
+
+    /// Starts the server on `store` and waits (at most `startTimeout` seconds) until it listens.
+    init(store: String, lifetime: Double = 300, extra: [String] = [], startTimeout: Double = 60) throws {
+        self.store = store
+        logDir = FileManager.default.temporaryDirectory.appendingPathComponent("os-serve-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: logDir, withIntermediateDirectories: true)
+        let out = logDir + "/out", err = logDir + "/err"
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        var environment = ProcessInfo.processInfo.environment
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        let args = ["serve", "--store", store, "--host", "127.0.0.1", "--port", "0", "--lifetime", String(lifetime)] + extra
+        let argv = ([CLI.executable] + args).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for p in argv + envp { free(p) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, CLI.executable, &actions, nil, argv, envp)
+        guard rc == 0 else { throw ChildProcess.SpawnFailed(code: rc) }
+        self.pid = pid
+        let start = Date()
+        var found: String?
+        while found == nil {
+            if let text = try? String(contentsOfFile: out, encoding: .utf8), let line = text.split(separator: "\n").first,
+               let at = line.range(of: " at ") {
+                found = String(line[at.upperBound...])
+                break
+            }
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid {
+                let err = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+                throw ServerFailed(description: "serve exited (status \(status)) before listening: \(err)")
+            }
+            if Date().timeIntervalSince(start) > startTimeout {
+                Foundation.kill(pid, SIGKILL)
+                waitpid(pid, nil, 0)
+                throw ServerFailed(description: "serve did not listen within \(startTimeout) s")
+            }
+            usleep(10_000)
+        }
+        url = found!
+    }
+
+    struct ServerFailed: Error, CustomStringConvertible { var description: String }
+
+    var stderr: String { (try? String(contentsOfFile: logDir + "/err", encoding: .utf8)) ?? "" }
+
+    /// SIGTERM, then waits up to `timeout` seconds for a clean exit; SIGKILL after. Returns the
+    /// exit status (nil when it had to be killed).
+    @discardableResult
+    func stop(timeout: Double = 20) -> Int32? {
+        Foundation.kill(pid, SIGTERM)
+        let start = Date()
+        var status: Int32 = 0
+        while waitpid(pid, &status, WNOHANG) == 0 {
+            if Date().timeIntervalSince(start) > timeout {
+                Foundation.kill(pid, SIGKILL)
+                waitpid(pid, nil, 0)
+                return nil
+            }
+            usleep(10_000)
+        }
+        return status & 0x7F == 0 ? (status >> 8) & 0xFF : nil
+    }
+
+    /// SIGKILL, and reaps it.
+    func kill() {
+        Foundation.kill(pid, SIGKILL)
+        waitpid(pid, nil, 0)
+    }
+}
+
+/// A small HTTP client over AsyncHTTPClient for the server tests.
+struct HTTP {
+    struct Reply {
+        var status: Int
+        var headers: HTTPHeaders
+        var body: [UInt8]
+        var text: String { String(decoding: body, as: UTF8.self) }
+        func header(_ name: String) -> String? { headers.first(name: name) }
+        func json() throws -> Any { try JSONSerialization.jsonObject(with: Data(body), options: [.fragmentsAllowed]) }
+        var object: [String: Any] { ((try? json()) as? [String: Any]) ?? [:] }
+    }
+
+    let client: HTTPClient
+    let base: String
+
+    func send(_ method: HTTPMethod, _ path: String, body: String? = nil, headers: [(String, String)] = []) async throws -> Reply {
+        let url = path.hasPrefix("http") ? path : base + path
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        for (k, v) in headers { request.headers.add(name: k, value: v) }
+        if let body {
+            if !headers.contains(where: { $0.0.lowercased() == "content-type" }) { request.headers.add(name: "Content-Type", value: "application/json") }
+            request.body = .bytes(ByteBuffer(string: body))
+        }
+        let response = try await client.execute(request, timeout: .seconds(60))
+        let bytes = try await response.body.collect(upTo: 1 << 28)
+        return Reply(status: Int(response.status.code), headers: response.headers, body: Array(bytes.readableBytesView))
+    }
+
+    func get(_ path: String, headers: [(String, String)] = []) async throws -> Reply { try await send(.GET, path, headers: headers) }
+}
+
+/// Runs `body` with a started server on `store` and an HTTP client; stops both after.
+func withServer(_ store: String, extra: [String] = [], _ body: (HTTP, ServerProcess) async throws -> Void) async throws {
+    let server = try ServerProcess(store: store, extra: extra)
+    let client = HTTPClient(eventLoopGroupProvider: .singleton)
+    do {
+        try await body(HTTP(client: client, base: server.url), server)
+    } catch {
+        try? await client.shutdown()
+        server.stop()
+        throw error
+    }
+    try await client.shutdown()
+    let status = server.stop()
+    #expect(status == 0, "serve did not stop cleanly on SIGTERM: \(server.stderr.suffix(2000))")
+}

@@ -16,6 +16,8 @@ public final class OfflineStore: Sendable {
     package let entities: EntityStore
     /// URLs already parsed and bound, reused when asked again.
     let boundQueries = BoundQueryCache()
+    /// The clock of repeatability records (`now`), settable by tests.
+    let servedClock = ServedClock()
 
     init(entities: EntityStore) { self.entities = entities }
 

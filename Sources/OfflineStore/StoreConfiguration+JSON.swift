@@ -2,7 +2,8 @@ import Storage
 
 extension StoreConfiguration {
     /// Reads a configuration file: the JSON form in the README (`serviceRoot`, `definingRequests`,
-    /// `indexes`, `requestQueueOptimization`, `durability`, `limits`).
+    /// `indexes`, `requestQueueOptimization`, `durability`, `limits`,
+    /// `repeatabilityWindowSeconds`).
     ///
     /// ```swift
     /// let configuration = try StoreConfiguration(json: Array(#"{"indexes":{"Products":["Category"]}}"#.utf8))

@@ -354,10 +354,10 @@ import Samples
         #expect(throws: EntityError.self) { try OfflineStore.open(at: path, readOnly: true) }
         let upgraded = try OfflineStore.open(at: path)
         try upgraded.create(set: "Products", entity: Self.pen)
-        #expect(try upgraded.entities.read { t in try t.get(meta, EntityStore.formatKey).map { Array($0) } } == Array("offline-store 2".utf8))
+        #expect(try upgraded.entities.read { t in try t.get(meta, EntityStore.formatKey).map { Array($0) } } == EntityStore.formatText(EntityStore.formatVersion))
         try upgraded.entities.write { t in try t.put(meta, EntityStore.formatKey, Array("offline-store 9".utf8)) }
         #expect { try OfflineStore.open(at: path) } throws: { "\($0)".contains("format 9, made by a newer offline-store") }
-        try upgraded.entities.write { t in try t.put(meta, EntityStore.formatKey, Array("offline-store 2".utf8)) }
+        try upgraded.entities.write { t in try t.put(meta, EntityStore.formatKey, EntityStore.formatText(EntityStore.formatVersion)) }
     }
 }
 

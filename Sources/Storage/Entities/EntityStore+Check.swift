@@ -42,7 +42,8 @@ extension EntityStore {
     /// if the file is damaged that is the report, and nothing is read through LMDB's map. Then
     /// the logical check: every row decodes and fits the schema and sits under its own key; every
     /// index has exactly one entry per entity and each entry matches the entity it points to;
-    /// unique indexes hold no duplicates.
+    /// unique indexes hold no duplicates; the served role's change log and repeatability records
+    /// are consistent (`checkServed`).
     ///
     /// - Throws: `LMDBError`, `DataFileError.unreadable`, or `CheckInterrupted` when writes
     ///   replace the snapshot 100 times in a row before its audit begins.
@@ -113,6 +114,7 @@ extension EntityStore {
                 }
             }
         }
+        try checkServed(t, problem: problem)
     }
 
     /// Entity and index counts per set, and the file's size.

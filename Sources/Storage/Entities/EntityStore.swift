@@ -19,9 +19,19 @@ public final class EntityStore: Sendable {
     package let byEntity: Database
     /// `base/<Set>`: the last server image of each entity with pending local changes.
     package let bases: [String: Database]
+    /// `changes`: the served role's change log (`ChangeLog`), sequence number → kind ‖ set ‖ key.
+    package let changes: Database
+    /// `changes/by-entity`: set ‖ key → the entity's entry in `changes`.
+    package let changesByEntity: Database
+    /// `repeat`: the served role's repeatability records (`RepeatRecords`), id → recorded answer.
+    package let repeatRecords: Database
+    /// `repeat/by-time`: time ‖ id → empty, oldest first, for purging expired records.
+    package let repeatRecordsByTime: Database
     private let state: Mutex<State>
 
     static let byEntityName = "q/by-entity"
+    /// The served role's databases, in the order `init` opens them.
+    static let servedNames = ["changes", "changes/by-entity", "repeat", "repeat/by-time"]
 
     /// The database of a set's rows: `e/<Set>`, or `q`, `errors`, `events` for the system sets.
     static func databaseName(ofSet set: String) -> String { SystemSets.databases[set] ?? "e/\(set)" }
@@ -38,14 +48,19 @@ public final class EntityStore: Sendable {
     static let configKey = Array("config".utf8)
     /// The on-disk format this code writes (`meta` key `format`, text `offline-store N`).
     /// 1: entity sets and indexes. 2: the request queue (`q`, `q/by-entity`, `base/…`),
-    /// `errors`, `events`; a format-1 store is upgraded when opened writable.
-    public static let formatVersion = 2
+    /// `errors`, `events`. 3: the served role's `changes`, `changes/by-entity`, `repeat`,
+    /// `repeat/by-time`. An older store is upgraded when opened writable (the new databases are
+    /// created empty, nothing is rewritten).
+    public static let formatVersion = 3
 
     /// Opens the store in `environment` with an already parsed schema; creates missing databases.
     /// Used by `create` and `open` once they have the schema. Every named database the store uses
     /// is opened here, in one transaction, so no write ever has to open one.
     public init(environment: Environment, schema serviceSchema: Schema, metadata: [UInt8], configuration: StoreConfiguration) throws {
         let schema = try serviceSchema.withSystemSets()
+        guard StoreConfiguration.repeatabilityWindowRange.contains(configuration.repeatabilityWindowSeconds) else {
+            throw EntityError.badInput("configuration: repeatabilityWindowSeconds must be from \(StoreConfiguration.repeatabilityWindowRange.lowerBound) to \(StoreConfiguration.repeatabilityWindowRange.upperBound), not \(configuration.repeatabilityWindowSeconds)")
+        }
         self.environment = environment
         self.schema = schema
         self.metadata = metadata
@@ -61,7 +76,7 @@ public final class EntityStore: Sendable {
             definitions.append(fk)
         }
         let setNames = schema.entitySetNames
-        let names = ["meta", Self.byEntityName] + setNames.map(Self.databaseName(ofSet:))
+        let names = ["meta", Self.byEntityName] + Self.servedNames + setNames.map(Self.databaseName(ofSet:))
             + schema.serviceSetNames.map(Self.baseDatabaseName(ofSet:)) + definitions.map(\.databaseName)
         let opened = try environment.databases(named: names, create: !environment.isReadOnly)
         var byName: [String: Database] = [:]
@@ -73,6 +88,10 @@ public final class EntityStore: Sendable {
         }
         self.meta = byName["meta"]!
         self.byEntity = byName[Self.byEntityName]!
+        self.changes = byName[Self.servedNames[0]]!
+        self.changesByEntity = byName[Self.servedNames[1]]!
+        self.repeatRecords = byName[Self.servedNames[2]]!
+        self.repeatRecordsByTime = byName[Self.servedNames[3]]!
         var handles: [String: EntitySetHandle] = [:]
         var bases: [String: Database] = [:]
         for name in setNames {

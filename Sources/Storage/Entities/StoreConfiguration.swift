@@ -17,15 +17,24 @@ public struct StoreConfiguration: Sendable, Hashable {
     public var durability: Durability
     /// Bounds on the work of one query request (`"limits"`; members left out keep their defaults).
     public var limits: QueryLimits
+    /// How long a served store keeps the recorded answer of a write with a
+    /// `Repeatability-Request-ID`, in seconds (default 86,400: 24 hours; 1 to 31,536,000: a year).
+    /// A request repeated later is applied again.
+    public var repeatabilityWindowSeconds: Int
+
+    public static let defaultRepeatabilityWindowSeconds = 86_400
+    public static let repeatabilityWindowRange = 1...31_536_000
 
     public init(serviceRoot: String? = nil, definingRequests: [DefiningRequest] = [], indexes: [String: [String]] = [:],
-                requestQueueOptimization: Bool = true, durability: Durability = .full, limits: QueryLimits = QueryLimits()) {
+                requestQueueOptimization: Bool = true, durability: Durability = .full, limits: QueryLimits = QueryLimits(),
+                repeatabilityWindowSeconds: Int = StoreConfiguration.defaultRepeatabilityWindowSeconds) {
         self.serviceRoot = serviceRoot
         self.definingRequests = definingRequests
         self.indexes = indexes
         self.requestQueueOptimization = requestQueueOptimization
         self.durability = durability
         self.limits = limits
+        self.repeatabilityWindowSeconds = repeatabilityWindowSeconds
     }
 
     /// Reads the JSON form documented in the README. Unknown members are errors, so typos surface.
@@ -56,6 +65,11 @@ public struct StoreConfiguration: Sendable, Hashable {
                 guard let d = Durability(rawValue: s) else { throw .badInput("configuration: durability must be \"full\" or \"noSync\"") }
                 durability = d
             case ("limits", _): limits = try QueryLimits(json: value)
+            case ("repeatabilityWindowSeconds", _):
+                guard case .number(let text) = value, let n = Int(text), Self.repeatabilityWindowRange.contains(n) else {
+                    throw .badInput("configuration: repeatabilityWindowSeconds must be a whole number of seconds from \(Self.repeatabilityWindowRange.lowerBound) to \(Self.repeatabilityWindowRange.upperBound) (a year)")
+                }
+                repeatabilityWindowSeconds = n
             default:
                 throw .badInput("configuration: unknown or mistyped member '\(name)'")
             }
@@ -71,6 +85,9 @@ public struct StoreConfiguration: Sendable, Hashable {
         members.append(("durability", .string(durability.rawValue)))
         // Written only when set, so a store keeps the configuration text older builds can read.
         if limits != QueryLimits() { members.append(("limits", limits.json)) }
+        if repeatabilityWindowSeconds != Self.defaultRepeatabilityWindowSeconds {
+            members.append(("repeatabilityWindowSeconds", .number(String(repeatabilityWindowSeconds))))
+        }
         return .object(members)
     }
 }

@@ -1,8 +1,9 @@
 extension Schema {
     /// Named databases a store may use (`mdb_env_set_maxdbs`).
     public static let maxDatabases = 1024
-    /// Databases kept apart for the store's own structures (meta, the request queue and its
-    /// companions), whatever the schema.
+    /// Databases kept apart for the store's own structures, whatever the schema: 9 are used
+    /// (`meta`; `q`, `q/by-entity`, `errors`, `events`; `changes`, `changes/by-entity`, `repeat`,
+    /// `repeat/by-time`), the rest is headroom for later formats.
     static let reservedDatabases = 32
 
     /// Refuses a schema the store cannot hold, naming the type and property, so `init` fails

@@ -1,0 +1,115 @@
+import Foundation
+import Storage
+import Synchronization
+
+/// The clock of a served store's repeatability records; tests set it instead of sleeping.
+final class ServedClock: Sendable {
+    private let now = Mutex<@Sendable () -> Date>({ Date() })
+
+    var read: @Sendable () -> Date {
+        get { now.withLock { $0 } }
+        set { now.withLock { $0 = newValue } }
+    }
+}
+
+extension OfflineStore {
+    /// The time repeatability records are stamped with and expire by (`Date()` unless a test sets
+    /// another clock).
+    package var now: @Sendable () -> Date {
+        get { servedClock.read }
+        set { servedClock.read = newValue }
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 {
+        let ms = (date.timeIntervalSince1970 * 1000).rounded(.down)
+        return ms.isFinite ? Int64(max(min(ms, 9.2e18), -9.2e18)) : 0
+    }
+
+    /// Runs `body` as ONE write transaction of a served store: group-committed with other writers,
+    /// durable on return under `full` durability. Writes go straight to the entity sets and their
+    /// indexes (no request queue) and each is recorded in the change log, in this transaction.
+    ///
+    /// With a `repeatabilityID` (OData 4.01 `Repeatability-Request-ID`): if a record of it exists
+    /// and is younger than the store's `repeatabilityWindowSeconds`, returns it with
+    /// `replayed: true` without running `body` and without writing anything — or throws
+    /// `ServedError.repeatMismatch` when its `fingerprint` (the caller's bytes for method, URL and
+    /// body hash) differs. Otherwise runs `body` and, if it returns, records its response under
+    /// the id in the same transaction. Only successful writes are recorded: a write refused (or
+    /// failed) changed nothing, so repeating it runs it again. Each call without a replay also
+    /// purges up to 16 records older than the window.
+    ///
+    /// If `body` throws, nothing at all is written (entities, change log, record). `body` may run
+    /// more than once (the writer runs it again after growing the map), so it must act only
+    /// through the transaction it is given and not keep it.
+    ///
+    /// ```swift
+    /// let (response, replayed) = try await store.served(repeatabilityID: id, fingerprint: fp) { tx in
+    ///     let (entity, etag) = try tx.create(set: "Products", entity: props)
+    ///     return RecordedResponse(status: 201, headers: [("ETag", etag)], body: json(entity))
+    /// }
+    /// ```
+    /// - Throws: `ServedError`, `EntityError`, what `body` throws, `LMDBError`.
+    package func served(repeatabilityID: String?, fingerprint: [UInt8],
+                        body: @escaping @Sendable (ServedTransaction) throws -> RecordedResponse) async throws -> (response: RecordedResponse, replayed: Bool) {
+        let id: [UInt8]?
+        do { id = try repeatabilityID.map(RepeatRecords.validate) } catch { throw ServedError.badRepeatabilityID(error.description) }
+        let store = entities
+        // Taken once, outside the body, so a body run again records the same time.
+        let now = Self.milliseconds(self.now())
+        let window = Int64(configuration.repeatabilityWindowSeconds) * 1000
+        let cutoff = now.subtractingReportingOverflow(window).overflow ? Int64.min : now - window
+        return try await store.write { t in
+            let repeats = RepeatRecords(store: store)
+            if let id, let recorded = try repeats.get(t.reader, id: id), recorded.recordedAt >= cutoff {
+                guard recorded.fingerprint == fingerprint else { throw ServedError.repeatMismatch(id: repeatabilityID ?? "") }
+                return (RecordedResponse(recorded), true)
+            }
+            try repeats.purge(t, before: cutoff)
+            let state = _ServedState()
+            let response = try body(ServedTransaction(t: t, store: store, state: state))
+            if let failure = state.failure { throw failure }
+            if let id { try repeats.put(t, id: id, response.record(at: now, fingerprint: fingerprint)) }
+            return (response, false)
+        }
+    }
+
+    /// A fingerprint of a request for `served`: method, URL and a 64-bit FNV-1a hash of the body.
+    package static func requestFingerprint(method: String, url: String, body: [UInt8]) -> [UInt8] {
+        let hash = body.withUnsafeBytes { EntityTag.hash($0) }
+        return Array("\(method) \(url) \(String(hash, radix: 16)) \(body.count)".utf8)
+    }
+
+    /// The change log's position now (0 when empty): a delta token. Read in its own read
+    /// transaction. Read it before the query whose delta link it goes into: a write between the
+    /// two is then reported again by the next delta, never missed.
+    package func changeToken() throws -> UInt64 {
+        let store = entities
+        return try store.read { t in try changeToken(t) }
+    }
+
+    /// `changeToken()` inside a read transaction the caller has.
+    package func changeToken(_ t: ReadView) throws -> UInt64 {
+        try ChangeLog(store: entities).last(t)
+    }
+
+    /// The entities of `set` changed after `token` — each once, in its newest state (changed, or
+    /// deleted), in the order of their last change — and the newest position (the next token).
+    ///
+    /// - Throws: `ChangeTokenError` when `token` is ahead of the log (not from this store);
+    ///   `EntityError.unknownEntitySet`.
+    package func changes(set: String, since token: UInt64) throws -> (changed: [(key: [Value], deleted: Bool)], token: UInt64) {
+        let store = entities
+        return try store.read { t in try changes(t, set: set, since: token) }
+    }
+
+    /// `changes(set:since:)` inside a read transaction the caller has.
+    package func changes(_ t: ReadView, set name: String, since token: UInt64) throws -> (changed: [(key: [Value], deleted: Bool)], token: UInt64) {
+        let set = try entities.set(name)
+        let (entries, newest) = try ChangeLog(store: entities).entries(t, set: name, since: token)
+        let changed = try entries.map { e -> (key: [Value], deleted: Bool) in
+            let values = try e.keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values }
+            return (values, e.kind == .delete)
+        }
+        return (changed, newest)
+    }
+}

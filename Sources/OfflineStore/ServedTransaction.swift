@@ -1,0 +1,222 @@
+import Storage
+
+/// The answer a served write gave, recorded under its `Repeatability-Request-ID` and replayed when
+/// the same request comes again.
+package struct RecordedResponse: Sendable, Equatable {
+    package var status: Int
+    /// Header names and values, in order (a name may repeat).
+    package var headers: [(String, String)]
+    package var body: [UInt8]
+
+    package init(status: Int, headers: [(String, String)], body: [UInt8]) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    package static func == (a: RecordedResponse, b: RecordedResponse) -> Bool {
+        a.status == b.status && a.body == b.body && a.headers.count == b.headers.count
+            && zip(a.headers, b.headers).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+    }
+
+    init(_ record: RepeatRecord) {
+        self.init(status: record.status, headers: record.headers.map { ($0.name, $0.value) }, body: record.body)
+    }
+
+    func record(at time: Int64, fingerprint: [UInt8]) -> RepeatRecord {
+        RepeatRecord(status: status, headers: headers.map { .init(name: $0.0, value: $0.1) }, body: body,
+                     recordedAt: time, fingerprint: fingerprint)
+    }
+}
+
+/// A served write the store refuses; nothing was changed. Schema violations and bad keys are
+/// `EntityError`s (400).
+package enum ServedError: Error, Equatable, CustomStringConvertible {
+    /// 404: no entity with that key.
+    case notFound(set: String, key: String)
+    /// 409: a create (POST) of a key that exists.
+    case alreadyExists(set: String, key: String)
+    /// 412: `If-Match` did not match the entity's ETag.
+    case preconditionFailed(set: String, key: String)
+    /// 422: a `Repeatability-Request-ID` already used for a different request.
+    case repeatMismatch(id: String)
+    /// 400: a `Repeatability-Request-ID` that is empty or longer than 200 bytes; the text says which.
+    case badRepeatabilityID(String)
+
+    /// The HTTP status a server answers with.
+    package var httpStatus: Int {
+        switch self {
+        case .notFound: 404
+        case .alreadyExists: 409
+        case .preconditionFailed: 412
+        case .repeatMismatch: 422
+        case .badRepeatabilityID: 400
+        }
+    }
+
+    package var description: String {
+        switch self {
+        case .notFound(let s, let k): "entity \(s)(\(_excerpt(k))) does not exist"
+        case .alreadyExists(let s, let k): "entity \(s)(\(_excerpt(k))) already exists"
+        case .preconditionFailed(let s, let k): "entity \(s)(\(_excerpt(k))) has changed: its ETag does not match If-Match"
+        case .repeatMismatch(let id): "Repeatability-Request-ID '\(_excerpt(id))' was already used for a different request"
+        case .badRepeatabilityID(let why): why
+        }
+    }
+}
+
+/// What a served transaction learns besides its results: the first error that may have left a
+/// write half done.
+final class _ServedState: @unchecked Sendable {
+    // @unchecked: used only on the writer thread, inside one write body.
+    var failure: Error?
+}
+
+/// One write transaction of a served store. Valid only inside `OfflineStore.served(...)`'s body
+/// (debug builds trap on use after it: it wraps the transaction's `WriteView`).
+///
+/// Each write applies the entity and its indexes directly (no request queue) and records the
+/// entity in the change log, in this transaction. A refusal — `ServedError`, or `EntityError` for
+/// input the schema refuses — comes before anything is written, so the body may catch it and go
+/// on. Any other error (LMDB's) may leave a write half done: `served` then throws it even if the
+/// body returns, so nothing is committed.
+package struct ServedTransaction {
+    let t: WriteView
+    let store: EntityStore
+    let state: _ServedState
+
+    /// The handle of a set served writes may change (not one of the store's own sets).
+    private func handle(_ name: String) throws -> EntitySetHandle {
+        let set = try store.set(name)
+        guard !store.schema.isSystemSet(name) else {
+            throw EntityError.badInput("'\(name)' is one of the store's own sets; it cannot be changed directly")
+        }
+        return set
+    }
+
+    /// Runs `body`; an error that is not a refusal marks the transaction failed.
+    private func guarded<R>(_ body: () throws -> R) throws -> R {
+        do {
+            return try body()
+        } catch let e as ServedError {
+            throw e
+        } catch let e as EntityError {
+            throw e
+        } catch {
+            if state.failure == nil { state.failure = error }
+            throw error
+        }
+    }
+
+    /// Runs `body`, which writes: any error it throws marks the transaction failed.
+    private func writing<R>(_ body: () throws -> R) throws -> R {
+        do {
+            return try body()
+        } catch {
+            if state.failure == nil { state.failure = error }
+            throw error
+        }
+    }
+
+    /// The key tuple of `key`, refused (before anything is written) when the change log cannot
+    /// hold it.
+    private func keyBytes(_ set: EntitySetHandle, _ key: [Value]) throws -> [UInt8] {
+        let bytes = try set.encodeKey(key)
+        _ = try ChangeLog.entityKey(set: set.name, keyBytes: bytes)
+        return bytes
+    }
+
+    /// The entity stored under `keyBytes` and its ETag, both from the row's bytes.
+    private func current(_ set: EntitySetHandle, _ keyBytes: [UInt8]) throws -> (entity: Properties, etag: String)? {
+        guard let row = try t.get(set.entities, keyBytes) else { return nil }
+        do {
+            return (try set.codec.decode(row), EntityTag.of(row: row))
+        } catch {
+            throw EntityError.corruptRow(set: set.name, key: set.describeKeyBytes(keyBytes), reason: error.description)
+        }
+    }
+
+    /// The entity just written under `keyBytes` and its ETag.
+    private func stored(_ set: EntitySetHandle, _ keyBytes: [UInt8]) throws -> (entity: Properties, etag: String) {
+        guard let c = try current(set, keyBytes) else {
+            throw EntityError.notFound(set: set.name, key: set.describeKeyBytes(keyBytes))  // not reached: it was just written
+        }
+        return c
+    }
+
+    /// Refuses the write unless the entity exists and `ifMatch` (if given) matches its ETag.
+    private func existing(_ set: EntitySetHandle, key: [Value], _ keyBytes: [UInt8], ifMatch: String?) throws {
+        guard let row = try t.get(set.entities, keyBytes) else {
+            throw ServedError.notFound(set: set.name, key: set.describeKey(key))
+        }
+        if let ifMatch, !EntityTag.header(ifMatch, matches: EntityTag.of(row: row)) {
+            throw ServedError.preconditionFailed(set: set.name, key: set.describeKey(key))
+        }
+    }
+
+    private func log(_ set: EntitySetHandle, _ keyBytes: [UInt8], _ kind: ChangeLog.Kind) throws {
+        _ = try writing { try ChangeLog(store: store).record(t, set: set.name, keyBytes: keyBytes, kind: kind) }
+    }
+
+    /// Inserts an entity (schema-validated; `EntityError` for bad input); `ServedError.alreadyExists`
+    /// if the key is taken. Returns the entity as stored and its ETag.
+    package func create(set name: String, entity: Properties) throws -> (entity: Properties, etag: String) {
+        try guarded {
+            let set = try handle(name)
+            let key = try set.keyValues(entity)
+            let keyBytes = try keyBytes(set, key)
+            if try t.get(set.entities, keyBytes) != nil { throw ServedError.alreadyExists(set: name, key: set.describeKey(key)) }
+            try set.insert(t, entity)
+            try log(set, keyBytes, .upsert)
+            return try stored(set, keyBytes)
+        }
+    }
+
+    /// PATCH: merges `changes` (a null removes a value). `ifMatch` is the raw `If-Match` header
+    /// value (nil: none), checked with `EntityTag.header(_:matches:)`. `ServedError.notFound` when
+    /// the entity does not exist (whatever `ifMatch` says), `.preconditionFailed` when the tag
+    /// does not match.
+    package func update(set name: String, key: [Value], changes: Properties, ifMatch: String?) throws -> (entity: Properties, etag: String) {
+        try guarded {
+            let set = try handle(name)
+            let keyBytes = try keyBytes(set, key)
+            try existing(set, key: key, keyBytes, ifMatch: ifMatch)
+            try set.merge(t, key: key, changes)
+            try log(set, keyBytes, .upsert)
+            return try stored(set, keyBytes)
+        }
+    }
+
+    /// PUT: replaces the entity; properties left out become null (as the local replace does).
+    /// Errors as `update`.
+    package func replace(set name: String, key: [Value], entity: Properties, ifMatch: String?) throws -> (entity: Properties, etag: String) {
+        try guarded {
+            let set = try handle(name)
+            let keyBytes = try keyBytes(set, key)
+            try existing(set, key: key, keyBytes, ifMatch: ifMatch)
+            try set.replace(t, key: key, entity)
+            try log(set, keyBytes, .upsert)
+            return try stored(set, keyBytes)
+        }
+    }
+
+    /// Deletes the entity. Errors as `update`.
+    package func delete(set name: String, key: [Value], ifMatch: String?) throws {
+        try guarded {
+            let set = try handle(name)
+            let keyBytes = try keyBytes(set, key)
+            try existing(set, key: key, keyBytes, ifMatch: ifMatch)
+            try set.delete(t, key: key)
+            try log(set, keyBytes, .delete)
+        }
+    }
+
+    /// The current entity and its ETag, read inside this transaction (it sees this
+    /// transaction's writes): for `$1` references and `If-None-Match`.
+    package func get(set name: String, key: [Value]) throws -> (entity: Properties, etag: String)? {
+        try guarded {
+            let set = try store.set(name)
+            return try current(set, try set.encodeKey(key))
+        }
+    }
+}

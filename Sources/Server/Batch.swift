@@ -58,7 +58,7 @@ struct Batch {
         try Negotiation.requireJSON(request)
         let raw = Array(try await request.collectBody(upTo: service.options.maxRequestBytes).readableBytesView)
         let items = try Self.parse(try JSON.parse(raw))
-        let repeatability = try Repeatability(request.headers, window: store.configuration.repeatabilityWindowSeconds)
+        let repeatability = try Repeatability(request.headers, window: Double(store.configuration.repeatabilityWindowSeconds))
         let root = service.serviceRoot(request)
         let prefer = Prefer(request.headers[.prefer])
 

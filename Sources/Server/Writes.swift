@@ -29,7 +29,7 @@ struct Writes {
         let (op, rawBody) = try await operation(&request, resource: resource)
         let prefer = Prefer(request.headers[.prefer])
         let root = service.serviceRoot(request)
-        let repeatability = try Repeatability(request.headers, window: store.configuration.repeatabilityWindowSeconds)
+        let repeatability = try Repeatability(request.headers, window: Double(store.configuration.repeatabilityWindowSeconds))
         let fingerprint = Array("\(method.rawValue) \(resource)\n".utf8) + rawBody
         let store = self.store
         let representation = prefer.returnRepresentation

@@ -70,6 +70,15 @@ package struct EntityRef {
         }
     }
 
+    /// The entity's ETag, `EntityTag.of(row:)` of its stored row bytes. An entity built from
+    /// decoded properties (not how results are read) is encoded with the set's codec first.
+    package func etag() throws -> String {
+        switch source {
+        case .row(let row): return EntityTag.of(row: row.bytes)
+        case .decoded(let p): return EntityTag.of(row: set.codec.encode(p))
+        }
+    }
+
     /// All properties, decoded.
     package func properties() throws -> Properties {
         switch source {

@@ -180,13 +180,13 @@ struct ResultWriter {
         var firstMember = true
         if shape.writesID {
             out.append("\"@odata.id\":")
-            out.appendString(try shape.canonicalURL(e))
+            try shape.writeCanonicalURL(e, to: &out)
             firstMember = false
         }
         if shape.etags {
             if !firstMember { out.append(UInt8(ascii: ",")) }
             out.append("\"@odata.etag\":")
-            out.appendString(try e.etag())
+            EntityShape.writeTag(try e.etagHash(), to: &out)
             firstMember = false
         }
         let tree = shape.tree
@@ -279,6 +279,12 @@ final class EntityShape {
     /// A singleton's canonical URL is its name.
     let isSingleton: Bool
     let expansions: [Expansion]
+    /// What `writeCanonicalURL` needs, worked out once: `Set(` and each key property's row
+    /// position, type and `Name=` (composite keys).
+    private let urlPrefix: [UInt8]
+    private let keys: [(position: Int, isString: Bool, prefix: [UInt8])]
+    /// The URL being written; reused from entity to entity (a shape serves one request, on one thread).
+    private var scratch: [UInt8] = []
 
     init(set: EntitySetHandle, options: BoundOptions, store: EntityStore, etags: Bool, alwaysID: Bool = false) throws {
         self.set = set
@@ -289,19 +295,59 @@ final class EntityShape {
         writesID = alwaysID || !keysSelected
         self.etags = etags
         isSingleton = store.schema.entitySet(set.name)?.isSingleton ?? false
+        urlPrefix = Array((set.name + (isSingleton ? "" : "(")).utf8)
+        let composite = set.type.key.count > 1
+        keys = set.type.key.enumerated().compactMap { n, name in
+            guard let i = set.position(of: name) else { return nil }
+            let isString: Bool
+            if case .primitive(.string) = set.type.properties[i].type { isString = true } else { isString = false }
+            return (i, isString, Array(((n > 0 ? "," : "") + (composite ? name + "=" : "")).utf8))
+        }
         expansions = try options.expand.map { e in
             Expansion(expand: e, shape: try EntityShape(set: try store.set(e.entitySet), options: e.options, store: store, etags: etags))
         }
     }
 
-    /// `Set('k')`, `Set(A='x',B=1)`, or a singleton's name: the entity's canonical URL relative to
-    /// the service root, key literals as in a request URL.
-    func canonicalURL(_ e: EntityRef) throws -> String {
-        if isSingleton { return set.name }
-        return Self.canonicalURL(set, try e.keyValues())
+    /// Writes the entity's canonical URL relative to the service root as a JSON string:
+    /// `Set('k')`, `Set(A='x',B=1)`, or a singleton's name; key literals as in a request URL
+    /// (`EntitySetHandle.literal`), a string key straight from the row's bytes.
+    func writeCanonicalURL(_ e: EntityRef, to out: inout JSONBuffer) throws {
+        scratch.removeAll(keepingCapacity: true)
+        scratch.append(contentsOf: urlPrefix)
+        if !isSingleton {
+            let quote = UInt8(ascii: "'")
+            for k in keys {
+                scratch.append(contentsOf: k.prefix)
+                if k.isString, let raw = try e.rawBytes(at: k.position) {
+                    scratch.append(quote)
+                    for b in raw {
+                        scratch.append(b)
+                        if b == quote { scratch.append(quote) }
+                    }
+                    scratch.append(quote)
+                } else {
+                    let v = try e.value(at: k.position)
+                    if case .int(let i) = v { scratch.append(contentsOf: String(i).utf8) } else { scratch.append(contentsOf: EntitySetHandle.literal(v).utf8) }
+                }
+            }
+            scratch.append(UInt8(ascii: ")"))
+        }
+        let ok = scratch.withUnsafeBytes { out.appendString(utf8: $0) }
+        if !ok { throw EntityError.corruptRow(set: e.set.name, key: "", reason: "string is not valid UTF-8") }
     }
 
+    /// The canonical URL of the entity of `set` with key `key`, as `writeCanonicalURL` writes it.
     static func canonicalURL(_ set: EntitySetHandle, _ key: [Value]) -> String {
         set.name + "(" + set.describeKey(key) + ")"
+    }
+
+    /// `"W/\"<16 hex digits>\""` (`EntityTag.format` as a JSON string) without making a String.
+    static func writeTag(_ hash: UInt64, to out: inout JSONBuffer) {
+        out.append("\"W/\\\"")
+        for shift in stride(from: 60, through: 0, by: -4) {
+            let d = UInt8((hash >> UInt64(shift)) & 0xF)
+            out.append(d < 10 ? 0x30 + d : 0x57 + d)
+        }
+        out.append("\\\"\"")
     }
 }

@@ -189,24 +189,19 @@ struct ResultWriter {
             EntityShape.writeTag(try e.etagHash(), to: &out)
             firstMember = false
         }
-        let tree = shape.tree
-        let properties = e.set.type.properties
-        for i in properties.indices {
-            let p = properties[i]
-            if let tree, tree.children[p.name] == nil { continue }
+        for c in shape.columns {
             if !firstMember { out.append(UInt8(ascii: ",")) }
             firstMember = false
-            out.appendString(p.name)
-            out.append(UInt8(ascii: ":"))
-            if let sub = tree?.children[p.name] ?? nil {
-                writeSelected(try e.value(at: i), type: p.type, tree: sub, to: &out)
-            } else if case .primitive(.string) = p.type, let raw = try e.rawBytes(at: i) {
+            out.bytes.append(contentsOf: c.member)
+            if let sub = c.subtree {
+                writeSelected(try e.value(at: c.index), type: c.type, tree: sub, to: &out)
+            } else if c.isString, let raw = try e.rawBytes(at: c.index) {
                 // A string goes from the row's bytes to the output without becoming a String.
                 guard out.appendString(utf8: raw) else {
                     throw EntityError.corruptRow(set: e.set.name, key: "", reason: "string is not valid UTF-8")
                 }
             } else {
-                values.write(try e.value(at: i), type: p.type, to: &out)
+                values.write(try e.value(at: c.index), type: c.type, to: &out)
             }
         }
         for expansion in shape.expansions {
@@ -268,9 +263,20 @@ final class EntityShape {
         let shape: EntityShape
     }
 
+    /// A selected structural property: its row position, `"Name":` as JSON, and the selected
+    /// parts when only some of a complex value is selected.
+    struct Column {
+        let index: Int
+        let member: [UInt8]
+        let type: TypeRef
+        let isString: Bool
+        let subtree: ResultWriter.SelectTree?
+    }
+
     let set: EntitySetHandle
     let options: BoundOptions
-    let tree: ResultWriter.SelectTree?
+    /// The selected structural properties in declaration order.
+    let columns: [Column]
     /// `@odata.id` is written when the selected properties leave out a key property (OData JSON
     /// Format, *Control Information: id*: in minimal metadata it is left out only when it can be
     /// computed from the key properties in the payload), or always (delta entries).
@@ -290,7 +296,20 @@ final class EntityShape {
         self.set = set
         self.options = options
         let tree = options.select.map { ResultWriter.SelectTree($0.properties.map { $0.steps.map(\.name) }) }
-        self.tree = tree
+        columns = set.type.properties.indices.compactMap { i in
+            let p = set.type.properties[i]
+            var subtree: ResultWriter.SelectTree? = nil
+            if let tree {
+                guard let selected = tree.children[p.name] else { return nil }
+                subtree = selected
+            }
+            var member = JSONBuffer(capacity: p.name.utf8.count + 3)
+            member.appendString(p.name)
+            member.append(UInt8(ascii: ":"))
+            let isString: Bool
+            if case .primitive(.string) = p.type { isString = true } else { isString = false }
+            return Column(index: i, member: member.bytes, type: p.type, isString: isString, subtree: subtree)
+        }
         let keysSelected = tree.map { t in set.type.key.allSatisfy { t.children[$0] != nil } } ?? true
         writesID = alwaysID || !keysSelected
         self.etags = etags

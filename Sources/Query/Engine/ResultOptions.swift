@@ -56,7 +56,7 @@ public struct ResultOptions: Sendable {
 public struct ResultSummary: Sendable, Equatable {
     /// The ETag of the entity a single-entity request (`Set(key)`, `Set(key)/ToOne`) wrote
     /// (`EntityTag.of(row:)`, read in the same transaction as the body): the `ETag` header of
-    /// `GET Set(key)`. Nil for a collection, `/$count`, and formats other than JSON.
+    /// `GET Set(key)`, in any format. Nil for a collection and `/$count`.
     public var etag: String?
 
     public init(etag: String? = nil) { self.etag = etag }

@@ -6,16 +6,30 @@ extension OfflineStore {
     package var queries: QueryEngine { QueryEngine(store: entities, cache: boundQueries) }
 
     /// Runs an OData request URL (`Set?$filter=…&$orderby=…`) and streams the result to `write`.
-    public func query(_ url: String, format: QueryFormat = .json, pageSize: Int? = nil,
-                      write: @escaping (String) throws -> Void) throws {
-        try queries.execute(url, format: format, pageSize: pageSize, write: write)
+    /// `options` adds what a server needs: absolute links, `@odata.etag`, a delta link
+    /// (`ResultOptions`). Returns the ETag of a single-entity response.
+    @discardableResult
+    public func query(_ url: String, format: QueryFormat = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions(),
+                      write: @escaping (String) throws -> Void) throws -> ResultSummary {
+        try queries.execute(url, format: format, pageSize: pageSize, options: options, write: write)
     }
 
     /// Runs an OData request URL and streams the result as UTF-8 byte chunks (valid during the call).
-    public func query(_ url: String, format: QueryFormat = .json, pageSize: Int? = nil,
-                      writeBytes: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
-        try queries.execute(url, format: format, pageSize: pageSize, writeBytes: writeBytes)
+    @discardableResult
+    public func query(_ url: String, format: QueryFormat = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions(),
+                      writeBytes: @escaping (UnsafeRawBufferPointer) throws -> Void) throws -> ResultSummary {
+        try queries.execute(url, format: format, pageSize: pageSize, options: options, writeBytes: writeBytes)
     }
+
+    /// Writes the OData V4 delta response of collection `url` for the entities with keys
+    /// `changed`; see `QueryEngine.delta(_:changed:options:writeBytes:)`.
+    public func delta(_ url: String, changed: [[Value]], options: ResultOptions = ResultOptions(),
+                      writeBytes: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
+        try queries.delta(url, changed: changed, options: options, writeBytes: writeBytes)
+    }
+
+    /// The ETag of an entity (`W/"…"`, a hash of its stored row), or nil when there is none.
+    public func etag(set: String, key: [Value]) throws -> String? { try queries.etag(set: set, key: key) }
 
     /// The entities an OData request URL returns, decoded.
     public func entities(_ url: String) throws -> [Properties] { try queries.entities(url) }

@@ -42,6 +42,10 @@ public typealias QueryLimits = Storage.QueryLimits
 public typealias ValueBound = Storage.ValueBound
 /// The shape `query(_:format:…)` writes: `json` (OData V4), `jsonl` or `table`.
 public typealias QueryFormat = QueryEngine.Format
+/// What `query(_:…options:…)` and `delta` add for a server: service root, ETags, a delta link.
+public typealias ResultOptions = Query.ResultOptions
+/// What `query` read besides the body: a single entity's ETag.
+public typealias ResultSummary = Query.ResultSummary
 
 // MARK: Reports
 

@@ -62,8 +62,10 @@ import Storage
             let executor = QueryExecutor(store: store.entities, t: t)
             let query = try store.queries.bind(url)
             var out = ResultWriter(schema: store.schema, format: .json) { _ in }
-            let plan = Planner.plan(try store.entities.set("SalesOrders"), options: query.options)
-            try executor.run(plan) { e in try out.entity(e, options: query.options, executor: executor); return true }
+            let set = try store.entities.set("SalesOrders")
+            let plan = Planner.plan(set, options: query.options)
+            let shape = try EntityShape(set: set, options: query.options, store: store.entities, etags: false)
+            try executor.run(plan) { e in try out.entity(e, shape: shape, executor: executor); return true }
             counted = executor.expansions.spent
         }
         #expect(counted > 200, "\(counted)")

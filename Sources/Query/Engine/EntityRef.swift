@@ -70,6 +70,18 @@ package struct EntityRef {
         }
     }
 
+    /// The entity's ETag, `EntityTag.of(row:)` of its stored row bytes. An entity built from
+    /// decoded properties (not how results are read) is encoded with the set's codec first.
+    package func etag() throws -> String { EntityTag.format(try etagHash()) }
+
+    /// The hash `etag()` formats.
+    package func etagHash() throws -> UInt64 {
+        switch source {
+        case .row(let row): return EntityTag.hash(row.bytes)
+        case .decoded(let p): return set.codec.encode(p).withUnsafeBytes { EntityTag.hash($0) }
+        }
+    }
+
     /// All properties, decoded.
     package func properties() throws -> Properties {
         switch source {

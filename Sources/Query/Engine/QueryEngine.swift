@@ -71,50 +71,69 @@ public struct QueryEngine: Sendable {
     }
 
     /// Runs `url` and writes the result in `format`; with `pageSize`, at most that many entities
-    /// and an `@odata.nextLink` to the rest.
-    public func execute(_ url: String, format: Format = .json, pageSize: Int? = nil, write: @escaping (String) throws -> Void) throws {
-        try execute(url, format: format, pageSize: pageSize, writeBytes: { try write(String(decoding: $0, as: UTF8.self)) })
+    /// and an `@odata.nextLink` to the rest. `options` adds what a server needs (see `ResultOptions`).
+    @discardableResult
+    public func execute(_ url: String, format: Format = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions(),
+                        write: @escaping (String) throws -> Void) throws -> ResultSummary {
+        try execute(url, format: format, pageSize: pageSize, options: options, writeBytes: { try write(String(decoding: $0, as: UTF8.self)) })
     }
 
     /// Runs `url` and hands the result to `writeBytes` as UTF-8 chunks of about 64 KiB, valid only
     /// during the call.
-    public func execute(_ url: String, format: Format = .json, pageSize: Int? = nil,
-                        writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
+    ///
+    /// An entity object starts with `@odata.id` (its canonical URL, `Products('HT-1000')`) when the
+    /// selected properties leave out a key property, then `@odata.etag` with `options.etags`. The
+    /// last page of a collection ends with `@odata.deltaLink` when `options.deltaLink` is set.
+    /// Returns the ETag of a single entity (`Set(key)`), read with the body.
+    @discardableResult
+    public func execute(_ url: String, format: Format = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions(),
+                        writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void) throws -> ResultSummary {
         try Paging.check(pageSize: pageSize)
         let query = try bind(url)
         let offset = try Paging.offset(skipToken: query.skipToken)
-        try store.read { t in
-            var out = ResultWriter(schema: store.schema, format: format, sink: write)
+        return try store.read { t in
+            var summary = ResultSummary()
+            var out = ResultWriter(schema: store.schema, format: format, options: options, sink: write)
             let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory,
                                          expansions: ExpansionBudget(limit: limits.maxExpandedEntities))
+            // The delta link of a collection, made before any output from this transaction's snapshot.
+            func deltaLink() throws -> String? {
+                guard format == .json, let make = options.deltaLink else { return nil }
+                return try make(t)
+            }
             switch try resolve(query, t) {
             case .missing:
                 throw EntityError.notFound(set: query.path.entitySet, key: "")
             case .empty(let set):
                 if query.path.isCount { try out.raw("0") } else {
+                    let delta = try deltaLink()
                     try out.beginCollection(context: set.name, count: query.options.count ? 0 : nil)
-                    try out.endCollection(nextLink: nil)
+                    try out.endCollection(nextLink: nil, deltaLink: delta)
                 }
             case .single(let set, let eqs, let context):
                 var found: EntityRef? = nil
                 try executor.evaluator.navigator.find(set, eqs) { found = $0; return false }
                 guard let found else {
-                    if query.path.isCount { try out.raw("0"); try out.flush(); return }
+                    if query.path.isCount { try out.raw("0"); try out.flush(); return summary }
                     // The key comes from the URL: escaped, so the message cannot carry terminal escapes.
                     let key = eqs.map { "\($0.0)=\(EntitySetHandle.literal($0.1))" }.joined(separator: ",")
                     throw EntityError.notFound(set: set.name, key: QueryError.quoting(key, limit: 600))
                 }
-                if query.path.isCount { try out.raw("1"); try out.flush(); return }
-                try out.single(found, context: context, options: query.options, executor: executor)
+                if query.path.isCount { try out.raw("1"); try out.flush(); return summary }
+                let shape = try EntityShape(set: set, options: query.options, store: store, etags: options.etags)
+                summary.etag = try found.etag()
+                try out.single(found, context: context, shape: shape, executor: executor)
             case .collection(let set, let eqs):
-                var options = query.options
-                let plan = Planner.plan(set, options: options, equalities: eqs)
+                let queryOptions = query.options
+                let plan = Planner.plan(set, options: queryOptions, equalities: eqs)
                 if query.path.isCount {
                     try out.raw(String(try countWithin(plan, executor)))
                     try out.flush()
-                    return
+                    return summary
                 }
-                let total = options.count ? try countWithin(plan, executor) : nil
+                let delta = try deltaLink()
+                let shape = try EntityShape(set: set, options: queryOptions, store: store, etags: options.etags)
+                let total = queryOptions.count ? try countWithin(plan, executor) : nil
                 // Server-driven paging: the skip token is the offset already delivered.
                 var paged = plan
                 paged.skip = Paging.sum(plan.skip, offset)
@@ -128,16 +147,26 @@ public struct QueryEngine: Sendable {
                 var more = false
                 try executor.run(paged) { e in
                     if let pageSize, n == pageSize { more = true; return false }
-                    try out.entity(e, options: options, executor: executor)
+                    try out.entity(e, shape: shape, executor: executor)
                     n += 1
                     return true
                 }
-                options.count = false
                 let next = more ? Paging.nextLink(url, offset: Paging.sum(offset, n)) : nil
-                try out.endCollection(nextLink: next)
+                try out.endCollection(nextLink: next, deltaLink: delta)
             }
             try out.flush()
+            return summary
         }
+    }
+
+    /// The ETag of the entity of `set` with key `key` (`EntityTag.of(row:)` of its stored row), or
+    /// nil when there is none. For a response header or an `If-None-Match` check on a read; a
+    /// write must compare `If-Match` inside its own write transaction. `execute` returns the tag
+    /// of a single-entity response read with the body, which is what `GET Set(key)` should send.
+    public func etag(set: String, key: [Value]) throws -> String? {
+        let handle = try store.set(set)
+        let keyBytes = try handle.encodeKey(key)
+        return try store.read { t in try handle.row(t, key: keyBytes).map { EntityTag.of(row: $0) } }
     }
 
     /// The matching entities, decoded (for tests and small results).

@@ -5,6 +5,7 @@ import Storage
 struct ResultWriter {
     let schema: Schema
     let format: QueryEngine.Format
+    let options: ResultOptions
     let sink: (UnsafeRawBufferPointer) throws -> Void
     let values: ValueJSON
     var buffer = JSONBuffer(capacity: 1 << 16 + 4096)
@@ -12,9 +13,11 @@ struct ResultWriter {
     /// Table columns, fixed by the first entity.
     var columns: [String]? = nil
 
-    init(schema: Schema, format: QueryEngine.Format, sink: @escaping (UnsafeRawBufferPointer) throws -> Void) {
+    init(schema: Schema, format: QueryEngine.Format, options: ResultOptions = ResultOptions(),
+         sink: @escaping (UnsafeRawBufferPointer) throws -> Void) {
         self.schema = schema
         self.format = format
+        self.options = options
         self.sink = sink
         values = ValueJSON(schema: schema)
     }
@@ -34,63 +37,69 @@ struct ResultWriter {
 
     /// Writes one entity into the buffer, moved out of `self` while `writeEntity` (a method of
     /// this writer) runs.
-    private mutating func appendEntity(_ e: EntityRef, options: BoundOptions, executor: QueryExecutor) throws {
+    private mutating func appendEntity(_ e: EntityRef, shape: EntityShape, executor: QueryExecutor) throws {
         var out = JSONBuffer(capacity: 0)
         swap(&out, &buffer)
         defer { swap(&out, &buffer) }
-        try writeEntity(e, options: options, executor: executor, to: &out)
+        try writeEntity(e, shape: shape, executor: executor, to: &out)
     }
 
     mutating func beginCollection(context: String, count: Int?) throws {
         guard format == .json else { return }
         buffer.append("{\"@odata.context\":")
-        buffer.appendString("$metadata#" + context)
+        buffer.appendString(options.contextURL(context))
         if let count { buffer.append(",\"@odata.count\":"); buffer.appendInt(Int64(count)) }
         buffer.append(",\"value\":[")
     }
 
-    mutating func endCollection(nextLink: String?) throws {
+    /// Closes the collection; a delta link is written only when there is no next link (only the
+    /// last page of a collection carries one).
+    mutating func endCollection(nextLink: String?, deltaLink: String? = nil) throws {
         guard format == .json else { return }
         buffer.append("]")
         if let nextLink {
             buffer.append(",\"@odata.nextLink\":")
-            buffer.appendString(nextLink)
+            buffer.appendString(options.link(nextLink))
+        } else if let deltaLink {
+            buffer.append(",\"@odata.deltaLink\":")
+            buffer.appendString(options.link(deltaLink))
         }
         buffer.append("}\n")
     }
 
-    mutating func single(_ e: EntityRef, context: String, options: BoundOptions, executor: QueryExecutor) throws {
+    mutating func single(_ e: EntityRef, context: String, shape: EntityShape, executor: QueryExecutor) throws {
         switch format {
         case .json:
             var body = JSONBuffer()
-            try writeEntity(e, options: options, executor: executor, to: &body)
+            try writeEntity(e, shape: shape, executor: executor, to: &body)
             buffer.append("{\"@odata.context\":")
-            buffer.appendString("$metadata#" + context)
+            buffer.appendString(options.contextURL(context))
             if body.count > 2 { buffer.append(UInt8(ascii: ",")); buffer.bytes.append(contentsOf: body.bytes.dropFirst()) } else { buffer.append("}") }
             buffer.append("\n")
         default:
-            try entity(e, options: options, executor: executor)
+            try entity(e, shape: shape, executor: executor)
         }
     }
 
-    mutating func entity(_ e: EntityRef, options: BoundOptions, executor: QueryExecutor) throws {
+    mutating func entity(_ e: EntityRef, shape: EntityShape, executor: QueryExecutor) throws {
         switch format {
         case .json:
             if !first { buffer.append(UInt8(ascii: ",")) }
             first = false
-            try appendEntity(e, options: options, executor: executor)
+            try appendEntity(e, shape: shape, executor: executor)
         case .jsonl:
-            try appendEntity(e, options: options, executor: executor)
+            try appendEntity(e, shape: shape, executor: executor)
             buffer.append("\n")
         case .table:
-            let names = selectedProperties(e.set, options).map(\.name)
+            let selected = selectedProperties(e.set, shape.options)
             if columns == nil {
+                let names = selected.map(\.name)
                 columns = names
                 buffer.appendRaw(names.map { pad($0) }.joined(separator: " ") + "\n")
                 buffer.appendRaw(names.map { _ in String(repeating: "-", count: 20) }.joined(separator: " ") + "\n")
             }
             var cells: [String] = []
-            for p in selectedProperties(e.set, options) {
+            for p in selected {
                 var cell = ""
                 let v = try e.value(p.name)
                 if case .string(let s) = v { cell = s } else { values.write(v, type: p.type, to: &cell) }
@@ -99,6 +108,20 @@ struct ResultWriter {
             }
             buffer.appendRaw(cells.joined(separator: " ") + "\n")
         }
+        try flushIfFull()
+    }
+
+    /// A delta entry for an entity that is no longer in the collection:
+    /// `{"@odata.id":"Set(key)","@removed":{"reason":"deleted"}}` (reason `changed`: it exists
+    /// but left the filter).
+    mutating func removed(id: String, reason: StaticString) throws {
+        if !first { buffer.append(UInt8(ascii: ",")) }
+        first = false
+        buffer.append("{\"@odata.id\":")
+        buffer.appendString(id)
+        buffer.append(",\"@removed\":{\"reason\":\"")
+        buffer.append(reason)
+        buffer.append("\"}}")
         try flushIfFull()
     }
 
@@ -150,44 +173,51 @@ struct ResultWriter {
         out.append(UInt8(ascii: "}"))
     }
 
-    /// One entity as a JSON object: selected properties in declaration order, then expansions.
-    func writeEntity(_ e: EntityRef, options: BoundOptions, executor: QueryExecutor, to out: inout JSONBuffer) throws {
+    /// One entity as a JSON object: `@odata.id` when the shape says so, `@odata.etag` when asked,
+    /// selected properties in declaration order, then expansions.
+    func writeEntity(_ e: EntityRef, shape: EntityShape, executor: QueryExecutor, to out: inout JSONBuffer) throws {
         out.append(UInt8(ascii: "{"))
         var firstMember = true
-        let tree = options.select.map { SelectTree($0.properties.map { $0.steps.map(\.name) }) }
-        let properties = e.set.type.properties
-        for i in properties.indices {
-            let p = properties[i]
-            if let tree, tree.children[p.name] == nil { continue }
+        if shape.writesID {
+            out.append("\"@odata.id\":")
+            try shape.writeCanonicalURL(e, to: &out)
+            firstMember = false
+        }
+        if shape.etags {
+            if !firstMember { out.append(UInt8(ascii: ",")) }
+            out.append("\"@odata.etag\":")
+            EntityShape.writeTag(try e.etagHash(), to: &out)
+            firstMember = false
+        }
+        for c in shape.columns {
             if !firstMember { out.append(UInt8(ascii: ",")) }
             firstMember = false
-            out.appendString(p.name)
-            out.append(UInt8(ascii: ":"))
-            if let sub = tree?.children[p.name] ?? nil {
-                writeSelected(try e.value(at: i), type: p.type, tree: sub, to: &out)
-            } else if case .primitive(.string) = p.type, let raw = try e.rawBytes(at: i) {
+            out.bytes.append(contentsOf: c.member)
+            if let sub = c.subtree {
+                writeSelected(try e.value(at: c.index), type: c.type, tree: sub, to: &out)
+            } else if c.isString, let raw = try e.rawBytes(at: c.index) {
                 // A string goes from the row's bytes to the output without becoming a String.
                 guard out.appendString(utf8: raw) else {
                     throw EntityError.corruptRow(set: e.set.name, key: "", reason: "string is not valid UTF-8")
                 }
             } else {
-                values.write(try e.value(at: i), type: p.type, to: &out)
+                values.write(try e.value(at: c.index), type: c.type, to: &out)
             }
         }
-        for expand in options.expand {
+        for expansion in shape.expansions {
             if !firstMember { out.append(UInt8(ascii: ",")) }
             firstMember = false
-            try writeExpansion(e, expand, executor: executor, to: &out)
+            try writeExpansion(e, expansion, executor: executor, to: &out)
         }
         out.append(UInt8(ascii: "}"))
     }
 
     /// `"Items":[…]` or `"Customer":{…}|null`, with the nested options applied.
-    func writeExpansion(_ e: EntityRef, _ expand: BoundExpand, executor: QueryExecutor, to out: inout JSONBuffer) throws {
+    func writeExpansion(_ e: EntityRef, _ expansion: EntityShape.Expansion, executor: QueryExecutor, to out: inout JSONBuffer) throws {
+        let expand = expansion.expand
         let name = expand.navigation.name
-        let target = try executor.store.set(expand.entitySet)
         let constraints = try executor.evaluator.navigator.constraints(of: e, expand.navigation)
-        let plan = Planner.plan(target, options: expand.options, equalities: constraints ?? [])
+        let plan = Planner.plan(expansion.shape.set, options: expand.options, equalities: constraints ?? [])
         let unresolvable = constraints == nil || constraints!.contains { $0.1.isNull }
         if expand.navigation.isCollection {
             if expand.options.count {
@@ -202,7 +232,7 @@ struct ResultWriter {
                     try executor.expansions.spend(on: expand)
                     if !firstItem { out.append(UInt8(ascii: ",")) }
                     firstItem = false
-                    try writeEntity(child, options: expand.options, executor: executor, to: &out)
+                    try writeEntity(child, shape: expansion.shape, executor: executor, to: &out)
                     return true
                 }
             }
@@ -215,11 +245,128 @@ struct ResultWriter {
                 try executor.run(plan) { child in
                     try executor.expansions.spend(on: expand)
                     found = true
-                    try writeEntity(child, options: expand.options, executor: executor, to: &out)
+                    try writeEntity(child, shape: expansion.shape, executor: executor, to: &out)
                     return false
                 }
             }
             if !found { out.append("null") }
         }
+    }
+}
+
+/// How the entities of one set are written under one `BoundOptions`, decided once per request
+/// (and per `$expand` level) rather than per row: the `$select` tree, whether `@odata.id` and
+/// `@odata.etag` are written, and the same for each expansion.
+final class EntityShape {
+    struct Expansion {
+        let expand: BoundExpand
+        let shape: EntityShape
+    }
+
+    /// A selected structural property: its row position, `"Name":` as JSON, and the selected
+    /// parts when only some of a complex value is selected.
+    struct Column {
+        let index: Int
+        let member: [UInt8]
+        let type: TypeRef
+        let isString: Bool
+        let subtree: ResultWriter.SelectTree?
+    }
+
+    let set: EntitySetHandle
+    let options: BoundOptions
+    /// The selected structural properties in declaration order.
+    let columns: [Column]
+    /// `@odata.id` is written when the selected properties leave out a key property (OData JSON
+    /// Format, *Control Information: id*: in minimal metadata it is left out only when it can be
+    /// computed from the key properties in the payload), or always (delta entries).
+    let writesID: Bool
+    let etags: Bool
+    /// A singleton's canonical URL is its name.
+    let isSingleton: Bool
+    let expansions: [Expansion]
+    /// What `writeCanonicalURL` needs, worked out once: `Set(` and each key property's row
+    /// position, type and `Name=` (composite keys).
+    private let urlPrefix: [UInt8]
+    private let keys: [(position: Int, isString: Bool, prefix: [UInt8])]
+    /// The URL being written; reused from entity to entity (a shape serves one request, on one thread).
+    private var scratch: [UInt8] = []
+
+    init(set: EntitySetHandle, options: BoundOptions, store: EntityStore, etags: Bool, alwaysID: Bool = false) throws {
+        self.set = set
+        self.options = options
+        let tree = options.select.map { ResultWriter.SelectTree($0.properties.map { $0.steps.map(\.name) }) }
+        columns = set.type.properties.indices.compactMap { i in
+            let p = set.type.properties[i]
+            var subtree: ResultWriter.SelectTree? = nil
+            if let tree {
+                guard let selected = tree.children[p.name] else { return nil }
+                subtree = selected
+            }
+            var member = JSONBuffer(capacity: p.name.utf8.count + 3)
+            member.appendString(p.name)
+            member.append(UInt8(ascii: ":"))
+            let isString: Bool
+            if case .primitive(.string) = p.type { isString = true } else { isString = false }
+            return Column(index: i, member: member.bytes, type: p.type, isString: isString, subtree: subtree)
+        }
+        let keysSelected = tree.map { t in set.type.key.allSatisfy { t.children[$0] != nil } } ?? true
+        writesID = alwaysID || !keysSelected
+        self.etags = etags
+        isSingleton = store.schema.entitySet(set.name)?.isSingleton ?? false
+        urlPrefix = Array((set.name + (isSingleton ? "" : "(")).utf8)
+        let composite = set.type.key.count > 1
+        keys = set.type.key.enumerated().compactMap { n, name in
+            guard let i = set.position(of: name) else { return nil }
+            let isString: Bool
+            if case .primitive(.string) = set.type.properties[i].type { isString = true } else { isString = false }
+            return (i, isString, Array(((n > 0 ? "," : "") + (composite ? name + "=" : "")).utf8))
+        }
+        expansions = try options.expand.map { e in
+            Expansion(expand: e, shape: try EntityShape(set: try store.set(e.entitySet), options: e.options, store: store, etags: etags))
+        }
+    }
+
+    /// Writes the entity's canonical URL relative to the service root as a JSON string:
+    /// `Set('k')`, `Set(A='x',B=1)`, or a singleton's name; key literals as in a request URL
+    /// (`EntitySetHandle.literal`), a string key straight from the row's bytes.
+    func writeCanonicalURL(_ e: EntityRef, to out: inout JSONBuffer) throws {
+        scratch.removeAll(keepingCapacity: true)
+        scratch.append(contentsOf: urlPrefix)
+        if !isSingleton {
+            let quote = UInt8(ascii: "'")
+            for k in keys {
+                scratch.append(contentsOf: k.prefix)
+                if k.isString, let raw = try e.rawBytes(at: k.position) {
+                    scratch.append(quote)
+                    for b in raw {
+                        scratch.append(b)
+                        if b == quote { scratch.append(quote) }
+                    }
+                    scratch.append(quote)
+                } else {
+                    let v = try e.value(at: k.position)
+                    if case .int(let i) = v { scratch.append(contentsOf: String(i).utf8) } else { scratch.append(contentsOf: EntitySetHandle.literal(v).utf8) }
+                }
+            }
+            scratch.append(UInt8(ascii: ")"))
+        }
+        let ok = scratch.withUnsafeBytes { out.appendString(utf8: $0) }
+        if !ok { throw EntityError.corruptRow(set: e.set.name, key: "", reason: "string is not valid UTF-8") }
+    }
+
+    /// The canonical URL of the entity of `set` with key `key`, as `writeCanonicalURL` writes it.
+    static func canonicalURL(_ set: EntitySetHandle, _ key: [Value]) -> String {
+        set.name + "(" + set.describeKey(key) + ")"
+    }
+
+    /// `"W/\"<16 hex digits>\""` (`EntityTag.format` as a JSON string) without making a String.
+    static func writeTag(_ hash: UInt64, to out: inout JSONBuffer) {
+        out.append("\"W/\\\"")
+        for shift in stride(from: 60, through: 0, by: -4) {
+            let d = UInt8((hash >> UInt64(shift)) & 0xF)
+            out.append(d < 10 ? 0x30 + d : 0x57 + d)
+        }
+        out.append("\\\"\"")
     }
 }

@@ -139,7 +139,9 @@ struct Batch {
         let store = self.store
         let pageSize = Prefer(item.header("Prefer")).maxPageSize ?? service.options.defaultPageSize
         var body: [UInt8] = []
-        try store.query(url, format: .json, pageSize: pageSize) { chunk in body.append(contentsOf: chunk) }
+        try store.query(url, format: .json, pageSize: pageSize, options: ResultOptions(serviceRoot: root, etags: true)) { chunk in
+            body.append(contentsOf: chunk)
+        }
         if url.split(separator: "?")[0].hasSuffix("/$count") {
             if body.last == UInt8(ascii: "\n") { body.removeLast() }
             return Answer(status: 200, headers: [("Content-Type", "text/plain")], body: body)

@@ -42,6 +42,8 @@ struct ODataFailure: Error, CustomStringConvertible {
             self.init(Self.status(of: e), e.description, code: Self.entityCode(e))
         case let e as ServedError:
             self.init(Self.status(of: e), e.description)
+        case let e as ChangeTokenError:
+            self.init(.gone, e.description, target: "$deltatoken")
         case let e as EnvironmentError:
             if case .diskFull = e { self.init(.init(code: 507, reasonPhrase: "Insufficient Storage"), e.description) } else { self.init(.internalServerError, e.description) }
         case let e as any HTTPResponseError:
@@ -94,6 +96,7 @@ struct ODataFailure: Error, CustomStringConvertible {
         case 409: "Conflict"
         case 412: "PreconditionFailed"
         case 413: "PayloadTooLarge"
+        case 410: "Gone"
         case 415: "UnsupportedMediaType"
         case 422: "UnprocessableContent"
         case 424: "FailedDependency"

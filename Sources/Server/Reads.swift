@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
@@ -6,8 +7,16 @@ import Query
 import Storage
 
 /// GET (and HEAD) of a resource: an entity set, one entity, a navigation path, `/$count`, with
-/// every query option the engine answers. Server-driven paging follows `Prefer:
+/// every query option the engine answers; entities carry `@odata.etag`, one entity's response an
+/// `ETag` header (`If-None-Match` → 304). Server-driven paging follows `Prefer:
 /// odata.maxpagesize` or the service's default page size.
+///
+/// Change tracking: `Prefer: odata.track-changes` on a collection read makes its last page carry
+/// an `@odata.deltaLink` (`Set?…&$deltatoken=N`); reading that link returns what changed since —
+/// the entities now, `@removed` for deleted ones and for ones that left the `$filter` — and the
+/// next delta link. N is the change log's position read before the first page, carried through
+/// the `@odata.nextLink`s as the custom option `trackfrom=N`: a change made while the pages are
+/// read is delivered again by the delta, never lost.
 struct Reads {
     let service: ODataService
     var store: OfflineStore { service.store }
@@ -16,23 +25,96 @@ struct Reads {
         let isCount = resource.hasSuffix("/$count")
         if isCount { try Negotiation.require(request, "text/plain") } else { try Negotiation.requireJSON(request) }
         let prefer = Prefer(request.headers[.prefer])
+        let root = service.serviceRoot(request)
         var headers = HTTPFields()
         var applied: [String] = []
-        let pageSize = prefer.maxPageSize ?? service.options.defaultPageSize
-        if let n = prefer.maxPageSize { applied.append("odata.maxpagesize=\(n)") }
-        if !applied.isEmpty { headers[.preferenceApplied] = applied.joined(separator: ",") }
         headers[.contentType] = isCount ? "text/plain" : "application/json;odata.metadata=minimal"
         let store = self.store
-        let produce: @Sendable (@escaping (UnsafeRawBufferPointer) throws -> Void) throws -> Void = { sink in
-            try store.query(url, format: .json, pageSize: isCount ? nil : pageSize, writeBytes: sink)
+        var params = Self.parameters(url)
+        let produce: @Sendable (@escaping (UnsafeRawBufferPointer) throws -> Void) throws -> ResultSummary
+
+        if let tokenText = Self.take("$deltatoken", from: &params) {
+            guard let token = UInt64(tokenText) else {
+                throw ODataFailure(.badRequest, "invalid delta token '\(QueryError.quoting(tokenText))': expected one from an @odata.deltaLink of this service", target: "$deltatoken")
+            }
+            _ = Self.take("trackfrom", from: &params)
+            let base = Self.url(resource, params)
+            let set = resource.removingPercentEncoding ?? resource
+            let options = ResultOptions(serviceRoot: root, etags: true, deltaLink: { t in
+                Self.deltaLink(base, token: try store.changeToken(t))
+            })
+            produce = { sink in
+                try store.queries.delta(base, changes: { t in
+                    do { return try store.changes(t, set: set, since: token).changed.map(\.key) } catch let e as ChangeTokenError {
+                        throw ODataFailure(.gone, e.description, target: "$deltatoken")
+                    }
+                }, options: options, writeBytes: sink)
+                return ResultSummary()
+            }
+        } else {
+            let pageSize = isCount ? nil : prefer.maxPageSize ?? service.options.defaultPageSize
+            if let n = prefer.maxPageSize, !isCount { applied.append("odata.maxpagesize=\(n)") }
+            var options = ResultOptions(serviceRoot: root, etags: true)
+            var query = url
+            let carried = Self.take("trackfrom", from: &params)
+            if prefer.trackChanges || carried != nil {
+                guard !isCount else { throw ODataFailure(.badRequest, "odata.track-changes needs a collection, not /$count") }
+                let from = try carried.map { text in
+                    guard let n = UInt64(text) else { throw ODataFailure(.badRequest, "invalid trackfrom '\(QueryError.quoting(text))'") }
+                    return n
+                } ?? store.changeToken()
+                if prefer.trackChanges { applied.append("odata.track-changes") }
+                var base = params
+                _ = Self.take("$skiptoken", from: &base)
+                let link = Self.deltaLink(Self.url(resource, base), token: from)
+                options = ResultOptions(serviceRoot: root, etags: true, deltaLink: { _ in link })
+                // The position goes with every next link, so the last page's delta link has it.
+                query = Self.url(resource, params + [("trackfrom", String(from))])
+            }
+            let (finalQuery, finalOptions, finalPageSize) = (query, options, pageSize)
+            produce = { sink in
+                try store.query(finalQuery, format: .json, pageSize: finalPageSize, options: finalOptions, writeBytes: sink)
+            }
         }
-        if let body = try ResponseStream.inline(produce) {
+        if !applied.isEmpty { headers[.preferenceApplied] = applied.joined(separator: ",") }
+
+        if let (body, summary) = try ResponseStream.inline(produce) {
             var bytes = body
             if isCount, bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
+            if let etag = summary.etag {
+                headers[.eTag] = etag
+                if let none = request.headers[.ifNoneMatch], EntityTag.header(none, matches: etag) {
+                    return Response(status: .notModified, headers: headers)
+                }
+            }
             if request.method == .head { return Response(status: .ok, headers: headers) }
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
         }
         if request.method == .head { return Response(status: .ok, headers: headers) }
         return Response(status: .ok, headers: headers, body: ResponseStream.streamed(produce))
+    }
+
+    /// The query part of `url` as name/value pairs, still percent-encoded.
+    static func parameters(_ url: String) -> [(String, String)] {
+        guard let q = url.firstIndex(of: "?") else { return [] }
+        return url[url.index(after: q)...].split(separator: "&").map { (p: Substring) -> (String, String) in
+            guard let eq = p.firstIndex(of: "=") else { return (String(p), "") }
+            return (String(p[..<eq]), String(p[p.index(after: eq)...]))
+        }
+    }
+
+    /// Removes the parameter `name` (also spelled `%24…` for `$…`, any case) and returns its value.
+    static func take(_ name: String, from params: inout [(String, String)]) -> String? {
+        let spellings = [name.lowercased(), name.lowercased().replacingOccurrences(of: "$", with: "%24")]
+        guard let i = params.firstIndex(where: { spellings.contains($0.0.lowercased()) }) else { return nil }
+        return params.remove(at: i).1
+    }
+
+    static func url(_ resource: String, _ params: [(String, String)]) -> String {
+        params.isEmpty ? resource : resource + "?" + params.map { "\($0.0)=\($0.1)" }.joined(separator: "&")
+    }
+
+    static func deltaLink(_ base: String, token: UInt64) -> String {
+        base + (base.contains("?") ? "&" : "?") + "$deltatoken=\(token)"
     }
 }

@@ -21,21 +21,22 @@ enum ResponseStream {
 
     /// The output of `produce`, whole if it fits in `inlineLimit` bytes, else nil (produce was
     /// abandoned at the limit). Errors `produce` throws are rethrown.
-    static func inline(_ produce: (@escaping (UnsafeRawBufferPointer) throws -> Void) throws -> Void) throws -> [UInt8]? {
+    static func inline<R>(_ produce: (@escaping (UnsafeRawBufferPointer) throws -> Void) throws -> R) throws -> (bytes: [UInt8], result: R)? {
         var out: [UInt8] = []
+        let result: R
         do {
-            try produce { chunk in
+            result = try produce { chunk in
                 if out.count + chunk.count > inlineLimit { throw TooLarge() }
                 out.append(contentsOf: chunk)
             }
         } catch is TooLarge {
             return nil
         }
-        return out
+        return (out, result)
     }
 
     /// A response body that runs `produce` on a new thread and streams what it writes.
-    static func streamed(_ produce: @escaping @Sendable (@escaping (UnsafeRawBufferPointer) throws -> Void) throws -> Void) -> ResponseBody {
+    static func streamed<R>(_ produce: @escaping @Sendable (@escaping (UnsafeRawBufferPointer) throws -> Void) throws -> R) -> ResponseBody {
         ResponseBody { writer in
             let (stream, continuation) = AsyncThrowingStream<ByteBuffer, any Error>.makeStream()
             let credits = DispatchSemaphore(value: depth)
@@ -46,7 +47,7 @@ enum ResponseStream {
             }
             let thread = Thread {
                 do {
-                    try produce { chunk in
+                    _ = try produce { chunk in
                         credits.wait()
                         if gone.load(ordering: .sequentiallyConsistent) { throw ClientGone() }
                         continuation.yield(ByteBuffer(bytes: chunk))

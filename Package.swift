@@ -28,7 +28,8 @@ let package = Package(
         .target(name: "Query", dependencies: ["Storage", .product(name: "HeapModule", package: "swift-collections")],
                 swiftSettings: strict),
         .target(name: "Queue", dependencies: ["Storage", "Query"], swiftSettings: strict),
-        .target(name: "Remote", dependencies: ["Queue", "Query"], swiftSettings: strict),
+        .target(name: "Remote", dependencies: ["Queue", "Query", "Storage",
+                                              .product(name: "AsyncHTTPClient", package: "async-http-client")], swiftSettings: strict),
         .target(name: "OfflineStore", dependencies: ["Storage", "Query", "Queue", "Remote"], swiftSettings: strict),
         .target(name: "Samples", dependencies: ["OfflineStore", "Storage"], swiftSettings: strict),
         .target(name: "Server", dependencies: [

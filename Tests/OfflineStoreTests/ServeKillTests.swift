@@ -78,8 +78,8 @@ import TestSupport
         var round = 0
         while round < rounds && Date().timeIntervalSince(start) < budget {
             round += 1
-            let server = try ServerProcess(store: store, lifetime: 120)
-            let http = HTTP(client: client, base: server.url)
+            let server = try await ServerProcess.start(store: store, lifetime: 120)
+            let http = HTTP(client: client, base: server.url, timeout: .seconds(15))
             // First the requests the last kill left without an answer: applied once, at most.
             for r in unanswered {
                 let (answered, replayed, status) = await Self.send(http, r)
@@ -125,8 +125,8 @@ import TestSupport
             }
         }
         // A last start: the unanswered retried, and acknowledged ones repeated — all replayed.
-        let server = try ServerProcess(store: store, lifetime: 120)
-        let http = HTTP(client: client, base: server.url)
+        let server = try await ServerProcess.start(store: store, lifetime: 120)
+        let http = HTTP(client: client, base: server.url, timeout: .seconds(15))
         for r in unanswered {
             let (answered, replayed, status) = await Self.send(http, r)
             #expect(answered && [200, 201].contains(status), "final retry of \(r.kind) \(r.keys): \(status)")
@@ -137,7 +137,7 @@ import TestSupport
             let (_, replayed, status) = await Self.send(http, r)
             #expect(replayed && [200, 201].contains(status), "a repeat of an acknowledged \(r.kind) \(r.keys) must be replayed: \(status)")
         }
-        #expect(server.stop() == 0)
+        #expect(await server.stop() == 0)
 
         let opened = try OfflineStore.open(at: store, readOnly: true)
         var lost = 0

@@ -446,14 +446,14 @@ extension OfflineStore {
         let path = store.path, env = store.entities.environment
         let meta = store.entities.meta
         _ = try await store.entities.write { t in try t.put(meta, EntityStore.formatKey, Array("offline-store 2".utf8)) }
-        for name in EntityStore.servedNames { try env.dropDatabase(named: name) }
+        for name in EntityStore.servedNames + EntityStore.syncNames { try env.dropDatabase(named: name) }
         #expect(try !env.databaseNames().contains("changes"))
         #expect { try OfflineStore.open(at: path, readOnly: true) } throws: {
-            "\($0)" == "the store in '\(path)' has format 2; open it writable once (any writing command) to upgrade it to format 3"
+            "\($0)" == "the store in '\(path)' has format 2; open it writable once (any writing command) to upgrade it to format \(EntityStore.formatVersion)"
         }
         let upgraded = try OfflineStore.open(at: path)
-        #expect(try upgraded.entities.read { t in try t.get(meta, EntityStore.formatKey).map { Array($0) } } == Array("offline-store 3".utf8))
-        #expect(try Set(upgraded.entities.environment.databaseNames()).isSuperset(of: EntityStore.servedNames))
+        #expect(try upgraded.entities.read { t in try t.get(meta, EntityStore.formatKey).map { Array($0) } } == Array("offline-store \(EntityStore.formatVersion)".utf8))
+        #expect(try Set(upgraded.entities.environment.databaseNames()).isSuperset(of: EntityStore.servedNames + EntityStore.syncNames))
         let r = try await upgraded.served(repeatabilityID: "after-upgrade", fingerprint: []) { tx in
             _ = try tx.create(set: "Products", entity: ["ProductID": .string("U-1")])
             return Self.ok

@@ -15,9 +15,40 @@ final class ServerProcess: @unchecked Sendable {
     let logDir: String
 
     /// Starts the server on `store` and waits (at most `startTimeout` seconds) until it listens.
-    init(store: String, lifetime: Double = 300, extra: [String] = [], startTimeout: Double = 60) throws {
+    /// Waits with `Task.sleep`, never blocking a thread of the concurrency pool (tests run in
+    /// parallel on it).
+    static func start(store: String, lifetime: Double = 300, extra: [String] = [], startTimeout: Double = 60) async throws -> ServerProcess {
+        let (pid, logDir) = try spawn(store: store, lifetime: lifetime, extra: extra)
+        let out = logDir + "/out", err = logDir + "/err"
+        let start = Date()
+        while true {
+            if let text = try? String(contentsOfFile: out, encoding: .utf8), let line = text.split(separator: "\n").first,
+               let at = line.range(of: " at ") {
+                return ServerProcess(pid: pid, url: String(line[at.upperBound...]), store: store, logDir: logDir)
+            }
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid {
+                let text = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+                throw ServerFailed(description: "serve exited (status \(status)) before listening: \(text)")
+            }
+            if Date().timeIntervalSince(start) > startTimeout {
+                Foundation.kill(pid, SIGKILL)
+                waitpid(pid, nil, 0)
+                throw ServerFailed(description: "serve did not listen within \(startTimeout) s")
+            }
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+    }
+
+    private init(pid: pid_t, url: String, store: String, logDir: String) {
+        self.pid = pid
+        self.url = url
         self.store = store
-        logDir = FileManager.default.temporaryDirectory.appendingPathComponent("os-serve-\(UUID().uuidString)").path
+        self.logDir = logDir
+    }
+
+    private static func spawn(store: String, lifetime: Double, extra: [String]) throws -> (pid_t, String) {
+        let logDir = FileManager.default.temporaryDirectory.appendingPathComponent("os-serve-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: logDir, withIntermediateDirectories: true)
         let out = logDir + "/out", err = logDir + "/err"
         var actions = posix_spawn_file_actions_t()
@@ -35,28 +66,7 @@ final class ServerProcess: @unchecked Sendable {
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, CLI.executable, &actions, nil, argv, envp)
         guard rc == 0 else { throw ChildProcess.SpawnFailed(code: rc) }
-        self.pid = pid
-        let start = Date()
-        var found: String?
-        while found == nil {
-            if let text = try? String(contentsOfFile: out, encoding: .utf8), let line = text.split(separator: "\n").first,
-               let at = line.range(of: " at ") {
-                found = String(line[at.upperBound...])
-                break
-            }
-            var status: Int32 = 0
-            if waitpid(pid, &status, WNOHANG) == pid {
-                let err = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
-                throw ServerFailed(description: "serve exited (status \(status)) before listening: \(err)")
-            }
-            if Date().timeIntervalSince(start) > startTimeout {
-                Foundation.kill(pid, SIGKILL)
-                waitpid(pid, nil, 0)
-                throw ServerFailed(description: "serve did not listen within \(startTimeout) s")
-            }
-            usleep(10_000)
-        }
-        url = found!
+        return (pid, logDir)
     }
 
     struct ServerFailed: Error, CustomStringConvertible { var description: String }
@@ -66,7 +76,7 @@ final class ServerProcess: @unchecked Sendable {
     /// SIGTERM, then waits up to `timeout` seconds for a clean exit; SIGKILL after. Returns the
     /// exit status (nil when it had to be killed).
     @discardableResult
-    func stop(timeout: Double = 20) -> Int32? {
+    func stop(timeout: Double = 20) async -> Int32? {
         Foundation.kill(pid, SIGTERM)
         let start = Date()
         var status: Int32 = 0
@@ -76,7 +86,7 @@ final class ServerProcess: @unchecked Sendable {
                 waitpid(pid, nil, 0)
                 return nil
             }
-            usleep(10_000)
+            try? await Task.sleep(nanoseconds: 10_000_000)
         }
         return status & 0x7F == 0 ? (status >> 8) & 0xFF : nil
     }
@@ -102,6 +112,7 @@ struct HTTP {
 
     let client: HTTPClient
     let base: String
+    var timeout: TimeAmount = .seconds(60)
 
     func send(_ method: HTTPMethod, _ path: String, body: String? = nil, headers: [(String, String)] = []) async throws -> Reply {
         let url = path.hasPrefix("http") ? path : base + path
@@ -112,7 +123,7 @@ struct HTTP {
             if !headers.contains(where: { $0.0.lowercased() == "content-type" }) { request.headers.add(name: "Content-Type", value: "application/json") }
             request.body = .bytes(ByteBuffer(string: body))
         }
-        let response = try await client.execute(request, timeout: .seconds(60))
+        let response = try await client.execute(request, timeout: timeout)
         let bytes = try await response.body.collect(upTo: 1 << 28)
         return Reply(status: Int(response.status.code), headers: response.headers, body: Array(bytes.readableBytesView))
     }
@@ -122,16 +133,16 @@ struct HTTP {
 
 /// Runs `body` with a started server on `store` and an HTTP client; stops both after.
 func withServer(_ store: String, extra: [String] = [], _ body: (HTTP, ServerProcess) async throws -> Void) async throws {
-    let server = try ServerProcess(store: store, extra: extra)
+    let server = try await ServerProcess.start(store: store, extra: extra)
     let client = HTTPClient(eventLoopGroupProvider: .singleton)
     do {
         try await body(HTTP(client: client, base: server.url), server)
     } catch {
         try? await client.shutdown()
-        server.stop()
+        await server.stop()
         throw error
     }
     try await client.shutdown()
-    let status = server.stop()
+    let status = await server.stop()
     #expect(status == 0, "serve did not stop cleanly on SIGTERM: \(server.stderr.suffix(2000))")
 }

@@ -27,11 +27,22 @@ public final class EntityStore: Sendable {
     package let repeatRecords: Database
     /// `repeat/by-time`: time ‖ id → empty, oldest first, for purging expired records.
     package let repeatRecordsByTime: Database
+    /// `etags`: set ‖ key → the ETag the service last gave for the entity (UTF-8), sent as
+    /// `If-Match` when flush changes it. Written by refresh and by flush's acknowledgments.
+    package let serverETags: Database
+    /// `membership`: defining-request name ‖ 0x00 ‖ set ‖ key → empty: which entities each
+    /// defining request brought, so refresh can remove what the service no longer returns.
+    package let membership: Database
+    /// `membership/by-entity`: set ‖ key ‖ name → empty: which defining requests hold an entity
+    /// (it is removed only when none does).
+    package let membershipByEntity: Database
     private let state: Mutex<State>
 
     static let byEntityName = "q/by-entity"
     /// The served role's databases, in the order `init` opens them.
     static let servedNames = ["changes", "changes/by-entity", "repeat", "repeat/by-time"]
+    /// The offline role's sync databases (flush and refresh), in the order `init` opens them.
+    static let syncNames = ["etags", "membership", "membership/by-entity"]
 
     /// The database of a set's rows: `e/<Set>`, or `q`, `errors`, `events` for the system sets.
     static func databaseName(ofSet set: String) -> String { SystemSets.databases[set] ?? "e/\(set)" }
@@ -49,9 +60,10 @@ public final class EntityStore: Sendable {
     /// The on-disk format this code writes (`meta` key `format`, text `offline-store N`).
     /// 1: entity sets and indexes. 2: the request queue (`q`, `q/by-entity`, `base/…`),
     /// `errors`, `events`. 3: the served role's `changes`, `changes/by-entity`, `repeat`,
-    /// `repeat/by-time`. An older store is upgraded when opened writable (the new databases are
-    /// created empty, nothing is rewritten).
-    public static let formatVersion = 3
+    /// `repeat/by-time`. 4: the sync databases `etags`, `membership`, `membership/by-entity`.
+    /// An older store is upgraded when opened writable (the new databases are created empty,
+    /// nothing is rewritten).
+    public static let formatVersion = 4
 
     /// Opens the store in `environment` with an already parsed schema; creates missing databases.
     /// Used by `create` and `open` once they have the schema. Every named database the store uses
@@ -76,7 +88,7 @@ public final class EntityStore: Sendable {
             definitions.append(fk)
         }
         let setNames = schema.entitySetNames
-        let names = ["meta", Self.byEntityName] + Self.servedNames + setNames.map(Self.databaseName(ofSet:))
+        let names = ["meta", Self.byEntityName] + Self.servedNames + Self.syncNames + setNames.map(Self.databaseName(ofSet:))
             + schema.serviceSetNames.map(Self.baseDatabaseName(ofSet:)) + definitions.map(\.databaseName)
         let opened = try environment.databases(named: names, create: !environment.isReadOnly)
         var byName: [String: Database] = [:]
@@ -92,6 +104,9 @@ public final class EntityStore: Sendable {
         self.changesByEntity = byName[Self.servedNames[1]]!
         self.repeatRecords = byName[Self.servedNames[2]]!
         self.repeatRecordsByTime = byName[Self.servedNames[3]]!
+        self.serverETags = byName[Self.syncNames[0]]!
+        self.membership = byName[Self.syncNames[1]]!
+        self.membershipByEntity = byName[Self.syncNames[2]]!
         var handles: [String: EntitySetHandle] = [:]
         var bases: [String: Database] = [:]
         for name in setNames {

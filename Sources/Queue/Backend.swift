@@ -1,0 +1,67 @@
+/// What flush and refresh need from an OData V4 service. `Remote.HTTPBackend` is the real one,
+/// over HTTP; the algorithms in this module see only this protocol.
+package protocol Backend: Sendable {
+    /// The service root, ending in `/` (`http://127.0.0.1:8080/`).
+    var serviceRoot: String { get }
+    /// Sends one request. `url` is relative to the service root (`Products('HT-1')`) or absolute
+    /// (an `@odata.nextLink`). Throws `BackendError.transport` when no answer came (connection
+    /// refused or reset, timeout): the request may or may not have been applied.
+    func send(_ request: BackendRequest) async throws -> BackendResponse
+    /// Sends `requests` as one JSON `$batch` (OData 4.01); requests with the same `group` form one
+    /// atomicity group. One response per request, in order. Throws as `send` does.
+    func batch(_ requests: [BackendRequest], headers: [(String, String)]) async throws -> [BackendResponse]
+}
+
+package struct BackendRequest: Sendable {
+    package var method: String
+    package var url: String
+    package var headers: [(String, String)]
+    package var body: [UInt8]?
+    /// The atomicity group of the request inside a `$batch` (nil: none).
+    package var group: String?
+
+    package init(method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, group: String? = nil) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.group = group
+    }
+
+    package func header(_ name: String) -> String? {
+        headers.first { $0.0.lowercased() == name.lowercased() }?.1
+    }
+}
+
+package struct BackendResponse: Sendable {
+    package var status: Int
+    package var headers: [(String, String)]
+    package var body: [UInt8]
+
+    package init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    package func header(_ name: String) -> String? {
+        headers.first { $0.0.lowercased() == name.lowercased() }?.1
+    }
+
+    package var isSuccess: Bool { (200..<300).contains(status) }
+}
+
+package enum BackendError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// No answer: the request may or may not have reached the service.
+    case transport(String)
+    /// An answer this client cannot read (not JSON where JSON was due, a batch without a response
+    /// per request).
+    case badResponse(String)
+
+    package var description: String {
+        switch self {
+        case .transport(let m): "no answer from the service: \(m)"
+        case .badResponse(let m): "unreadable answer from the service: \(m)"
+        }
+    }
+}

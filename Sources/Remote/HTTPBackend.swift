@@ -1,0 +1,154 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Queue
+import Storage
+
+/// `Backend` over HTTP/1.1 with AsyncHTTPClient: an OData V4 JSON client.
+///
+/// ```swift
+/// let backend = HTTPBackend(serviceRoot: "http://127.0.0.1:8080/", headers: [("Authorization", "Basic …")])
+/// let page = try await backend.send(BackendRequest(method: "GET", url: "Products?$top=10"))
+/// try await backend.shutdown()
+/// ```
+/// Every request carries `OData-Version: 4.0`, `Accept: application/json` and the configured
+/// headers (an `Authorization`, say). Retries: a request that is safe to repeat — a GET, or any
+/// request with a `Repeatability-Request-ID` — is sent again after a 5xx (but 501) or a transport
+/// error, with exponential backoff, up to `retries` times; any other request is sent once, since
+/// the service may have applied it.
+package final class HTTPBackend: Backend, @unchecked Sendable {
+    // @unchecked: all stored properties are immutable; HTTPClient is thread-safe.
+    package let serviceRoot: String
+    package let headers: [(String, String)]
+    package let timeout: TimeAmount
+    package let retries: Int
+    package let backoff: Duration
+    private let client: HTTPClient
+
+    package init(serviceRoot: String, headers: [(String, String)] = [], timeout: TimeAmount = .seconds(60),
+                 retries: Int = 3, backoff: Duration = .milliseconds(200)) {
+        self.serviceRoot = serviceRoot.hasSuffix("/") ? serviceRoot : serviceRoot + "/"
+        self.headers = headers
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        client = HTTPClient(eventLoopGroupProvider: .singleton,
+                            configuration: .init(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10))))
+    }
+
+    /// Closes the connection pool; call once, when done.
+    package func shutdown() async throws { try await client.shutdown() }
+
+    package func absolute(_ url: String) -> String {
+        url.hasPrefix("http://") || url.hasPrefix("https://") ? url : serviceRoot + (url.hasPrefix("/") ? String(url.dropFirst()) : url)
+    }
+
+    package func send(_ request: BackendRequest) async throws -> BackendResponse {
+        let repeatable = request.method == "GET" || request.header("Repeatability-Request-ID") != nil
+        var attempt = 0
+        while true {
+            do {
+                let response = try await once(request)
+                if repeatable, attempt < retries, response.status >= 500, response.status != 501 {
+                    attempt += 1
+                    try await Task.sleep(for: backoff * (1 << (attempt - 1)))
+                    continue
+                }
+                return response
+            } catch let e as BackendError {
+                guard repeatable, attempt < retries, case .transport = e else { throw e }
+                attempt += 1
+                try await Task.sleep(for: backoff * (1 << (attempt - 1)))
+            }
+        }
+    }
+
+    private func once(_ request: BackendRequest) async throws -> BackendResponse {
+        var r = HTTPClientRequest(url: absolute(request.url))
+        r.method = HTTPMethod(rawValue: request.method)
+        r.headers.add(name: "OData-Version", value: "4.0")
+        r.headers.add(name: "Accept", value: "application/json")
+        for (k, v) in headers + request.headers { r.headers.replaceOrAdd(name: k, value: v) }
+        if let body = request.body {
+            if r.headers["Content-Type"].isEmpty { r.headers.add(name: "Content-Type", value: "application/json") }
+            r.body = .bytes(ByteBuffer(bytes: body))
+        }
+        do {
+            let response = try await client.execute(r, timeout: timeout)
+            let body = try await response.body.collect(upTo: 1 << 30)
+            return BackendResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
+                                   body: Array(body.readableBytesView))
+        } catch let e as HTTPClientError {
+            throw BackendError.transport("\(request.method) \(request.url): \(e)")
+        } catch let e as ChannelError {
+            throw BackendError.transport("\(request.method) \(request.url): \(e)")
+        } catch let e as BackendError {
+            throw e
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw BackendError.transport("\(request.method) \(request.url): \(error)")
+        }
+    }
+
+    package func batch(_ requests: [BackendRequest], headers extra: [(String, String)] = []) async throws -> [BackendResponse] {
+        var out = JSONBuffer()
+        out.append("{\"requests\":[")
+        for (i, r) in requests.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append("{\"id\":")
+            out.appendString(String(i + 1))
+            out.append(",\"method\":")
+            out.appendString(r.method)
+            out.append(",\"url\":")
+            out.appendString(r.url)
+            if let g = r.group { out.append(",\"atomicityGroup\":"); out.appendString(g) }
+            var hs = r.headers
+            if r.body != nil, r.header("Content-Type") == nil { hs.append(("Content-Type", "application/json")) }
+            if !hs.isEmpty {
+                out.append(",\"headers\":{")
+                for (k, (name, value)) in hs.enumerated() {
+                    if k > 0 { out.append(UInt8(ascii: ",")) }
+                    out.appendString(name)
+                    out.append(UInt8(ascii: ":"))
+                    out.appendString(value)
+                }
+                out.append("}")
+            }
+            if let body = r.body {
+                out.append(",\"body\":")
+                out.bytes.append(contentsOf: body)
+            }
+            out.append("}")
+        }
+        out.append("]}")
+        let response = try await send(BackendRequest(method: "POST", url: "$batch", headers: extra + [("Content-Type", "application/json")], body: out.bytes))
+        guard response.status == 200 else {
+            if response.status >= 400 { return Array(repeating: response, count: requests.count) }
+            throw BackendError.badResponse("$batch answered \(response.status)")
+        }
+        guard case .array(let items)? = try JSON.parse(response.body)["responses"] else {
+            throw BackendError.badResponse("a $batch response without \"responses\"")
+        }
+        var byID: [String: BackendResponse] = [:]
+        for item in items {
+            guard case .string(let id)? = item["id"], case .number(let s)? = item["status"], let status = Int(s) else { continue }
+            var hs: [(String, String)] = []
+            if case .object(let members)? = item["headers"] {
+                for case (let k, .string(let v)) in members { hs.append((k, v)) }
+            }
+            var body: [UInt8] = []
+            switch item["body"] {
+            case nil, .null?: break
+            case .string(let text)?: body = Array(text.utf8)
+            case let v?: var text = ""; JSONWriter.write(v, to: &text); body = Array(text.utf8)
+            }
+            byID[id] = BackendResponse(status: status, headers: hs, body: body)
+        }
+        return try (1...max(1, requests.count)).prefix(requests.count).map { i in
+            guard let r = byID[String(i)] else { throw BackendError.badResponse("the $batch response has no answer for request \(i)") }
+            return r
+        }
+    }
+}

@@ -46,10 +46,13 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The inputs a hostile peer controls, for libFuzzer (scripts/fuzz.sh) and the corpus test.
+        .target(name: "FuzzTargets", dependencies: ["Storage", "Query", "Samples", "Server"], path: "Fuzz/Targets", swiftSettings: strict),
+        .executableTarget(name: "offline-store-fuzz", dependencies: ["FuzzTargets"], path: "Fuzz/Driver", swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "QueryTests", dependencies: ["Query", "Storage", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Storage", "Query", "CLMDB", "offline-store", "TestSupport",
+        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Storage", "Query", "CLMDB", "offline-store", "TestSupport", "FuzzTargets",
                                                                .product(name: "AsyncHTTPClient", package: "async-http-client")], swiftSettings: strict),
     ]
 )

@@ -1,8 +1,9 @@
 #!/bin/sh
 # The test command: installs what is missing, then runs every test: the benchmarks' package builds
 # and runs once at a tiny size (a smoke test; PerfTests/README.md says how to measure), the Swift
-# test suites, and the cross-check of the query engine against odatapy (an independent OData V4
-# server, from PyPI), whose closing line is "N passed, M failed".
+# test suites, the cross-check of the query engine against odatapy (an independent OData V4
+# server, from PyPI), and the client check (odatapy's OData client driving `offline-store serve`);
+# each of the last two closes with a line "N passed, M failed[, …]".
 set -e
 cd "$(dirname "$0")/.."
 sh scripts/setup.sh
@@ -10,3 +11,4 @@ sh scripts/perf-smoke.sh
 swift build --build-tests
 swift test --skip-build
 OFFLINE_STORE="$(swift build --show-bin-path)/offline-store" sh scripts/crosscheck.sh
+OFFLINE_STORE="$(swift build --show-bin-path)/offline-store" sh scripts/client-check.sh

@@ -34,6 +34,8 @@ struct ODataFailure: Error, CustomStringConvertible {
         switch error {
         case let f as ODataFailure:
             self = f
+        case let e as QueryError where e.namesMissingResource:
+            self.init(.notFound, e.description, code: "NotFound", target: "resource path")
         case let e as QueryError:
             self.init(.badRequest, e.description, code: "InvalidQuery", target: e.option ?? "resource path")
         case let e as JSONError:
@@ -120,5 +122,15 @@ struct ODataFailure: Error, CustomStringConvertible {
 
     var response: Response {
         Response.json(json, status: status, headers: headers)
+    }
+}
+
+extension QueryError {
+    /// Whether the error says the resource path names nothing: an unknown entity set, or an
+    /// unknown navigation property after an entity. The path is well formed but its resource does
+    /// not exist, which is 404 (as for a write to the same path), not 400. Errors of query options
+    /// (`$expand=Nope`) stay 400.
+    var namesMissingResource: Bool {
+        option == nil && (message.hasPrefix("unknown entity set ") || message.hasPrefix("unknown navigation property "))
     }
 }

@@ -98,14 +98,19 @@ extension Response {
     }
 }
 
-/// The service document: every entity set, the request queue and other system sets included.
+/// The service document: the entity sets of the container that `$metadata` describes.
+///
+/// The store's own sets (`RequestQueue`, `ErrorArchive`, `EventLog`) stay readable by URL but are
+/// not listed: `$metadata` (the service's CSDL, as given to `init`) does not describe them, and
+/// the service document names children of that container (OData 4.01 JSON Format §5), so a client
+/// that reflects `$metadata` could not type them.
 enum ServiceDocument {
     static func json(_ schema: Schema, root: String) -> String {
         var out = JSONBuffer()
         out.append("{\"@odata.context\":")
         out.appendString(root + "$metadata")
         out.append(",\"value\":[")
-        for (i, name) in schema.entitySetNames.enumerated() {
+        for (i, name) in schema.serviceSetNames.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
             out.append("{\"name\":")
             out.appendString(name)

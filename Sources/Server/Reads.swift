@@ -14,9 +14,11 @@ import Storage
 /// Change tracking: `Prefer: odata.track-changes` on a collection read makes its last page carry
 /// an `@odata.deltaLink` (`Set?…&$deltatoken=N`); reading that link returns what changed since —
 /// the entities now, `@removed` for deleted ones and for ones that left the `$filter` — and the
-/// next delta link. N is the change log's position read before the first page, carried through
-/// the `@odata.nextLink`s as the custom option `trackfrom=N`: a change made while the pages are
-/// read is delivered again by the delta, never lost.
+/// next delta link. The link keeps `$filter`, `$select` and `$expand` and drops `$top`, `$skip`,
+/// `$orderby` and `$count`: it covers every entity of the defining query, in change order. N is
+/// the change log's position read before the first page, carried through the `@odata.nextLink`s
+/// as the custom option `trackfrom=N`: a change made while the pages are read is delivered again
+/// by the delta, never lost.
 struct Reads {
     let service: ODataService
     var store: OfflineStore { service.store }
@@ -64,8 +66,12 @@ struct Reads {
                     return n
                 } ?? store.changeToken()
                 if prefer.trackChanges { applied.append("odata.track-changes") }
+                // The delta link names the defining query's entities, not one window of them nor
+                // their order: no $skiptoken, $top, $skip, $orderby or $count (OData 4.01 Part 1
+                // §11.3: it "MUST NOT encode any client top or skip value"), which a delta request
+                // refuses anyway — a link with them would be one this service cannot answer.
                 var base = params
-                _ = Self.take("$skiptoken", from: &base)
+                for option in Self.notInDeltaLink { while Self.take(option, from: &base) != nil {} }
                 let link = Self.deltaLink(Self.url(resource, base), token: from)
                 options = ResultOptions(serviceRoot: root, etags: true, deltaLink: { _ in link })
                 // The position goes with every next link, so the last page's delta link has it.
@@ -93,6 +99,9 @@ struct Reads {
         if request.method == .head { return Response(status: .ok, headers: headers) }
         return Response(status: .ok, headers: headers, body: ResponseStream.streamed(produce))
     }
+
+    /// The options of a collection read that its delta link leaves out.
+    static let notInDeltaLink = ["$skiptoken", "$top", "$skip", "$orderby", "$count"]
 
     /// The query part of `url` as name/value pairs, still percent-encoded.
     static func parameters(_ url: String) -> [(String, String)] {

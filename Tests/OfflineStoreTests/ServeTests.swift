@@ -22,7 +22,10 @@ import Samples
         try await withServer(try Self.sampleStore()) { http, server in
             let root = try await http.get("")
             #expect(root.status == 200)
-            #expect((root.object["value"] as? [[String: Any]])?.compactMap { $0["name"] as? String }.contains("Products") == true)
+            let listed = (root.object["value"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
+            #expect(listed?.contains("Products") == true)
+            // Only what $metadata describes: not the store's own sets.
+            #expect(listed?.contains("RequestQueue") == false && listed?.contains("EventLog") == false)
             #expect(root.header("OData-Version") == "4.0")
 
             let metadata = try await http.get("$metadata")
@@ -48,7 +51,11 @@ import Samples
             #expect((error?["message"] as? String)?.contains("column") == true)
 
             let unknownSet = try await http.get("Nothing")
-            #expect(unknownSet.status == 404 || unknownSet.status == 400)
+            #expect(unknownSet.status == 404)
+            let unknownNavigation = try await http.get("Products('HT-1000')/Nothing")
+            #expect(unknownNavigation.status == 404)
+            let unknownExpand = try await http.get("Products?$expand=Nothing")
+            #expect(unknownExpand.status == 400)
 
             let xmlOnly = try await http.get("Products", headers: [("Accept", "application/xml")])
             #expect(xmlOnly.status == 406)
@@ -81,6 +88,25 @@ import Samples
             }
             #expect(total == expected && seen.count == expected, "\(total) rows, \(seen.count) distinct, \(expected) expected")
             #expect(pages == (expected + 699) / 700)
+        }
+    }
+
+    /// A delta link covers the defining query's entities: a read with `$orderby`, `$top`, `$skip`
+    /// and `$count` gets a link without them (a delta request refuses them), and the link works.
+    @Test func aDeltaLinkLeavesOutOrderAndWindow() async throws {
+        try await withServer(try Self.sampleStore()) { http, _ in
+            let first = try await http.get("Products?$filter=Price%20gt%200&$orderby=Price%20desc&$top=3&$skip=1&$count=true&$select=Name",
+                                           headers: [("Prefer", "odata.track-changes")])
+            #expect(first.status == 200)
+            let link = try #require(first.object["@odata.deltaLink"] as? String)
+            for option in ["$orderby", "$top", "$skip", "$count"] { #expect(!link.contains(option), "\(link)") }
+            #expect(link.contains("$filter=") && link.contains("$select=Name"))
+            let changed = try await http.send(.PATCH, "Products('HT-1000')", body: #"{"Name":"Renamed"}"#)
+            #expect(changed.status == 204)
+            let delta = try await http.get(link)
+            #expect(delta.status == 200, "\(delta.text)")
+            let names = (delta.object["value"] as? [[String: Any]])?.compactMap { $0["Name"] as? String }
+            #expect(names == ["Renamed"])
         }
     }
 

@@ -53,8 +53,7 @@ public final class OfflineStore: Sendable {
     /// queue's invariants (`RequestQueue.check`).
     public func check() throws -> IntegrityReport {
         var report = try entities.check()
-        let queue = RequestQueue(store: entities)
-        report.problems += try entities.read { t in try queue.check(t) }
+        report.problems += try syncProblems()
         return report
     }
 
@@ -66,9 +65,16 @@ public final class OfflineStore: Sendable {
         var report = try EntityStore.check(path: path)
         guard report.isConsistent else { return report }
         let store = try OfflineStore.open(at: path, readOnly: true)
-        let queue = RequestQueue(store: store.entities)
-        report.problems += try store.entities.read { t in try queue.check(t) }
+        report.problems += try store.syncProblems()
         return report
+    }
+
+    /// The request queue's invariants (`RequestQueue.check`) and the defining requests'
+    /// membership (`Membership.check`), in one read transaction.
+    func syncProblems() throws -> [String] {
+        let (queue, membership) = (RequestQueue(store: entities), Membership(store: entities))
+        let defined = Set(configuration.definingRequests.map(\.name))
+        return try entities.read { t in try queue.check(t) + membership.check(t, defined: defined) }
     }
 
     public func stats() throws -> StoreStats { try entities.stats() }

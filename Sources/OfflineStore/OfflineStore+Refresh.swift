@@ -103,6 +103,20 @@ extension OfflineStore {
         return try await refresher.run(chosen, optimize: configuration.requestQueueOptimization)
     }
 
+    /// Names valid and distinct, URLs defining requests of the schema in `metadata`.
+    static func checkDefiningRequests(_ requests: [DefiningRequest], metadata: [UInt8]) throws {
+        guard !requests.isEmpty else { return }
+        let schema = try CSDL.parse(metadata).withSystemSets()
+        var names: Set<String> = []
+        for r in requests {
+            try Membership.validate(name: r.name)
+            guard names.insert(r.name).inserted else { throw EntityError.badInput("configuration: the defining request '\(r.name)' is given twice") }
+            do { _ = try DefiningRequests.bind(r.url, schema: schema) } catch {
+                throw EntityError.badInput("configuration: defining request '\(r.name)': \(error)")
+            }
+        }
+    }
+
     private func enter() throws {
         let path = self.path
         guard busyStores.withLock({ $0.insert(path).inserted }) else { throw RefreshError.alreadyRunning }

@@ -22,8 +22,10 @@ public final class OfflineStore: Sendable {
     init(entities: EntityStore) { self.entities = entities }
 
     /// Creates a store in directory `path` (which must not hold one) from a `$metadata` document.
+    /// The configuration's defining requests are checked as `define` checks them.
     public static func create(at path: String, metadata: [UInt8], configuration: StoreConfiguration = .init()) throws -> OfflineStore {
-        OfflineStore(entities: try EntityStore.create(path: path, metadata: metadata, configuration: configuration))
+        try checkDefiningRequests(configuration.definingRequests, metadata: metadata)
+        return OfflineStore(entities: try EntityStore.create(path: path, metadata: metadata, configuration: configuration))
     }
 
     /// Opens the store in directory `path`. With `readOnly`, writes throw and nothing on disk is

@@ -26,7 +26,8 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
         public var removed = 0
         /// Entities with pending local changes that got the new server image under them.
         public var rebased = 0
-        /// Entities the service no longer returns that stay because of pending local changes.
+        /// Entities the service no longer returns for this request that stay because of pending
+        /// local changes (retained), as the refresh leaves them.
         public var retained = 0
 
         public init(name: String, mode: Mode) {
@@ -342,7 +343,6 @@ package struct Refresher: Sendable {
         report.written += counts.written
         report.removed += counts.removed
         report.rebased += counts.rebased
-        report.retained += counts.retained
         progress?(RefreshProgress(request: name, mode: report.mode, pages: report.pages, received: report.received))
     }
 
@@ -376,7 +376,10 @@ package struct Refresher: Sendable {
         }
         var image = row.entity
         if row.partial, let old = try t.get(base, keyBytes).map({ try set.codec.decode($0) }) { image = old; for (k, v) in row.entity { image[k] = v } }
-        try t.put(base, keyBytes, set.codec.encode(image))
+        let encoded = set.codec.encode(image)
+        // Already the server image under the local changes (an entity two requests bring): nothing to do.
+        if let current = try t.get(base, keyBytes), current.elementsEqual(encoded) { return .unchanged }
+        try t.put(base, keyBytes, encoded)
         var local: Properties? = image
         for r in records { local = try queue.apply(r, to: local) }
         if let local {

@@ -55,7 +55,7 @@ public final class OfflineStore: Sendable {
     /// queue's invariants (`RequestQueue.check`).
     public func check() throws -> IntegrityReport {
         var report = try entities.check()
-        report.problems += try syncProblems()
+        report.add(try syncProblems())
         return report
     }
 
@@ -67,7 +67,7 @@ public final class OfflineStore: Sendable {
         var report = try EntityStore.check(path: path)
         guard report.isConsistent else { return report }
         let store = try OfflineStore.open(at: path, readOnly: true)
-        report.problems += try store.syncProblems()
+        report.add(try store.syncProblems())
         return report
     }
 

@@ -268,6 +268,38 @@ import Storage
         #expect(try offline.check().isConsistent)
     }
 
+    @Test func theToolDefinesRefreshesAndUndefines() async throws {
+        let servedPath = try ServeTests.sampleStore()
+        let dir = tempDir()
+        try write(SampleData.metadata, to: dir + "/metadata.xml")
+        try await withServer(servedPath) { _, server in
+            // Defining requests and the service root from --config at init.
+            try write(#"{"serviceRoot":"\#(server.url)","definingRequests":[{"name":"Notebooks","url":"Products?$filter=Category eq 'Notebooks'"}]}"#,
+                      to: dir + "/config.json")
+            let store = dir + "/offline"
+            #expect(try CLI.run(["init", "--store", store, "--metadata", dir + "/metadata.xml", "--config", dir + "/config.json"]).status == 0)
+            let first = try CLI.run(["refresh", "--store", store, "--page-size", "2"])
+            #expect(first.status == 0 && first.stdout.hasPrefix("refreshed 1 request (Notebooks: full): "), "\(first.stdout)\(first.stderr)")
+            let define = try CLI.run(["define", "--store", store, "Pricey", "Products?$filter=Price gt 500"])
+            #expect(define.status == 0 && define.stdout == "defined Pricey\n")
+            let bad = try CLI.run(["define", "--store", store, "Bad", "Products?$top=1"])
+            #expect(bad.status == 1 && bad.stderr.contains("$top is not allowed"), "\(bad.stderr)")
+            let subset = try CLI.run(["refresh", "--store", store, "--subset", "Pricey", "--service", server.url])
+            #expect(subset.status == 0 && subset.stdout.contains("(Pricey: full)"), "\(subset.stdout)\(subset.stderr)")
+            let unknown = try CLI.run(["refresh", "--store", store, "--subset", "Nope"])
+            #expect(unknown.status == 1 && unknown.stderr.contains("no defining request named 'Nope'"))
+            let offline = try OfflineStore.open(at: store, readOnly: true)
+            Self.expectSame(try Self.contents(offline), try Self.union(try Self.served(servedPath), [Self.notebooks, Self.pricey]), "through the tool")
+            let undefine = try CLI.run(["undefine", "--store", store, "Notebooks"])
+            #expect(undefine.status == 0 && undefine.stdout.hasPrefix("undefined Notebooks: "), "\(undefine.stdout)\(undefine.stderr)")
+            let again = try CLI.run(["refresh", "--store", store])
+            #expect(again.status == 0 && again.stdout.contains("(Pricey: delta)"), "\(again.stdout)\(again.stderr)")
+            #expect(try CLI.run(["check", "--store", store]).status == 0)
+            let offlineAfter = try OfflineStore.open(at: store, readOnly: true)
+            Self.expectSame(try Self.contents(offlineAfter), try Self.union(try Self.served(servedPath), [Self.pricey]), "after undefine through the tool")
+        }
+    }
+
     @Test func defineChecksNamesAndURLs() throws {
         let offline = try Self.offlineStore([])
         for (name, url) in [("bad name", "Products"), ("", "Products"), ("A", "Products('HT-1000')"), ("A", "Products?$top=3"),

@@ -220,23 +220,27 @@ package struct Membership: Sendable {
     }
 
     /// Releases request `name`'s entries with a generation below `below` (all of them with
-    /// `UInt64.max`), in write transactions of at most `chunk` releases (and `chunk` × 50 entries
-    /// looked at), so memory stays bounded however many entries the request has. With `retain`
-    /// false (undefine) an entity with pending local changes keeps no entry. Returns how many
-    /// entities were deleted and how many retained.
+    /// `UInt64.max`), at most `chunk` per write transaction. The entries are looked at in read
+    /// transactions (`chunk` × 50 at a time), so memory stays bounded however many the request
+    /// has, and a sweep that finds nothing stale writes nothing. With `retain` false (undefine)
+    /// an entity with pending local changes keeps no entry. Returns how many entities were
+    /// deleted and how many retained.
     package func sweep(name: String, below: UInt64, retain: Bool = true, chunk: Int = 1_000) async throws -> (removed: Int, retained: Int) {
         let store = self.store
         var after: [UInt8]? = nil
         var total = (removed: 0, retained: 0)
         while true {
-            let start = after
-            let step = try await store.write { t in
-                try Membership(store: store).sweepStep(t, name: name, below: below, retain: retain, chunk: chunk, after: start)
+            let scan = try store.read { t in try stale(t, name: name, below: below, chunk: chunk, after: after) }
+            if !scan.stale.isEmpty {
+                let stale = scan.stale
+                let (removed, retained) = try await store.write { t in
+                    try Membership(store: store).release(t, name: name, stale: stale, below: below, retain: retain)
+                }
+                total.removed += removed
+                total.retained += retained
             }
-            total.removed += step.removed
-            total.retained += step.retained
-            if step.done { return total }
-            after = step.last
+            if scan.done { return total }
+            after = scan.last
         }
     }
 
@@ -246,45 +250,52 @@ package struct Membership: Sendable {
         var after: [UInt8]? = nil
         var total = (removed: 0, retained: 0)
         while true {
-            let start = after
-            let step = try store.write { t in
-                try Membership(store: store).sweepStep(t, name: name, below: below, retain: retain, chunk: chunk, after: start)
+            let scan = try store.read { t in try stale(t, name: name, below: below, chunk: chunk, after: after) }
+            if !scan.stale.isEmpty {
+                let stale = scan.stale
+                let (removed, retained) = try store.write { t in
+                    try Membership(store: store).release(t, name: name, stale: stale, below: below, retain: retain)
+                }
+                total.removed += removed
+                total.retained += retained
             }
-            total.removed += step.removed
-            total.retained += step.retained
-            if step.done { return total }
-            after = step.last
+            if scan.done { return total }
+            after = scan.last
         }
     }
 
-    struct SweepStep: Sendable {
-        var removed = 0, retained = 0
-        var last: [UInt8]? = nil
-        var done = true
-    }
-
-    /// One transaction of a sweep: from the entry after `after`, releases the stale ones.
-    func sweepStep(_ t: WriteView, name: String, below: UInt64, retain: Bool, chunk: Int, after: [UInt8]?) throws -> SweepStep {
-        var step = SweepStep()
+    /// From the entry after `after`: up to `chunk` entities whose entry is below `below`, the
+    /// last entity looked at, and whether the request's entries ended.
+    func stale(_ t: ReadView, name: String, below: UInt64, chunk: Int, after: [UInt8]?) throws -> (stale: [[UInt8]], last: [UInt8]?, done: Bool) {
         var stale: [[UInt8]] = []
+        var last: [UInt8]? = nil
         var looked = 0
-        try entries(t.reader, name: name, after: after) { entity, g in
-            step.last = entity
+        var done = true
+        try entries(t, name: name, after: after) { entity, g in
+            last = entity
             looked += 1
             if g < below { stale.append(entity) }
-            if stale.count >= chunk || looked >= chunk * 50 { step.done = false; return false }
+            if stale.count >= chunk || looked >= chunk * 50 { done = false; return false }
             return true
         }
+        return (stale, last, done)
+    }
+
+    /// Releases the entities of `stale` whose entry is still below `below`.
+    func release(_ t: WriteView, name: String, stale: [[UInt8]], below: UInt64, retain: Bool) throws -> (removed: Int, retained: Int) {
+        var (removed, retained) = (0, 0)
         for entity in stale {
+            guard let value = try t.get(store.membership, Self.memberKey(name: name, entity: entity)),
+                  (Self.generation(of: value) ?? 0) < below else { continue }
             let split = entity.withUnsafeBytes { splitEntity($0) }
             guard let (set, keyBytes, _) = split else { continue }
             switch try release(t, name: name, set: set, keyBytes: keyBytes, retain: retain) {
-            case .removed: step.removed += 1
-            case .retained: step.retained += 1
+            case .removed: removed += 1
+            case .retained: retained += 1
             case .notMember, .stillHeld, .orphaned: break
             }
         }
-        return step
+        return (removed, retained)
     }
 
     // MARK: Integrity

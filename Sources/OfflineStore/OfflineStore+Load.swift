@@ -1,4 +1,5 @@
 import Foundation
+import Queue
 import Storage
 import Synchronization
 
@@ -89,33 +90,12 @@ extension OfflineStore {
         throw EntityError.badInput("expected {\"value\":[…]}, {\"d\":{\"results\":[…]}}, an entity object or JSON lines")
     }
 
-    /// Converts one entity object, and recursively its expanded navigation properties.
+    /// Converts one entity object, and recursively its expanded navigation properties (into
+    /// their own sets; `PayloadReader`, which refresh uses too).
     func collect(_ json: JSON, set: String, into rows: inout [(set: String, entity: Properties)]) throws {
-        let h = try entities.set(set)
-        let navigation = Set(h.type.navigationProperties.map(\.name))
-        let props = try ValueJSON(schema: schema).properties(from: json, properties: h.type.properties,
-                                                               navigation: navigation, owner: set)
-        rows.append((set: set, entity: props))
-        guard case .object(let members) = json else { return }
-        for (name, value) in members where navigation.contains(name) {
-            guard let nav = h.type.navigationProperty(name), let target = schema.targetSet(of: nav, from: set) else { continue }
-            var children: [JSON]
-            switch value {
-            case .array(let a): children = a
-            case .object:
-                if value["__deferred"] != nil { continue }
-                if case .array(let a)? = value["results"] { children = a } else { children = [value] }
-            default: continue
-            }
-            for child in children {
-                guard case .object(var m) = child else { continue }
-                // A child nested under its parent may leave out the foreign key: take it from the parent.
-                for c in nav.principalConstraints where !m.contains(where: { $0.0 == c.property }) {
-                    if let v = json[c.referencedProperty] { m.append((c.property, v)) }
-                }
-                try collect(.object(m), set: target, into: &rows)
-            }
-        }
+        var out: [ServerRow] = []
+        try PayloadReader(schema: schema).collect(json, set: set, into: &out)
+        rows += out.map { (set: $0.set, entity: $0.entity) }
     }
 }
 

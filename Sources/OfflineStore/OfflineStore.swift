@@ -22,8 +22,10 @@ public final class OfflineStore: Sendable {
     init(entities: EntityStore) { self.entities = entities }
 
     /// Creates a store in directory `path` (which must not hold one) from a `$metadata` document.
+    /// The configuration's defining requests are checked as `define` checks them.
     public static func create(at path: String, metadata: [UInt8], configuration: StoreConfiguration = .init()) throws -> OfflineStore {
-        OfflineStore(entities: try EntityStore.create(path: path, metadata: metadata, configuration: configuration))
+        try checkDefiningRequests(configuration.definingRequests, metadata: metadata)
+        return OfflineStore(entities: try EntityStore.create(path: path, metadata: metadata, configuration: configuration))
     }
 
     /// Opens the store in directory `path`. With `readOnly`, writes throw and nothing on disk is
@@ -53,8 +55,7 @@ public final class OfflineStore: Sendable {
     /// queue's invariants (`RequestQueue.check`).
     public func check() throws -> IntegrityReport {
         var report = try entities.check()
-        let queue = RequestQueue(store: entities)
-        report.problems += try entities.read { t in try queue.check(t) }
+        report.add(try syncProblems())
         return report
     }
 
@@ -66,9 +67,16 @@ public final class OfflineStore: Sendable {
         var report = try EntityStore.check(path: path)
         guard report.isConsistent else { return report }
         let store = try OfflineStore.open(at: path, readOnly: true)
-        let queue = RequestQueue(store: store.entities)
-        report.problems += try store.entities.read { t in try queue.check(t) }
+        report.add(try store.syncProblems())
         return report
+    }
+
+    /// The request queue's invariants (`RequestQueue.check`) and the defining requests'
+    /// membership (`Membership.check`), in one read transaction.
+    func syncProblems() throws -> [String] {
+        let (queue, membership) = (RequestQueue(store: entities), Membership(store: entities))
+        let defined = Set(configuration.definingRequests.map(\.name))
+        return try entities.read { t in try queue.check(t) + membership.check(t, defined: defined) }
     }
 
     public func stats() throws -> StoreStats { try entities.stats() }

@@ -42,8 +42,9 @@ struct Serve: ParsableCommand {
             serve.defaultPageSize = pageSize
             let (path, host, settings, log) = (options.store, host, serve, logger)
             if let lifetime {
-                // The same path as a SIGTERM from outside: a graceful stop.
-                DispatchQueue.global().asyncAfter(deadline: .now() + lifetime) { _ = raise(SIGTERM) }
+                // The same path as a SIGTERM from outside: a graceful stop. To the process, not this thread
+                // (raise(3) would signal a pool thread, where the signal stays pending).
+                DispatchQueue.global().asyncAfter(deadline: .now() + lifetime) { _ = kill(getpid(), SIGTERM) }
             }
             try blocking {
                 try await ODataServer.run(store: store, options: settings, logger: log) { bound in

@@ -37,6 +37,9 @@ public final class EntityStore: Sendable {
     /// (it is removed only when none does).
     package let membershipByEntity: Database
     private let state: Mutex<State>
+    /// Held while the configuration text in `meta` is written, so the text written last is
+    /// always made from the newest configuration.
+    private let configurationWriter = Mutex(())
 
     static let byEntityName = "q/by-entity"
     /// The served role's databases, in the order `init` opens them.
@@ -256,9 +259,28 @@ public final class EntityStore: Sendable {
     }
 
     func saveConfiguration() throws {
-        let text = Array(configuration.json.text.utf8)
-        let meta = self.meta
-        try write { t in try t.put(meta, Self.configKey, text) }
+        try configurationWriter.withLock { _ in
+            let text = Array(configuration.json.text.utf8)
+            let meta = self.meta
+            try write { t in try t.put(meta, Self.configKey, text) }
+        }
+    }
+
+    /// Changes the defining requests: `change` edits the list, which is written to `meta` (with
+    /// whatever `also` writes, in the same transaction) and then takes effect. Nothing changes
+    /// when `change` or the write throws.
+    package func changeDefiningRequests(_ change: (inout [StoreConfiguration.DefiningRequest]) throws -> Void,
+                                        also: (@Sendable (WriteView) throws -> Void)? = nil) throws {
+        try configurationWriter.withLock { _ in
+            var config = configuration
+            try change(&config.definingRequests)
+            let (text, meta, requests) = (Array(config.json.text.utf8), self.meta, config.definingRequests)
+            try write { t in
+                try t.put(meta, Self.configKey, text)
+                try also?(t)
+            }
+            state.withLock { $0.configuration.definingRequests = requests }
+        }
     }
 }
 

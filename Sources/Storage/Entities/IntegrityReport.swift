@@ -30,6 +30,11 @@ public struct IntegrityReport: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Adds problems found by another checker (the request queue's, membership's), counted.
+    package mutating func add(_ more: [String], max: Int = 100) {
+        for p in more { problem(p, max: max) }
+    }
+
     mutating func problem(_ text: String, max: Int) {
         problemCount += 1
         if problems.count < max { problems.append(text) }

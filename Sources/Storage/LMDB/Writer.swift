@@ -11,7 +11,13 @@ class _AnyWriteJob: @unchecked Sendable {
     func run(_ txn: borrowing WriteTransaction) -> Error? { fatalError("abstract") }
     /// Records a failure of the whole batch (e.g. the commit failed).
     func fail(_ error: Error) { fatalError("abstract") }
-    func finish() { onDone?() }
+    /// Hands the outcome back. `onDone` is dropped first: the async `write`'s closure refers to
+    /// the job, and the cycle would keep every job — its body and all the body captured — alive.
+    func finish() {
+        let done = onDone
+        onDone = nil
+        done?()
+    }
 }
 
 final class _WriteJob<R: Sendable>: _AnyWriteJob, @unchecked Sendable {

@@ -1,0 +1,135 @@
+import Queue
+import Remote
+import Storage
+import Synchronization
+
+/// A named read URL whose results the store keeps (`StoreConfiguration.DefiningRequest`).
+public typealias DefiningRequest = StoreConfiguration.DefiningRequest
+/// What a refresh did (`RefreshReport.Request` per defining request).
+public typealias RefreshReport = Queue.RefreshReport
+/// Where a running refresh is.
+public typealias RefreshProgress = Queue.RefreshProgress
+/// Why a refresh, define or undefine stopped.
+public typealias RefreshError = Queue.RefreshError
+
+/// Paths of the stores with a refresh, define or undefine running in this process.
+private let busyStores = Mutex<Set<String>>([])
+
+extension OfflineStore {
+    /// Entities per page asked of the service (`Prefer: odata.maxpagesize`) when the caller gives none.
+    public static let defaultRefreshPageSize = 1_000
+
+    /// The store's defining requests, in the order refresh runs them.
+    public var definingRequests: [DefiningRequest] { configuration.definingRequests }
+
+    /// Adds defining request `name` (1 to 128 letters, digits, `_`, `-`, `.`), or gives an existing
+    /// one another URL; on an open store, kept in its configuration. The URL is checked against the
+    /// schema: a read of a whole entity set with `$filter`, `$select`, `$expand` (and custom
+    /// options) only. A new URL for an existing name drops its delta link: the next refresh reads
+    /// it in full and removes what the new URL no longer returns.
+    public func define(name: String, url: String) throws {
+        try Membership.validate(name: name)
+        _ = try DefiningRequests.bind(url, schema: schema)
+        try exclusively {
+            if let existing = definingRequests.first(where: { $0.name == name }) {
+                if existing.url == url { return }
+                let m = Membership(store: entities)
+                try entities.write { t in try m.setDeltaLink(t, name: name, nil) }
+            }
+            try entities.changeDefiningRequests { list in
+                if let i = list.firstIndex(where: { $0.name == name }) { list[i].url = url } else { list.append(DefiningRequest(name: name, url: url)) }
+            }
+        }
+    }
+
+    /// Removes defining request `name` and its membership: an entity it brought that no other
+    /// defining request holds is deleted — except one with pending local changes, which stays
+    /// (unheld: no later refresh removes it; flush or undo settles its changes, delete it locally
+    /// if it should go). Runs in transactions of bounded size; after a crash the request is
+    /// still defined, without its delta link, and `undefine` (or a full refresh) finishes the job.
+    /// Returns the number of entities deleted.
+    @discardableResult
+    public func undefine(name: String) throws -> Int {
+        try exclusively {
+            guard definingRequests.contains(where: { $0.name == name }) else { throw RefreshError.unknownRequest(name) }
+            let m = Membership(store: entities)
+            try entities.write { t in try m.setDeltaLink(t, name: name, nil) }
+            let removed = try m.sweepBlocking(name: name, below: .max, retain: false).removed
+            try entities.changeDefiningRequests({ list in list.removeAll { $0.name == name } },
+                                                also: { t in try m.forgetState(t, name: name) })
+            return removed
+        }
+    }
+
+    /// Refreshes the store from the service at `serviceRoot` (default: the configuration's): runs
+    /// every defining request, or those named in `subset`, then rebases and compacts the request
+    /// queue — see `README.md`, "Refresh and defining requests". `headers` go with every request
+    /// (an `Authorization`, say); `pageSize` is asked as `Prefer: odata.maxpagesize` (default
+    /// 1,000). Each page is written in its own transaction; a refresh that fails or is killed
+    /// leaves a consistent store, and the next one converges.
+    ///
+    /// - Throws: `RefreshError` (a service error status, an unknown name, no service root, one
+    ///   already running), `BackendError` (no answer), `EntityError`/`JSONError` for a payload
+    ///   that does not fit the schema.
+    @discardableResult
+    public func refresh(serviceRoot: String? = nil, subset: [String]? = nil, headers: [(String, String)] = [], pageSize: Int? = nil,
+                        progress: (@Sendable (RefreshProgress) -> Void)? = nil) async throws -> RefreshReport {
+        guard let root = serviceRoot ?? configuration.serviceRoot, !root.isEmpty else { throw RefreshError.noServiceRoot }
+        let backend = HTTPBackend(serviceRoot: root, headers: headers)
+        do {
+            let report = try await refresh(backend: backend, subset: subset, pageSize: pageSize, progress: progress)
+            try await backend.shutdown()
+            return report
+        } catch {
+            try? await backend.shutdown()
+            throw error
+        }
+    }
+
+    /// `refresh` against any `Backend`.
+    @discardableResult
+    package func refresh(backend: any Backend, subset: [String]? = nil, pageSize: Int? = nil,
+                         progress: (@Sendable (RefreshProgress) -> Void)? = nil) async throws -> RefreshReport {
+        if let pageSize, pageSize < 1 { throw EntityError.badInput("the page size must be at least 1, not \(pageSize)") }
+        let all = definingRequests
+        var chosen = all
+        if let subset {
+            for name in subset where !all.contains(where: { $0.name == name }) { throw RefreshError.unknownRequest(name) }
+            chosen = all.filter { subset.contains($0.name) }
+        }
+        try enter()
+        defer { leave() }
+        let refresher = Refresher(store: entities, backend: backend, pageSize: pageSize ?? Self.defaultRefreshPageSize, progress: progress)
+        return try await refresher.run(chosen, optimize: configuration.requestQueueOptimization)
+    }
+
+    /// Names valid and distinct, URLs defining requests of the schema in `metadata`.
+    static func checkDefiningRequests(_ requests: [DefiningRequest], metadata: [UInt8]) throws {
+        guard !requests.isEmpty else { return }
+        let schema = try CSDL.parse(metadata).withSystemSets()
+        var names: Set<String> = []
+        for r in requests {
+            try Membership.validate(name: r.name)
+            guard names.insert(r.name).inserted else { throw EntityError.badInput("configuration: the defining request '\(r.name)' is given twice") }
+            do { _ = try DefiningRequests.bind(r.url, schema: schema) } catch {
+                throw EntityError.badInput("configuration: defining request '\(r.name)': \(error)")
+            }
+        }
+    }
+
+    private func enter() throws {
+        let path = self.path
+        guard busyStores.withLock({ $0.insert(path).inserted }) else { throw RefreshError.alreadyRunning }
+    }
+
+    private func leave() {
+        let path = self.path
+        _ = busyStores.withLock { $0.remove(path) }
+    }
+
+    private func exclusively<R>(_ body: () throws -> R) throws -> R {
+        try enter()
+        defer { leave() }
+        return try body()
+    }
+}

@@ -1,0 +1,399 @@
+import Query
+import Storage
+
+/// What a refresh did, per defining request and in all.
+public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
+    /// How a request was read.
+    public enum Mode: String, Sendable, Hashable {
+        /// Its delta link: only what changed since the last refresh.
+        case delta
+        /// Every page of the request (the first refresh, a request without change tracking, one with `$expand`).
+        case full
+        /// The service refused the delta link (410 Gone or another 4xx): a full read instead.
+        case fullAfterExpiredDelta
+    }
+
+    public struct Request: Sendable, Hashable {
+        public var name: String
+        public var mode: Mode
+        /// Responses read (pages of the collection, or of the delta).
+        public var pages = 0
+        /// Entity objects received, expanded ones and `@removed` entries included.
+        public var received = 0
+        /// Entities written because they were new or changed (rebased ones included).
+        public var written = 0
+        /// Entities deleted from the store: no defining request holds them any more.
+        public var removed = 0
+        /// Entities with pending local changes that got the new server image under them.
+        public var rebased = 0
+        /// Entities the service no longer returns for this request that stay because of pending
+        /// local changes (retained), as the refresh leaves them.
+        public var retained = 0
+
+        public init(name: String, mode: Mode) {
+            self.name = name
+            self.mode = mode
+        }
+    }
+
+    public var requests: [Request] = []
+    /// Requests the queue compaction removed (merged into another, or changing nothing).
+    public var compacted = 0
+
+    public init() {}
+
+    public var received: Int { requests.reduce(0) { $0 + $1.received } }
+    public var written: Int { requests.reduce(0) { $0 + $1.written } }
+    public var removed: Int { requests.reduce(0) { $0 + $1.removed } }
+    public var rebased: Int { requests.reduce(0) { $0 + $1.rebased } }
+
+    /// One line: `refreshed 2 requests (Products: delta, Orders: full): 120 received, 118 written, 2 removed, 1 rebased, 0 compacted`.
+    public var description: String {
+        let modes = requests.map { "\($0.name): \($0.mode.rawValue)" }.joined(separator: ", ")
+        return "refreshed \(requests.count) request\(requests.count == 1 ? "" : "s")\(modes.isEmpty ? "" : " (\(modes))"): "
+            + "\(received) received, \(written) written, \(removed) removed, \(rebased) rebased, \(compacted) compacted"
+    }
+}
+
+/// Where a refresh is, for a progress line.
+public struct RefreshProgress: Sendable, Hashable {
+    public var request: String
+    public var mode: RefreshReport.Mode
+    public var pages: Int
+    public var received: Int
+}
+
+/// Why a refresh stopped. What it wrote before stays: each page is its own transaction, and the
+/// next refresh converges.
+public enum RefreshError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The service answered a read with an error status.
+    case service(request: String, status: Int, message: String)
+    /// No defining request of that name.
+    case unknownRequest(String)
+    /// Another refresh of this store is running in this process.
+    case alreadyRunning
+    /// Neither an argument nor the configuration gives the service root.
+    case noServiceRoot
+    /// The service's answer cannot be used (a next link that repeats, …).
+    case badResponse(request: String, message: String)
+
+    public var description: String {
+        switch self {
+        case .service(let r, let s, let m): "refresh of '\(r)': the service answered \(s): \(m)"
+        case .unknownRequest(let n): "no defining request named '\(Membership.quoted(n))'"
+        case .alreadyRunning: "a refresh of this store is already running"
+        case .noServiceRoot: "no service root: give one (--service URL) or set \"serviceRoot\" in the store's configuration"
+        case .badResponse(let r, let m): "refresh of '\(r)': \(m)"
+        }
+    }
+}
+
+/// Defining requests: named read URLs whose results the store keeps.
+package enum DefiningRequests {
+    /// Binds `url` against `schema` and checks that it is a defining request: a read of a whole
+    /// entity set (no key, navigation, singleton or `/$count`) that is not one of the store's own
+    /// sets, with `$filter`, `$select`, `$expand` (any options inside it) and custom options only —
+    /// `$orderby`, `$top`, `$skip`, `$count`, `$search`, `$skiptoken` and `$format` are refused,
+    /// since a refresh reads the whole collection.
+    package static func bind(_ url: String, schema: Schema) throws -> BoundQuery {
+        let query = try Binder(schema: schema).bind(url)
+        guard query.path.segments.count == 1, let segment = query.path.segments.first, segment.key == nil, !segment.isSingle,
+              !query.path.isCount else {
+            throw EntityError.badInput("a defining request reads an entity set ('Set?$filter=…'), not a key, navigation, singleton or /$count: '\(Membership.quoted(url))'")
+        }
+        guard !schema.isSystemSet(segment.entitySet) else {
+            throw EntityError.badInput("'\(segment.entitySet)' is one of the store's own sets; a defining request reads the service's")
+        }
+        let o = query.options
+        for (name, present) in [("$orderby", !o.orderBy.isEmpty), ("$top", o.top != nil), ("$skip", o.skip != nil), ("$count", o.count),
+                                ("$search", o.search != nil), ("$skiptoken", query.skipToken != nil), ("$format", query.format != nil)] where present {
+            throw EntityError.badInput("\(name) is not allowed in a defining request: refresh reads the whole collection (use $filter, $select and $expand)")
+        }
+        return query
+    }
+
+    /// `url` made fit for an HTTP request line: spaces, quotes that need it, control and non-ASCII
+    /// characters percent-encoded; `%XX` escapes already there are kept.
+    package static func encode(_ url: String) -> String {
+        let bytes = Array(url.utf8)
+        var out = ""
+        var i = 0
+        func hex(_ b: UInt8) -> Bool { (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66) }
+        while i < bytes.count {
+            let b = bytes[i]
+            let keep: Bool
+            switch b {
+            case 0x25: keep = i + 2 < bytes.count && hex(bytes[i + 1]) && hex(bytes[i + 2])
+            case 0x21, 0x24...0x2F, 0x30...0x3B, 0x3D, 0x3F...0x5A, 0x5F, 0x61...0x7A, 0x7E: keep = true
+            default: keep = false
+            }
+            if keep {
+                out.unicodeScalars.append(Unicode.Scalar(b))
+            } else {
+                out += "%" + (b < 16 ? "0" : "") + String(b, radix: 16, uppercase: true)
+            }
+            i += 1
+        }
+        return out
+    }
+}
+
+/// The refresh algorithm against a `Backend`: each defining request read in pages (or through its
+/// delta link), every page written in its own transaction, then the queue compacted.
+///
+/// **Membership** (`Membership`): a full read of request R takes a new generation g (kept in
+/// `meta` with the delta link removed, in one transaction), marks every entity a page brings with
+/// g, and after the last page sweeps R's entries below g in chunks: each is released — deleted
+/// from the store when no request holds it any more, unless it has pending local changes (then
+/// retained). A crash at any instant leaves whole pages and whole chunks: R has no delta link, so
+/// the next refresh reads it in full with generation g + 1, and its sweep removes whatever the
+/// half-finished one left. A delta read applies changed entities (marked with R's current
+/// generation) and `@removed` entries (released), then rechecks R's retained entries, then stores
+/// the new delta link; a crash before that repeats the same delta, which is idempotent.
+///
+/// **Rebase**: an entity that comes from the service with pending local changes gets the server
+/// image in `base/` and its pending requests re-applied on top (`apply(_:to:)`: PATCH bodies
+/// merged in order, a PUT wins whole, a DELETE keeps it deleted). A pending create whose key the
+/// service now has becomes a replace (PUT) of the service's entity — local wins until flushed,
+/// as in the collapse rule delete + create → replace; a create already sent (or refused) is left
+/// as it is, without a server image, for flush to settle.
+package struct Refresher: Sendable {
+    package let store: EntityStore
+    package let backend: any Backend
+    /// `Prefer: odata.maxpagesize` (nil: none asked; the service's default paging applies).
+    package var pageSize: Int?
+    /// Sent with every read, besides the backend's own headers.
+    package var headers: [(String, String)] = []
+    package var progress: (@Sendable (RefreshProgress) -> Void)?
+    /// Entries a sweep transaction releases at most (and looks at, ×50).
+    package var sweepChunk = 1_000
+
+    package init(store: EntityStore, backend: any Backend, pageSize: Int? = nil, headers: [(String, String)] = [],
+                 progress: (@Sendable (RefreshProgress) -> Void)? = nil) {
+        self.store = store
+        self.backend = backend
+        self.pageSize = pageSize
+        self.headers = headers
+        self.progress = progress
+    }
+
+    var membership: Membership { Membership(store: store) }
+    var reader: PayloadReader { PayloadReader(schema: store.schema, serviceRoot: backend.serviceRoot) }
+
+    /// Refreshes `requests` in order, then compacts the queue (with `optimize`: the store's
+    /// `requestQueueOptimization`) and logs a download event. Stops at the first failure
+    /// (logged too), keeping what was written.
+    package func run(_ requests: [StoreConfiguration.DefiningRequest], optimize: Bool) async throws -> RefreshReport {
+        let started = EDMDateTimeOffset.now
+        var report = RefreshReport()
+        do {
+            for r in requests { report.requests.append(try await refresh(r)) }
+            let store = self.store
+            report.compacted = try await store.write { t in try RequestQueue(store: store).compact(t, optimize: optimize) }
+        } catch {
+            let (store, received, text) = (self.store, report.received, "\(error)")
+            try? await store.write { t in
+                try RequestQueue(store: store).logEvent(t, type: "download", startedAt: started, finishedAt: .now, outcome: "failed",
+                                                        entities: received, details: String(text.prefix(1_000)))
+            }
+            throw error
+        }
+        let (store, received, text) = (self.store, report.received, report.description)
+        try await store.write { t in
+            try RequestQueue(store: store).logEvent(t, type: "download", startedAt: started, finishedAt: .now, outcome: "success",
+                                                    entities: received, details: text)
+        }
+        return report
+    }
+
+    /// Refreshes one defining request: through its delta link when it has one, else (or when the
+    /// service refuses the link) a full read.
+    package func refresh(_ r: StoreConfiguration.DefiningRequest) async throws -> RefreshReport.Request {
+        let query = try DefiningRequests.bind(r.url, schema: store.schema)
+        // serve's delta responses cover the request's own set only, not changes to expanded
+        // children; a request with $expand is read in full every time.
+        let track = query.options.expand.isEmpty
+        let name = r.name
+        let m = membership
+        if track, let link = try store.read({ t in try m.deltaLink(t, name: name) }) {
+            if let done = try await deltaRead(name: name, query: query, link: link) { return done }
+            return try await fullRead(r, query: query, track: track, mode: .fullAfterExpiredDelta)
+        }
+        return try await fullRead(r, query: query, track: track, mode: .full)
+    }
+
+    // MARK: Reading
+
+    func get(_ url: String, track: Bool) async throws -> BackendResponse {
+        var prefer: [String] = []
+        if track { prefer.append("odata.track-changes") }
+        if let n = pageSize { prefer.append("odata.maxpagesize=\(n)") }
+        var hs = headers
+        if !prefer.isEmpty { hs.append(("Prefer", prefer.joined(separator: ", "))) }
+        return try await backend.send(BackendRequest(method: "GET", url: url, headers: hs))
+    }
+
+    func failure(_ name: String, _ response: BackendResponse) -> RefreshError {
+        var message = String(decoding: response.body.prefix(500), as: UTF8.self)
+        if let doc = try? JSON.parse(response.body), case .string(let m)? = doc["error"]?["message"] { message = m }
+        return .service(request: name, status: response.status, message: Membership.quoted(String(message.prefix(300))))
+    }
+
+    /// A link to keep: relative to the service root when it is under it, so that the store can
+    /// move to another address of the same service.
+    func relative(_ link: String) -> String {
+        link.hasPrefix(backend.serviceRoot) ? String(link.dropFirst(backend.serviceRoot.count)) : link
+    }
+
+    func fullRead(_ r: StoreConfiguration.DefiningRequest, query: BoundQuery, track: Bool, mode: RefreshReport.Mode) async throws -> RefreshReport.Request {
+        let (m, name) = (membership, r.name)
+        let generation = try await store.write { t in
+            let g = try m.generation(t.reader, name: name) + 1
+            try m.setGeneration(t, name: name, g)
+            try m.setDeltaLink(t, name: name, nil)
+            return g
+        }
+        var report = RefreshReport.Request(name: name, mode: mode)
+        var next: String? = DefiningRequests.encode(r.url)
+        var deltaLink: String? = nil
+        var seen: Set<String> = []
+        while let url = next {
+            guard seen.insert(url).inserted else { throw RefreshError.badResponse(request: name, message: "the service sent the same next link twice: \(Membership.quoted(url))") }
+            let response = try await get(url, track: track)
+            guard response.status == 200 else { throw failure(name, response) }
+            let page = try reader.page(response.body, set: query.path.entitySet, options: query.options)
+            try await apply(page, name: name, generation: generation, into: &report)
+            next = page.nextLink
+            deltaLink = page.deltaLink
+        }
+        let swept = try await sweep(name: name, below: generation)
+        report.removed += swept.removed
+        report.retained += swept.retained
+        if track, let deltaLink {
+            let link = relative(deltaLink)
+            try await store.write { t in try m.setDeltaLink(t, name: name, link) }
+        }
+        return report
+    }
+
+    /// Reads the delta from `link`; nil when the service refuses it (4xx: expired or unknown).
+    func deltaRead(name: String, query: BoundQuery, link: String) async throws -> RefreshReport.Request? {
+        let m = membership
+        let generation = max(1, try store.read { t in try m.generation(t, name: name) })
+        var report = RefreshReport.Request(name: name, mode: .delta)
+        var url = link
+        var seen: Set<String> = []
+        while true {
+            guard seen.insert(url).inserted else { throw RefreshError.badResponse(request: name, message: "the service sent the same next link twice: \(Membership.quoted(url))") }
+            let response = try await get(url, track: true)
+            if (400..<500).contains(response.status) { return nil }
+            guard response.status == 200 else { throw failure(name, response) }
+            let page = try reader.page(response.body, set: query.path.entitySet, options: query.options)
+            try await apply(page, name: name, generation: generation, into: &report)
+            if let next = page.nextLink { url = next; continue }
+            // Entities retained earlier whose pending changes have gone since (flushed, undone).
+            let swept = try await sweep(name: name, below: 1)
+            report.removed += swept.removed
+            report.retained += swept.retained
+            let newLink = page.deltaLink.map(relative)
+            try await store.write { t in try m.setDeltaLink(t, name: name, newLink) }
+            return report
+        }
+    }
+
+    // MARK: Writing
+
+    struct PageCounts: Sendable {
+        var written = 0, removed = 0, rebased = 0, retained = 0
+    }
+
+    /// Writes one page in one transaction: its entities (rebased where they have pending local
+    /// changes) with their ETags and membership, and its removals.
+    func apply(_ page: ServerPage, name: String, generation: UInt64, into report: inout RefreshReport.Request) async throws {
+        let store = self.store
+        let (rows, removed) = (page.rows, page.removed)
+        let counts = try await store.write { t in
+            var c = PageCounts()
+            let m = Membership(store: store)
+            for row in rows {
+                let set = try store.set(row.set)
+                guard !store.schema.isSystemSet(set.name) else { continue }
+                let keyBytes = try set.encodeKey(try set.keyValues(row.entity))
+                switch try Self.writeServerImage(t, store: store, set: set, keyBytes: keyBytes, row: row) {
+                case .unchanged, .keptLocal: break
+                case .written: c.written += 1
+                case .rebased: c.written += 1; c.rebased += 1
+                }
+                let entity = EntityStore.byEntityPrefix(set: set.name, keyBytes: keyBytes)
+                try m.hold(t, name: name, entity: entity, generation: generation)
+                try m.putETag(t, entity: entity, row.etag)
+            }
+            for (setName, key) in removed {
+                let set = try store.set(setName)
+                switch try m.release(t, name: name, set: set, keyBytes: try set.encodeKey(key)) {
+                case .removed: c.removed += 1
+                case .retained: c.retained += 1
+                case .notMember, .stillHeld, .orphaned: break
+                }
+            }
+            return c
+        }
+        report.pages += 1
+        report.received += page.received
+        report.written += counts.written
+        report.removed += counts.removed
+        report.rebased += counts.rebased
+        progress?(RefreshProgress(request: name, mode: report.mode, pages: report.pages, received: report.received))
+    }
+
+    enum Written { case unchanged, written, rebased, keptLocal }
+
+    /// Writes the service's image of one entity: as the entity when it has no pending local
+    /// changes, else into `base/` with the pending requests re-applied on top (rebase).
+    static func writeServerImage(_ t: WriteView, store: EntityStore, set: EntitySetHandle, keyBytes: [UInt8], row: ServerRow) throws -> Written {
+        let queue = RequestQueue(store: store)
+        let chain = try queue.chain(t.reader, set: set.name, keyBytes: keyBytes)
+        let keyValues = try set.keyValues(row.entity)
+        if chain.isEmpty {
+            var image = row.entity
+            if row.partial, let old = try set.get(t.reader, key: keyValues) { image = old; for (k, v) in row.entity { image[k] = v } }
+            if let current = try set.row(t.reader, key: keyBytes), current.elementsEqual(set.codec.encode(image)) { return .unchanged }
+            try set.upsert(t, image)
+            return .written
+        }
+        var records = try chain.map { e -> RequestRecord in
+            guard let r = try queue.record(t.reader, id: e.id) else {
+                throw EntityError.badInput("q/by-entity names request \(e.id) of \(set.name)(\(set.describeKeyBytes(keyBytes))), which is not in the queue")
+            }
+            return r
+        }
+        let base = store.bases[set.name]!
+        if records[0].method == .create {
+            // The service has the key too. A create that already left (or was refused) is flush's to settle.
+            guard records[0].status == .pending else { return .keptLocal }
+            records[0].method = .replace
+            try queue.put(t, records[0], hasDependents: chain[0].hasDependents)
+        }
+        var image = row.entity
+        if row.partial, let old = try t.get(base, keyBytes).map({ try set.codec.decode($0) }) { image = old; for (k, v) in row.entity { image[k] = v } }
+        let encoded = set.codec.encode(image)
+        // Already the server image under the local changes (an entity two requests bring): nothing to do.
+        if let current = try t.get(base, keyBytes), current.elementsEqual(encoded) { return .unchanged }
+        try t.put(base, keyBytes, encoded)
+        var local: Properties? = image
+        for r in records { local = try queue.apply(r, to: local) }
+        if let local {
+            try set.upsert(t, local)
+        } else {
+            _ = try set.delete(t, key: keyValues)
+        }
+        return .rebased
+    }
+
+    /// Releases request `name`'s entries with a generation below `below`, in transactions of at
+    /// most `sweepChunk` releases: after a full read (`below` = its generation) the entities the
+    /// service no longer returned, after a delta (`below` = 1) the retained ones.
+    func sweep(name: String, below: UInt64) async throws -> (removed: Int, retained: Int) {
+        try await Membership(store: store).sweep(name: name, below: below, chunk: sweepChunk)
+    }
+}

@@ -1,0 +1,100 @@
+import ArgumentParser
+import Foundation
+import OfflineStore
+import Synchronization
+
+struct Define: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Add a defining request (a named read URL whose results refresh keeps), or give one a new URL.",
+        discussion: """
+            The URL reads a whole entity set with $filter, $select and $expand. On an open store, no \
+            re-creation. Example: offline-store define --store s US_Partners "BusinessPartners?$filter=Country eq 'US'&$expand=SalesOrders"
+            """)
+    @OptionGroup var options: StoreOption
+    @Argument(help: "The name: 1 to 128 letters, digits, '_', '-', '.'.") var name: String
+    @Argument(help: "The read URL, relative to the service root.") var url: String
+
+    func run() throws {
+        try runReportingErrors {
+            let store = try OfflineStore.open(at: options.store)
+            let existed = store.definingRequests.first { $0.name == name }
+            try store.define(name: name, url: url)
+            try output(existed == nil ? "defined \(name)" : existed?.url == url ? "\(name) is already defined so" : "redefined \(name)")
+        }
+    }
+}
+
+struct Undefine: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Remove a defining request; entities only it held are deleted (not ones with pending local changes).")
+    @OptionGroup var options: StoreOption
+    @Argument(help: "The name.") var name: String
+
+    func run() throws {
+        try runReportingErrors {
+            let store = try OfflineStore.open(at: options.store)
+            let removed = try store.undefine(name: name)
+            try output("undefined \(name): \(removed) entities removed")
+        }
+    }
+}
+
+struct Refresh: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Refresh the store from the service: run the defining requests, rebase and compact the request queue.",
+        discussion: """
+            Reads each defining request in pages (through its delta link when it has one), writes each page \
+            in its own transaction and prints one line of summary; a progress line on a terminal. \
+            Example: offline-store refresh --store s --service http://127.0.0.1:8080/ --subset US_Partners
+            """)
+    @OptionGroup var options: StoreOption
+    @Option(help: "The service root (default: the configuration's serviceRoot).") var service: String?
+    @Option(help: "Only these defining requests, comma-separated.") var subset: String?
+    @Option(help: "Entities per page asked of the service (Prefer: odata.maxpagesize; default 1000).") var pageSize: Int?
+    @Option(name: .customLong("header"), help: "A header sent with every request, 'Name: value' (repeatable).") var headers: [String] = []
+
+    func run() throws {
+        try runReportingErrors { try refresh() }
+    }
+
+    static func header(_ h: String) throws -> (String, String) {
+        guard let colon = h.firstIndex(of: ":") else { throw CLIError("--header must be 'Name: value', not '\(h)'") }
+        let name = String(h[..<colon]).trimmingCharacters(in: .whitespaces)
+        let value = String(h[h.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+        return (name, value)
+    }
+
+    /// A progress line on stderr, at most five times a second.
+    static func progressLine() -> @Sendable (RefreshProgress) -> Void {
+        let lastPrint = Mutex(Date.distantPast)
+        return { p in
+            let now = Date()
+            let due = lastPrint.withLock { last -> Bool in
+                guard now.timeIntervalSince(last) >= 0.2 else { return false }
+                last = now
+                return true
+            }
+            if due { Output.note("\r\u{1B}[K\(p.request) (\(p.mode.rawValue)): \(p.received) entities, \(p.pages) pages") }
+        }
+    }
+
+    func refresh() throws {
+        if let pageSize, pageSize < 1 { throw CLIError("--page-size must be at least 1") }
+        var hs: [(String, String)] = []
+        for h in headers { hs.append(try Self.header(h)) }
+        let names: [String]? = subset.map { text in
+            text.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
+        let store = try OfflineStore.open(at: options.store)
+        let tty = isatty(2) == 1
+        let progress: (@Sendable (RefreshProgress) -> Void)? = tty ? Self.progressLine() : nil
+        let (service, pageSize, sendHeaders) = (self.service, self.pageSize, hs)
+        let report = Mutex<RefreshReport?>(nil)
+        defer { if tty { Output.note("\r\u{1B}[K") } }
+        try blocking {
+            let r = try await store.refresh(serviceRoot: service, subset: names, headers: sendHeaders, pageSize: pageSize, progress: progress)
+            report.withLock { $0 = r }
+        }
+        if let r = report.withLock({ $0 }) { try output(r.description) }
+    }
+}

@@ -19,13 +19,21 @@ package struct BackendRequest: Sendable {
     package var body: [UInt8]?
     /// The atomicity group of the request inside a `$batch` (nil: none).
     package var group: String?
+    /// Its `id` inside a `$batch` (nil: its position, 1-based). Ids must be unique in a batch.
+    package var id: String?
+    /// Inside a `$batch`: the ids of earlier requests (or groups) that must succeed first; the
+    /// service answers 424 without running this one when one of them failed.
+    package var dependsOn: [String]
 
-    package init(method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, group: String? = nil) {
+    package init(method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, group: String? = nil,
+                 id: String? = nil, dependsOn: [String] = []) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.group = group
+        self.id = id
+        self.dependsOn = dependsOn
     }
 
     package func header(_ name: String) -> String? {

@@ -98,12 +98,20 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         for (i, r) in requests.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
             out.append("{\"id\":")
-            out.appendString(String(i + 1))
+            out.appendString(r.id ?? String(i + 1))
             out.append(",\"method\":")
             out.appendString(r.method)
             out.append(",\"url\":")
             out.appendString(r.url)
             if let g = r.group { out.append(",\"atomicityGroup\":"); out.appendString(g) }
+            if !r.dependsOn.isEmpty {
+                out.append(",\"dependsOn\":[")
+                for (k, d) in r.dependsOn.enumerated() {
+                    if k > 0 { out.append(UInt8(ascii: ",")) }
+                    out.appendString(d)
+                }
+                out.append("]")
+            }
             var hs = r.headers
             if r.body != nil, r.header("Content-Type") == nil { hs.append(("Content-Type", "application/json")) }
             if !hs.isEmpty {
@@ -146,8 +154,9 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
             }
             byID[id] = BackendResponse(status: status, headers: hs, body: body)
         }
-        return try (1...max(1, requests.count)).prefix(requests.count).map { i in
-            guard let r = byID[String(i)] else { throw BackendError.badResponse("the $batch response has no answer for request \(i)") }
+        return try requests.enumerated().map { i, request in
+            let id = request.id ?? String(i + 1)
+            guard let r = byID[id] else { throw BackendError.badResponse("the $batch response has no answer for request \(id)") }
             return r
         }
     }

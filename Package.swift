@@ -49,7 +49,7 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "QueryTests", dependencies: ["Query", "Storage", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Storage", "Query", "CLMDB", "offline-store", "TestSupport",
+        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Remote", "Storage", "Query", "CLMDB", "offline-store", "TestSupport",
                                                                .product(name: "AsyncHTTPClient", package: "async-http-client")], swiftSettings: strict),
     ]
 )

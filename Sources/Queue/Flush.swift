@@ -218,9 +218,10 @@ package struct Flush: Sendable {
         let etags = ServerETags(store: queue.store)
         var out: [Outgoing] = []
         var position: [Int64: Int] = [:]
-        for (id, group, preds) in ids {
+        for (id, group, preds, ifMatch) in ids {
             let r = try queue.markSent(t, id: id, at: now)
-            var request = try Self.request(r, queue: queue, etag: try etags.get(t.reader, set: r.entitySet, keyBytes: r.keyBytes))
+            let etag = ifMatch ? try etags.get(t.reader, set: r.entitySet, keyBytes: r.keyBytes) : nil
+            var request = try Self.request(r, queue: queue, etag: etag)
             request.group = group
             request.id = String(id)
             request.dependsOn = preds.filter { position[$0] != nil && out[position[$0]!].request.group.map { $0 != group } ?? true }.map(String.init)
@@ -230,8 +231,16 @@ package struct Flush: Sendable {
         return out
     }
 
-    /// The ids of the next round, in order, each with its atomicity group and its predecessors.
-    static func plan(_ t: ReadView, queue: RequestQueue, options: Options) throws -> [(Int64, String?, [Int64])] {
+    /// The ids of the next round, in order, each with its atomicity group, its predecessors, and
+    /// whether it goes with `If-Match` (the ETag held).
+    ///
+    /// A change of an entity whose ETag the store holds never goes in the round trip of an earlier
+    /// change of the same entity: its `If-Match` would carry the ETag from before that change, and
+    /// the service would refuse it (412). It goes in the next one, when the answer to the earlier
+    /// one has brought the new ETag. In a change set (one atomicity group, all or nothing, nothing
+    /// in between) it goes along without `If-Match`: the first change of the entity checks it.
+    static func plan(_ t: ReadView, queue: RequestQueue, options: Options) throws -> [(Int64, String?, [Int64], Bool)] {
+        let etags = ServerETags(store: queue.store)
         var all: [Int64: RequestRecord] = [:]
         var order: [Int64] = []
         try queue.records.scan(t) { p in
@@ -259,13 +268,21 @@ package struct Flush: Sendable {
         }
         func localCreate(_ id: Int64) -> Bool { all[id].map { $0.method == .create && $0.localKey } ?? false }
 
-        var batch: [(Int64, String?, [Int64])] = []
+        var batch: [(Int64, String?, [Int64], Bool)] = []
         var inBatch: Set<Int64> = []
         var visitedTransactions: Set<String> = []
         /// Whether `r` can go in this round after `staged` (more of its own group): every
         /// predecessor is done, or goes before it in this round and is not a create with a local key.
         func ready(_ preds: [Int64], staged: Set<Int64> = []) -> Bool {
             preds.allSatisfy { p in (inBatch.contains(p) || staged.contains(p)) && !localCreate(p) }
+        }
+        /// Whether an earlier change of `r`'s entity is in this round.
+        func followsInRound(_ r: RequestRecord, staged: Set<Int64> = []) -> Bool {
+            (chains[RequestQueue.entityPrefix(set: r.entitySet, keyBytes: r.keyBytes)] ?? []).contains { $0 < r.id && (inBatch.contains($0) || staged.contains($0)) }
+        }
+        func hasETag(_ r: RequestRecord) throws -> Bool {
+            guard r.method != .create else { return false }
+            return try etags.get(t, set: r.entitySet, keyBytes: r.keyBytes) != nil
         }
         for id in order {
             if batch.count >= options.batchSize { break }
@@ -279,28 +296,29 @@ package struct Flush: Sendable {
                 // A change set once sent goes again exactly as it went: its sent members.
                 if members.contains(where: { all[$0]!.status == .sent }) { members = members.filter { all[$0]!.status == .sent } }
                 let memberSet = Set(members)
-                var stage: [(Int64, [Int64])] = []
+                var stage: [(Int64, [Int64], Bool)] = []
                 var staged: Set<Int64> = []
                 var blocked = false
                 for m in members {
                     let preds = predecessors(all[m]!)
                     if preds.contains(where: { !memberSet.contains($0) && !inBatch.contains($0) }) { blocked = true; break }
                     if ready(preds, staged: staged) {
-                        stage.append((m, preds))
+                        stage.append((m, preds, !followsInRound(all[m]!, staged: staged)))
                         staged.insert(m)
                     }
                 }
                 if blocked || stage.isEmpty { continue }
                 if !batch.isEmpty && batch.count + stage.count > options.batchSize { break }
                 let group = "t\(stage[0].0)"
-                for (m, preds) in stage {
-                    batch.append((m, group, preds))
+                for (m, preds, ifMatch) in stage {
+                    batch.append((m, group, preds, ifMatch))
                     inBatch.insert(m)
                 }
             } else {
                 let preds = predecessors(r)
                 guard ready(preds) else { continue }
-                batch.append((id, nil, preds))
+                if followsInRound(r), try hasETag(r) { continue }
+                batch.append((id, nil, preds, true))
                 inBatch.insert(id)
             }
         }

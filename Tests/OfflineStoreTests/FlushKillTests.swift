@@ -12,12 +12,13 @@ import Storage
 /// applied twice would meet 409, 404 or 412 and land in ErrorArchive — which stays empty. Every
 /// few rounds a flush runs to the end: the offline store then equals the service's store, entity
 /// for entity, and the service's repeatability records are exactly the requests that left the
-/// queue (one each). `FLUSH_KILL_ROUNDS` (default 24) and `FLUSH_KILL_SECONDS` (default 60) raise it.
+/// queue (one each). It runs until `FLUSH_KILLS` (default 24) flushes were killed or
+/// `FLUSH_KILL_SECONDS` (default 60) passed; set both to raise it.
 @Suite(.checksStores) struct FlushKillTests {
     @Test func aFlushKilledAtRandomAppliesEveryChangeExactlyOnce() async throws {
         var rng = SeededRandom(seed: testSeed("aFlushKilledAtRandomAppliesEveryChangeExactlyOnce"))
         let env = ProcessInfo.processInfo.environment
-        let rounds = env["FLUSH_KILL_ROUNDS"].flatMap(Int.init) ?? 24
+        let kills = env["FLUSH_KILLS"].flatMap(Int.init) ?? 24
         let seconds = env["FLUSH_KILL_SECONDS"].flatMap(Double.init) ?? 60
         let (served, path): (String, String) = try {
             let (served, store) = try FlushFixture.pair(notes: true, optimize: true)
@@ -28,7 +29,7 @@ import Storage
         var totals = (kills: 0, finished: 0, changes: 0, sentLeft: 0, ackedByKilled: 0, completions: 0)
         let start = Date()
         var round = 0
-        while round < rounds && (Date().timeIntervalSince(start) < seconds || totals.kills < 20) {
+        while totals.kills < kills && Date().timeIntervalSince(start) < seconds {
             // 1. Local changes.
             let before: [Int64: String]
             do {
@@ -38,7 +39,7 @@ import Storage
             }
             // 2. A flush, killed at a random instant (or done before it).
             let pid = try Self.spawn(["flush", "--store", path, "--service", server.url, "--batch-size", "2", "--no-reconcile"])
-            try await Task.sleep(for: .milliseconds(Int.random(in: 5...400, using: &rng)))
+            try await Task.sleep(for: .milliseconds(Int.random(in: 5...250, using: &rng)))
             kill(pid, SIGKILL)
             var status: Int32 = 0
             while waitpid(pid, &status, WNOHANG) == 0 { try await Task.sleep(for: .milliseconds(2)) }
@@ -57,7 +58,7 @@ import Storage
             totals.sentLeft += try FlushFixture.queue(store).filter { $0.status == .sent }.count
             if !report.isConsistent || !errors.isEmpty { break }
             // 4. Now and then, and at the end: a flush to the end, and the two stores compared.
-            if round % 6 == 5 || round == rounds - 1 {
+            if round % 6 == 5 || totals.kills >= kills || Date().timeIntervalSince(start) >= seconds {
                 totals.completions += 1
                 let queued = try Self.queued(store)
                 let done = try await store.flush(serviceRoot: server.url, category: nil, batchSize: 3, headers: [], reconcile: false, progress: nil)
@@ -72,7 +73,7 @@ import Storage
         }
         #expect(await server.stop() == 0)
         print("flush kill test: \(round) rounds, \(totals.kills) flushes killed, \(totals.finished) done before the kill; \(totals.changes) local changes, \(acknowledged.count) requests applied once each (\(totals.ackedByKilled) settled by flushes later killed); a request was left sent by a kill \(totals.sentLeft) times; \(totals.completions) full comparisons; \(String(format: "%.1f", Date().timeIntervalSince(start))) s")
-        #expect(totals.kills >= min(20, rounds))
+        #expect(totals.kills >= min(20, kills), "too few kills in \(seconds) s")
         #expect(totals.sentLeft > 0, "no kill hit a request in flight: the test proves little")
     }
 

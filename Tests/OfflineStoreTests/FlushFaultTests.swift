@@ -110,13 +110,25 @@ import Samples
             return records.map { Flush.Outgoing(record: $0, request: BackendRequest(method: $0.method.rawValue, url: "")) }
         }())
         #expect(work.count == 7)
-        let result = try Self.inject(template: marked, name: "settle") { store in
-            let settled = try Self.settle(store, work)
-            #expect(settled.succeeded.count == 5 && settled.archived.count == 2 && settled.stop == nil, "\(settled)")
-            #expect(try store.get(set: "Notes", key: [.int(900)]) != nil)
-            #expect(try store.get(set: "Tags", key: [.string("red")])?["NoteID"] == .int(900))
-        }
+        // What settling does, on a copy.
+        let probe = try QueueFaultTests.copy(marked)
+        let settled = try Self.settle(probe, work)
+        #expect(settled.succeeded.count == 5 && settled.archived.count == 2 && settled.stop == nil, "\(settled)")
+        #expect(try probe.get(set: "Notes", key: [.int(900)]) != nil && probe.get(set: "Notes", key: [.int(-1)]) == nil)
+        #expect(try probe.get(set: "Tags", key: [.string("red")])?["NoteID"] == .int(900), "the local key rewritten in a foreign key")
+        #expect(try probe.serverETag(set: "Notes", key: [.int(900)]) == #"W/"n900""#)
+        #expect(try probe.serverETag(set: "Notes", key: [.int(2)]) == nil)
+        #expect(try FlushFixture.queue(probe).map(\.id) == [2, 7, 8])
+        // Settling again finds nothing left to settle.
+        #expect(try Self.settle(probe, work) == Flush.Settled())
+        let result = try Self.inject(template: marked, name: "settle") { store in _ = try Self.settle(store, work) }
         #expect(result.injected == result.trials)
+    }
+
+    /// The lines only in `expected` (−) and only in `actual` (+).
+    static func diff(_ expected: [String], _ actual: [String]) -> String {
+        let a = Set(expected), b = Set(actual)
+        return (a.subtracting(b).sorted().map { "− " + $0 } + b.subtracting(a).sorted().map { "+ " + $0 }).joined(separator: "\n")
     }
 
     /// Fails every call of `body` in turn on copies of `template`; returns the counts.
@@ -145,11 +157,12 @@ import Samples
                 switch result {
                 case .success:
                     recovered += 1
-                    #expect(now == after, "\(context): succeeded but the store is not as after it")
+                    #expect(now == after, "\(context): succeeded but the store is not as after it: \(Self.diff(after, now))")
                 case .failure:
-                    #expect(now == before, "\(context): failed but the store changed")
+                    #expect(now == before, "\(context): failed but the store changed: \(Self.diff(before, now))")
                     try body(store)
-                    #expect(try Self.state(store) == after, "\(context): run again, it did not land")
+                    let again = try Self.state(store)
+                    #expect(again == after, "\(context): run again, it did not land: \(Self.diff(after, again))")
                 }
             }
         }

@@ -26,15 +26,18 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     package let backoff: Duration
     private let client: HTTPClient
 
+    /// `connectTimeout` bounds how long a request waits for a connection: AsyncHTTPClient keeps
+    /// retrying a refused connection until then, so it is also how long a service that is down
+    /// takes to be reported.
     package init(serviceRoot: String, headers: [(String, String)] = [], timeout: TimeAmount = .seconds(60),
-                 retries: Int = 3, backoff: Duration = .milliseconds(200)) {
+                 retries: Int = 3, backoff: Duration = .milliseconds(200), connectTimeout: TimeAmount = .seconds(10)) {
         self.serviceRoot = serviceRoot.hasSuffix("/") ? serviceRoot : serviceRoot + "/"
         self.headers = headers
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
         client = HTTPClient(eventLoopGroupProvider: .singleton,
-                            configuration: .init(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10))))
+                            configuration: .init(redirectConfiguration: .disallow, timeout: .init(connect: connectTimeout)))
     }
 
     /// Closes the connection pool; call once, when done.

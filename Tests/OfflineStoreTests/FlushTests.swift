@@ -159,7 +159,11 @@ import Storage
         try await store.update(set: "Products", key: [.string("HT-1002")], changes: ["Name": .string("x")])
         let queued = try FlushFixture.queue(store)
         // No server at all: a transport error, nothing settled, the queue as it was (now sent).
-        let nobody = try await store.flush(serviceRoot: "http://127.0.0.1:9/", batchSize: 3)
+        // (A short connect timeout: a refused connection is retried until it passes.)
+        func backend(_ url: String) -> HTTPBackend { HTTPBackend(serviceRoot: url, connectTimeout: .seconds(1)) }
+        let down = backend("http://127.0.0.1:9/")
+        let nobody = try await store.flush(backend: down, batchSize: 3)
+        try await down.shutdown()
         #expect(nobody.stopped != nil && nobody.succeeded == 0 && nobody.sent == 3 && nobody.left == 8, "\(nobody)")
         let after = try FlushFixture.queue(store)
         #expect(after.map(\.id) == queued.map(\.id))
@@ -167,7 +171,9 @@ import Storage
         #expect(after.dropFirst(3).allSatisfy { $0.status == .pending })
         // A server killed after the first round trip's answer.
         let first = try await ServerProcess.start(store: served)
-        let killed = try await store.flush(serviceRoot: first.url, batchSize: 3, progress: { r in if r.roundTrips == 1 { first.kill() } })
+        let dying = backend(first.url)
+        let killed = try await store.flush(backend: dying, batchSize: 3, progress: { r in if r.roundTrips == 1 { first.kill() } })
+        try await dying.shutdown()
         #expect(killed.stopped != nil && killed.succeeded == 3 && killed.left == 5, "\(killed)")
         let resent = try FlushFixture.queue(store)
         #expect(resent.first?.attempts == 1, "the first request of the next round was marked before it failed")

@@ -328,6 +328,84 @@ import Storage
         #expect(await server.stop() == 0)
     }
 
+    @Test func serveAnswersARepeatedRequestOfABatchFromItsRecordAndAssignsComputedKeys() async throws {
+        let (served, _) = try FlushFixture.pair(notes: true)
+        try await withServer(served) { http, _ in
+            let id = UUID().uuidString
+            let batch = """
+                {"requests":[{"id":"1","method":"POST","url":"Notes","headers":{"Content-Type":"application/json","Repeatability-Request-ID":"\(id)"},"body":{"Title":"keyless"}},
+                             {"id":"2","method":"POST","url":"Tags","body":{"TagID":"x","Label":"x"}}]}
+                """
+            let first = try await http.send(.POST, "$batch", body: batch)
+            let again = try await http.send(.POST, "$batch", body: batch)
+            let a = try #require((first.object["responses"] as? [[String: Any]]))
+            let b = try #require((again.object["responses"] as? [[String: Any]]))
+            #expect(a[0]["status"] as? Int == 201 && b[0]["status"] as? Int == 201)
+            #expect((a[0]["headers"] as? [String: String])?["repeatability-result"] == "accepted")
+            #expect((b[0]["headers"] as? [String: String])?["repeatability-result"] == "replayed")
+            let key = try #require((a[0]["body"] as? [String: Any])?["NoteID"] as? Int)
+            #expect(key > 0 && (b[0]["body"] as? [String: Any])?["NoteID"] as? Int == key, "the same answer, the same key")
+            #expect(b[1]["status"] as? Int == 409, "a request without the header runs again")
+            #expect(Int(try await http.get("Notes/$count").text) == 4)
+        }
+    }
+
+    @Test func checkFindsDamagedETagsAndRecords() async throws {
+        let store = try makeSampleStore()
+        let etags = ServerETags(store: store.entities)
+        let h = try store.entities.set("Products")
+        let good = try h.encodeKey([.string("HT-1000")])
+        let db = store.entities.serverETags
+        try await store.entities.write { t in
+            try etags.put(t, set: "Products", keyBytes: good, etag: #"W/"ok""#)
+            _ = try t.put(db, ServerETags.key(set: "Nope", keyBytes: good), Array("W/\"x\"".utf8))
+            _ = try t.put(db, ServerETags.key(set: "Products", keyBytes: good + [1]), Array("W/\"x\"".utf8))
+            _ = try t.put(db, ServerETags.key(set: "BusinessPartners", keyBytes: try KeyCodec.encode([.string("0100000000")])), [0x57, 0x0A])
+        }
+        var problems = try store.check().problems
+        #expect(problems.count == 3, "\(problems)")
+        #expect(problems.contains { $0.contains("'Nope' is not one of the service's entity sets") })
+        #expect(problems.contains { $0.contains("not one key of that set") })
+        #expect(problems.contains { $0.contains("cannot be sent as an If-Match header") })
+        try await store.entities.write { t in _ = try t.clear(db); try etags.put(t, set: "Products", keyBytes: good, etag: #"W/"ok""#) }
+        #expect(try store.check().isConsistent)
+        #expect(try store.serverETag(set: "Products", key: [.string("HT-1000")]) == #"W/"ok""#)
+        // A request record with a first-sent time but no attempt.
+        try await store.update(set: "Products", key: [.string("HT-1000")], changes: ["Name": .string("x")])
+        let records = try store.entities.set(SystemSets.requestQueue)
+        try await store.entities.write { t in
+            var p = try records.get(t.reader, key: [.int(1)])!
+            p["FirstSentAt"] = .dateTimeOffset(.now)
+            try records.upsert(t, p)
+        }
+        problems = try store.check().problems
+        #expect(problems == ["RequestQueue: request 1 has a FirstSentAt but was never sent"])
+        try await store.entities.write { t in
+            var p = try records.get(t.reader, key: [.int(1)])!
+            p["FirstSentAt"] = nil
+            try records.upsert(t, p)
+        }
+    }
+
+    @Test func aRecordWrittenBeforeFirstSentAtReadsAsNeverSent() async throws {
+        let store = try makeSampleStore()
+        try await store.update(set: "Products", key: [.string("HT-1000")], changes: ["Name": .string("x")])
+        let records = try store.entities.set(SystemSets.requestQueue)
+        // The row as the previous format wrote it: without the last property.
+        let old = RowCodec(schema: store.schema, properties: Array(records.type.properties.dropLast()))
+        let row = try store.entities.read { t in try records.get(t, key: [.int(1)])! }
+        let bytes = old.encode(row)
+        let keyBytes = try records.encodeKey([.int(1)])
+        try await store.entities.write { t in _ = try t.put(records.entities, keyBytes, bytes) }
+        let r = try #require(try FlushFixture.queue(store).first)
+        #expect(r.firstSentAt == nil && r.status == .pending && r.method == .update)
+        let marked = try await store.entities.write { t in try store.requestQueue.markSent(t, id: 1, at: Self.at) }
+        #expect(marked.firstSentAt == Self.at && marked.attempts == 1)
+        #expect(Flush.imfDate(Self.at) == "Tue, 14 Nov 2023 22:13:20 GMT")
+    }
+
+    static let at = EDMDateTimeOffset(ticks: 1_700_000_000 * ticksPerSecond)
+
     /// Runs `body` with a started server's URL; stops it after.
     func withServerFlush<R: Sendable>(_ served: String, _ body: (String) async throws -> R) async throws -> R {
         let server = try await ServerProcess.start(store: served)

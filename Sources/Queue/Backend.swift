@@ -8,7 +8,8 @@ package protocol Backend: Sendable {
     /// refused or reset, timeout): the request may or may not have been applied.
     func send(_ request: BackendRequest) async throws -> BackendResponse
     /// Sends `requests` as one JSON `$batch` (OData 4.01); requests with the same `group` form one
-    /// atomicity group. One response per request, in order. Throws as `send` does.
+    /// atomicity group. One response per request, in order. Throws as `send` does, and
+    /// `BackendError.badResponse` when the `$batch` itself is not answered 200.
     func batch(_ requests: [BackendRequest], headers: [(String, String)]) async throws -> [BackendResponse]
 }
 

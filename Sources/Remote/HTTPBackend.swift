@@ -136,8 +136,10 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         out.append("]}")
         let response = try await send(BackendRequest(method: "POST", url: "$batch", headers: extra + [("Content-Type", "application/json")], body: out.bytes))
         guard response.status == 200 else {
-            if response.status >= 400 { return Array(repeating: response, count: requests.count) }
-            throw BackendError.badResponse("$batch answered \(response.status)")
+            // The batch itself was refused (401, 413, 5xx, …): no request of it ran, and none of
+            // them is at fault.
+            let text = String(decoding: response.body.prefix(300), as: UTF8.self)
+            throw BackendError.badResponse("the service answered the $batch itself with \(response.status)\(text.isEmpty ? "" : ": " + text)")
         }
         guard case .array(let items)? = try JSON.parse(response.body)["responses"] else {
             throw BackendError.badResponse("a $batch response without \"responses\"")

@@ -187,6 +187,21 @@ import Storage
         #expect(outcomes == [.string("failed"), .string("failed"), .string("succeeded")])
     }
 
+    @Test func aBatchRefusedAsAWholeStopsTheFlushAndArchivesNothing() async throws {
+        let (served, store) = try FlushFixture.pair()
+        try await store.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("x")])
+        try await store.update(set: "Products", key: [.string("HT-1002")], changes: ["Name": .string("y")])
+        let report = try await withServerFlush(served) { url in
+            // An Accept the service cannot satisfy: the $batch itself is answered 406.
+            let refused = try await store.flush(serviceRoot: url, headers: [("Accept", "application/xml")])
+            #expect(refused.stopped?.contains("406") == true && refused.archived == 0 && refused.left == 2, "\(refused)")
+            #expect(try FlushFixture.errors(store).isEmpty)
+            return try await store.flush(serviceRoot: url)
+        }
+        #expect(report.succeeded == 2 && report.stopped == nil)
+        try FlushFixture.expectInSync(store, served)
+    }
+
     @Test func anAnswerLostIsReplayedByTheServiceNotAppliedTwice() async throws {
         let (served, store) = try FlushFixture.pair(notes: true)
         try await store.create(set: "Notes", entity: ["Title": .string("once")])                       // a key the service assigns

@@ -52,7 +52,7 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "QueryTests", dependencies: ["Query", "Storage", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Storage", "Query", "CLMDB", "offline-store", "TestSupport", "FuzzTargets",
+        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Remote", "Storage", "Query", "CLMDB", "offline-store", "TestSupport", "FuzzTargets",
                                                                .product(name: "AsyncHTTPClient", package: "async-http-client")], swiftSettings: strict),
     ]
 )

@@ -8,7 +8,8 @@ package protocol Backend: Sendable {
     /// refused or reset, timeout): the request may or may not have been applied.
     func send(_ request: BackendRequest) async throws -> BackendResponse
     /// Sends `requests` as one JSON `$batch` (OData 4.01); requests with the same `group` form one
-    /// atomicity group. One response per request, in order. Throws as `send` does.
+    /// atomicity group. One response per request, in order. Throws as `send` does, and
+    /// `BackendError.badResponse` when the `$batch` itself is not answered 200.
     func batch(_ requests: [BackendRequest], headers: [(String, String)]) async throws -> [BackendResponse]
 }
 
@@ -19,13 +20,21 @@ package struct BackendRequest: Sendable {
     package var body: [UInt8]?
     /// The atomicity group of the request inside a `$batch` (nil: none).
     package var group: String?
+    /// Its `id` inside a `$batch` (nil: its position, 1-based). Ids must be unique in a batch.
+    package var id: String?
+    /// Inside a `$batch`: the ids of earlier requests (or groups) that must succeed first; the
+    /// service answers 424 without running this one when one of them failed.
+    package var dependsOn: [String]
 
-    package init(method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, group: String? = nil) {
+    package init(method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, group: String? = nil,
+                 id: String? = nil, dependsOn: [String] = []) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.group = group
+        self.id = id
+        self.dependsOn = dependsOn
     }
 
     package func header(_ name: String) -> String? {

@@ -23,15 +23,18 @@ extension RequestQueue {
     /// ErrorArchive entry; so do its dependents — later requests of the same entity, and requests
     /// that need it (a child's create under a refused parent) — each with `CausedBy` = `id`.
     /// They stay in the queue, out of flush's way, until the entry is resolved.
+    /// With `causedBy`, request `id` itself is archived as a dependent of that request (with
+    /// `error` as its status and message: a member of a refused change set, say).
     /// Returns the ids archived.
     @discardableResult
-    package func archive(_ t: WriteView, id: Int64, error: ServiceError) throws -> [Int64] {
+    package func archive(_ t: WriteView, id: Int64, error: ServiceError, causedBy: Int64? = nil) throws -> [Int64] {
         guard let failed = try record(t.reader, id: id) else { throw EntityError.notFound(set: SystemSets.requestQueue, key: String(id)) }
         var archived: [Int64] = []
-        var queue: [(RequestRecord, Int64?)] = [(failed, nil)]
+        var queue: [(RequestRecord, Int64?)] = [(failed, causedBy)]
         var seen: Set<Int64> = []
         while !queue.isEmpty {
             let (r, cause) = queue.removeFirst()
+            let isRoot = r.id == id
             guard seen.insert(r.id).inserted else { continue }
             var marked = r
             marked.status = .error
@@ -44,7 +47,12 @@ extension RequestQueue {
             ]
             if let tag = r.customTag { row["CustomTag"] = .string(tag) }
             if let body = r.body { row["RequestBody"] = .string(body) }
-            if let cause {
+            if let cause, isRoot {
+                row["CausedBy"] = .int(cause)
+                row["HTTPStatusCode"] = .int(Int64(error.httpStatus))
+                row["Message"] = .string(error.message)
+                if let c = error.code { row["Code"] = .string(c) }
+            } else if let cause {
                 row["CausedBy"] = .int(cause)
                 row["Message"] = .string("not sent: it depends on request \(cause), which the service refused")
             } else {

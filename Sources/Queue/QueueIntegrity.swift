@@ -9,7 +9,11 @@ extension RequestQueue {
     /// - an entity whose last request is a delete is absent, any other with requests is present;
     /// - an entity has a server image in `base/` exactly when its first request is not a create,
     ///   and no image without requests;
-    /// - a request is in state `error` exactly when ErrorArchive has an entry for it.
+    /// - a request is in state `error` exactly when ErrorArchive has an entry for it;
+    /// - a request `sent` was sent at least once (`Attempts` > 0), and only one sent has a
+    ///   `FirstSentAt`;
+    /// - `etags` holds only entries of service entity sets' keys with sendable values
+    ///   (`ServerETags.check`).
     package func check(_ t: ReadView, maxProblems: Int = 100) throws -> [String] {
         var problems: [String] = []
         func problem(_ s: String) { if problems.count < maxProblems { problems.append(s) } }
@@ -24,6 +28,8 @@ extension RequestQueue {
             }
             if r.id > last { problem("RequestQueue: request \(r.id) is above the last id handed out (\(last))") }
             for d in r.dependencies where d >= r.id { problem("RequestQueue: request \(r.id) depends on a later request \(d)") }
+            if r.status == .sent && r.attempts < 1 { problem("RequestQueue: request \(r.id) is sent but has no attempt") }
+            if r.firstSentAt != nil && r.attempts < 1 { problem("RequestQueue: request \(r.id) has a FirstSentAt but was never sent") }
             guard let set = try? store.set(r.entitySet), !store.schema.isSystemSet(r.entitySet) else {
                 problem("RequestQueue: request \(r.id) names an unknown entity set '\(r.entitySet)'")
                 return true
@@ -113,6 +119,7 @@ extension RequestQueue {
                 }
             }
         }
+        for p in try ServerETags(store: store).check(t, maxProblems: maxProblems) { problem(p) }
         return problems
     }
 }

@@ -122,14 +122,18 @@ package struct RequestQueue: Sendable {
         try t.delete(store.byEntity, Self.byEntityKey(set: r.entitySet, keyBytes: r.keyBytes, id: r.id))
     }
 
-    /// Marks request `id` as sent (attempts + 1): from now on it is never merged, undone or
-    /// cancelled, and a retry carries the same repeatability id.
-    package func markSent(_ t: WriteView, id: Int64) throws {
+    /// Marks request `id` as sent (attempts + 1; `firstSentAt` = `at` on the first attempt, kept
+    /// after): from now on it is never merged, undone or cancelled, and a retry carries the same
+    /// repeatability id and first-sent time. Returns the record as marked.
+    @discardableResult
+    package func markSent(_ t: WriteView, id: Int64, at: EDMDateTimeOffset = .now) throws -> RequestRecord {
         guard var r = try record(t.reader, id: id) else { throw EntityError.notFound(set: SystemSets.requestQueue, key: String(id)) }
         let hasDependents = try chain(t.reader, set: r.entitySet, keyBytes: r.keyBytes).first { $0.id == id }?.hasDependents ?? false
         r.status = .sent
         r.attempts += 1
+        if r.firstSentAt == nil { r.firstSentAt = at }
         try put(t, r, hasDependents: hasDependents)
+        return r
     }
 
     /// Marks request `id` as having dependents (so it is never cancelled away under them).

@@ -69,6 +69,9 @@ package struct RequestRecord: Sendable, Hashable {
     package var nonMergeable: Bool
     /// The key was made locally; the service assigns the real one.
     package var localKey: Bool
+    /// When flush first sent the request (set by `markSent` on the first attempt, kept after):
+    /// its `Repeatability-First-Sent`. Nil until then, and in records written before the field.
+    package var firstSentAt: EDMDateTimeOffset?
 
     /// As a row of `RequestQueue`.
     package var properties: Properties {
@@ -87,6 +90,7 @@ package struct RequestRecord: Sendable, Hashable {
         if let transactionID { p["TransactionID"] = .string(transactionID) }
         if let uploadCategory { p["UploadCategory"] = .string(uploadCategory) }
         if !dependencies.isEmpty { p["Dependencies"] = .collection(dependencies.map { .int($0) }) }
+        if let firstSentAt { p["FirstSentAt"] = .dateTimeOffset(firstSentAt) }
         return p
     }
 
@@ -109,6 +113,7 @@ package struct RequestRecord: Sendable, Hashable {
         self.dependencies = dependencies
         self.nonMergeable = options.nonMergeable
         self.localKey = localKey
+        self.firstSentAt = nil
     }
 
     /// Reads a `RequestQueue` row back. Throws `EntityError.corruptRow`-style errors for a row that
@@ -158,6 +163,7 @@ package struct RequestRecord: Sendable, Hashable {
         self.dependencies = deps
         self.nonMergeable = p["NonMergeable"] == .bool(true)
         self.localKey = p["LocalKey"] == .bool(true)
+        if case .dateTimeOffset(let at)? = p["FirstSentAt"] { self.firstSentAt = at } else { self.firstSentAt = nil }
     }
 }
 

@@ -26,15 +26,18 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     package let backoff: Duration
     private let client: HTTPClient
 
+    /// `connectTimeout` bounds how long a request waits for a connection: AsyncHTTPClient keeps
+    /// retrying a refused connection until then, so it is also how long a service that is down
+    /// takes to be reported.
     package init(serviceRoot: String, headers: [(String, String)] = [], timeout: TimeAmount = .seconds(60),
-                 retries: Int = 3, backoff: Duration = .milliseconds(200)) {
+                 retries: Int = 3, backoff: Duration = .milliseconds(200), connectTimeout: TimeAmount = .seconds(10)) {
         self.serviceRoot = serviceRoot.hasSuffix("/") ? serviceRoot : serviceRoot + "/"
         self.headers = headers
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
         client = HTTPClient(eventLoopGroupProvider: .singleton,
-                            configuration: .init(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10))))
+                            configuration: .init(redirectConfiguration: .disallow, timeout: .init(connect: connectTimeout)))
     }
 
     /// Closes the connection pool; call once, when done.
@@ -98,12 +101,20 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         for (i, r) in requests.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
             out.append("{\"id\":")
-            out.appendString(String(i + 1))
+            out.appendString(r.id ?? String(i + 1))
             out.append(",\"method\":")
             out.appendString(r.method)
             out.append(",\"url\":")
             out.appendString(r.url)
             if let g = r.group { out.append(",\"atomicityGroup\":"); out.appendString(g) }
+            if !r.dependsOn.isEmpty {
+                out.append(",\"dependsOn\":[")
+                for (k, d) in r.dependsOn.enumerated() {
+                    if k > 0 { out.append(UInt8(ascii: ",")) }
+                    out.appendString(d)
+                }
+                out.append("]")
+            }
             var hs = r.headers
             if r.body != nil, r.header("Content-Type") == nil { hs.append(("Content-Type", "application/json")) }
             if !hs.isEmpty {
@@ -125,8 +136,10 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         out.append("]}")
         let response = try await send(BackendRequest(method: "POST", url: "$batch", headers: extra + [("Content-Type", "application/json")], body: out.bytes))
         guard response.status == 200 else {
-            if response.status >= 400 { return Array(repeating: response, count: requests.count) }
-            throw BackendError.badResponse("$batch answered \(response.status)")
+            // The batch itself was refused (401, 413, 5xx, …): no request of it ran, and none of
+            // them is at fault.
+            let text = String(decoding: response.body.prefix(300), as: UTF8.self)
+            throw BackendError.badResponse("the service answered the $batch itself with \(response.status)\(text.isEmpty ? "" : ": " + text)")
         }
         guard case .array(let items)? = try JSON.parse(response.body)["responses"] else {
             throw BackendError.badResponse("a $batch response without \"responses\"")
@@ -146,8 +159,9 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
             }
             byID[id] = BackendResponse(status: status, headers: hs, body: body)
         }
-        return try (1...max(1, requests.count)).prefix(requests.count).map { i in
-            guard let r = byID[String(i)] else { throw BackendError.badResponse("the $batch response has no answer for request \(i)") }
+        return try requests.enumerated().map { i, request in
+            let id = request.id ?? String(i + 1)
+            guard let r = byID[id] else { throw BackendError.badResponse("the $batch response has no answer for request \(id)") }
             return r
         }
     }

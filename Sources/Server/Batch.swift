@@ -92,11 +92,33 @@ struct Batch {
                 continue
             }
             do {
-                let (unitAnswers, replayed) = try await write(unit.map { items[$0] }, startIndex: i, root: root,
+                // A write unit is repeatable by the batch's Repeatability-Request-ID (recorded per
+                // unit), or else by the one its first request carries (OData 4.01 allows the
+                // headers on the requests of a batch): a client re-sending a request in another
+                // batch gets the answer it missed instead of a second application.
+                var unitRepeatability = repeatability.map { "\($0.id)#\(unitName)" }
+                var perRequest = false
+                if unitRepeatability == nil, items[i].header("Repeatability-Request-ID") != nil {
+                    var fields = HTTPFields()
+                    for (n, v) in items[i].headers { if let name = HTTPField.Name(n) { fields.append(HTTPField(name: name, value: v)) } }
+                    do {
+                        unitRepeatability = try Repeatability(fields, window: Double(store.configuration.repeatabilityWindowSeconds))?.id
+                    } catch {
+                        throw Failed(index: i, failure: ODataFailure(error))
+                    }
+                    perRequest = true
+                }
+                let written = try await write(unit.map { items[$0] }, startIndex: i, root: root,
                                                               references: Self.references(answers, items),
-                                                              repeatabilityID: repeatability.map { "\($0.id)#\(unitName)" },
+                                                              repeatabilityID: unitRepeatability,
                                                               representation: prefer.returnRepresentation)
-                replayedAny = replayedAny || replayed
+                var unitAnswers = written.0
+                let replayed = written.1
+                if perRequest {
+                    for k in unitAnswers.indices { unitAnswers[k].headers.append(("Repeatability-Result", replayed ? "replayed" : "accepted")) }
+                } else {
+                    replayedAny = replayedAny || replayed
+                }
                 for (k, a) in zip(unit, unitAnswers) { answers[k] = a }
             } catch let f as Failed {
                 for k in unit {

@@ -97,7 +97,8 @@ struct Writes {
     static func apply(_ op: WriteOp, _ tx: ServedTransaction, store: OfflineStore, root: String,
                       representation: Bool?) throws -> (response: RecordedResponse, entityURL: String?) {
         switch op {
-        case .create(let set, let entity):
+        case .create(let set, let given):
+            let entity = try assigningComputedKey(store, tx, set: set, given)
             let (stored, etag) = try tx.create(set: set, entity: entity)
             let url = try entityURL(store, set: set, entity: stored)
             var headers = [("Location", root + url), ("ETag", etag)]
@@ -117,6 +118,41 @@ struct Writes {
             try tx.delete(set: set, key: key, ifMatch: ifMatch)
             return (RecordedResponse(status: 204, headers: [], body: []), nil)
         }
+    }
+
+    /// `entity` with the key properties the service computes (`Core.Computed`, V2
+    /// `sap:creatable="false"`) that the client left out filled in: an integer gets a random
+    /// positive value no entity of the set has, a GUID a random (version 4) UUID. A value the
+    /// client gave is kept; other types of computed key are left to fail as a missing key.
+    static func assigningComputedKey(_ store: OfflineStore, _ tx: ServedTransaction, set name: String, _ entity: Properties) throws -> Properties {
+        let type = try store.entities.set(name).type
+        let missing = type.key.compactMap(type.property).filter { $0.computed && (entity[$0.name]?.isNull ?? true) }
+        if missing.isEmpty { return entity }
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<64 {
+            var out = entity
+            for p in missing {
+                switch p.type {
+                case .primitive(let prim) where prim.isInteger:
+                    guard let range = prim.integerRange, range.upperBound >= 1 else { return entity }
+                    out[p.name] = .int(Int64.random(in: 1...min(range.upperBound, Int64(Int32.max)), using: &rng))
+                case .primitive(.guid):
+                    var high: UInt64 = rng.next(), low: UInt64 = rng.next()
+                    high = (high & ~0xF000) | 0x4000
+                    low = (low & ~(UInt64(0xC) << 60)) | (UInt64(0x8) << 60)
+                    out[p.name] = .guid(EDMGuid(high: high, low: low))
+                default:
+                    return entity
+                }
+            }
+            var key: [Value] = []
+            for k in type.key {
+                guard let v = out[k], !v.isNull else { return out }  // another key property is missing: tx.create says so
+                key.append(v)
+            }
+            if try tx.get(set: name, key: key) == nil { return out }
+        }
+        throw ODataFailure(.serviceUnavailable, "no free key was found for a new entity of \(name); try again")
     }
 
     private static func changed(_ store: OfflineStore, set: String, stored: Properties, etag: String, root: String,

@@ -34,6 +34,9 @@ public enum SystemSets {
         Property(name: "Dependencies", type: .collection(.primitive(.int64))),
         Property(name: "NonMergeable", type: .primitive(.boolean), nullable: false),
         Property(name: "LocalKey", type: .primitive(.boolean), nullable: false),
+        // When flush first sent it (Repeatability-First-Sent); null until then. Added after the
+        // other properties, so records written before it read it as null.
+        Property(name: "FirstSentAt", type: .primitive(.dateTimeOffset)),
     ])
 
     /// A request the service refused, with SAP's ErrorArchive fields.

@@ -1,0 +1,77 @@
+import Queue
+import Remote
+import Storage
+import Synchronization
+
+/// What one flush did: requests sent, succeeded (of them reconciled), archived, round trips, why
+/// it stopped (nil when it ran to the end), requests left.
+public typealias FlushReport = Queue.FlushReport
+
+extension OfflineStore {
+    /// Uploads the request queue to the service at `serviceRoot` (default: the configuration's
+    /// `serviceRoot`), in request-id order, in JSON `$batch` round trips of up to `batchSize`
+    /// requests; with `category`, only the requests of that upload category. `headers` go with
+    /// every round trip (an `Authorization`, say). `progress` is called after each round trip.
+    ///
+    /// ```swift
+    /// let report = try await store.flush(headers: [("Authorization", "Bearer …")])
+    /// if let why = report.stopped { print("will retry: \(why)") }
+    /// ```
+    /// A refusal (a 4xx) does not throw: the request and its dependents go to ErrorArchive and
+    /// the rest goes on. A 5xx or a lost connection does not throw either: the flush stops, the
+    /// queue keeps what was not settled, and `report.stopped` says why; the next flush resumes.
+    /// Throws for no service root, a batch size below 1, a flush of this store already running in
+    /// this process, and errors of the store itself. See `Flush` for the algorithm.
+    public func flush(serviceRoot: String? = nil, category: String? = nil, batchSize: Int = 50, headers: [(String, String)] = [],
+                      progress: (@Sendable (FlushReport) -> Void)? = nil) async throws -> FlushReport {
+        try await flush(serviceRoot: serviceRoot, category: category, batchSize: batchSize, headers: headers, reconcile: true, progress: progress)
+    }
+
+    /// `flush(serviceRoot:…)` with reconciliation on or off (`offline-store flush --no-reconcile`,
+    /// hidden: for the kill test).
+    package func flush(serviceRoot: String?, category: String?, batchSize: Int, headers: [(String, String)], reconcile: Bool,
+                       progress: (@Sendable (FlushReport) -> Void)?) async throws -> FlushReport {
+        guard let root = serviceRoot ?? configuration.serviceRoot else {
+            throw EntityError.badInput("no service to flush to: give its URL (--service) or set serviceRoot in the store's configuration")
+        }
+        guard root.hasPrefix("http://") || root.hasPrefix("https://") else {
+            throw EntityError.badInput("the service root '\(root)' is not an http:// or https:// URL")
+        }
+        let backend = HTTPBackend(serviceRoot: root)
+        do {
+            let report = try await flush(backend: backend, category: category, batchSize: batchSize, headers: headers,
+                                         reconcile: reconcile, progress: progress)
+            try? await backend.shutdown()
+            return report
+        } catch {
+            try? await backend.shutdown()
+            throw error
+        }
+    }
+
+    /// `flush` against any `Backend` (tests use this). `reconcile: false` turns reconciliation off,
+    /// so a request the service applied twice shows up in ErrorArchive (the kill test's probe).
+    package func flush(backend: any Backend, category: String? = nil, batchSize: Int = 50, headers: [(String, String)] = [],
+                       reconcile: Bool = true, progress: (@Sendable (FlushReport) -> Void)? = nil) async throws -> FlushReport {
+        guard batchSize >= 1 else { throw EntityError.badInput("the batch size must be at least 1, not \(batchSize)") }
+        let path = self.path
+        guard Self.flushing.withLock({ $0.insert(path).inserted }) else {
+            throw EntityError.badInput("a flush of the store in '\(path)' is already running")
+        }
+        defer { _ = Self.flushing.withLock { $0.remove(path) } }
+        let options = Flush.Options(category: category, batchSize: batchSize, headers: headers, reconcile: reconcile, progress: progress)
+        return try await Flush(queue: requestQueue, backend: backend, options: options).run()
+    }
+
+    /// Stores with a flush running in this process, by path.
+    static let flushing = Mutex<Set<String>>([])
+
+    /// The ETag the service last gave for an entity (recorded by flush and refresh; sent as
+    /// `If-Match` when the entity's next change is flushed), or nil.
+    public func serverETag(set: String, key: [Value]) throws -> String? {
+        let h = try entities.set(set)
+        let keyBytes = try h.encodeKey(key)
+        let etags = ServerETags(store: entities)
+        return try entities.read { t in try etags.get(t, set: set, keyBytes: keyBytes) }
+    }
+}

@@ -1,0 +1,591 @@
+import Foundation
+import Storage
+
+/// What one flush did.
+public struct FlushReport: Sendable, Hashable, CustomStringConvertible {
+    /// Requests sent (a request sent again in a later round trip counts again).
+    public var sent = 0
+    /// Requests the service applied: they left the queue with the service's answer applied.
+    public var succeeded = 0
+    /// Of `succeeded`: requests sent again after an answer was lost that the service, not
+    /// honouring `Repeatability-Request-ID`, refused — and that were found already applied by
+    /// reading the entity back (see `Flush`).
+    public var reconciled = 0
+    /// Requests moved to ErrorArchive: refused by the service (a 4xx), and those depending on them.
+    public var archived = 0
+    /// `$batch` round trips.
+    public var roundTrips = 0
+    /// Why the flush stopped before the queue was done (a 5xx, no answer, an answer it could not
+    /// read); nil when it ran to the end. What was not settled stays queued for the next flush.
+    public var stopped: String?
+    /// Requests (of the flushed category) still in the queue and not in error afterwards: those
+    /// not settled when it stopped, and those waiting on a request outside the category.
+    public var left = 0
+
+    public init() {}
+
+    public var description: String {
+        var s = "sent \(sent), succeeded \(succeeded)"
+        if reconciled > 0 { s += " (\(reconciled) reconciled)" }
+        s += ", archived \(archived), left \(left), round trips \(roundTrips)"
+        if let stopped { s += "; stopped: \(stopped)" }
+        return s
+    }
+}
+
+/// The upload: the request queue sent to the service, in request-id order, in JSON `$batch`
+/// round trips, against a `Backend`.
+///
+/// Each round:
+/// 1. **plan and mark** (one write transaction): the next requests in id order whose
+///    predecessors — earlier requests of the same entity, and the creates they refer to — are
+///    done or in this round; never a request after a create with a local key (its URL or body
+///    gets the service's key only from that create's answer); requests sharing a transaction id
+///    as one atomicity group (a group once sent goes again as exactly the same group). They are
+///    marked `sent` (attempts + 1, `firstSentAt` on the first attempt) and read back in the same
+///    transaction, so a local change can never merge into a request on its way.
+/// 2. **send** as one `$batch`: each request with `Repeatability-Request-ID` (its repeatability
+///    id, the same on every attempt), `Repeatability-First-Sent`, `If-Match` with the ETag in
+///    `etags`, its custom headers, and `dependsOn` naming the predecessors in the same batch.
+/// 3. **judge** each answer: 2xx success; 424 dependent of a failure; 5xx, 401, 403, 407, 408, 429
+///    or no answer: stop (nothing is the request's fault); any other 4xx: refused — unless the
+///    request was sent before (its answer lost) and the service does not honour repeatability:
+///    then a create meeting 409 whose entity on the service equals what it sent, a delete meeting
+///    404, and a PATCH or PUT meeting 412 whose values are already there are successes
+///    (**reconciliation**, by reading the entity back).
+/// 4. **settle** (one write transaction): a success leaves the queue with the service's answer
+///    applied (`acknowledge`: its key — a local key is rewritten everywhere —, its properties)
+///    and its new ETag recorded; a refusal goes to ErrorArchive with its dependents; a request
+///    not settled stays `sent` and goes again, with the same repeatability id, next time.
+///
+/// A stop ends the flush after settling what was answered. An `EventLog` entry records each flush.
+package struct Flush: Sendable {
+    package struct Options: Sendable {
+        /// Only requests of this upload category (nil: all).
+        package var category: String?
+        /// Requests per `$batch` round trip (an atomicity group larger than this goes alone).
+        package var batchSize: Int
+        /// Sent with every round trip and every read (an `Authorization`, say).
+        package var headers: [(String, String)]
+        /// Whether a re-sent request refused as already applied is checked and taken as success.
+        package var reconcile: Bool
+        /// Called after each round trip with the report so far.
+        package var progress: (@Sendable (FlushReport) -> Void)?
+
+        package init(category: String? = nil, batchSize: Int = 50, headers: [(String, String)] = [], reconcile: Bool = true,
+                     progress: (@Sendable (FlushReport) -> Void)? = nil) {
+            self.category = category
+            self.batchSize = batchSize
+            self.headers = headers
+            self.reconcile = reconcile
+            self.progress = progress
+        }
+    }
+
+    package let queue: RequestQueue
+    package let backend: any Backend
+    package let options: Options
+
+    package init(queue: RequestQueue, backend: any Backend, options: Options) {
+        self.queue = queue
+        self.backend = backend
+        self.options = options
+    }
+
+    var store: EntityStore { queue.store }
+
+    /// One request on its way: the record as marked sent, and what goes over the wire.
+    package struct Outgoing: Sendable {
+        package var record: RequestRecord
+        package var request: BackendRequest
+    }
+
+    /// What an answer means for its request.
+    package enum Verdict: Sendable {
+        /// Applied: acknowledge with the service's image (nil: none came back) and ETag.
+        case success(image: Properties?, etag: String?, reconciled: Bool)
+        /// Refused (a 4xx): archive it and its dependents.
+        case refused(ServiceError)
+        /// Not applied because request `cause` of its atomicity group was refused: archive it as a
+        /// dependent of that one.
+        case refusedWith(cause: Int64, ServiceError)
+        /// 424: not run, a request it depends on failed. Archived already if that one was refused;
+        /// otherwise left queued.
+        case dependent(ServiceError)
+        /// Not settled (a 5xx, an answer that cannot be read, a member of a group that stopped):
+        /// stays queued and `sent`; the flush stops.
+        case stop(String)
+    }
+
+    /// What settling a round did.
+    package struct Settled: Sendable, Hashable {
+        package var succeeded: [Int64] = []
+        package var reconciled: [Int64] = []
+        package var archived: [Int64] = []
+        /// Requests answered but left queued (their reason, the first one).
+        package var left: [Int64] = []
+        package var stop: String?
+    }
+
+    // MARK: The whole flush
+
+    package func run() async throws -> FlushReport {
+        guard options.batchSize >= 1 else { throw EntityError.badInput("the batch size must be at least 1, not \(options.batchSize)") }
+        var report = FlushReport()
+        let started = EDMDateTimeOffset.now
+        do {
+            while true {
+                try Task.checkCancellation()
+                let round = try await prepare()
+                if round.isEmpty { break }
+                report.roundTrips += 1
+                report.sent += round.count
+                let responses: [BackendResponse]
+                do {
+                    responses = try await backend.batch(round.map(\.request), headers: options.headers)
+                } catch let e as BackendError {
+                    report.stopped = e.description
+                    break
+                }
+                let verdicts: [Verdict]
+                do {
+                    verdicts = try await judge(round, responses)
+                } catch let e as BackendError {
+                    report.stopped = e.description
+                    break
+                }
+                let settled = try await settle(round, verdicts)
+                report.succeeded += settled.succeeded.count
+                report.reconciled += settled.reconciled.count
+                report.archived += settled.archived.count
+                options.progress?(report)
+                if let stop = settled.stop {
+                    report.stopped = stop
+                    break
+                }
+                if settled.succeeded.isEmpty && settled.archived.isEmpty {
+                    report.stopped = "no request of the last round trip could be settled"
+                    break
+                }
+            }
+            report.left = try left()
+            try await log(report, started: started, outcome: report.stopped == nil ? "succeeded" : "failed")
+        } catch {
+            if let left = try? self.left() { report.left = left }
+            let outcome = error is CancellationError ? "cancelled" : "failed"
+            if report.stopped == nil { report.stopped = "\(error)" }
+            try? await log(report, started: started, outcome: outcome)
+            throw error
+        }
+        return report
+    }
+
+    /// Requests of the flushed category still queued and not in error.
+    package func left() throws -> Int {
+        let (queue, category) = (self.queue, options.category)
+        return try store.read { t in
+            var n = 0
+            try queue.records.scan(t) { p in
+                if let r = try? RequestRecord(p), r.status != .error, category == nil || r.uploadCategory == category { n += 1 }
+                return true
+            }
+            return n
+        }
+    }
+
+    func log(_ report: FlushReport, started: EDMDateTimeOffset, outcome: String) async throws {
+        let queue = self.queue
+        var details = report.description
+        if let c = options.category { details = "category \(c): " + details }
+        let (sent, text) = (report.sent, details)
+        try await store.write { t in
+            try queue.logEvent(t, type: "Upload", startedAt: started, finishedAt: .now, outcome: outcome, requests: sent, details: text)
+        }
+    }
+
+    // MARK: 1. Plan and mark
+
+    /// Plans the next round and marks its requests sent, in one write transaction.
+    package func prepare() async throws -> [Outgoing] {
+        let (queue, options) = (self.queue, self.options)
+        return try await store.write { t in try Self.prepare(t, queue: queue, options: options) }
+    }
+
+    /// The next round's requests (see `Flush`), marked sent in `t`, with what goes over the wire.
+    package static func prepare(_ t: WriteView, queue: RequestQueue, options: Options, now: EDMDateTimeOffset = .now) throws -> [Outgoing] {
+        let ids = try plan(t.reader, queue: queue, options: options)
+        if ids.isEmpty { return [] }
+        let etags = ServerETags(store: queue.store)
+        var out: [Outgoing] = []
+        var position: [Int64: Int] = [:]
+        for (id, group, preds, ifMatch) in ids {
+            let r = try queue.markSent(t, id: id, at: now)
+            let etag = ifMatch ? try etags.get(t.reader, set: r.entitySet, keyBytes: r.keyBytes) : nil
+            var request = try Self.request(r, queue: queue, etag: etag)
+            request.group = group
+            request.id = String(id)
+            request.dependsOn = preds.filter { position[$0] != nil && out[position[$0]!].request.group.map { $0 != group } ?? true }.map(String.init)
+            position[id] = out.count
+            out.append(Outgoing(record: r, request: request))
+        }
+        return out
+    }
+
+    /// The ids of the next round, in order, each with its atomicity group, its predecessors, and
+    /// whether it goes with `If-Match` (the ETag held).
+    ///
+    /// A change of an entity whose ETag the store holds never goes in the round trip of an earlier
+    /// change of the same entity: its `If-Match` would carry the ETag from before that change, and
+    /// the service would refuse it (412). It goes in the next one, when the answer to the earlier
+    /// one has brought the new ETag. In a change set (one atomicity group, all or nothing, nothing
+    /// in between) it goes along without `If-Match`: the first change of the entity checks it.
+    static func plan(_ t: ReadView, queue: RequestQueue, options: Options) throws -> [(Int64, String?, [Int64], Bool)] {
+        let etags = ServerETags(store: queue.store)
+        var all: [Int64: RequestRecord] = [:]
+        var order: [Int64] = []
+        try queue.records.scan(t) { p in
+            let r = try RequestRecord(p)
+            all[r.id] = r
+            order.append(r.id)
+            return true
+        }
+        order.sort()
+        func inFlush(_ r: RequestRecord) -> Bool {
+            r.status != .error && (options.category == nil || r.uploadCategory == options.category)
+        }
+        var chains: [[UInt8]: [Int64]] = [:]
+        var byTransaction: [String: [Int64]] = [:]
+        for id in order {
+            let r = all[id]!
+            chains[RequestQueue.entityPrefix(set: r.entitySet, keyBytes: r.keyBytes), default: []].append(id)
+            if let tx = r.transactionID, r.status != .error { byTransaction[tx, default: []].append(id) }
+        }
+        /// Requests that must be done before `r`: earlier ones of its entity, and the creates it
+        /// refers to — those still queued.
+        func predecessors(_ r: RequestRecord) -> [Int64] {
+            let chain = chains[RequestQueue.entityPrefix(set: r.entitySet, keyBytes: r.keyBytes)] ?? []
+            return Array(Set(chain.filter { $0 < r.id } + r.dependencies.filter { all[$0] != nil })).sorted()
+        }
+        func localCreate(_ id: Int64) -> Bool { all[id].map { $0.method == .create && $0.localKey } ?? false }
+
+        var batch: [(Int64, String?, [Int64], Bool)] = []
+        var inBatch: Set<Int64> = []
+        var visitedTransactions: Set<String> = []
+        /// Whether `r` can go in this round after `staged` (more of its own group): every
+        /// predecessor is done, or goes before it in this round and is not a create with a local key.
+        func ready(_ preds: [Int64], staged: Set<Int64> = []) -> Bool {
+            preds.allSatisfy { p in (inBatch.contains(p) || staged.contains(p)) && !localCreate(p) }
+        }
+        /// Whether an earlier change of `r`'s entity is in this round.
+        func followsInRound(_ r: RequestRecord, staged: Set<Int64> = []) -> Bool {
+            (chains[RequestQueue.entityPrefix(set: r.entitySet, keyBytes: r.keyBytes)] ?? []).contains { $0 < r.id && (inBatch.contains($0) || staged.contains($0)) }
+        }
+        func hasETag(_ r: RequestRecord) throws -> Bool {
+            guard r.method != .create else { return false }
+            return try etags.get(t, set: r.entitySet, keyBytes: r.keyBytes) != nil
+        }
+        for id in order {
+            if batch.count >= options.batchSize { break }
+            let r = all[id]!
+            guard inFlush(r), !inBatch.contains(id) else { continue }
+            if let tx = r.transactionID {
+                guard visitedTransactions.insert(tx).inserted else { continue }
+                var members = byTransaction[tx] ?? []
+                // A change set not wholly in this flush (another category) waits.
+                if members.contains(where: { !inFlush(all[$0]!) }) { continue }
+                // A change set once sent goes again exactly as it went: its sent members.
+                if members.contains(where: { all[$0]!.status == .sent }) { members = members.filter { all[$0]!.status == .sent } }
+                let memberSet = Set(members)
+                var stage: [(Int64, [Int64], Bool)] = []
+                var staged: Set<Int64> = []
+                var blocked = false
+                for m in members {
+                    let preds = predecessors(all[m]!)
+                    if preds.contains(where: { !memberSet.contains($0) && !inBatch.contains($0) }) { blocked = true; break }
+                    if ready(preds, staged: staged) {
+                        stage.append((m, preds, !followsInRound(all[m]!, staged: staged)))
+                        staged.insert(m)
+                    }
+                }
+                if blocked || stage.isEmpty { continue }
+                if !batch.isEmpty && batch.count + stage.count > options.batchSize { break }
+                let group = "t\(stage[0].0)"
+                for (m, preds, ifMatch) in stage {
+                    batch.append((m, group, preds, ifMatch))
+                    inBatch.insert(m)
+                }
+            } else {
+                let preds = predecessors(r)
+                guard ready(preds) else { continue }
+                if followsInRound(r), try hasETag(r) { continue }
+                batch.append((id, nil, preds, true))
+                inBatch.insert(id)
+            }
+        }
+        return batch
+    }
+
+    /// What goes over the wire for `r`.
+    static func request(_ r: RequestRecord, queue: RequestQueue, etag: String?) throws -> BackendRequest {
+        let set = try queue.store.set(r.entitySet)
+        let url: String
+        var body: [UInt8]? = nil
+        switch r.method {
+        case .create:
+            url = Self.percentEncoded(r.entitySet)
+            var props = try queue.body(of: r)
+            if r.localKey {
+                // The service assigns the key: leave out the local values.
+                for name in set.type.key {
+                    guard let v = props[name], let p = set.type.property(name) else { continue }
+                    if p.computed || Self.isLocalKeyValue(v) { props[name] = nil }
+                }
+            }
+            body = Array(queue.json(set, props).utf8)
+        case .update, .replace:
+            url = Self.percentEncoded("\(r.entitySet)(\(r.entityKey))")
+            body = r.body.map { Array($0.utf8) } ?? Array("{}".utf8)
+        case .delete:
+            url = Self.percentEncoded("\(r.entitySet)(\(r.entityKey))")
+        }
+        var headers: [(String, String)] = []
+        let ours: Set<String> = ["repeatability-request-id", "repeatability-first-sent", "if-match", "content-type"]
+        for (k, v) in r.customHeaders.sorted(by: { $0.key < $1.key }) where !ours.contains(k.lowercased()) { headers.append((k, v)) }
+        headers.append(("Repeatability-Request-ID", r.repeatabilityID.description))
+        headers.append(("Repeatability-First-Sent", Self.imfDate(r.firstSentAt ?? .now)))
+        if r.method != .create, let etag { headers.append(("If-Match", etag)) }
+        if r.method == .create, !headers.contains(where: { $0.0.lowercased() == "prefer" }) {
+            headers.append(("Prefer", "return=representation"))
+        }
+        return BackendRequest(method: r.method.rawValue, url: url, headers: headers, body: body)
+    }
+
+    /// Negative integers and strings starting with `~` are local keys (`fillLocalKey`).
+    static func isLocalKeyValue(_ v: Value) -> Bool {
+        switch v {
+        case .int(let i): i < 0
+        case .string(let s): s.hasPrefix("~")
+        default: false
+        }
+    }
+
+    static func percentEncoded(_ path: String) -> String {
+        path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path
+    }
+
+    /// An IMF-fixdate (RFC 9110 §5.6.7): `Sun, 06 Nov 1994 08:49:37 GMT`.
+    package static func imfDate(_ at: EDMDateTimeOffset) -> String {
+        var seconds = time_t(at.ticks / ticksPerSecond)
+        var tm = tm()
+        gmtime_r(&seconds, &tm)
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(days[Int(tm.tm_wday)]), \(two(tm.tm_mday)) \(months[Int(tm.tm_mon)]) \(tm.tm_year + 1900) \(two(tm.tm_hour)):\(two(tm.tm_min)):\(two(tm.tm_sec)) GMT"
+    }
+
+    // MARK: 3. Judge
+
+    /// What each answer means; reads entities back for reconciliation. Throws `BackendError`
+    /// when such a read gets no answer.
+    package func judge(_ round: [Outgoing], _ responses: [BackendResponse]) async throws -> [Verdict] {
+        guard responses.count == round.count else {
+            return round.map { _ in .stop("the service answered \(responses.count) requests of \(round.count)") }
+        }
+        var verdicts: [Verdict] = []
+        for (o, response) in zip(round, responses) {
+            verdicts.append(try await judge(o, response))
+        }
+        // Members of an atomicity group that failed: 424 for all but the one that failed.
+        var groups: [String: [Int]] = [:]
+        for (i, o) in round.enumerated() { if let g = o.request.group { groups[g, default: []].append(i) } }
+        for (_, members) in groups {
+            guard let failing = members.first(where: { if case .dependent = verdicts[$0] { false } else if case .success = verdicts[$0] { false } else { true } }) else { continue }
+            for m in members where m != failing {
+                guard case .dependent(let e) = verdicts[m] else { continue }
+                switch verdicts[failing] {
+                case .refused, .refusedWith:
+                    verdicts[m] = .refusedWith(cause: round[failing].record.id, ServiceError(
+                        httpStatus: e.httpStatus, code: e.code,
+                        message: "not applied: request \(round[failing].record.id) of the same change set (transaction \(round[m].record.transactionID ?? "")) was refused"))
+                default:
+                    verdicts[m] = .stop("request \(round[m].record.id) was not applied: its change set stopped at request \(round[failing].record.id)")
+                }
+            }
+        }
+        return verdicts
+    }
+
+    func judge(_ o: Outgoing, _ response: BackendResponse) async throws -> Verdict {
+        let r = o.record
+        let what = "request \(r.id) (\(r.method.rawValue) \(r.entitySet)(\(r.entityKey)))"
+        switch response.status {
+        case 200..<300:
+            return try await success(o, response)
+        case 424:
+            return .dependent(Self.serviceError(response))
+        case 401, 403, 407, 408, 429, 500...:
+            let e = Self.serviceError(response)
+            return .stop("\(what): the service answered \(response.status): \(e.message)")
+        case 400..<500:
+            let e = Self.serviceError(response)
+            if options.reconcile, r.attempts > 1, o.request.group == nil, let v = try await reconcile(o, response) { return v }
+            return .refused(e)
+        default:
+            return .stop("\(what): the service answered \(response.status), which flush does not expect")
+        }
+    }
+
+    /// A success: the service's image (from the body, or for a create without one from its
+    /// `Location`) and the new ETag.
+    func success(_ o: Outgoing, _ response: BackendResponse, reconciled: Bool = false) async throws -> Verdict {
+        let r = o.record
+        guard r.method != .delete else { return .success(image: nil, etag: nil, reconciled: reconciled) }
+        var body = response.body
+        var etag = response.header("ETag")
+        if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }), r.method == .create, r.localKey {
+            // The key the service gave is needed: read the entity it created.
+            guard let location = response.header("Location") ?? response.header("OData-EntityId") else {
+                return .stop("request \(r.id) (POST \(r.entitySet)): the service answered \(response.status) without the entity or its Location; its key is unknown")
+            }
+            let read = try await backend.send(BackendRequest(method: "GET", url: location, headers: options.headers))
+            guard read.status == 200 else {
+                return .stop("request \(r.id) (POST \(r.entitySet)): reading \(location) back answered \(read.status)")
+            }
+            body = read.body
+            etag = read.header("ETag") ?? etag
+        }
+        var image: Properties? = nil
+        if body.contains(where: { !($0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09) }) {
+            do {
+                let json = try JSON.parse(body)
+                if case .string(let tag)? = json["@odata.etag"], etag == nil { etag = tag }
+                let set = try store.set(r.entitySet)
+                image = try ValueJSON(schema: store.schema).properties(from: json, properties: set.type.properties,
+                                                                       navigation: Set(set.type.navigationProperties.map(\.name)), owner: r.entitySet)
+                // The answer is the whole entity only for a create or a PUT, or a PATCH answered with
+                // a representation; its key must be the request's unless the key was local.
+                let key = try set.keyValues(image!)
+                if try set.encodeKey(key) != r.keyBytes && !(r.method == .create && r.localKey) {
+                    return .stop("request \(r.id): the service answered with the entity \(r.entitySet)(\(set.describeKey(key))), not \(r.entitySet)(\(r.entityKey))")
+                }
+            } catch {
+                return .stop("request \(r.id): the service's answer (\(response.status)) cannot be read: \(error)")
+            }
+        } else if r.method == .create && r.localKey {
+            return .stop("request \(r.id) (POST \(r.entitySet)): the service's answer has no entity; its key is unknown")
+        }
+        return .success(image: image, etag: etag, reconciled: reconciled)
+    }
+
+    /// A re-sent request refused as if already applied, checked against the service: nil when it
+    /// is a true refusal.
+    func reconcile(_ o: Outgoing, _ response: BackendResponse) async throws -> Verdict? {
+        let r = o.record
+        switch (r.method, response.status) {
+        case (.delete, 404):
+            return .success(image: nil, etag: nil, reconciled: true)
+        case (.create, 409) where !r.localKey, (.update, 412), (.replace, 412):
+            let url = Self.percentEncoded("\(r.entitySet)(\(r.entityKey))")
+            let read = try await backend.send(BackendRequest(method: "GET", url: url, headers: options.headers))
+            guard read.status == 200 else { return nil }
+            let set = try store.set(r.entitySet)
+            guard let json = try? JSON.parse(read.body),
+                  let there = try? ValueJSON(schema: store.schema).properties(from: json, properties: set.type.properties,
+                                                                             navigation: Set(set.type.navigationProperties.map(\.name)), owner: r.entitySet)
+            else { return nil }
+            let sent = try queue.body(of: r)
+            for (k, v) in sent where (there[k] ?? .null) != v {
+                if v.isNull && (there[k] ?? .null).isNull { continue }
+                return nil
+            }
+            if r.method != .update {
+                // A create or PUT sent the whole entity: what it left out is null there.
+                for (k, v) in there where sent[k] == nil && !v.isNull && !set.type.key.contains(k) { return nil }
+            }
+            var answer = read
+            if answer.header("ETag") == nil, case .string(let tag)? = json["@odata.etag"] { answer.headers.append(("ETag", tag)) }
+            return try await success(o, answer, reconciled: true)
+        default:
+            return nil
+        }
+    }
+
+    /// The service's error as ErrorArchive keeps it (`{"error":{"code","message","innererror"}}`).
+    static func serviceError(_ response: BackendResponse) -> ServiceError {
+        var e = ServiceError(httpStatus: response.status, message: "HTTP \(response.status)")
+        guard let json = try? JSON.parse(response.body), let error = json["error"] else {
+            if !response.body.isEmpty { e.message = String(decoding: response.body.prefix(2000), as: UTF8.self) }
+            return e
+        }
+        if case .string(let c)? = error["code"] { e.code = c }
+        if case .string(let m)? = error["message"] { e.message = m }
+        if let inner = error["innererror"] ?? error["details"], inner != .null, inner != .array([]) { e.innerError = inner.text }
+        return e
+    }
+
+    // MARK: 4. Settle
+
+    /// Applies the verdicts of a round in one write transaction.
+    package func settle(_ round: [Outgoing], _ verdicts: [Verdict]) async throws -> Settled {
+        let queue = self.queue
+        let work = Array(zip(round.map(\.record), verdicts))
+        return try await store.write { t in try Self.settle(t, queue: queue, work) }
+    }
+
+    /// Applies each verdict, in order, in `t`.
+    package static func settle(_ t: WriteView, queue: RequestQueue, _ work: [(RequestRecord, Verdict)]) throws -> Settled {
+        var out = Settled()
+        var archived: Set<Int64> = []
+        let etags = ServerETags(store: queue.store)
+        func leave(_ id: Int64, _ why: String) {
+            out.left.append(id)
+            if out.stop == nil { out.stop = why }
+        }
+        for (sent, verdict) in work {
+            // The record as it is now: an earlier verdict may have archived it as a dependent.
+            guard let r = try queue.record(t.reader, id: sent.id), r.status == .sent else { continue }
+            switch verdict {
+            case .success(let image, let etag, let reconciled):
+                let chain = try queue.chain(t.reader, set: r.entitySet, keyBytes: r.keyBytes)
+                guard chain.first?.id == r.id else {
+                    leave(r.id, "request \(r.id) succeeded but an earlier request of its entity is not settled")
+                    continue
+                }
+                try queue.acknowledge(t, id: r.id, serverImage: image)
+                var keyBytes = r.keyBytes
+                if r.localKey, let image {
+                    let set = try queue.store.set(r.entitySet)
+                    keyBytes = try set.encodeKey(try set.keyValues(image))
+                }
+                if r.method == .delete {
+                    // Gone here and at the service: its ETag and its defining requests' entries go too.
+                    try Membership(store: queue.store).entityDeleted(t, set: r.entitySet, keyBytes: keyBytes)
+                } else if let etag, !etag.isEmpty, ServerETags.isHeaderValue(etag) {
+                    try etags.put(t, set: r.entitySet, keyBytes: keyBytes, etag: etag)
+                } else {
+                    try etags.delete(t, set: r.entitySet, keyBytes: keyBytes)  // the one held is stale now
+                }
+                out.succeeded.append(r.id)
+                if reconciled { out.reconciled.append(r.id) }
+            case .refused(let error):
+                for id in try queue.archive(t, id: r.id, error: error) { archived.insert(id) }
+            case .refusedWith(let cause, let error):
+                for id in try queue.archive(t, id: r.id, error: error, causedBy: cause) { archived.insert(id) }
+            case .dependent(let error):
+                leave(r.id, "request \(r.id) was not applied: \(error.message)")
+            case .stop(let why):
+                leave(r.id, why)
+            }
+        }
+        out.archived = archived.sorted()
+        return out
+    }
+}
+
+extension ServerETags {
+    static func isHeaderValue(_ s: String) -> Bool {
+        var s = s
+        return s.withUTF8 { isHeaderValue(UnsafeRawBufferPointer($0)) }
+    }
+}

@@ -1,0 +1,74 @@
+import ArgumentParser
+import Foundation
+import OfflineStore
+import Synchronization
+
+struct FlushCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "flush",
+        abstract: "Upload the request queue to the service, in $batch round trips, and print a one-line summary.",
+        discussion: """
+            Sends the pending requests in request-id order (only those of --category if given), each with its \
+            Repeatability-Request-ID, If-Match from the ETag the store holds, and its custom headers; applies \
+            each answer (new keys, ETags); moves refused requests (4xx) and their dependents to the ErrorArchive. \
+            A 5xx or a lost connection stops it with the queue intact: run it again.
+            Exit status: 0 when the flush ran to the end and nothing was refused; 1 when it stopped (5xx, no \
+            answer) or requests were archived ('offline-store errors' lists them), or on an error.
+            Example: offline-store flush --store s --service http://127.0.0.1:8080/ --header 'Authorization: Basic dXNlcjpwdw=='
+            """)
+    @OptionGroup var options: StoreOption
+    @Option(help: "The service root URL (default: serviceRoot of the store's configuration).") var service: String?
+    @Option(help: "Only the requests of this upload category.") var category: String?
+    @Option(help: "Requests per $batch round trip.") var batchSize = 50
+    @Option(name: .customLong("header"), help: "A header for every request, 'Name: value' (repeatable).") var headers: [String] = []
+    @Flag(help: .hidden) var noReconcile = false
+
+    func run() throws {
+        try runReportingErrors {
+            let parsed = try headers.map(Self.header)
+            guard batchSize >= 1 else { throw CLIError("--batch-size must be at least 1") }
+            let store = try OfflineStore.open(at: options.store)
+            let (service, category, batchSize, reconcile) = (service, category, batchSize, !noReconcile)
+            let onTTY = isatty(2) == 1
+            let result = Mutex<FlushReport?>(nil)
+            try blocking {
+                let report = try await store.flush(serviceRoot: service, category: category, batchSize: batchSize, headers: parsed,
+                                                   reconcile: reconcile, progress: { r in
+                                                       if onTTY { Output.note("\rflush: sent \(r.sent), succeeded \(r.succeeded), archived \(r.archived)") }
+                                                   })
+                result.withLock { $0 = report }
+            }
+            if onTTY { Output.note("\r\u{1B}[K") }
+            let report = result.withLock { $0 }!
+            try output("flush: \(report)")
+            if report.stopped != nil || report.archived > 0 { throw ExitCode.failure }
+        }
+    }
+
+    /// `Name: value` → (Name, value).
+    static func header(_ text: String) throws -> (String, String) {
+        guard let colon = text.firstIndex(of: ":") else { throw CLIError("--header '\(text)' is not 'Name: value'") }
+        let name = text[..<colon].trimmingCharacters(in: .whitespaces)
+        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        let token = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        guard !name.isEmpty, name.unicodeScalars.allSatisfy(token.contains) else { throw CLIError("--header '\(text)': '\(name)' is not a header name") }
+        guard !value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
+            throw CLIError("--header '\(name)': the value has a control character")
+        }
+        return (name, value)
+    }
+}
+
+struct Events: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the EventLog (the last 100 uploads and downloads) as OData JSON, oldest first.")
+    @OptionGroup var options: StoreOption
+
+    func run() throws {
+        try runReportingErrors {
+            let store = try OfflineStore.open(at: options.store, readOnly: true)
+            try store.query("EventLog?$orderby=EventID", writeBytes: { try Output.write($0, to: 1) })
+            try output("")
+        }
+    }
+}

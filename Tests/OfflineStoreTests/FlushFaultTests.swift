@@ -1,0 +1,174 @@
+#if DEBUG  // the fault hook exists in debug builds only
+import CLMDB
+import Foundation
+import Testing
+@testable import OfflineStore
+import Samples
+@testable import Queue
+@testable import Storage
+
+/// Flush's two transactions as claims tested, not assumed: every `mdb_*` call of the one that
+/// plans a round and marks its requests sent, and of the one that settles the answers
+/// (acknowledge: the record goes, the answer — key, properties, ETag — is applied, a local key is
+/// rewritten everywhere; refusals archived with their dependents), is made to fail in turn with
+/// each error LMDB can give on a write path. After each: `check` passes, and the store is exactly
+/// as before the transaction (every request still queued, as it was) or exactly as after it
+/// (records gone with the answers applied) — and the transaction run again lands.
+@Suite(.checksStores) struct FlushFaultTests {
+    static let now = EDMDateTimeOffset(ticks: 1_700_000_000 * ticksPerSecond)
+
+    /// The notes fixture with changes of every kind queued: a create with a local key and a change
+    /// depending on it (not in the first round), an update, a delete, a create with a given key,
+    /// a create with a local key of its own under a server note, and two updates of a note the
+    /// service refuses (the second a dependent).
+    static func template() throws -> String {
+        let (_, store) = try FlushFixture.pair(notes: true, optimize: false)
+        let note = try store.create(set: "Notes", entity: ["Title": .string("new")])
+        try store.update(set: "Tags", key: [.string("red")], changes: ["NoteID": note.entity!["NoteID"]!])
+        try store.update(set: "Notes", key: [.int(1)], changes: ["Title": .string("changed")])
+        try store.delete(set: "Notes", key: [.int(2)])
+        try store.create(set: "Tags", entity: ["TagID": .string("t"), "Label": .string("T"), "NoteID": .int(1)])
+        try store.create(set: "Comments", entity: ["NoteID": .int(1), "Text": .string("c")])
+        try store.update(set: "Notes", key: [.int(3)], changes: ["Title": .string("refused")])
+        try store.update(set: "Notes", key: [.int(3)], changes: ["Amount": .decimal(EDMDecimal("1.00")!)])
+        return store.path
+    }
+
+    /// Entities, queue, archive (without its clock) and ETags, comparable.
+    static func state(_ store: OfflineStore) throws -> [String] {
+        var rows: [String] = []
+        for set in FlushFixture.notesSets + ["RequestQueue", "ErrorArchive"] {
+            try store.scan(set: set) { e in
+                var e = e
+                e["ArchivedAt"] = nil
+                rows.append("\(set) \(e)")
+                return true
+            }
+        }
+        let db = store.entities.serverETags
+        try store.entities.read { t in
+            try t.withCursor(db) { c in
+                var e = try c.first()
+                while let (k, v) = e {
+                    rows.append("etag \(Array(k)) \(String(decoding: v, as: UTF8.self))")
+                    e = try c.next()
+                }
+            }
+        }
+        return rows.sorted()
+    }
+
+    static func prepare(_ store: OfflineStore) throws -> [Flush.Outgoing] {
+        let queue = store.requestQueue
+        return try store.entities.write { t in try Flush.prepare(t, queue: queue, options: .init(), now: Self.now) }
+    }
+
+    /// The service's answers to the first round, as a test service would give them.
+    static func verdicts(_ round: [Flush.Outgoing]) -> [(RequestRecord, Flush.Verdict)] {
+        round.map { o in
+            let r = o.record
+            let verdict: Flush.Verdict
+            switch (r.entitySet, r.method) {
+            case ("Notes", .create): verdict = .success(image: ["NoteID": .int(900), "Title": .string("new")], etag: #"W/"n900""#, reconciled: false)
+            case ("Notes", .update) where r.entityKey == "3":
+                verdict = r.body!.contains("refused") ? .refused(ServiceError(httpStatus: 412, code: "PreconditionFailed", message: "changed"))
+                    : .dependent(ServiceError(httpStatus: 424, message: "failed dependency"))
+            case ("Notes", .update): verdict = .success(image: nil, etag: #"W/"n1""#, reconciled: false)
+            case ("Notes", .delete): verdict = .success(image: nil, etag: nil, reconciled: false)
+            case ("Comments", .create): verdict = .success(image: ["CommentID": .int(901), "NoteID": .int(1), "Text": .string("c")], etag: #"W/"c901""#, reconciled: false)
+            default: verdict = .success(image: nil, etag: #"W/"x""#, reconciled: false)
+            }
+            return (r, verdict)
+        }
+    }
+
+    static func settle(_ store: OfflineStore, _ work: [(RequestRecord, Flush.Verdict)]) throws -> Flush.Settled {
+        let queue = store.requestQueue
+        return try store.entities.write { t in try Flush.settle(t, queue: queue, work) }
+    }
+
+    @Test func everyCallOfPlanningAndMarkingSentFailsCleanly() throws {
+        let template = try Self.template()
+        let result = try Self.inject(template: template, name: "plan and mark sent") { store in
+            let round = try Self.prepare(store)
+            #expect(round.count == 7, "all but the change that needs the new note's key")
+        }
+        #expect(result.injected == result.trials)
+    }
+
+    @Test func everyCallOfSettlingFailsCleanly() throws {
+        // The template after the first round was marked sent.
+        let marked: String = try {
+            let store = try QueueFaultTests.copy(try Self.template())
+            _ = try Self.prepare(store)
+            return store.path
+        }()
+        let work = Self.verdicts(try {
+            // The same round, read back (prepare on a copy marks them a second time: use its records' ids only).
+            let probe = try QueueFaultTests.copy(marked)
+            let records = try FlushFixture.queue(probe).filter { $0.status == .sent }
+            return records.map { Flush.Outgoing(record: $0, request: BackendRequest(method: $0.method.rawValue, url: "")) }
+        }())
+        #expect(work.count == 7)
+        // What settling does, on a copy.
+        let probe = try QueueFaultTests.copy(marked)
+        let settled = try Self.settle(probe, work)
+        #expect(settled.succeeded.count == 5 && settled.archived.count == 2 && settled.stop == nil, "\(settled)")
+        #expect(try probe.get(set: "Notes", key: [.int(900)]) != nil && probe.get(set: "Notes", key: [.int(-1)]) == nil)
+        #expect(try probe.get(set: "Tags", key: [.string("red")])?["NoteID"] == .int(900), "the local key rewritten in a foreign key")
+        #expect(try probe.serverETag(set: "Notes", key: [.int(900)]) == #"W/"n900""#)
+        #expect(try probe.serverETag(set: "Notes", key: [.int(2)]) == nil)
+        #expect(try FlushFixture.queue(probe).map(\.id) == [2, 7, 8])
+        // Settling again finds nothing left to settle.
+        #expect(try Self.settle(probe, work) == Flush.Settled())
+        let result = try Self.inject(template: marked, name: "settle") { store in _ = try Self.settle(store, work) }
+        #expect(result.injected == result.trials)
+    }
+
+    /// The lines only in `expected` (−) and only in `actual` (+).
+    static func diff(_ expected: [String], _ actual: [String]) -> String {
+        let a = Set(expected), b = Set(actual)
+        return (a.subtracting(b).sorted().map { "− " + $0 } + b.subtracting(a).sorted().map { "+ " + $0 }).joined(separator: "\n")
+    }
+
+    /// Fails every call of `body` in turn on copies of `template`; returns the counts.
+    static func inject(template: String, name: String, _ body: (OfflineStore) throws -> Void) throws -> (trials: Int, injected: Int) {
+        let before = try Self.state(try QueueFaultTests.copy(template))
+        let probe = try QueueFaultTests.copy(template)
+        FaultInjection.countCalls(in: probe.entities.environment)
+        try body(probe)
+        let calls = FaultInjection.stop(probe.entities.environment).calls
+        let after = try Self.state(probe)
+        #expect(before != after)
+        #expect(calls.count > 10, "\(name): only \(calls.count) calls seen")
+        var trials = 0, injected = 0, recovered = 0
+        for n in 1...calls.count {
+            for (codeName, code) in QueueFaultTests.codes {
+                let store = try QueueFaultTests.copy(template)
+                let env = store.entities.environment
+                FaultInjection.fail(callNumber: n, with: code, in: env)
+                let result = Result { try body(store) }
+                if FaultInjection.stop(env).injected { injected += 1 }
+                trials += 1
+                let context = "\(name): call \(n) (\(calls[n - 1])) failing with \(codeName)"
+                let report = try store.check()
+                #expect(report.isConsistent, "\(context): \(report)")
+                let now = try Self.state(store)
+                switch result {
+                case .success:
+                    recovered += 1
+                    #expect(now == after, "\(context): succeeded but the store is not as after it: \(Self.diff(after, now))")
+                case .failure:
+                    #expect(now == before, "\(context): failed but the store changed: \(Self.diff(before, now))")
+                    try body(store)
+                    let again = try Self.state(store)
+                    #expect(again == after, "\(context): run again, it did not land: \(Self.diff(after, again))")
+                }
+            }
+        }
+        let sites = Dictionary(grouping: calls, by: { $0 }).map { "\($0.key)×\($0.value.count)" }.sorted()
+        print("flush fault injection, \(name): \(calls.count) calls, \(trials) trials, \(injected) faults injected, \(recovered) recovered (map grown and rerun); call sites: \(sites.joined(separator: ", "))")
+        return (trials, injected)
+    }
+}
+#endif

@@ -8,6 +8,9 @@ let package = Package(
     dependencies: [
         .package(name: "OfflineStore", path: ".."),
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        // The hello-world anchor of the served-endpoint load test (the root package's version).
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // LMDB's C API for the raw contestant (the root package's CLMDB is not a product).
@@ -19,6 +22,15 @@ let package = Package(
                 .product(name: "Samples", package: "OfflineStore"),  // the data generator
                 .product(name: "GRDB", package: "GRDB.swift"),
                 "CLMDBBench",
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // Hummingbird 2's hello world: the anchor of scripts/serve-load.sh (the framework's ceiling).
+        .executableTarget(
+            name: "hello-server",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

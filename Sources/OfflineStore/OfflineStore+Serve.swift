@@ -4,11 +4,15 @@ import Synchronization
 
 /// The clock of a served store's repeatability records; tests set it instead of sleeping.
 final class ServedClock: Sendable {
-    private let now = Mutex<@Sendable () -> Date>({ Date() })
+    // The closure is kept in a struct: a bare closure in the generic Mutex went through
+    // `withLock`'s `inout` and came back wrapped in two more reabstraction thunks on every read,
+    // so each read (one per served write) walked a chain as long as all the reads before it.
+    private struct Box: Sendable { var read: @Sendable () -> Date }
+    private let now = Mutex(Box(read: { Date() }))
 
     var read: @Sendable () -> Date {
-        get { now.withLock { $0 } }
-        set { now.withLock { $0 = newValue } }
+        get { now.withLock { $0.read } }
+        set { now.withLock { $0.read = newValue } }
     }
 }
 

@@ -114,8 +114,11 @@ struct Reads {
 
     /// Removes the parameter `name` (also spelled `%24…` for `$…`, any case) and returns its value.
     static func take(_ name: String, from params: inout [(String, String)]) -> String? {
-        let spellings = [name.lowercased(), name.lowercased().replacingOccurrences(of: "$", with: "%24")]
-        guard let i = params.firstIndex(where: { spellings.contains($0.0.lowercased()) }) else { return nil }
+        // Called on every GET: no Foundation string replacing (it was ~10% of a served point read).
+        guard !params.isEmpty else { return nil }
+        let plain = name.lowercased()
+        let encoded = plain.hasPrefix("$") ? "%24" + plain.dropFirst() : plain
+        guard let i = params.firstIndex(where: { let p = $0.0.lowercased(); return p == plain || p == encoded }) else { return nil }
         return params.remove(at: i).1
     }
 

@@ -42,8 +42,9 @@ struct Serve: ParsableCommand {
             serve.defaultPageSize = pageSize
             let (path, host, settings, log) = (options.store, host, serve, logger)
             if let lifetime {
-                // The same path as a SIGTERM from outside: a graceful stop. To the process, not this thread
-                // (raise(3) would signal a pool thread, where the signal stays pending).
+                // The same path as a SIGTERM from outside: a graceful stop. Sent to the process, not with
+                // raise(), which targets this dispatch worker thread: it blocks SIGTERM, so the
+                // signal was never delivered and --lifetime never stopped the server.
                 DispatchQueue.global().asyncAfter(deadline: .now() + lifetime) { _ = kill(getpid(), SIGTERM) }
             }
             try blocking {

@@ -67,6 +67,23 @@ import Samples
         }
     }
 
+    /// `--lifetime` stops the server by itself, cleanly (it once sent SIGTERM with raise() from a
+    /// dispatch worker thread, which blocks the signal: the server never stopped).
+    @Test func lifetimeStopsTheServerCleanly() throws {
+        let server = try ServerProcess(store: try Self.sampleStore(), lifetime: 1)
+        let start = Date()
+        var status: Int32 = 0
+        while waitpid(server.pid, &status, WNOHANG) == 0 {
+            if Date().timeIntervalSince(start) > 30 {
+                server.kill()
+                Issue.record("serve --lifetime 1 still running after 30 s")
+                return
+            }
+            usleep(20_000)
+        }
+        #expect(status & 0x7F == 0 && (status >> 8) & 0xFF == 0, "exit status \(status): \(server.stderr.suffix(2000))")
+    }
+
     @Test func serverDrivenPagingDeliversEveryEntityOnce() async throws {
         let store = try Self.sampleStore(items: 5_000)
         let expected = try OfflineStore.open(at: store, readOnly: true).entities("SalesOrderItems?$filter=Quantity ge 0").count

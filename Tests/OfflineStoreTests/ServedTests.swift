@@ -76,6 +76,23 @@ extension OfflineStore {
 
     // MARK: Writes, ETags, If-Match
 
+    /// Reading the clock costs the same the millionth time as the first. (It once grew: the
+    /// closure came out of its `Mutex` through `withLock`'s `inout` and went back in wrapped in
+    /// two more reabstraction thunks, so every served write took longer than the one before.)
+    @Test func readingTheClockDoesNotSlowDown() throws {
+        let clock = ServedClock()
+        func timeReads(_ n: Int) -> Duration {
+            let start = ContinuousClock.now
+            for _ in 0..<n { _ = clock.read() }
+            return ContinuousClock.now - start
+        }
+        let first = timeReads(2_000)
+        for _ in 0..<20 { _ = timeReads(2_000) }
+        let later = timeReads(2_000)
+        // Growing by two thunks a read, the later 2,000 reads walk some 80,000 thunks each.
+        #expect(later < first * 10 + .milliseconds(20), "2,000 clock reads took \(first) at first, \(later) after 42,000 reads")
+    }
+
     @Test func writesApplyDirectlyWithTheirETags() async throws {
         let store = try makeSampleStore()
         let (created, tag) = try await store.servedWrite { tx in try tx.create(set: "Products", entity: Self.pen) }

@@ -69,8 +69,8 @@ import Samples
 
     /// `--lifetime` stops the server by itself, cleanly (it once sent SIGTERM with raise() from a
     /// dispatch worker thread, which blocks the signal: the server never stopped).
-    @Test func lifetimeStopsTheServerCleanly() throws {
-        let server = try ServerProcess(store: try Self.sampleStore(), lifetime: 1)
+    @Test func lifetimeStopsTheServerCleanly() async throws {
+        let server = try await ServerProcess.start(store: try Self.sampleStore(), lifetime: 1)
         let start = Date()
         var status: Int32 = 0
         while waitpid(server.pid, &status, WNOHANG) == 0 {

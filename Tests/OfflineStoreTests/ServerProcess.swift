@@ -9,11 +9,15 @@ import Testing
 /// even if the test process dies), stopped by its PID. `launch` starts another server the same
 /// way (odatapy, `ODataPyServer`): any command whose first line of output ends " at URL".
 final class ServerProcess: @unchecked Sendable {
-    // @unchecked: the fields are set once in init; `stop`/`kill` only signal and reap the PID.
+    // @unchecked: the fields are set once in init but `reaped`, which `lock` guards.
     let pid: pid_t
     let url: String
     let store: String
     let logDir: String
+    /// Whether the PID was reaped (by `stop` or `kill`): it is never signalled again, since the
+    /// system may have given it to another process.
+    private var reaped = false
+    private let lock = NSLock()
 
     /// Starts the server on `store` and waits (at most `startTimeout` seconds) until it listens.
     /// Waits with `Task.sleep`, never blocking a thread of the concurrency pool (tests run in
@@ -84,6 +88,8 @@ final class ServerProcess: @unchecked Sendable {
     /// exit status (nil when it had to be killed).
     @discardableResult
     func stop(timeout: Double = 20) async -> Int32? {
+        guard lock.withLock({ !reaped }) else { return nil }
+        defer { lock.withLock { reaped = true } }
         Foundation.kill(pid, SIGTERM)
         let start = Date()
         var status: Int32 = 0
@@ -98,10 +104,14 @@ final class ServerProcess: @unchecked Sendable {
         return status & 0x7F == 0 ? (status >> 8) & 0xFF : nil
     }
 
-    /// SIGKILL, and reaps it.
+    /// SIGKILL, and reaps it (nothing when it was reaped already).
     func kill() {
-        Foundation.kill(pid, SIGKILL)
-        waitpid(pid, nil, 0)
+        lock.withLock {
+            guard !reaped else { return }
+            reaped = true
+            Foundation.kill(pid, SIGKILL)
+            waitpid(pid, nil, 0)
+        }
     }
 }
 

@@ -118,7 +118,7 @@ struct ODataPy {
 /// SIGKILLed — with odatapy's own log of applied writes proving every change applied exactly once
 /// (odatapy ignores `Repeatability-Request-ID`, so a re-sent request is settled by flush's
 /// reconciliation). Every store a test made passes `check` afterwards (`.checksStores`).
-@Suite(.checksStores) struct SyncODataPyTests {
+@Suite(.checksStores, .serialized) struct SyncODataPyTests {
     static let requests = [("Partners", "BusinessPartners"), ("Products", "Products"), ("Orders", "SalesOrders?$expand=Items")]
 
     /// An empty offline store from the sample `$metadata`, the requests defined, refreshed from `url`.
@@ -338,12 +338,9 @@ struct ODataPy {
                 totals.changes += try await Self.change(store, round: round, rng: &rng)
                 before = try Self.queued(store)
             }
-            let pid = try FlushKillTests.spawn(["flush", "--store", path, "--service", server.url, "--batch-size", "2"])
-            try await Task.sleep(for: .milliseconds(Int.random(in: 20...400, using: &rng)))
-            kill(pid, SIGKILL)
-            var status: Int32 = 0
-            while waitpid(pid, &status, WNOHANG) == 0 { try await Task.sleep(for: .milliseconds(2)) }
-            if status & 0x7F == SIGKILL { totals.kills += 1 } else { totals.finished += 1 }
+            let killed = try await FlushKillTests.flushKilled(["flush", "--store", path, "--service", server.url, "--batch-size", "2"],
+                                                              after: Int.random(in: 20...400, using: &rng))
+            if killed { totals.kills += 1 } else { totals.finished += 1 }
             let store = try OfflineStore.open(at: path)
             let context = "round \(round)"
             let errors = try FlushFixture.errors(store)

@@ -14,15 +14,7 @@
 set -e
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-VENV=${CROSSCHECK_VENV:-$ROOT/.venv-xcheck}
-ODATAPY_VERSION=5.3.0
-
-if [ ! -x "$VENV/bin/python" ]; then
-    python3 -m venv "$VENV"
-fi
-if ! "$VENV/bin/python" -c "import importlib.metadata as m, sys, httpx; sys.exit(m.version('odatapy') != '$ODATAPY_VERSION')" 2>/dev/null; then
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check "odatapy[client]==$ODATAPY_VERSION"
-fi
+ODATAPY_EXTRA=client . scripts/odatapy-venv.sh
 
 if [ -z "$OFFLINE_STORE" ]; then
     OFFLINE_STORE=$ROOT/.build/debug/offline-store

@@ -52,7 +52,12 @@ public struct FlushReport: Sendable, Hashable, CustomStringConvertible {
 ///    request was sent before (its answer lost) and the service does not honour repeatability:
 ///    then a create meeting 409 whose entity on the service equals what it sent, a delete meeting
 ///    404, and a PATCH or PUT meeting 412 whose values are already there are successes
-///    (**reconciliation**, by reading the entity back).
+///    (**reconciliation**, by reading the entity back). A 428 (Precondition Required) for a
+///    change sent without `If-Match` because an earlier change of its entity went in the same
+///    round (a create, whose ETag only its answer brings) is not the request's fault either: it
+///    was not applied and goes again in the next round, with the ETag (a service may require
+///    `If-Match` on every change; odatapy does). So is a 424 for a request whose predecessor in
+///    the round the service took as failed but the client found applied (reconciliation).
 /// 4. **settle** (one write transaction): a success leaves the queue with the service's answer
 ///    applied (`acknowledge`: its key — a local key is rewritten everywhere —, its properties)
 ///    and its new ETag recorded; a refusal goes to ErrorArchive with its dependents; a request
@@ -112,6 +117,9 @@ package struct Flush: Sendable {
         /// 424: not run, a request it depends on failed. Archived already if that one was refused;
         /// otherwise left queued.
         case dependent(ServiceError)
+        /// Not applied, for a reason the next round removes (a 428 for want of an ETag that the
+        /// answer to an earlier request of the same round brought): left queued; the flush goes on.
+        case again(String)
         /// Not settled (a 5xx, an answer that cannot be read, a member of a group that stopped):
         /// stays queued and `sent`; the flush stops.
         case stop(String)
@@ -334,14 +342,17 @@ package struct Flush: Sendable {
         case .create:
             url = Self.percentEncoded(r.entitySet)
             var props = try queue.body(of: r)
+            var left: Set<String> = []
             if r.localKey {
-                // The service assigns the key: leave out the local values.
+                // The service assigns the key: leave out the local values (not even as null, which
+                // a service may refuse for a key property that is not nullable).
                 for name in set.type.key {
                     guard let v = props[name], let p = set.type.property(name) else { continue }
-                    if p.computed || Self.isLocalKeyValue(v) { props[name] = nil }
+                    if p.computed || Self.isLocalKeyValue(v) { props[name] = nil; left.insert(name) }
                 }
             }
-            body = Array(queue.json(set, props).utf8)
+            let select = left.isEmpty ? nil : Set(set.type.properties.map(\.name)).subtracting(left)
+            body = Array(queue.json(set, props, select: select).utf8)
         case .update, .replace:
             url = Self.percentEncoded("\(r.entitySet)(\(r.entityKey))")
             body = r.body.map { Array($0.utf8) } ?? Array("{}".utf8)
@@ -393,8 +404,19 @@ package struct Flush: Sendable {
             return round.map { _ in .stop("the service answered \(responses.count) requests of \(round.count)") }
         }
         var verdicts: [Verdict] = []
-        for (o, response) in zip(round, responses) {
-            verdicts.append(try await judge(o, response))
+        var position: [String: Int] = [:]
+        for (i, (o, response)) in zip(round, responses).enumerated() {
+            var verdict = try await judge(o, response)
+            // A 424 whose predecessors in the round are all settled by the client after all (a
+            // re-sent create the service refused as existing, found applied by reconciliation) or
+            // go again: not run, and nothing against it; it goes again in the next round.
+            if case .dependent = verdict, o.request.group == nil, !o.request.dependsOn.isEmpty,
+               o.request.dependsOn.allSatisfy({ id in position[id].map { p in
+                   switch verdicts[p] { case .success, .again: true; default: false } } ?? false }) {
+                verdict = .again("request \(o.record.id) was not run: the service took request \(o.request.dependsOn.joined(separator: ", ")) as failed")
+            }
+            if let id = o.request.id { position[id] = i }
+            verdicts.append(verdict)
         }
         // Members of an atomicity group that failed: 424 for all but the one that failed.
         var groups: [String: [Int]] = [:]
@@ -424,6 +446,8 @@ package struct Flush: Sendable {
             return try await success(o, response)
         case 424:
             return .dependent(Self.serviceError(response))
+        case 428 where o.request.header("If-Match") == nil && r.method != .create && !o.request.dependsOn.isEmpty:
+            return .again("\(what): the service requires If-Match; the ETag comes with the answer to request \(o.request.dependsOn.joined(separator: ", "))")
         case 401, 403, 407, 408, 429, 500...:
             let e = Self.serviceError(response)
             return .stop("\(what): the service answered \(response.status): \(e.message)")
@@ -574,6 +598,8 @@ package struct Flush: Sendable {
                 for id in try queue.archive(t, id: r.id, error: error, causedBy: cause) { archived.insert(id) }
             case .dependent(let error):
                 leave(r.id, "request \(r.id) was not applied: \(error.message)")
+            case .again:
+                out.left.append(r.id)
             case .stop(let why):
                 leave(r.id, why)
             }

@@ -16,7 +16,8 @@ import Storage
 /// headers (an `Authorization`, say). Retries: a request that is safe to repeat — a GET, or any
 /// request with a `Repeatability-Request-ID` — is sent again after a 5xx (but 501) or a transport
 /// error, with exponential backoff, up to `retries` times; any other request is sent once, since
-/// the service may have applied it.
+/// the service may have applied it. A `$batch` goes with `Prefer: odata.continue-on-error`, so
+/// that one failed request does not leave the others unanswered.
 package final class HTTPBackend: Backend, @unchecked Sendable {
     // @unchecked: all stored properties are immutable; HTTPClient is thread-safe.
     package let serviceRoot: String
@@ -134,7 +135,12 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
             out.append("}")
         }
         out.append("]}")
-        let response = try await send(BackendRequest(method: "POST", url: "$batch", headers: extra + [("Content-Type", "application/json")], body: out.bytes))
+        // Without odata.continue-on-error a service may stop at the first request that fails and
+        // answer none after it (OData 4.01 JSON Format §19.1; odatapy does).
+        var batchHeaders = extra.filter { $0.0.lowercased() != "prefer" }
+        let prefer = extra.filter { $0.0.lowercased() == "prefer" }.map(\.1) + ["odata.continue-on-error"]
+        batchHeaders += [("Prefer", prefer.joined(separator: ", ")), ("Content-Type", "application/json")]
+        let response = try await send(BackendRequest(method: "POST", url: "$batch", headers: batchHeaders, body: out.bytes))
         guard response.status == 200 else {
             // The batch itself was refused (401, 413, 5xx, …): no request of it ran, and none of
             // them is at fault.
@@ -159,10 +165,15 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
             }
             byID[id] = BackendResponse(status: status, headers: hs, body: body)
         }
+        // A service that stopped at a failed request (not honouring continue-on-error) did not run
+        // the requests it left unanswered: 424, as for a request whose dependency failed.
+        let stoppedAtFailure = byID.values.contains { $0.status >= 400 }
         return try requests.enumerated().map { i, request in
             let id = request.id ?? String(i + 1)
-            guard let r = byID[id] else { throw BackendError.badResponse("the $batch response has no answer for request \(id)") }
-            return r
+            if let r = byID[id] { return r }
+            guard stoppedAtFailure else { throw BackendError.badResponse("the $batch response has no answer for request \(id)") }
+            let message = #"{"error":{"code":"424","message":"not run: the service stopped processing the $batch at a failed request"}}"#
+            return BackendResponse(status: 424, headers: [("Content-Type", "application/json")], body: Array(message.utf8))
         }
     }
 }

@@ -38,12 +38,8 @@ import Storage
                 before = try Self.queued(store)
             }
             // 2. A flush, killed at a random instant (or done before it).
-            let pid = try Self.spawn(["flush", "--store", path, "--service", server.url, "--batch-size", "2", "--no-reconcile"])
-            try await Task.sleep(for: .milliseconds(Int.random(in: 5...250, using: &rng)))
-            kill(pid, SIGKILL)
-            var status: Int32 = 0
-            while waitpid(pid, &status, WNOHANG) == 0 { try await Task.sleep(for: .milliseconds(2)) }
-            if status & 0x7F == SIGKILL { totals.kills += 1 } else { totals.finished += 1 }
+            let killed = try await Self.flushKilled(["flush", "--store", path, "--service", server.url, "--batch-size", "2", "--no-reconcile"], after: Int.random(in: 5...250, using: &rng))
+            if killed { totals.kills += 1 } else { totals.finished += 1 }
             // 3. After it: consistent, nothing refused, every request pending or sent.
             let store = try OfflineStore.open(at: path)
             let context = "round \(round)"
@@ -54,7 +50,7 @@ import Storage
             let after = try Self.queued(store)
             let gone = Set(before.keys).subtracting(after.keys)
             acknowledged.formUnion(gone.map { before[$0]! })
-            if status & 0x7F == SIGKILL { totals.ackedByKilled += gone.count }
+            if killed { totals.ackedByKilled += gone.count }
             totals.sentLeft += try FlushFixture.queue(store).filter { $0.status == .sent }.count
             if !report.isConsistent || !errors.isEmpty { break }
             // 4. Now and then, and at the end: a flush to the end, and the two stores compared.
@@ -116,6 +112,17 @@ import Storage
             n += 1
         }
         return n
+    }
+
+    /// Starts `offline-store` with `args` and SIGKILLs it after `ms` milliseconds (reaping it
+    /// either way); true when the kill ended it, false when it had ended by itself.
+    static func flushKilled(_ args: [String], after ms: Int) async throws -> Bool {
+        let pid = try spawn(args)
+        try await Task.sleep(for: .milliseconds(ms))
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        while waitpid(pid, &status, WNOHANG) == 0 { try await Task.sleep(for: .milliseconds(2)) }
+        return status & 0x7F == SIGKILL
     }
 
     /// Starts `offline-store` with `args`, output to /dev/null; returns its PID.

@@ -6,19 +6,31 @@ import Testing
 
 /// `offline-store serve` as a real process for a test: loopback, a free port (`--port 0`, the
 /// bound one read from its first line of output), a bounded lifetime (`--lifetime`, so it ends
-/// even if the test process dies), stopped by its PID.
+/// even if the test process dies), stopped by its PID. `launch` starts another server the same
+/// way (odatapy, `ODataPyServer`): any command whose first line of output ends " at URL".
 final class ServerProcess: @unchecked Sendable {
-    // @unchecked: the fields are set once in init; `stop`/`kill` only signal and reap the PID.
+    // @unchecked: the fields are set once in init but `reaped`, which `lock` guards.
     let pid: pid_t
     let url: String
     let store: String
     let logDir: String
+    /// Whether the PID was reaped (by `stop` or `kill`): it is never signalled again, since the
+    /// system may have given it to another process.
+    private var reaped = false
+    private let lock = NSLock()
 
     /// Starts the server on `store` and waits (at most `startTimeout` seconds) until it listens.
     /// Waits with `Task.sleep`, never blocking a thread of the concurrency pool (tests run in
     /// parallel on it).
     static func start(store: String, lifetime: Double = 300, extra: [String] = [], startTimeout: Double = 60) async throws -> ServerProcess {
-        let (pid, logDir) = try spawn(store: store, lifetime: lifetime, extra: extra)
+        let args = ["serve", "--store", store, "--host", "127.0.0.1", "--port", "0", "--lifetime", String(lifetime)] + extra
+        return try await launch(CLI.executable, args, store: store, startTimeout: startTimeout)
+    }
+
+    /// Starts `executable` with `args` (a server for `store`: its data) and waits, as `start` does,
+    /// until its first line of output names its URL.
+    static func launch(_ executable: String, _ args: [String], store: String, startTimeout: Double) async throws -> ServerProcess {
+        let (pid, logDir) = try spawn(executable, args)
         let out = logDir + "/out", err = logDir + "/err"
         let start = Date()
         while true {
@@ -29,12 +41,12 @@ final class ServerProcess: @unchecked Sendable {
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid {
                 let text = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
-                throw ServerFailed(description: "serve exited (status \(status)) before listening: \(text)")
+                throw ServerFailed(description: "\(args.first ?? executable) exited (status \(status)) before listening: \(text)")
             }
             if Date().timeIntervalSince(start) > startTimeout {
                 Foundation.kill(pid, SIGKILL)
                 waitpid(pid, nil, 0)
-                throw ServerFailed(description: "serve did not listen within \(startTimeout) s")
+                throw ServerFailed(description: "\(args.first ?? executable) did not listen within \(startTimeout) s")
             }
             try await Task.sleep(nanoseconds: 10_000_000)
         }
@@ -47,7 +59,7 @@ final class ServerProcess: @unchecked Sendable {
         self.logDir = logDir
     }
 
-    private static func spawn(store: String, lifetime: Double, extra: [String]) throws -> (pid_t, String) {
+    private static func spawn(_ executable: String, _ args: [String]) throws -> (pid_t, String) {
         let logDir = FileManager.default.temporaryDirectory.appendingPathComponent("os-serve-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: logDir, withIntermediateDirectories: true)
         let out = logDir + "/out", err = logDir + "/err"
@@ -59,12 +71,11 @@ final class ServerProcess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=no"
-        let args = ["serve", "--store", store, "--host", "127.0.0.1", "--port", "0", "--lifetime", String(lifetime)] + extra
-        let argv = ([CLI.executable] + args).map { strdup($0) } + [nil]
+        let argv = ([executable] + args).map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { for p in argv + envp { free(p) } }
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, CLI.executable, &actions, nil, argv, envp)
+        let rc = posix_spawn(&pid, executable, &actions, nil, argv, envp)
         guard rc == 0 else { throw ChildProcess.SpawnFailed(code: rc) }
         return (pid, logDir)
     }
@@ -77,6 +88,8 @@ final class ServerProcess: @unchecked Sendable {
     /// exit status (nil when it had to be killed).
     @discardableResult
     func stop(timeout: Double = 20) async -> Int32? {
+        guard lock.withLock({ !reaped }) else { return nil }
+        defer { lock.withLock { reaped = true } }
         Foundation.kill(pid, SIGTERM)
         let start = Date()
         var status: Int32 = 0
@@ -91,10 +104,14 @@ final class ServerProcess: @unchecked Sendable {
         return status & 0x7F == 0 ? (status >> 8) & 0xFF : nil
     }
 
-    /// SIGKILL, and reaps it.
+    /// SIGKILL, and reaps it (nothing when it was reaped already).
     func kill() {
-        Foundation.kill(pid, SIGKILL)
-        waitpid(pid, nil, 0)
+        lock.withLock {
+            guard !reaped else { return }
+            reaped = true
+            Foundation.kill(pid, SIGKILL)
+            waitpid(pid, nil, 0)
+        }
     }
 }
 

@@ -119,6 +119,47 @@ def load_schema(path: str) -> Schema:
     return Schema(types, sets, bindings, constraints)
 
 
+def derive_relations(schema: Schema, edm: Any, store: Any, processor: Any) -> None:
+    """Fill odatapy's relation table from the referential constraints (and their partners).
+
+    odatapy keeps relationships in an explicit relation table, not in the foreign-key properties;
+    this derives every set's navigation targets from the properties, in the order of the target
+    set (replacing what the table held).
+    """
+    entities = {name: store.entities(name) for name in schema.sets}
+    for set_name, type_name in schema.sets.items():
+        es = edm.get_entity_set(set_name)
+        for nav, (target_type, _) in schema.types[type_name].navs.items():
+            target_set = schema.bindings[(set_name, nav)]
+            pairs = schema.constraints.get((type_name, nav))
+            if pairs is None:  # the partner holds the constraint
+                partner = next(n for n, (tt, _) in schema.types[target_type].navs.items()
+                               if schema.bindings.get((target_set, n)) == set_name
+                               and (target_type, n) in schema.constraints)
+                pairs = [(ref, prop) for prop, ref in schema.constraints[(target_type, partner)]]
+            index: dict[tuple, list[Any]] = {}
+            for t in entities[target_set]:
+                index.setdefault(tuple(t.get_value(r) for _, r in pairs), []).append(t)
+            for e in entities[set_name]:
+                k = tuple(e.get_value(p) for p, _ in pairs)
+                targets = [] if None in k else index.get(k, [])
+                store.set_relation(set_name, processor._key_of(es, e), nav, targets)
+
+
+def forget_inline_links(store: Any) -> None:
+    """Undo odatapy's state leak between requests.
+
+    Its ``$expand`` writes the (nested-$filter/$top/$skip-trimmed) related entities as inline
+    links onto the *stored* entities, and its ``$filter`` evaluation prefers inline links over
+    the relation table, so a later ``Items/any()`` would see an earlier request's
+    ``$expand=Items($skip=1)``. Dropping the links after each request keeps requests independent.
+    """
+    with store.lock:
+        for entities in store.data.values():
+            for entity in entities:
+                entity.navigation_links = []
+
+
 # ---------------------------------------------------------------------------
 # URLs
 # ---------------------------------------------------------------------------
@@ -377,26 +418,8 @@ class Reference:
             with open(data[name], encoding="utf-8") as fh:
                 entities[name] = deserializer.entity_collection(edm, entity_type, fh.read()).entities
             store.set_entities(name, entities[name])
-        # odatapy keeps relationships in an explicit relation table; derive it from the
-        # referential constraints (and their partners), in primary-key order of the targets.
         processor = InMemoryProcessor(store)
-        for set_name, type_name in schema.sets.items():
-            es = edm.get_entity_set(set_name)
-            for nav, (target_type, _) in schema.types[type_name].navs.items():
-                target_set = schema.bindings[(set_name, nav)]
-                pairs = schema.constraints.get((type_name, nav))
-                if pairs is None:  # the partner holds the constraint
-                    partner = next(n for n, (tt, _) in schema.types[target_type].navs.items()
-                                   if schema.bindings.get((target_set, n)) == set_name
-                                   and (target_type, n) in schema.constraints)
-                    pairs = [(ref, prop) for prop, ref in schema.constraints[(target_type, partner)]]
-                index: dict[tuple, list[Any]] = {}
-                for t in entities[target_set]:
-                    index.setdefault(tuple(t.get_value(r) for _, r in pairs), []).append(t)
-                for e in entities[set_name]:
-                    k = tuple(e.get_value(p) for p, _ in pairs)
-                    targets = [] if None in k else index.get(k, [])
-                    store.set_relation(set_name, processor._key_of(es, e), nav, targets)
+        derive_relations(schema, edm, store, processor)
         handler.register(processor)
 
         class Quiet(WSGIRequestHandler):
@@ -417,20 +440,7 @@ class Reference:
         except urllib.error.HTTPError as e:
             return False, f"HTTP {e.code}: {e.read().decode('utf-8', 'replace')}"
         finally:
-            self._forget_inline_links()
-
-    def _forget_inline_links(self) -> None:
-        """Undo odatapy's state leak between requests.
-
-        Its ``$expand`` writes the (nested-$filter/$top/$skip-trimmed) related entities as inline
-        links onto the *stored* entities, and its ``$filter`` evaluation prefers inline links over
-        the relation table, so a later ``Items/any()`` would see an earlier request's
-        ``$expand=Items($skip=1)``. Dropping the links after each request keeps requests independent.
-        """
-        with self.store.lock:
-            for entities in self.store.data.values():
-                for entity in entities:
-                    entity.navigation_links = []
+            forget_inline_links(self.store)
 
     def close(self) -> None:
         self.server.shutdown()

@@ -59,8 +59,13 @@ extension OfflineStore {
             throw EntityError.badInput("a flush of the store in '\(path)' is already running")
         }
         defer { _ = Self.flushing.withLock { $0.remove(path) } }
-        let options = Flush.Options(category: category, batchSize: batchSize, headers: headers, reconcile: reconcile, progress: progress)
-        return try await Flush(queue: requestQueue, backend: backend, options: options).run()
+        return try await lifecycle.during(.uploading, detail: category) { lifecycleProgress in
+            let options = Flush.Options(category: category, batchSize: batchSize, headers: headers, reconcile: reconcile) { report in
+                lifecycleProgress(LifecycleEvent(state: .uploading, requests: report.sent, detail: category))
+                progress?(report)
+            }
+            return try await Flush(queue: requestQueue, backend: backend, options: options).run()
+        }
     }
 
     /// Stores with a flush running in this process, by path.

@@ -38,22 +38,28 @@ extension OfflineStore {
     package func load(rows: [(set: String, entity: Properties)],
                       progress: (@Sendable (_ written: Int, _ total: Int) -> Void)? = nil) throws -> Int {
         let store = entities
-        let report = progress.map(ForwardProgress.init)
-        return try store.write { t in
-            var handles: [String: EntitySetHandle] = [:]
-            for (n, row) in rows.enumerated() {
-                if n % 10_000 == 0 { report?(n, rows.count) }
-                let h = try handles[row.set] ?? store.set(row.set)
-                handles[row.set] = h
-                do {
-                    try h.upsert(t, row.entity)
-                } catch let e as EntityError {
-                    let key = (try? h.keyValues(row.entity)).map(h.describeKey) ?? "?"
-                    throw EntityError.badInput("\(row.set)(\(key)): \(e)")
-                }
+        let sets = Set(rows.map(\.set)).sorted().joined(separator: ", ")
+        return try lifecycle.during(.populating, detail: sets) { lifecycleProgress in
+            let report = ForwardProgress { written, total in
+                lifecycleProgress(LifecycleEvent(state: .populating, entities: written, detail: sets))
+                progress?(written, total)
             }
-            report?(rows.count, rows.count)
-            return rows.count
+            return try store.write { t in
+                var handles: [String: EntitySetHandle] = [:]
+                for (n, row) in rows.enumerated() {
+                    if n % 10_000 == 0 { report(n, rows.count) }
+                    let h = try handles[row.set] ?? store.set(row.set)
+                    handles[row.set] = h
+                    do {
+                        try h.upsert(t, row.entity)
+                    } catch let e as EntityError {
+                        let key = (try? h.keyValues(row.entity)).map(h.describeKey) ?? "?"
+                        throw EntityError.badInput("\(row.set)(\(key)): \(e)")
+                    }
+                }
+                report(rows.count, rows.count)
+                return rows.count
+            }
         }
     }
 

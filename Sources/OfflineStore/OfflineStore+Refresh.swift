@@ -99,8 +99,13 @@ extension OfflineStore {
         }
         try enter()
         defer { leave() }
-        let refresher = Refresher(store: entities, backend: backend, pageSize: pageSize ?? Self.defaultRefreshPageSize, progress: progress)
-        return try await refresher.run(chosen, optimize: configuration.requestQueueOptimization)
+        return try await lifecycle.during(.downloading) { lifecycleProgress in
+            let refresher = Refresher(store: entities, backend: backend, pageSize: pageSize ?? Self.defaultRefreshPageSize) { p in
+                lifecycleProgress(LifecycleEvent(state: .downloading, entities: p.received, bytes: p.bytes, detail: p.request))
+                progress?(p)
+            }
+            return try await refresher.run(chosen, optimize: configuration.requestQueueOptimization)
+        }
     }
 
     /// Names valid and distinct, URLs defining requests of the schema in `metadata`.

@@ -18,20 +18,37 @@ public final class OfflineStore: Sendable {
     let boundQueries = BoundQueryCache()
     /// The clock of repeatability records (`now`), settable by tests.
     let servedClock = ServedClock()
+    /// Where the store is in its life (`open`, `downloading`, `uploading`, …), as a current state
+    /// and as `AsyncStream`s of changes: see `Lifecycle`.
+    public let lifecycle: Lifecycle
 
-    init(entities: EntityStore) { self.entities = entities }
+    init(entities: EntityStore, lifecycle: Lifecycle) {
+        self.entities = entities
+        self.lifecycle = lifecycle
+        lifecycle.report(.init(state: .open))
+    }
+
+    deinit { lifecycle.report(.init(state: .closed)) }
 
     /// Creates a store in directory `path` (which must not hold one) from a `$metadata` document.
     /// The configuration's defining requests are checked as `define` checks them.
-    public static func create(at path: String, metadata: [UInt8], configuration: StoreConfiguration = .init()) throws -> OfflineStore {
+    /// `lifecycle` reports `opening`, `initializing` and `open` (pass one to watch them; one
+    /// `Lifecycle` per store).
+    public static func create(at path: String, metadata: [UInt8], configuration: StoreConfiguration = .init(),
+                              lifecycle: Lifecycle = Lifecycle()) throws -> OfflineStore {
+        lifecycle.report(.init(state: .opening, detail: path))
         try checkDefiningRequests(configuration.definingRequests, metadata: metadata)
-        return OfflineStore(entities: try EntityStore.create(path: path, metadata: metadata, configuration: configuration))
+        lifecycle.report(.init(state: .initializing, detail: path))
+        return OfflineStore(entities: try EntityStore.create(path: path, metadata: metadata, configuration: configuration), lifecycle: lifecycle)
     }
 
     /// Opens the store in directory `path`. With `readOnly`, writes throw and nothing on disk is
     /// created or repaired; it works on a read-only file system.
-    public static func open(at path: String, durability: Durability? = nil, readOnly: Bool = false) throws -> OfflineStore {
-        OfflineStore(entities: try EntityStore.open(path: path, durability: durability, readOnly: readOnly))
+    /// `lifecycle` reports `opening`, then `open` (pass one to watch them).
+    public static func open(at path: String, durability: Durability? = nil, readOnly: Bool = false,
+                            lifecycle: Lifecycle = Lifecycle()) throws -> OfflineStore {
+        lifecycle.report(.init(state: .opening, detail: path))
+        return OfflineStore(entities: try EntityStore.open(path: path, durability: durability, readOnly: readOnly), lifecycle: lifecycle)
     }
 
     public var schema: Schema { entities.schema }

@@ -20,6 +20,8 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
         public var pages = 0
         /// Entity objects received, expanded ones and `@removed` entries included.
         public var received = 0
+        /// Bytes of response bodies read.
+        public var bytes = 0
         /// Entities written because they were new or changed (rebased ones included).
         public var written = 0
         /// Entities deleted from the store: no defining request holds them any more.
@@ -61,6 +63,8 @@ public struct RefreshProgress: Sendable, Hashable {
     public var mode: RefreshReport.Mode
     public var pages: Int
     public var received: Int
+    /// Bytes of response bodies read for this request so far.
+    public var bytes: Int
 }
 
 /// Why a refresh stopped. What it wrote before stays: each page is its own transaction, and the
@@ -192,15 +196,16 @@ package struct Refresher: Sendable {
             report.compacted = try await store.write { t in try RequestQueue(store: store).compact(t, optimize: optimize) }
         } catch {
             let (store, received, text) = (self.store, report.received, "\(error)")
+            let outcome = error is CancellationError ? "cancelled" : "failed"
             try? await store.write { t in
-                try RequestQueue(store: store).logEvent(t, type: "download", startedAt: started, finishedAt: .now, outcome: "failed",
+                try RequestQueue(store: store).logEvent(t, type: "Download", startedAt: started, finishedAt: .now, outcome: outcome,
                                                         entities: received, details: String(text.prefix(1_000)))
             }
             throw error
         }
         let (store, received, text) = (self.store, report.received, report.description)
         try await store.write { t in
-            try RequestQueue(store: store).logEvent(t, type: "download", startedAt: started, finishedAt: .now, outcome: "success",
+            try RequestQueue(store: store).logEvent(t, type: "Download", startedAt: started, finishedAt: .now, outcome: "succeeded",
                                                     entities: received, details: text)
         }
         return report
@@ -259,8 +264,10 @@ package struct Refresher: Sendable {
         var seen: Set<String> = []
         while let url = next {
             guard seen.insert(url).inserted else { throw RefreshError.badResponse(request: name, message: "the service sent the same next link twice: \(Membership.quoted(url))") }
+            try Task.checkCancellation()  // between pages: each page is whole or absent
             let response = try await get(url, track: track)
             guard response.status == 200 else { throw failure(name, response) }
+            report.bytes += response.body.count
             let page = try reader.page(response.body, set: query.path.entitySet, options: query.options)
             try await apply(page, name: name, generation: generation, into: &report)
             next = page.nextLink
@@ -285,9 +292,11 @@ package struct Refresher: Sendable {
         var seen: Set<String> = []
         while true {
             guard seen.insert(url).inserted else { throw RefreshError.badResponse(request: name, message: "the service sent the same next link twice: \(Membership.quoted(url))") }
+            try Task.checkCancellation()
             let response = try await get(url, track: true)
             if (400..<500).contains(response.status) { return nil }
             guard response.status == 200 else { throw failure(name, response) }
+            report.bytes += response.body.count
             let page = try reader.page(response.body, set: query.path.entitySet, options: query.options)
             try await apply(page, name: name, generation: generation, into: &report)
             if let next = page.nextLink { url = next; continue }
@@ -343,7 +352,7 @@ package struct Refresher: Sendable {
         report.written += counts.written
         report.removed += counts.removed
         report.rebased += counts.rebased
-        progress?(RefreshProgress(request: name, mode: report.mode, pages: report.pages, received: report.received))
+        progress?(RefreshProgress(request: name, mode: report.mode, pages: report.pages, received: report.received, bytes: report.bytes))
     }
 
     enum Written { case unchanged, written, rebased, keptLocal }

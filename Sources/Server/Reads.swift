@@ -84,7 +84,11 @@ struct Reads {
         }
         if !applied.isEmpty { headers[.preferenceApplied] = applied.joined(separator: ",") }
 
-        if let (body, summary) = try ResponseStream.inline(produce) {
+        let inline: ([UInt8], ResultSummary)?
+        do { inline = try ResponseStream.inline(produce) } catch is NoRelatedEntity {
+            return Response(status: .noContent, headers: headers)
+        }
+        if let (body, summary) = inline {
             var bytes = body
             if isCount, bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
             if let etag = summary.etag {

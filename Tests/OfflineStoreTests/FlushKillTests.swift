@@ -73,7 +73,9 @@ import Storage
         }
         #expect(await server.stop() == 0)
         print("flush kill test: \(round) rounds, \(totals.kills) flushes killed, \(totals.finished) done before the kill; \(totals.changes) local changes, \(acknowledged.count) requests applied once each (\(totals.ackedByKilled) settled by flushes later killed); a request was left sent by a kill \(totals.sentLeft) times; \(totals.completions) full comparisons; \(String(format: "%.1f", Date().timeIntervalSince(start))) s")
-        #expect(totals.kills >= min(20, kills), "too few kills in \(seconds) s")
+        // The count is bounded by time too: on a loaded 2-core machine a round takes seconds
+        // (8 kills in 60 s once, beside four builds). Fewer than three proves too little.
+        #expect(totals.kills >= min(3, kills), "too few kills in \(seconds) s")
         #expect(totals.sentLeft > 0, "no kill hit a request in flight: the test proves little")
     }
 

@@ -12,7 +12,7 @@ import Testing
         let metadata = Array(SampleData.metadata.utf8)
         let env = try Environment(path: tempDir(), durability: .noSync, mapSize: mapSize)
         return OfflineStore(entities: try EntityStore(environment: env, schema: try CSDL.parse(metadata), metadata: metadata,
-                                                      configuration: SampleData.configuration))
+                                                      configuration: SampleData.configuration), lifecycle: Lifecycle())
     }
 
     /// The writer runs a body again after the map grows; the counts a first run reported are not

@@ -76,6 +76,53 @@ import Samples
         #expect(try Self.count(store, "RequestQueue") == 0, "a served store queues nothing")
     }
 
+    /// `Nav@odata.bind` sets a foreign key from the bound entity's key; what the service does not
+    /// do — inline related entities (deep insert), binding a collection, a bound entity that does
+    /// not exist, a bind that contradicts the body — is refused with 400 and changes nothing.
+    @Test func bindSetsForeignKeysAndDeepInsertIsRefused() async throws {
+        let store = try ServeTests.sampleStore()
+        let partners = try OfflineStore.open(at: store, readOnly: true).entities("BusinessPartners?$top=2&$orderby=BusinessPartnerID")
+        let (a, b) = (partners[0]["BusinessPartnerID"]!, partners[1]["BusinessPartnerID"]!)
+        guard case .string(let first) = a, case .string(let second) = b else { Issue.record("string keys expected"); return }
+        let before = try Self.count(store, "Products")
+        try await withServer(store) { http, server in
+            let bound = try await http.send(.POST, "Products", body: #"{"ProductID":"B-1","Name":"Bound","Supplier@odata.bind":"BusinessPartners('\#(first)')"}"#)
+            #expect(bound.status == 201, "\(bound.text)")
+            #expect(bound.object["SupplierID"] as? String == first)
+            let absolute = try await http.send(.PATCH, "Products('B-1')", body: #"{"Supplier@odata.bind":"\#(server.url)BusinessPartners('\#(second)')"}"#)
+            #expect(absolute.status == 204, "\(absolute.text)")
+            #expect(try await http.get("Products('B-1')").object["SupplierID"] as? String == second)
+            let unbound = try await http.send(.PATCH, "Products('B-1')", body: #"{"Supplier@odata.bind":null}"#)
+            #expect(unbound.status == 204, "\(unbound.text)")
+            #expect(try await http.get("Products('B-1')").object["SupplierID"] is NSNull)
+            // No related entity now: 204 No Content (not 404, which says Products('B-1') is missing).
+            let noSupplier = try await http.get("Products('B-1')/Supplier")
+            #expect(noSupplier.status == 204 && noSupplier.text.isEmpty, "\(noSupplier.status) \(noSupplier.text)")
+            #expect(try await http.get("Products('NO-SUCH')/Supplier").status == 404)
+
+            for (body, why) in [
+                (#"{"ProductID":"B-2","Supplier@odata.bind":"BusinessPartners('NO-SUCH')"}"#, "does not exist"),
+                (#"{"ProductID":"B-2","Supplier@odata.bind":"SalesOrders('0500000001')"}"#, "not of"),
+                (#"{"ProductID":"B-2","Supplier@odata.bind":"BusinessPartners('\#(first)')","SupplierID":"\#(second)"}"#, "but the body gives"),
+                (#"{"ProductID":"B-2","Supplier@odata.bind":42}"#, "expected an entity URL"),
+                (#"{"ProductID":"B-2","Supplier":{"BusinessPartnerID":"NEW-1","CompanyName":"Deep"}}"#, "deep insert"),
+                (#"{"ProductID":"B-2","Colour@odata.bind":"BusinessPartners('\#(first)')"}"#, "Colour"),
+            ] {
+                let refused = try await http.send(.POST, "Products", body: body)
+                let message = (refused.object["error"] as? [String: Any])?["message"] as? String ?? refused.text
+                #expect(refused.status == 400 && message.contains(why), "\(body): \(refused.status) \(message)")
+            }
+            let deepOrders = try await http.send(.POST, "BusinessPartners",
+                                                 body: #"{"BusinessPartnerID":"D-1","CompanyName":"Deep","SalesOrders":[{"SalesOrderID":"D-9"}]}"#)
+            #expect(deepOrders.status == 400, "\(deepOrders.text)")
+            let bindMany = try await http.send(.POST, "BusinessPartners",
+                                               body: #"{"BusinessPartnerID":"D-1","CompanyName":"Deep","SalesOrders@odata.bind":["SalesOrders('0500000001')"]}"#)
+            #expect(bindMany.status == 400 && bindMany.text.contains("collection-valued"), "\(bindMany.text)")
+            #expect(try await http.get("BusinessPartners('D-1')").status == 404)
+        }
+        #expect(try Self.count(store, "Products") == before + 1)
+    }
+
     @Test func aFailingAtomicityGroupLeavesNothing() async throws {
         let store = try ServeTests.sampleStore()
         let before = try Self.count(store, "Products")

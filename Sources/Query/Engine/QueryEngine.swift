@@ -65,6 +65,7 @@ public struct QueryEngine: Sendable {
                 for e in query.options.expand { text += "\nexpand \(e.navigation.name): " + (try expandAccess(e)) }
                 return text
             case .missing: return "the resource path addresses no entity"
+            case .noRelated(let nav): return "no related entity (the foreign key of '\(nav)' is null)"
             case .empty(let set): return "empty collection of \(set.name) (null foreign key)"
             }
         }
@@ -104,6 +105,9 @@ public struct QueryEngine: Sendable {
             switch try resolve(query, t) {
             case .missing:
                 throw EntityError.notFound(set: query.path.entitySet, key: "")
+            case .noRelated(let nav):
+                if query.path.isCount { try out.raw("0"); try out.flush(); return summary }
+                throw NoRelatedEntity(navigation: nav)
             case .empty(let set):
                 if query.path.isCount { try out.raw("0") } else {
                     let delta = try deltaLink()
@@ -176,7 +180,7 @@ public struct QueryEngine: Sendable {
             let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory)
             var result: [Properties] = []
             switch try resolve(query, t) {
-            case .missing, .empty: break
+            case .missing, .empty, .noRelated: break
             case .single(let set, let eqs, _):
                 try executor.evaluator.navigator.find(set, eqs) { result.append(try $0.properties()); return false }
             case .collection(let set, let eqs):
@@ -192,7 +196,7 @@ public struct QueryEngine: Sendable {
         return try store.read { t in
             let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory)
             switch try resolve(query, t) {
-            case .missing, .empty: return 0
+            case .missing, .empty, .noRelated: return 0
             case .single(let set, let eqs, _):
                 var n = 0
                 try executor.evaluator.navigator.find(set, eqs) { _ in n = 1; return false }
@@ -211,6 +215,9 @@ public struct QueryEngine: Sendable {
         case collection(EntitySetHandle, [(String, Value)])
         /// A collection that is empty without looking (a null foreign key).
         case empty(EntitySetHandle)
+        /// A single-valued navigation, last in the path, whose foreign key is null: no entity is
+        /// related (OData: 204 No Content, not 404).
+        case noRelated(navigation: String)
         case missing
     }
 
@@ -227,7 +234,10 @@ public struct QueryEngine: Sendable {
                 guard let c = try navigator.constraints(of: p, nav) else {
                     throw QueryError("navigation property '\(nav.name)' has no referential constraint, so it cannot be followed in the local store", option: nil, column: nil)
                 }
-                if c.contains(where: { $0.1.isNull }) { return segment.isSingle ? .missing : .empty(set) }
+                if c.contains(where: { $0.1.isNull }) {
+                    if segment.isSingle && i == segments.count - 1 { return .noRelated(navigation: nav.name) }
+                    return segment.isSingle ? .missing : .empty(set)
+                }
                 eqs = c
             }
             if let key = segment.key { eqs += key.map { ($0.name, $0.value) } }
@@ -257,4 +267,11 @@ public struct QueryEngine: Sendable {
         default: return "full scan of \(e.entitySet) for \(by) (no index)"
         }
     }
+}
+
+/// A read of a single-valued navigation property whose foreign key is null: no entity is related.
+/// `serve` answers it with 204 No Content (OData 4.01 Part 1, "Requesting Related Entities").
+public struct NoRelatedEntity: Error, Sendable, Hashable, CustomStringConvertible {
+    public var navigation: String
+    public var description: String { "no entity is related through '\(navigation)' (its foreign key is null)" }
 }

@@ -1,0 +1,136 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import OfflineStore
+import Samples
+
+/// The lifecycle stream (`opening → initializing → open`, `populating`, `downloading`,
+/// `uploading`, `closed`) and cancellation of refresh and flush against a real `serve` process:
+/// a cancelled one leaves a consistent store (`.checksStores`), and the next one finishes.
+@Suite(.checksStores) struct LifecycleTests {
+    /// Collects a stream's events on a task of its own.
+    final class Recorder: Sendable {
+        final class Log: Sendable { let events = Mutex<[LifecycleEvent]>([]) }
+        let log = Log()
+        let done: Task<Void, Never>
+        func events<R>(_ body: ([LifecycleEvent]) -> R) -> R { log.events.withLock { body($0) } }
+
+        init(_ stream: AsyncStream<LifecycleEvent>) {
+            let log = self.log
+            done = Task { for await e in stream { log.events.withLock { $0.append(e) } } }
+        }
+
+        var states: [LifecycleState] { events { $0.map(\.state) } }
+
+        /// The states with repeats of the same state (progress) folded into one.
+        var transitions: [LifecycleState] {
+            states.reduce(into: []) { out, s in if out.last != s { out.append(s) } }
+        }
+
+        /// Waits (at most 10 s) until `predicate` holds for the events so far.
+        func wait(until predicate: ([LifecycleEvent]) -> Bool) async {
+            let deadline = Date().addingTimeInterval(10)
+            while !events({ predicate($0) }) && Date() < deadline { try? await Task.sleep(for: .milliseconds(5)) }
+        }
+    }
+
+    @Test func createLoadAndReleaseReportTheirStates() async throws {
+        let lifecycle = Lifecycle()
+        let recorder = Recorder(lifecycle.events())
+        var store: OfflineStore? = try OfflineStore.create(at: tempDir() + "/s", metadata: Array(SampleData.metadata.utf8),
+                                                          configuration: SampleData.configuration, lifecycle: lifecycle)
+        _ = try store!.load(set: "Products", json: Array(SampleData.json("Products").utf8))
+        #expect(lifecycle.current.state == .open)
+        let loaded = try store!.count(set: "Products")
+        let late = Recorder(lifecycle.events())  // a stream opened later starts at the current state
+        store = nil
+        await recorder.done.value  // the stream ends after `closed`
+        await late.done.value
+        #expect(recorder.transitions == [.opening, .initializing, .open, .populating, .open, .closed])
+        let populating = recorder.events { $0.filter { $0.state == .populating } }
+        #expect(populating.last?.entities == loaded && populating.last?.detail == "Products")
+        #expect(late.states == [.open, .closed])
+        #expect(Array(lifecycle.history.map(\.state).suffix(2)) == [.open, .closed])
+        // Closed is final: a stream asked for now gets `closed` and ends.
+        let after = Recorder(lifecycle.events())
+        await after.done.value
+        #expect(after.states == [.closed])
+    }
+
+    @Test func openReportsOpeningThenOpen() async throws {
+        let path = tempDir() + "/s"
+        _ = try OfflineStore.create(at: path, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
+        let lifecycle = Lifecycle()
+        let recorder = Recorder(lifecycle.events())
+        do {
+            let store = try OfflineStore.open(at: path, lifecycle: lifecycle)
+            #expect(store.lifecycle.current.state == .open)
+        }
+        await recorder.done.value
+        #expect(recorder.transitions == [.opening, .open, .closed])
+    }
+
+    /// A refresh reports `downloading` with entities and bytes; cancelled after its first page,
+    /// it throws `CancellationError`, logs a cancelled download, leaves a consistent store and no
+    /// delta link; the next refresh reads in full and gives the service's data.
+    @Test func refreshReportsDownloadingAndCanBeCancelled() async throws {
+        let servedPath = try ServeTests.sampleStore()
+        let request = DefiningRequest(name: "AllProducts", url: "Products")
+        let offline = try RefreshTests.offlineStore([request])
+        let recorder = Recorder(offline.lifecycle.events())
+        try await withServer(servedPath) { _, server in
+            let cancelled = Task {
+                try await offline.refresh(serviceRoot: server.url, pageSize: 2) { p in
+                    if p.pages == 1 { withUnsafeCurrentTask { $0?.cancel() } }
+                }
+            }
+            let outcome = await cancelled.result
+            #expect(throws: CancellationError.self) { try outcome.get() }
+            #expect(offline.lifecycle.current.state == .open)
+            let partial = try offline.count(set: "Products")
+            #expect(partial == 2, "one page of two written before the cancel")
+            #expect(try offline.check().isConsistent)
+            let events = try offline.entities("EventLog?$filter=Type eq 'Download'")
+            #expect(events.last?["Outcome"] == .string("cancelled"), "\(events)")
+
+            let report = try await offline.refresh(serviceRoot: server.url, pageSize: 2)
+            #expect(report.requests.first?.mode == .full)
+            RefreshTests.expectSame(try RefreshTests.contents(offline), try RefreshTests.union(try RefreshTests.served(servedPath), [request]), "after the refresh that followed the cancelled one")
+        }
+        let downloading = recorder.events { $0.filter { $0.state == .downloading } }
+        #expect(downloading.contains { $0.entities > 0 && $0.bytes > 0 && $0.detail == "AllProducts" })
+        #expect(recorder.transitions == [.open, .downloading, .open, .downloading, .open])
+    }
+
+    /// A flush reports `uploading` with requests sent; cancelled after its first round trip, it
+    /// throws `CancellationError` with the rest still queued and a cancelled upload logged; the
+    /// next flush sends the rest and the two stores agree.
+    @Test func flushReportsUploadingAndCanBeCancelled() async throws {
+        let (served, offline) = try FlushFixture.pair()
+        for (n, p) in try offline.entities("Products?$top=6").enumerated() {
+            try await offline.update(set: "Products", key: [p["ProductID"]!], changes: ["Name": .string("renamed \(n)")])
+        }
+        #expect(try FlushFixture.queue(offline).count == 6)
+        let recorder = Recorder(offline.lifecycle.events())
+        let server = try await ServerProcess.start(store: served)
+        let cancelled = Task {
+            try await offline.flush(serviceRoot: server.url, batchSize: 2) { report in
+                if report.roundTrips == 1 { withUnsafeCurrentTask { $0?.cancel() } }
+            }
+        }
+        let outcome = await cancelled.result
+        #expect(throws: CancellationError.self) { try outcome.get() }
+        #expect(try FlushFixture.queue(offline).count == 4, "one round trip of two settled before the cancel")
+        #expect(try offline.check().isConsistent)
+        let uploads = try offline.entities("EventLog?$filter=Type eq 'Upload'")
+        #expect(uploads.last?["Outcome"] == .string("cancelled"), "\(uploads)")
+
+        let rest = try await offline.flush(serviceRoot: server.url, batchSize: 2)
+        #expect(rest.succeeded == 4 && rest.left == 0 && rest.stopped == nil, "\(rest)")
+        try FlushFixture.expectInSync(offline, served, "after the flush that followed the cancelled one")
+        #expect(await server.stop() == 0)
+        let uploading = recorder.events { $0.filter { $0.state == .uploading } }
+        #expect(uploading.map(\.requests).contains(2))
+        #expect(recorder.transitions == [.open, .uploading, .open, .uploading, .open])
+    }
+}

@@ -76,6 +76,8 @@ final class DemoStory {
     var refreshes = 0
     var archived = 0
     var resolved = 0
+    /// Prints the offline store's lifecycle (from step 2 on).
+    var watcher: LifecycleWatcher?
 
     init(out: DemoOutput, dir: String, size: Int) {
         self.out = out
@@ -154,21 +156,22 @@ final class DemoStory {
         try await out.step(2, "open an offline store with two defining requests, and download") {
             try out.line("SG_Sales:   \(Self.salesURL)")
             try out.line("SG_Product: \(Self.productURL)")
-            // LIFECYCLE: the states below are reported by the demo itself, from what exists today
-            // (create returning, refresh's progress callback, its report). When OfflineStore's
-            // lifecycle AsyncStream lands on main, print the states it yields here instead.
-            try out.state("opening \(dir)/offline")
+            // The store's lifecycle, printed as it goes from here on (`state:` lines).
+            let lifecycle = Lifecycle()
+            let watcher = LifecycleWatcher(lifecycle, out: out)
+            self.watcher = watcher
             let configuration = StoreConfiguration(serviceRoot: url,
                                                    definingRequests: [.init(name: "SG_Sales", url: Self.salesURL),
                                                                       .init(name: "SG_Product", url: Self.productURL)],
                                                    indexes: SampleData.configuration.indexes)
-            let store = try OfflineStore.create(at: dir + "/offline", metadata: Array(SampleData.metadata.utf8), configuration: configuration)
-            try out.state("open (empty; service \(url))")
+            let store = try OfflineStore.create(at: dir + "/offline", metadata: Array(SampleData.metadata.utf8), configuration: configuration,
+                                                lifecycle: lifecycle)
+            try await watcher.settle(past: 0)
+            try out.line("created, empty; its service: \(url)")
             let start = ContinuousClock.now
-            let report = try await refresh(store, initial: true)
+            let report = try await refresh(store)
             downloadTime = ContinuousClock.now - start
             downloaded = report.received
-            try out.state("ready: \(report)")
             // What arrived is exactly what the defining requests select on the server.
             let expected: [(String, String)] = [
                 ("BusinessPartners", "BusinessPartners?$filter=Country eq 'US'"),
@@ -187,19 +190,12 @@ final class DemoStory {
         }
     }
 
-    /// A refresh with a progress line on a terminal and a state line for each defining request.
-    func refresh(_ store: OfflineStore, initial: Bool = false) async throws -> RefreshReport {
-        let current = Mutex<String?>(nil)
-        let out = self.out
-        let report = try await store.refresh { p in
-            let changed = current.withLock { c -> Bool in
-                defer { c = p.request }
-                return c != p.request
-            }
-            // A failure to print here shows at the step's next line, which throws.
-            if changed { try? out.state("\(initial ? "downloading" : "refreshing") \(p.request) (\(p.mode.rawValue))") }
-            out.progress("\(p.request): \(p.received) entities, \(p.pages) pages")
-        }
+    /// A refresh, its lifecycle printed as it goes, then its report.
+    func refresh(_ store: OfflineStore) async throws -> RefreshReport {
+        let mark = watcher?.opens ?? 0
+        let report = try await store.refresh()
+        try await watcher?.settle(past: mark)
+        try out.line("refresh: \(report)")
         refreshes += 1
         return report
     }
@@ -365,12 +361,13 @@ final class DemoStory {
         }
     }
 
-    /// A flush with a progress line on a terminal and its state lines.
+    /// A flush, its lifecycle printed as it goes, then its report.
     func flush(_ store: OfflineStore) async throws -> FlushReport {
-        try out.state("uploading \(try store.pendingRequestCount()) requests")
-        let out = self.out
-        let report = try await store.flush(batchSize: 50) { r in out.progress("sent \(r.sent), succeeded \(r.succeeded), archived \(r.archived)") }
-        try out.state("uploaded: \(report)")
+        try out.line("\(try store.pendingRequestCount()) requests to send")
+        let mark = watcher?.opens ?? 0
+        let report = try await store.flush(batchSize: 50)
+        try await watcher?.settle(past: mark)
+        try out.line("flush: \(report)")
         flushed += report.succeeded
         archived += report.archived
         return report
@@ -412,7 +409,6 @@ final class DemoStory {
     func step9Refresh(_ store: OfflineStore, rebased: String, deleted: String, pending: [Int64]) async throws {
         try await out.step(9, "refresh: the pending change is rebased on the server's new image") {
             let report = try await refresh(store)
-            try out.state("refreshed: \(report)")
             let local = try store.get(set: "Products", key: [.string(rebased)])
             try out.line("Products('\(rebased)'): Name \(demoText(local?["Name"])) from the server, Price \(demoText(local?["Price"])) from request #\(pending[0]), still pending")
             guard local?["Name"] == .string("Renamed on the server"), local?["Price"] == .decimal(EDMDecimal("19.99")!) else {
@@ -461,10 +457,9 @@ final class DemoStory {
                 + "; ErrorArchive \(try store.count(set: "ErrorArchive")) entries, queue \(try store.pendingRequestCount()) requests")
             guard try store.count(set: "ErrorArchive") == 0, try store.pendingRequestCount() == 0 else { throw DemoFailure("the error is not resolved") }
             let report = try await refresh(store)
-            try out.state("refreshed: \(report)")
             let gone = try store.get(set: "Products", key: [.string(deleted)]) == nil
             try out.line("Products('\(deleted)'): \(gone ? "gone locally too, as on the server" : "still here")")
-            guard gone else { throw DemoFailure("Products('\(deleted)') was not removed by the refresh") }
+            guard gone, report.removed >= 1 else { throw DemoFailure("Products('\(deleted)') was not removed by the refresh: \(report)") }
         }
     }
 

@@ -121,3 +121,69 @@ func demoText(_ json: JSON?) -> String {
     case let other?: other.text
     }
 }
+
+/// Prints a store's lifecycle (`OfflineStore.lifecycle`) as it goes: one `state:` line per phase —
+/// a state, or the defining request a download is on — with its last figures, and on a terminal
+/// the phase's progress as it moves. `open` is printed as it comes.
+final class LifecycleWatcher: Sendable {
+    private struct Seen {
+        /// The phase being reported: printed when the next one starts.
+        var pending: LifecycleEvent?
+        /// `open` events printed so far.
+        var opens = 0
+    }
+    private let seen = Mutex(Seen())
+    private let out: DemoOutput
+    private let failure = Mutex<(any Error)?>(nil)
+
+    /// Watches `lifecycle` until its stream ends (the store closed).
+    init(_ lifecycle: Lifecycle, out: DemoOutput) {
+        self.out = out
+        let events = lifecycle.events()
+        Task { [self] in for await e in events { take(e) } }
+    }
+
+    /// `open` events printed so far: pass it to `settle(past:)` after the next piece of work.
+    var opens: Int { seen.withLock { $0.opens } }
+
+    /// Waits (at most 10 s) until the watcher has printed the store's return to `open` after
+    /// `mark` `open`s, so the lines of a step stay in order; throws what printing threw.
+    func settle(past mark: Int) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while opens <= mark, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
+        if let error = failure.withLock({ $0 }) { throw error }
+        guard opens > mark else { throw DemoFailure("the store's lifecycle did not come back to open") }
+    }
+
+    private func take(_ e: LifecycleEvent) {
+        let (printNow, commit) = seen.withLock { s -> ([LifecycleEvent], LifecycleEvent?) in
+            var commit: LifecycleEvent? = nil
+            if let p = s.pending, p.state != e.state || (p.detail != nil && p.detail != e.detail) { commit = p }
+            if e.state == .open || e.state == .closed {
+                s.pending = nil
+                if e.state == .open { s.opens += 1 }
+                return ([e], commit)
+            }
+            s.pending = e
+            return ([], commit)
+        }
+        do {
+            if let commit { try out.state(Self.text(commit)) }
+            for e in printNow where e.state == .open { try out.state(Self.text(e)) }
+        } catch {
+            failure.withLock { $0 = $0 ?? error }
+        }
+        if printNow.isEmpty { out.progress("state: " + Self.text(e)) }
+    }
+
+    /// `downloading SG_Sales: 4275 entities, 1.2 MiB`: the state, what it is about, the figures that apply.
+    static func text(_ e: LifecycleEvent) -> String {
+        var figures: [String] = []
+        if e.entities > 0 { figures.append("\(e.entities) entities") }
+        if e.bytes > 0 {
+            figures.append(e.bytes >= 1 << 20 ? String(format: "%.1f MiB", Double(e.bytes) / 1_048_576) : e.bytes >= 1_024 ? "\(e.bytes / 1_024) KiB" : "\(e.bytes) bytes")
+        }
+        if e.requests > 0 { figures.append("\(e.requests) requests sent") }
+        return e.state.rawValue + (e.detail.map { " " + $0 } ?? "") + (figures.isEmpty ? "" : ": " + figures.joined(separator: ", "))
+    }
+}

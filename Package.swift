@@ -40,7 +40,7 @@ let package = Package(
         .executableTarget(
             name: "offline-store",
             dependencies: [
-                "OfflineStore", "Samples", "Server",
+                "OfflineStore", "Samples", "Server", "Storage", "Queue", "Remote",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -3,6 +3,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import OfflineStore
+import ServiceLifecycle
 
 /// How `offline-store serve` serves a store.
 public struct ServeOptions: Sendable {
@@ -17,6 +18,10 @@ public struct ServeOptions: Sendable {
     public var maxRequestBytes = 64 << 20
     /// Seconds between access summaries logged at info level (when there was traffic).
     public var summaryInterval: Double = 60
+    /// Stop gracefully on SIGTERM and SIGINT (what `serve` wants). Off for a server run inside
+    /// another program (`demo`): a `ServerStop` then stops it, and the signals keep their usual
+    /// effect on the program.
+    public var stopOnSignals = true
     public init() {}
 }
 
@@ -27,10 +32,10 @@ public struct ServeOptions: Sendable {
 ///     print("serving at http://127.0.0.1:\(port)/")
 /// }
 /// ```
-/// Runs until SIGINT or SIGTERM, then stops accepting connections, finishes the requests in flight
-/// and returns.
+/// Runs until SIGINT or SIGTERM (unless `options.stopOnSignals` is off) or until `stop` is called,
+/// then stops accepting connections, finishes the requests in flight and returns.
 public enum ODataServer {
-    public static func run(store: OfflineStore, options: ServeOptions, logger: Logger,
+    public static func run(store: OfflineStore, options: ServeOptions, logger: Logger, stop: ServerStop? = nil,
                            onRunning: @escaping @Sendable (Int) async -> Void) async throws {
         let service = ODataService(store: store, options: options, logger: logger)
         let responder = CallbackResponder<BasicRequestContext> { request, context in
@@ -50,7 +55,39 @@ public enum ODataServer {
             }
         }
         defer { summaries.cancel() }
-        try await app.runService()
+        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: options.stopOnSignals ? [.sigterm, .sigint] : [],
+                                                      logger: logger))
+        let stopper = Task {
+            guard let stop else { return }
+            await stop.requested()
+            if !Task.isCancelled { await group.triggerGracefulShutdown() }
+        }
+        defer { stopper.cancel() }
+        try await group.run()
         service.stats.logSummary(logger, onlyIfChanged: false)
+    }
+}
+
+/// Stops a server that `ODataServer.run(…, stop:)` runs, gracefully, from elsewhere in the program.
+///
+/// ```swift
+/// let stop = ServerStop()
+/// let server = Task { try await ODataServer.run(store: s, options: o, logger: l, stop: stop) { _ in } }
+/// …
+/// stop()
+/// try await server.value
+/// ```
+public final class ServerStop: Sendable {
+    private let stream: AsyncStream<Never>
+    private let continuation: AsyncStream<Never>.Continuation
+
+    public init() { (stream, continuation) = AsyncStream.makeStream(of: Never.self) }
+
+    /// Asks the server to stop; it returns from `run` once the requests in flight are done.
+    public func callAsFunction() { continuation.finish() }
+
+    /// Returns once a stop is asked (or the waiting task is cancelled).
+    func requested() async {
+        for await _ in stream {}
     }
 }

@@ -127,12 +127,6 @@ func write(_ text: String, to path: String) throws {
         #expect(bad.status != 0 && bad.stderr.contains("Nope"), "\(bad.stderr)")
         #expect(!FileManager.default.fileExists(atPath: dir + "/store"))
     }
-
-    @Test func demoRuns() throws {
-        let r = try CLI.run(["demo"])
-        #expect(r.status == 0, "\(r.stderr)")
-        #expect(r.stdout.contains("ok:"))
-    }
 }
 
 @Suite(.checksStores) struct V2LoadTests {

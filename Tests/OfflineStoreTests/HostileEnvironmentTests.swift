@@ -160,7 +160,7 @@ import Samples
         let tmp = tempDir()
         let p = Process()
         p.executableURL = URL(fileURLWithPath: CLI.executable)
-        p.arguments = ["demo"]
+        p.arguments = ["demo", "--size", "20"]  // small: the story, not the data, is under test
         p.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": tmp]) { $1 }
         let out = Pipe()
         p.standardOutput = out

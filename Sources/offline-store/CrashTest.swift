@@ -29,6 +29,7 @@ struct CrashTest: ParsableCommand {
     @Option(help: "Keep the stores and logs in this directory (new or empty) instead of a temporary one.") var dir: String?
     @Option(help: "Products each worker changes.") var keys = 12
     @Option(help: "Writer threads in each worker.") var writers = 2
+    @Option(help: "The stores' durability: full (fsync every commit) or noSync (survives a process crash, which is all a kill tests; faster).") var durability = "full"
 
     func run() throws {
         try runReportingErrors {
@@ -36,6 +37,7 @@ struct CrashTest: ParsableCommand {
             guard (1...16).contains(workers) else { throw CLIError("--workers must be 1…16") }
             guard (1...8).contains(writers), keys >= writers, keys <= 1000 else { throw CLIError("--writers must be 1…8 and --keys from --writers to 1000") }
             guard let phase = CrashHarness.Phase(rawValue: phase) else { throw CLIError("--phase must be write, flush, refresh, serve or all, not '\(phase)'") }
+            guard let durability = Durability(rawValue: durability) else { throw CLIError("--durability must be full or noSync, not '\(durability)'") }
             if let seconds, !(seconds > 0) { throw CLIError("--seconds must be a positive number") }
             let seed = self.seed ?? UInt64(Date().timeIntervalSince1970 * 1000) % 1_000_000_000
             let directory: String
@@ -49,8 +51,8 @@ struct CrashTest: ParsableCommand {
                 directory = try makeTemporaryDirectory(prefix: "offline-store-crashtest-")
             }
             let harness = CrashHarness(directory: directory, seed: seed, phase: phase, workers: workers, keys: keys, writers: writers,
-                                       kills: kills, seconds: seconds)
-            try output("crashtest: seed \(seed), phase \(phase.rawValue), \(workers) workers × \(writers) writers, \(kills) kills\(seconds.map { " or \($0) s" } ?? ""), in \(directory)")
+                                       kills: kills, seconds: seconds, durability: durability)
+            try output("crashtest: seed \(seed), phase \(phase.rawValue), \(workers) workers × \(writers) writers, \(kills) kills\(seconds.map { " or \($0) s" } ?? ""), durability \(durability.rawValue), in \(directory)")
             let ok = try harness.run()
             if ok {
                 if dir == nil { try? FileManager.default.removeItem(atPath: directory) }
@@ -75,6 +77,7 @@ final class CrashHarness {
     let writers: Int
     let killTarget: Int
     let seconds: Double?
+    let durability: Durability
     var rng: _SplitMix
     let start = Date()
 
@@ -93,7 +96,8 @@ final class CrashHarness {
         var landed = 0, notLanded = 0, sentLeft = 0, unaimed = 0
     }
 
-    init(directory: String, seed: UInt64, phase: Phase, workers: Int, keys: Int, writers: Int, kills: Int, seconds: Double?) {
+    init(directory: String, seed: UInt64, phase: Phase, workers: Int, keys: Int, writers: Int, kills: Int, seconds: Double?, durability: Durability) {
+        self.durability = durability
         self.directory = directory
         self.seed = seed
         self.phase = phase
@@ -120,7 +124,7 @@ final class CrashHarness {
             round += 1
             let p = phase == .all ? [Phase.write, .flush, .refresh, .serve][rng.below(4)] : phase
             let line = p == .serve ? try killServer() : try killWorker(p, rng.below(workerCount))
-            try output("round \(round): \(line)")
+            try output("round \(round) [\(String(format: "%.1f", elapsed)) s]: \(line)")
             for (w, worker) in workers.enumerated() { if let worker, let why = worker.endedOnItsOwn() { violations.append("worker \(w) \(why)") } }
         }
         if violations.isEmpty { try finish() }
@@ -138,14 +142,17 @@ final class CrashHarness {
 
     func setUp() throws {
         let metadata = Array(SampleData.metadata.utf8)
+        var servedConfiguration = SampleData.configuration
+        servedConfiguration.durability = durability
         do {
-            let served = try OfflineStore.create(at: servedPath, metadata: metadata, configuration: SampleData.configuration)
+            let served = try OfflineStore.create(at: servedPath, metadata: metadata, configuration: servedConfiguration)
             for set in SampleData.setsInLoadOrder { _ = try served.load(set: set, json: Array(SampleData.json(set).utf8)) }
             baseline = (try served.changeToken(), try served.repeatRecordCount())
         }
         for w in 0..<workerCount {
             var configuration = SampleData.configuration
             configuration.requestQueueOptimization = w % 2 == 0
+            configuration.durability = durability
             configuration.definingRequests = [DefiningRequest(name: "Products", url: "Products"),
                                               DefiningRequest(name: "Orders", url: "SalesOrders?$expand=Items")]
             let client = try OfflineStore.create(at: clientPath(w), metadata: metadata, configuration: configuration)

@@ -32,18 +32,19 @@ struct CrashWorker: ParsableCommand {
             let store = try OfflineStore.open(at: options.store)
             let ids = CrashModel.keys(worker: worker, count: keys)
             let lines = CrashLines()
+            let hold = Hold()
             for t in 0..<writers {
                 let mine = ids.enumerated().filter { $0.offset % writers == t }.map(\.element)
                 let seed = self.seed &+ UInt64(t) &* 0x9E37
                 let thread = Thread {
-                    do { try Self.write(store, ids: mine, writer: t, seed: seed, lines: lines) } catch { Self.fail("writer \(t)", error) }
+                    do { try Self.write(store, ids: mine, writer: t, seed: seed, lines: lines, hold: hold) } catch { Self.fail("writer \(t)", error) }
                 }
                 thread.stackSize = 1 << 22
                 thread.start()
             }
             let (file, seed) = (serviceFile, self.seed)
             try blocking {
-                do { try await Self.synchronize(store, serviceFile: file, seed: seed, lines: lines) } catch { Self.fail("sync", error) }
+                do { try await Self.synchronize(store, serviceFile: file, seed: seed, lines: lines, hold: hold) } catch { Self.fail("sync", error) }
             }
         }
     }
@@ -54,7 +55,7 @@ struct CrashWorker: ParsableCommand {
     }
 
     /// One writer: change after change, reported before and after.
-    static func write(_ store: OfflineStore, ids: [String], writer: Int, seed: UInt64, lines: CrashLines) throws {
+    static func write(_ store: OfflineStore, ids: [String], writer: Int, seed: UInt64, lines: CrashLines, hold: Hold) throws {
         var rng = _SplitMix(state: seed)
         var n = 0
         while true {
@@ -95,8 +96,8 @@ struct CrashWorker: ParsableCommand {
             n += 1
             // A pace a flush keeps up with: the queue stays short, so flushes and refreshes are
             // many and quick and the kills find them often.
-            usleep(UInt32(1_000 + rng.below(15_000)))
-            while try store.pendingRequestCount() > 150 { usleep(20_000) }
+            usleep(UInt32(2_000 + rng.below(25_000)))
+            while try hold.on || store.pendingRequestCount() > 60 { usleep(5_000) }
         }
     }
 
@@ -106,9 +107,10 @@ struct CrashWorker: ParsableCommand {
                             "SalesOrders?$expand=Items", "BusinessPartners"]
 
     /// Flushes, refreshes and defining-request changes, one after another.
-    static func synchronize(_ store: OfflineStore, serviceFile: String, seed: UInt64, lines: CrashLines) async throws {
+    static func synchronize(_ store: OfflineStore, serviceFile: String, seed: UInt64, lines: CrashLines, hold: Hold) async throws {
         var rng = _SplitMix(state: seed ^ 0x5EED)
         let parent = getppid()
+        var flushes = 0
         while true {
             // Orphaned (the crash test itself was killed): stop rather than run on.
             if getppid() != parent { Foundation.exit(0) }
@@ -119,13 +121,25 @@ struct CrashWorker: ParsableCommand {
             if roll < 50 {
                 let size = rng.below(2) == 0 ? 1 : 2 + rng.below(19)
                 try lines.emit("begin flush")
-                let report = try await store.flush(serviceRoot: url, category: nil, batchSize: size, headers: [], reconcile: false, progress: nil)
+                // Writes go on during the first 150 ms of a flush, then wait for it: a flush
+                // chasing writers that refill the queue as fast as it drains would never end.
+                flushes += 1
+                let number = flushes
+                hold.started(number)
+                defer { hold.ended() }
+                let holding = Task {
+                    try await Task.sleep(for: .milliseconds(150))
+                    hold.hold(number)
+                }
+                let report = try await store.quickFlush(serviceRoot: url, batchSize: size, connectTimeout: 1)
+                holding.cancel()
+                hold.ended()
                 try lines.emit("end flush \(ms()) size \(size): \(report.description.replacingOccurrences(of: "\n", with: " "))")
                 if report.stopped != nil { try await Task.sleep(for: .milliseconds(20)) }
             } else if roll < 88 {
                 try lines.emit("begin refresh")
                 do {
-                    let report = try await store.refresh(serviceRoot: url, pageSize: rng.below(2) == 0 ? 7 : 1_000)
+                    let report = try await store.quickRefresh(serviceRoot: url, pageSize: rng.below(2) == 0 ? 7 : 1_000, connectTimeout: 1)
                     try lines.emit("end refresh \(ms()) \(report.requests.count) requests")
                 } catch let e as BackendError {
                     // No server: the parent killed it (and starts it again).
@@ -148,6 +162,21 @@ struct CrashWorker: ParsableCommand {
             }
         }
     }
+}
+
+/// Whether writers should wait: the flush running now (its number) has run long. A flush's
+/// number is set when it starts and cleared when it ends, so a late `hold` of a flush that has
+/// ended holds nobody.
+final class Hold: Sendable {
+    private let running = Atomic<Int>(0)
+    private let held = Atomic<Int>(0)
+    var on: Bool {
+        let h = held.load(ordering: .acquiring)
+        return h != 0 && h == running.load(ordering: .acquiring)
+    }
+    func started(_ n: Int) { running.store(n, ordering: .releasing) }
+    func ended() { running.store(0, ordering: .releasing) }
+    func hold(_ n: Int) { held.store(n, ordering: .releasing) }
 }
 
 /// Lines to standard output from several threads, each in one `write(2)`.

@@ -29,6 +29,7 @@ struct CrashTest: ParsableCommand {
     @Option(help: "Keep the stores and logs in this directory (new or empty) instead of a temporary one.") var dir: String?
     @Option(help: "Products each worker changes.") var keys = 12
     @Option(help: "Writer threads in each worker.") var writers = 2
+    @Option(help: .hidden) var falseAckAfter: Int?
     @Option(help: "The stores' durability: full (fsync every commit) or noSync (survives a process crash, which is all a kill tests; faster).") var durability = "full"
 
     func run() throws {
@@ -51,7 +52,8 @@ struct CrashTest: ParsableCommand {
                 directory = try makeTemporaryDirectory(prefix: "offline-store-crashtest-")
             }
             let harness = CrashHarness(directory: directory, seed: seed, phase: phase, workers: workers, keys: keys, writers: writers,
-                                       kills: kills, seconds: seconds, durability: durability)
+                                       kills: kills, seconds: seconds, durability: durability,
+                                       falseAckAfter: falseAckAfter)
             try output("crashtest: seed \(seed), phase \(phase.rawValue), \(workers) workers × \(writers) writers, \(kills) kills\(seconds.map { " or \($0) s" } ?? ""), durability \(durability.rawValue), in \(directory)")
             let ok = try harness.run()
             if ok {
@@ -78,6 +80,8 @@ final class CrashHarness {
     let killTarget: Int
     let seconds: Double?
     let durability: Durability
+    /// Worker 0 reports a change it never made after this many (the test that a loss is caught).
+    let falseAckAfter: Int?
     var rng: _SplitMix
     let start = Date()
 
@@ -96,7 +100,8 @@ final class CrashHarness {
         var landed = 0, notLanded = 0, sentLeft = 0, unaimed = 0
     }
 
-    init(directory: String, seed: UInt64, phase: Phase, workers: Int, keys: Int, writers: Int, kills: Int, seconds: Double?, durability: Durability) {
+    init(directory: String, seed: UInt64, phase: Phase, workers: Int, keys: Int, writers: Int, kills: Int, seconds: Double?, durability: Durability, falseAckAfter: Int? = nil) {
+        self.falseAckAfter = falseAckAfter
         self.durability = durability
         self.directory = directory
         self.seed = seed
@@ -180,8 +185,9 @@ final class CrashHarness {
     }
 
     func startWorker(_ w: Int) throws -> WorkerChild {
-        let args = ["_crash-worker", "--store", clientPath(w), "--service-file", serviceFile, "--seed", String(rng.next() % 1_000_000_000),
+        let args: [String] = ["_crash-worker", "--store", clientPath(w), "--service-file", serviceFile, "--seed", String(rng.next() % 1_000_000_000),
                     "--worker", String(w), "--keys", String(keys), "--writers", String(writers)]
+            + (w == 0 ? falseAckAfter.map { ["--false-ack-after", String($0)] } ?? [] : [])
         return try WorkerChild.start(args, log: logs[w], stderr: directory + "/worker-\(w).err")
     }
 

@@ -25,6 +25,9 @@ struct CrashWorker: ParsableCommand {
     @Option var worker: Int = 0
     @Option var keys: Int = 12
     @Option var writers: Int = 2
+    /// For the test that the crash test catches a loss: after this many changes, writer 0 reports
+    /// a change it never made.
+    @Option var falseAckAfter: Int?
 
     func run() throws {
         try runReportingErrors {
@@ -37,7 +40,7 @@ struct CrashWorker: ParsableCommand {
                 let mine = ids.enumerated().filter { $0.offset % writers == t }.map(\.element)
                 let seed = self.seed &+ UInt64(t) &* 0x9E37
                 let thread = Thread {
-                    do { try Self.write(store, ids: mine, writer: t, seed: seed, lines: lines, hold: hold) } catch { Self.fail("writer \(t)", error) }
+                    do { try Self.write(store, ids: mine, writer: t, seed: seed, lines: lines, hold: hold, falseAckAfter: t == 0 ? falseAckAfter : nil) } catch { Self.fail("writer \(t)", error) }
                 }
                 thread.stackSize = 1 << 22
                 thread.start()
@@ -55,9 +58,12 @@ struct CrashWorker: ParsableCommand {
     }
 
     /// One writer: change after change, reported before and after.
-    static func write(_ store: OfflineStore, ids: [String], writer: Int, seed: UInt64, lines: CrashLines, hold: Hold) throws {
+    static func write(_ store: OfflineStore, ids: [String], writer: Int, seed: UInt64, lines: CrashLines, hold: Hold, falseAckAfter: Int?) throws {
         var rng = _SplitMix(state: seed)
         var n = 0
+        // The key a false acknowledgement names is never really written: nothing mends the model.
+        let falseKey = falseAckAfter != nil && ids.count > 1 ? ids[0] : nil
+        let ids = falseKey != nil ? Array(ids.dropFirst()) : ids
         while true {
             let batch = rng.below(5) == 0 ? 2 + rng.below(2) : 1
             var changes: [OfflineStore.Change] = []
@@ -93,6 +99,7 @@ struct CrashWorker: ParsableCommand {
             try store.apply(changes, options: ChangeOptions(customTag: "crash", nonMergeable: rng.below(3) == 0))
             let after = try touched.map { "\($0)=\(try CrashModel.state(store, $0))" }
             try lines.emit("ack \(writer) \(n) \(after.joined(separator: ";"))")
+            if n == falseAckAfter, let falseKey { try lines.emit("ack \(writer) \(n) \(falseKey)=never-written/-") }
             n += 1
             // A pace a flush keeps up with: the queue stays short, so flushes and refreshes are
             // many and quick and the kills find them often.

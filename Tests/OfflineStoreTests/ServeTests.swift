@@ -69,8 +69,8 @@ import Samples
 
     /// `--lifetime` stops the server by itself, cleanly (it once sent SIGTERM with raise() from a
     /// dispatch worker thread, which blocks the signal: the server never stopped).
-    @Test func lifetimeStopsTheServerCleanly() throws {
-        let server = try ServerProcess(store: try Self.sampleStore(), lifetime: 1)
+    @Test func lifetimeStopsTheServerCleanly() async throws {
+        let server = try await ServerProcess.start(store: try Self.sampleStore(), lifetime: 1)
         let start = Date()
         var status: Int32 = 0
         while waitpid(server.pid, &status, WNOHANG) == 0 {
@@ -79,7 +79,7 @@ import Samples
                 Issue.record("serve --lifetime 1 still running after 30 s")
                 return
             }
-            usleep(20_000)
+            try await Task.sleep(nanoseconds: 20_000_000)
         }
         #expect(status & 0x7F == 0 && (status >> 8) & 0xFF == 0, "exit status \(status): \(server.stderr.suffix(2000))")
     }

@@ -68,6 +68,36 @@ extension OfflineStore {
         }
     }
 
+    /// `flush` (no reconciliation) and then nothing else, against an HTTP backend that gives up
+    /// quickly: no retries, and a connect timeout of `connectTimeout` seconds — AsyncHTTPClient
+    /// keeps retrying a refused connection until its connect timeout (10 s by default), so against
+    /// a stopped server a flush would wait that long. For `crashtest`'s workers, whose server is
+    /// killed and started again on another port.
+    package func quickFlush(serviceRoot: String, batchSize: Int, connectTimeout: Double) async throws -> FlushReport {
+        let backend = HTTPBackend(serviceRoot: serviceRoot, retries: 0, connectTimeout: .milliseconds(Int64(connectTimeout * 1000)))
+        do {
+            let report = try await flush(backend: backend, batchSize: batchSize, reconcile: false)
+            try? await backend.shutdown()
+            return report
+        } catch {
+            try? await backend.shutdown()
+            throw error
+        }
+    }
+
+    /// `refresh` against a backend that gives up quickly (see `quickFlush`).
+    package func quickRefresh(serviceRoot: String, pageSize: Int, connectTimeout: Double) async throws -> RefreshReport {
+        let backend = HTTPBackend(serviceRoot: serviceRoot, retries: 0, connectTimeout: .milliseconds(Int64(connectTimeout * 1000)))
+        do {
+            let report = try await refresh(backend: backend, pageSize: pageSize)
+            try? await backend.shutdown()
+            return report
+        } catch {
+            try? await backend.shutdown()
+            throw error
+        }
+    }
+
     /// Stores with a flush running in this process, by path.
     static let flushing = Mutex<Set<String>>([])
 

@@ -11,6 +11,8 @@ public typealias RefreshReport = Queue.RefreshReport
 public typealias RefreshProgress = Queue.RefreshProgress
 /// Why a refresh, define or undefine stopped.
 public typealias RefreshError = Queue.RefreshError
+/// No answer, or one that cannot be read, from the service (what a refresh throws when it is down).
+package typealias BackendError = Queue.BackendError
 
 /// Paths of the stores with a refresh, define or undefine running in this process.
 private let busyStores = Mutex<Set<String>>([])

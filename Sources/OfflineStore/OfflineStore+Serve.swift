@@ -96,6 +96,13 @@ extension OfflineStore {
         try ChangeLog(store: entities).last(t)
     }
 
+    /// How many repeatability records the served store keeps: one per successful repeatable write
+    /// (or write unit of a `$batch`) still in the window. `crashtest` counts applications with it.
+    package func repeatRecordCount() throws -> Int {
+        let store = entities
+        return try store.read { t in try t.count(store.repeatRecords) }
+    }
+
     /// The entities of `set` changed after `token` — each once, in its newest state (changed, or
     /// deleted), in the order of their last change — and the newest position (the next token).
     ///

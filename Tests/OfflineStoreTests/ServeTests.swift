@@ -79,7 +79,7 @@ import Samples
                 Issue.record("serve --lifetime 1 still running after 30 s")
                 return
             }
-            usleep(20_000)
+            try await Task.sleep(nanoseconds: 20_000_000)
         }
         #expect(status & 0x7F == 0 && (status >> 8) & 0xFF == 0, "exit status \(status): \(server.stderr.suffix(2000))")
     }

@@ -26,6 +26,10 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     package let retries: Int
     package let backoff: Duration
     private let client: HTTPClient
+    package let connectTimeout: TimeAmount
+
+    /// No connection within the connect timeout: not retried.
+    struct Unreachable: Error { let message: String }
 
     /// `connectTimeout` bounds how long a request waits for a connection: AsyncHTTPClient keeps
     /// retrying a refused connection until then, so it is also how long a service that is down
@@ -37,6 +41,7 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
+        self.connectTimeout = connectTimeout
         client = HTTPClient(eventLoopGroupProvider: .singleton,
                             configuration: .init(redirectConfiguration: .disallow, timeout: .init(connect: connectTimeout)))
     }
@@ -60,6 +65,10 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
                     continue
                 }
                 return response
+            } catch let e as Unreachable {
+                // AsyncHTTPClient already kept trying to connect for the whole connect timeout:
+                // retrying would only multiply the wait for a service that is down.
+                throw BackendError.transport(e.message)
             } catch let e as BackendError {
                 guard repeatable, attempt < retries, case .transport = e else { throw e }
                 attempt += 1
@@ -83,6 +92,11 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
             let body = try await response.body.collect(upTo: 1 << 30)
             return BackendResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
                                    body: Array(body.readableBytesView))
+        } catch let e as IOError where e.errnoCode == ECONNREFUSED {
+            // AsyncHTTPClient retried the refused connection until the connect timeout.
+            throw Unreachable(message: "\(request.method) \(request.url): \(serviceRoot) refused every connection for the connect timeout (\(connectTimeout.nanoseconds / 1_000_000_000) s): \(e)")
+        } catch let e as HTTPClientError where e == .connectTimeout {
+            throw Unreachable(message: "\(request.method) \(request.url): no connection to \(serviceRoot) within the connect timeout (\(connectTimeout.nanoseconds / 1_000_000_000) s)")
         } catch let e as HTTPClientError {
             throw BackendError.transport("\(request.method) \(request.url): \(e)")
         } catch let e as ChannelError {

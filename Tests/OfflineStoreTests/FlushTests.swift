@@ -433,4 +433,26 @@ import Storage
             throw error
         }
     }
+
+    /// A service that refuses connections is reported after one connect timeout, not after one
+    /// per retry: AsyncHTTPClient already retries the connection for that long (a refresh against
+    /// a stopped service took 41 s with the default 10 s, four times the timeout).
+    @Test func aRefusedConnectionIsNotRetried() async throws {
+        // A port nothing listens on: bind one, note it, close it.
+        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) } }
+        close(probe)
+        let port = UInt16(bigEndian: address.sin_port)
+        let backend = HTTPBackend(serviceRoot: "http://127.0.0.1:\(port)/", retries: 3, backoff: .milliseconds(200), connectTimeout: .seconds(1))
+        let start = Date()
+        await #expect(throws: BackendError.self) { _ = try await backend.send(BackendRequest(method: "GET", url: "Products")) }
+        let elapsed = Date().timeIntervalSince(start)
+        try await backend.shutdown()
+        #expect(elapsed < 3.5, "\(elapsed) s: retried (four attempts take over 4 s)")
+    }
 }

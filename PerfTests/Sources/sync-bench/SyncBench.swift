@@ -147,11 +147,12 @@ struct SyncBench {
                          lines[lines.count - 2].rate, anchor.seconds, lines[lines.count - 1].rate))
         }
         // Every create arrived once: the service's Products are the generated ones and 4 × half new ones.
-        let (status, body) = try await Anchor.fetch(client, Anchor.request(server.url + "Products/$count"))
-        let count = Int(String(buffer: body).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
-        guard status == 200, count == keys.count + (max(o.changes, 100) - keys.count) + 4 * half else {
-            throw BenchError("the service has \(count) Products, expected \(max(o.changes, 100) + 4 * half)")
-        }
+        let (status, body) = try await Anchor.fetch(client, Anchor.request(server.url + "Products?$top=0&$count=true"))
+        let json = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
+        let count = json?["@odata.count"] as? Int ?? -1
+        let expected = max(o.changes, 100) + 4 * half
+        guard status == 200, count == expected else { throw BenchError("the service has \(count) Products, expected \(expected)") }
+        print("service: \(count) Products, as expected (every create arrived once)")
         return lines
     }
 
@@ -322,17 +323,22 @@ struct SyncBench {
     func table(_ lines: [Line]) {
         print("")
         print("Flush and refresh throughput: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average after: \(loadAverage())")
-        let header = String(format: "%-46@ %6@ %7@ %9@ %8@ %12@ %7@ %10@ %9@ %10@ %9@", "what" as NSString, "size" as NSString, "trips" as NSString,
-                            "items" as NSString, "wall s" as NSString, "items/s" as NSString, "×anchor" as NSString, "cli µs/it" as NSString,
-                            "cli MiB" as NSString, "srv µs/it" as NSString, "srv MiB" as NSString)
-        print(header)
-        print(String(repeating: "-", count: 146))
+        let widths = [46, 6, 7, 9, 8, 10, 8, 10, 8, 10, 8]
+        func row(_ cells: [String]) -> String {
+            zip(cells, widths).enumerated().map { i, cw in
+                let (c, w) = cw
+                let pad = String(repeating: " ", count: max(0, w - c.count))
+                return i == 0 ? c + pad : pad + c
+            }.joined(separator: " ")
+        }
+        print(row(["what", "size", "trips", "items", "wall s", "items/s", "×anchor", "cli µs/it", "cli MiB", "srv µs/it", "srv MiB"]))
+        print(String(repeating: "-", count: widths.reduce(0, +) + widths.count - 1))
         for (i, l) in lines.enumerated() {
             // Each measured line is followed by its anchor.
             let ratio = l.label.hasPrefix("anchor") ? "1" : (i + 1 < lines.count ? fmt(l.rate / lines[i + 1].rate, 2) : "")
-            print(String(format: "%-46@ %6@ %7d %9d %8.2f %12.0f %7@ %10.1f %9.1f %10.1f %9.1f", l.label as NSString, l.size as NSString, l.trips, l.items,
-                         l.seconds, l.rate, ratio as NSString, l.clientCPU * 1e6 / Double(l.items), l.clientPeakMiB,
-                         l.serverCPU * 1e6 / Double(l.items), l.serverPeakMiB))
+            print(row([l.label, l.size, String(l.trips), String(l.items), fmt(l.seconds, 2), fmt(l.rate, 0), ratio,
+                       fmt(l.clientCPU * 1e6 / Double(l.items), 1), fmt(l.clientPeakMiB, 1),
+                       fmt(l.serverCPU * 1e6 / Double(l.items), 1), fmt(l.serverPeakMiB, 1)]))
         }
         print("items: requests (flush: N/2 creates + N/2 PATCHes) or entities (refresh); size: batch size or page size; trips: round trips or pages")
         print("cli: the client process (CPU µs per item, peak resident MiB from wait4; the anchors time and measure their own loop)")

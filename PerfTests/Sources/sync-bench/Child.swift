@@ -7,8 +7,11 @@ struct ChildRun {
     var wallSeconds: Double
     /// User + system CPU of the child.
     var cpuSeconds: Double
-    /// Peak resident set (`ru_maxrss`), MiB.
+    /// Peak resident set (`ru_maxrss`), MiB: with the store's memory map's resident pages.
     var peakRSSMiB: Double
+    /// Peak anonymous resident memory (`RssAnon`, sampled every 20 ms), MiB: what the process
+    /// allocated, without the memory map's file pages.
+    var peakAnonMiB: Double
     var stdout: String
     var stderr: String
 }
@@ -54,10 +57,20 @@ func runChild(_ args: [String], in dir: String, allowFailure: Bool = false) thro
     let out = dir + "/child.out", err = dir + "/child.err"
     let start = DispatchTime.now().uptimeNanoseconds
     let pid = try spawn(args, out: out, err: err)
-    let (status, usage) = try reap(pid)
+    var anonKiB = 0.0
+    var status: Int32 = 0
+    var usage = rusage()
+    while true {
+        let r = wait4(pid, &status, WNOHANG, &usage)
+        if r == pid { break }
+        guard r == 0 || errno == EINTR else { throw BenchError("wait4(\(pid)): \(String(cString: strerror(errno)))") }
+        anonKiB = max(anonKiB, statusField("/proc/\(pid)/status", "RssAnon:"))
+        usleep(20_000)
+    }
+    status = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
     let wall = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
     let r = ChildRun(status: status, wallSeconds: wall, cpuSeconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
-                     peakRSSMiB: Double(usage.ru_maxrss) / 1024,
+                     peakRSSMiB: Double(usage.ru_maxrss) / 1024, peakAnonMiB: anonKiB / 1024,
                      stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
                      stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
     if r.status != 0 && !allowFailure {
@@ -111,12 +124,7 @@ final class Server {
     }
 
     /// `VmHWM` of the server, MiB.
-    func peakMiB() -> Double {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-              let kb = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return 0 }
-        return kb / 1024
-    }
+    func peakMiB() -> Double { statusField("/proc/\(pid)/status", "VmHWM:") / 1024 }
 
     /// SIGTERM, then waits for the exit; fails unless it exits 0.
     func stop() throws {
@@ -130,4 +138,12 @@ final class Server {
     deinit {
         if !stopped { kill(pid, SIGKILL); _ = try? reap(pid) }
     }
+}
+
+/// A kB field of a `/proc/PID/status` file (0 when absent).
+func statusField(_ path: String, _ name: String) -> Double {
+    guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+          let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name) }),
+          let kb = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return 0 }
+    return kb
 }

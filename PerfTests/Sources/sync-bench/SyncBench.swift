@@ -10,13 +10,15 @@ struct Line {
     var label: String
     /// Batch size (flush) or page size (refresh).
     var size: String
-    /// Round trips (flush) or pages (refresh).
-    var trips: Int
+    /// Round trips (flush) or pages (refresh); nil where the client does not say.
+    var trips: Int?
     /// Requests (flush) or entities (refresh).
     var items: Int
     var seconds: Double
     var clientCPU: Double
     var clientPeakMiB: Double
+    /// The client's peak anonymous memory (nil: not sampled, the anchors).
+    var clientAnonMiB: Double? = nil
     var serverCPU: Double
     var serverPeakMiB: Double
     var rate: Double { Double(items) / seconds }
@@ -131,7 +133,7 @@ struct SyncBench {
             guard out.hasPrefix("flush: sent \(o.changes), succeeded \(o.changes), archived 0, left 0, round trips "),
                   let trips = Int(out.split(separator: " ").last ?? "") else { throw BenchError("flush --batch-size \(batch): \(out)") }
             lines.append(Line(label: "flush (offline-store flush)", size: String(batch), trips: trips, items: o.changes, seconds: f.wallSeconds,
-                              clientCPU: f.cpuSeconds, clientPeakMiB: f.peakRSSMiB, serverCPU: serverCPU, serverPeakMiB: serverPeak))
+                              clientCPU: f.cpuSeconds, clientPeakMiB: f.peakRSSMiB, clientAnonMiB: f.peakAnonMiB, serverCPU: serverCPU, serverPeakMiB: serverPeak))
             // The anchor: the same requests for other keys, as flush writes them into a $batch.
             let etags = try await productETags(server: server, client: client)
             let file = work + "/anchor-\(batch).jsonl"
@@ -260,10 +262,10 @@ struct SyncBench {
         var r = try runChild([o.binary, "refresh", "--store", store, "--service", server.url, "--page-size", page], in: work)
         var received = try Self.received(r.stdout, mode: "full")
         guard received == o.entities else { throw BenchError("refresh received \(received) entities, the service has \(o.entities): \(r.stdout)") }
-        lines.append(Line(label: "refresh, full (offline-store refresh)", size: page, trips: (o.entities + o.pageSize - 1) / o.pageSize, items: received,
-                          seconds: r.wallSeconds, clientCPU: r.cpuSeconds, clientPeakMiB: r.peakRSSMiB, serverCPU: server.cpuSeconds() - c0, serverPeakMiB: server.peakMiB()))
+        lines.append(Line(label: "refresh, full (offline-store refresh)", size: page, trips: nil, items: received,
+                          seconds: r.wallSeconds, clientCPU: r.cpuSeconds, clientPeakMiB: r.peakRSSMiB, clientAnonMiB: r.peakAnonMiB, serverCPU: server.cpuSeconds() - c0, serverPeakMiB: server.peakMiB()))
         lines.append(anchorFull)
-        print(String(format: "refresh, full: %.2f s, %.0f entities/s, peak %.1f MiB; anchor %.2f s, %.0f entities/s", r.wallSeconds, lines[0].rate, r.peakRSSMiB,
+        print(String(format: "refresh, full: %.2f s, %.0f entities/s, peak %.1f MiB (anonymous %.1f MiB); anchor %.2f s, %.0f entities/s", r.wallSeconds, lines[0].rate, r.peakRSSMiB, r.peakAnonMiB,
                      anchorFull.seconds, anchorFull.rate))
 
         // K changes on the service, then the delta refresh and the anchor's delta read.
@@ -273,8 +275,8 @@ struct SyncBench {
         r = try runChild([o.binary, "refresh", "--store", store, "--service", server.url, "--page-size", page], in: work)
         received = try Self.received(r.stdout, mode: "delta")
         guard received == o.delta else { throw BenchError("the delta refresh received \(received) entities, \(o.delta) changed: \(r.stdout)") }
-        lines.append(Line(label: "refresh, delta (offline-store refresh)", size: page, trips: (o.delta + o.pageSize - 1) / o.pageSize, items: received,
-                          seconds: r.wallSeconds, clientCPU: r.cpuSeconds, clientPeakMiB: r.peakRSSMiB, serverCPU: server.cpuSeconds() - c0, serverPeakMiB: server.peakMiB()))
+        lines.append(Line(label: "refresh, delta (offline-store refresh)", size: page, trips: nil, items: received,
+                          seconds: r.wallSeconds, clientCPU: r.cpuSeconds, clientPeakMiB: r.peakRSSMiB, clientAnonMiB: r.peakAnonMiB, serverCPU: server.cpuSeconds() - c0, serverPeakMiB: server.peakMiB()))
         let link = try String(contentsOfFile: deltaFile, encoding: .utf8)
         c0 = server.cpuSeconds()
         server.resetPeak()
@@ -323,7 +325,7 @@ struct SyncBench {
     func table(_ lines: [Line]) {
         print("")
         print("Flush and refresh throughput: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average after: \(loadAverage())")
-        let widths = [46, 6, 7, 9, 8, 10, 8, 10, 8, 10, 8]
+        let widths = [46, 6, 7, 9, 8, 10, 8, 10, 8, 9, 10, 8]
         func row(_ cells: [String]) -> String {
             zip(cells, widths).enumerated().map { i, cw in
                 let (c, w) = cw
@@ -331,17 +333,17 @@ struct SyncBench {
                 return i == 0 ? c + pad : pad + c
             }.joined(separator: " ")
         }
-        print(row(["what", "size", "trips", "items", "wall s", "items/s", "×anchor", "cli µs/it", "cli MiB", "srv µs/it", "srv MiB"]))
+        print(row(["what", "size", "trips", "items", "wall s", "items/s", "×anchor", "cli µs/it", "cli MiB", "cli anon", "srv µs/it", "srv MiB"]))
         print(String(repeating: "-", count: widths.reduce(0, +) + widths.count - 1))
         for (i, l) in lines.enumerated() {
             // Each measured line is followed by its anchor.
             let ratio = l.label.hasPrefix("anchor") ? "1" : (i + 1 < lines.count ? fmt(l.rate / lines[i + 1].rate, 2) : "")
-            print(row([l.label, l.size, String(l.trips), String(l.items), fmt(l.seconds, 2), fmt(l.rate, 0), ratio,
-                       fmt(l.clientCPU * 1e6 / Double(l.items), 1), fmt(l.clientPeakMiB, 1),
+            print(row([l.label, l.size, l.trips.map(String.init) ?? "-", String(l.items), fmt(l.seconds, 2), fmt(l.rate, 0), ratio,
+                       fmt(l.clientCPU * 1e6 / Double(l.items), 1), fmt(l.clientPeakMiB, 1), l.clientAnonMiB.map { fmt($0, 1) } ?? "-",
                        fmt(l.serverCPU * 1e6 / Double(l.items), 1), fmt(l.serverPeakMiB, 1)]))
         }
         print("items: requests (flush: N/2 creates + N/2 PATCHes) or entities (refresh); size: batch size or page size; trips: round trips or pages")
-        print("cli: the client process (CPU µs per item, peak resident MiB from wait4; the anchors time and measure their own loop)")
+        print("cli: the client process: CPU µs per item and peak resident MiB (with the store's mapped pages) from wait4, peak anonymous MiB (RssAnon, sampled); the anchors time and measure their own loop")
         print("srv: the server process over the same span (CPU from /proc/PID/stat, VmHWM after a reset)")
     }
 }

@@ -11,6 +11,8 @@ let package = Package(
         // The hello-world anchor of the served-endpoint load test (the root package's version).
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // The bare client of sync-bench's anchors (the root package's version).
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         // LMDB's C API for the raw contestant (the root package's CLMDB is not a product).
@@ -31,6 +33,17 @@ let package = Package(
             dependencies: [
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // Flush and refresh throughput against `offline-store serve`, anchored on a bare
+        // AsyncHTTPClient loop (README.md, "Flush and refresh throughput").
+        .executableTarget(
+            name: "sync-bench",
+            dependencies: [
+                .product(name: "OfflineStore", package: "OfflineStore"),
+                .product(name: "Samples", package: "OfflineStore"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

@@ -44,11 +44,13 @@ public final class OfflineStore: Sendable {
 
     /// Opens the store in directory `path`. With `readOnly`, writes throw and nothing on disk is
     /// created or repaired; it works on a read-only file system.
-    /// `lifecycle` reports `opening`, then `open` (pass one to watch them).
+    /// `lifecycle` reports `opening`, then `open` (pass one to watch them). `maxSizeBytes` changes
+    /// the store's size cap and records it in its configuration (0 lifts the cap; nil keeps it).
     public static func open(at path: String, durability: Durability? = nil, readOnly: Bool = false,
-                            lifecycle: Lifecycle = Lifecycle()) throws -> OfflineStore {
+                            maxSizeBytes: Int? = nil, lifecycle: Lifecycle = Lifecycle()) throws -> OfflineStore {
         lifecycle.report(.init(state: .opening, detail: path))
-        return OfflineStore(entities: try EntityStore.open(path: path, durability: durability, readOnly: readOnly), lifecycle: lifecycle)
+        return OfflineStore(entities: try EntityStore.open(path: path, durability: durability, readOnly: readOnly,
+                                                           maxSizeBytes: maxSizeBytes), lifecycle: lifecycle)
     }
 
     public var schema: Schema { entities.schema }

@@ -47,7 +47,10 @@ struct ODataFailure: Error, CustomStringConvertible {
         case let e as ChangeTokenError:
             self.init(.gone, e.description, target: "$deltatoken")
         case let e as EnvironmentError:
-            if case .diskFull = e { self.init(.init(code: 507, reasonPhrase: "Insufficient Storage"), e.description) } else { self.init(.internalServerError, e.description) }
+            switch e {
+            case .diskFull, .sizeCapReached: self.init(.init(code: 507, reasonPhrase: "Insufficient Storage"), e.description)
+            default: self.init(.internalServerError, e.description)
+            }
         case let e as any HTTPResponseError:
             self.init(e.status, "\(e)")
         default:

@@ -20,6 +20,7 @@ struct Serve: ParsableCommand {
     @Option(help: "The port (0: a free one).") var port = 8080
     @Option(help: "Entities per response page when the client asks for no odata.maxpagesize (default: no paging).") var pageSize: Int?
     @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "info"
+    @Option(help: "Change the store's size cap (as init --max-size; 0 lifts it) and keep it in its configuration.") var maxSize: String?
     @Option(help: "Stop (as on SIGTERM) after this many seconds: a bound on a test server's life.") var lifetime: Double?
 
     func run() throws {
@@ -28,7 +29,7 @@ struct Serve: ParsableCommand {
             guard (0...65535).contains(port) else { throw CLIError("--port must be 0…65535") }
             if let pageSize, pageSize < 1 { throw CLIError("--page-size must be at least 1") }
             if let lifetime, !(lifetime > 0) { throw CLIError("--lifetime must be a positive number of seconds") }
-            let store = try OfflineStore.open(at: options.store)
+            let store = try OfflineStore.open(at: options.store, maxSizeBytes: try maxSize.map { try parseSize($0, zeroAllowed: true) })
             LoggingSystem.bootstrap { label in
                 var handler = StreamLogHandler.standardError(label: label)
                 handler.logLevel = level

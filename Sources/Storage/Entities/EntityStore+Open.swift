@@ -11,9 +11,11 @@ extension EntityStore {
         }
         let schema = try CSDL.parse(metadata)
         try schema.checkStorable(indexCount: configuration.indexes.values.reduce(0) { $0 + $1.count })
+        if let cap = configuration.maxSizeBytes { try StoreConfiguration.checkMaxSize(cap) }
         let existed = FileManager.default.fileExists(atPath: path)
         do {
             let env = try Environment(path: path, durability: configuration.durability)
+            try env.setSizeCap(configuration.maxSizeBytes)
             let store = try EntityStore(environment: env, schema: schema, metadata: metadata, configuration: configuration)
             let meta = store.meta
             let config = Array(store.configuration.json.text.utf8)
@@ -35,7 +37,14 @@ extension EntityStore {
     ///
     /// With `readOnly`, nothing is created or repaired and writes throw; it works on a read-only
     /// file system and is what commands that only read use.
-    public static func open(path: String, durability: Durability? = nil, readOnly: Bool = false) throws -> EntityStore {
+    ///
+    /// `maxSizeBytes` changes the store's size cap (`StoreConfiguration.maxSizeBytes`; 0 lifts
+    /// it) and records the change in its configuration, for every later open. It is applied
+    /// before it is recorded, so raising the cap of a full store works.
+    public static func open(path: String, durability: Durability? = nil, readOnly: Bool = false,
+                            maxSizeBytes: Int? = nil) throws -> EntityStore {
+        if let cap = maxSizeBytes, cap != 0 { try StoreConfiguration.checkMaxSize(cap) }
+        if maxSizeBytes != nil && readOnly { throw EntityError.badInput("the size cap of a store opened read-only cannot be changed") }
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue {
             throw EnvironmentError.notADirectory(path)
@@ -64,7 +73,11 @@ extension EntityStore {
         var configuration = try StoreConfiguration(json: try JSON.parse(configText))
         if let durability { configuration.durability = durability }
         if !readOnly { try env.setDurability(configuration.durability) }
+        let capChanged = maxSizeBytes.map { ($0 == 0 ? nil : $0) != configuration.maxSizeBytes } ?? false
+        if let cap = maxSizeBytes { configuration.maxSizeBytes = cap == 0 ? nil : cap }
+        try env.setSizeCap(configuration.maxSizeBytes)
         let store = try EntityStore(environment: env, schema: try CSDL.parse(metadata), metadata: metadata, configuration: configuration)
+        if capChanged { try store.saveConfiguration() }
         if version < formatVersion {
             // The new databases were created as the store opened; recording the format finishes the upgrade.
             try store.write { t in try t.put(meta, formatKey, formatText(formatVersion)) }

@@ -21,13 +21,28 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// `Repeatability-Request-ID`, in seconds (default 86,400: 24 hours; 1 to 31,536,000: a year).
     /// A request repeated later is applied again.
     public var repeatabilityWindowSeconds: Int
+    /// The size cap of the store's data file in bytes (`"maxSizeBytes"`), or nil for none (the
+    /// default). A write that would need more fails with `EnvironmentError.sizeCapReached` and
+    /// changes nothing; pages freed by deletes are reused, so writes fit again after deleting.
+    /// Kept in the store, so every process that opens it honours it. From 256 KiB (rounded down
+    /// to whole 4 KiB pages).
+    public var maxSizeBytes: Int?
 
     public static let defaultRepeatabilityWindowSeconds = 86_400
     public static let repeatabilityWindowRange = 1...31_536_000
+    /// Accepted values of `maxSizeBytes`: 256 KiB to 1 PiB.
+    public static let maxSizeRange = (256 << 10)...(1 << 50)
+
+    /// Refuses a `maxSizeBytes` out of `maxSizeRange`.
+    public static func checkMaxSize(_ bytes: Int) throws(EntityError) {
+        guard maxSizeRange.contains(bytes) else {
+            throw .badInput("configuration: maxSizeBytes must be a whole number of bytes from \(maxSizeRange.lowerBound) (256 KiB) to \(maxSizeRange.upperBound) (1 PiB), not \(bytes)")
+        }
+    }
 
     public init(serviceRoot: String? = nil, definingRequests: [DefiningRequest] = [], indexes: [String: [String]] = [:],
                 requestQueueOptimization: Bool = true, durability: Durability = .full, limits: QueryLimits = QueryLimits(),
-                repeatabilityWindowSeconds: Int = StoreConfiguration.defaultRepeatabilityWindowSeconds) {
+                repeatabilityWindowSeconds: Int = StoreConfiguration.defaultRepeatabilityWindowSeconds, maxSizeBytes: Int? = nil) {
         self.serviceRoot = serviceRoot
         self.definingRequests = definingRequests
         self.indexes = indexes
@@ -35,6 +50,7 @@ public struct StoreConfiguration: Sendable, Hashable {
         self.durability = durability
         self.limits = limits
         self.repeatabilityWindowSeconds = repeatabilityWindowSeconds
+        self.maxSizeBytes = maxSizeBytes
     }
 
     /// Reads the JSON form documented in the README. Unknown members are errors, so typos surface.
@@ -70,6 +86,13 @@ public struct StoreConfiguration: Sendable, Hashable {
                     throw .badInput("configuration: repeatabilityWindowSeconds must be a whole number of seconds from \(Self.repeatabilityWindowRange.lowerBound) to \(Self.repeatabilityWindowRange.upperBound) (a year)")
                 }
                 repeatabilityWindowSeconds = n
+            case ("maxSizeBytes", .null): maxSizeBytes = nil
+            case ("maxSizeBytes", _):
+                guard case .number(let text) = value, let n = Int(text) else {
+                    throw .badInput("configuration: maxSizeBytes must be a whole number of bytes from \(Self.maxSizeRange.lowerBound) (256 KiB) to \(Self.maxSizeRange.upperBound) (1 PiB)")
+                }
+                try Self.checkMaxSize(n)
+                maxSizeBytes = n
             default:
                 throw .badInput("configuration: unknown or mistyped member '\(name)'")
             }
@@ -88,6 +111,7 @@ public struct StoreConfiguration: Sendable, Hashable {
         if repeatabilityWindowSeconds != Self.defaultRepeatabilityWindowSeconds {
             members.append(("repeatabilityWindowSeconds", .number(String(repeatabilityWindowSeconds))))
         }
+        if let maxSizeBytes { members.append(("maxSizeBytes", .number(String(maxSizeBytes)))) }
         return .object(members)
     }
 }

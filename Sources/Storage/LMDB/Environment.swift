@@ -40,6 +40,9 @@ public final class Environment: @unchecked Sendable {
     /// Reset read transactions kept for reuse (`mdb_txn_reset` / `mdb_txn_renew`): renewing keeps
     /// the reader slot and the allocation, which makes a short read several times cheaper.
     private let idleReaders = Mutex<[UInt]>([])  // MDB_txn pointers' bit patterns (Sendable)
+    /// The size cap in bytes (`setSizeCap`), or nil: the map then grows without bound.
+    private let _sizeCap = Atomic<Int>(0)
+    public var sizeCap: Int? { let c = _sizeCap.load(ordering: .relaxed); return c == 0 ? nil : c }
     static let maxIdleReaders = 32
 
     /// Opens (creating if needed) the environment in directory `path` (`mdb_env_open`).
@@ -372,12 +375,65 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
+    /// Caps the data file at `bytes` (rounded down to whole 4 KiB pages), or lifts the cap (nil).
+    ///
+    /// The cap is the map size itself: the map is set to exactly `bytes` and never grows past it,
+    /// so LMDB refuses (`MDB_MAP_FULL`) a transaction that would need a page beyond it, and the
+    /// writer reports `EnvironmentError.sizeCapReached` instead of growing the map. Pages freed by
+    /// deletes are reused, so writes fit again once enough is deleted. When the data already
+    /// uses more than `bytes`, LMDB keeps the map at the size in use (every write then fails
+    /// until enough is freed). Call it before writing from other threads (the store does so as it
+    /// opens): it remaps, which must not race a write transaction.
+    public func setSizeCap(_ bytes: Int?) throws {
+        guard !isReadOnly else { return }
+        resize.lockExclusive()
+        defer { resize.unlock() }
+        if let bytes {
+            let cap = bytes & ~4095
+            try _check(_lmdb.envSetMapSize(raw, cap), "mdb_env_set_mapsize \(cap)")
+            _sizeCap.store(cap, ordering: .relaxed)
+        } else {
+            if sizeCap != nil { try _check(_lmdb.envSetMapSize(raw, Self.defaultMapSize), "mdb_env_set_mapsize") }
+            _sizeCap.store(0, ordering: .relaxed)
+        }
+    }
+
+    /// Room above the size cap that only a write removing more entries than it adds may use
+    /// (1/16 of the cap, at least 64 KiB): without it a full store could not even delete, since
+    /// LMDB copies every page it changes.
+    public var sizeReserve: Int { sizeCap.map { max($0 / 16, 64 << 10) & ~4095 } ?? 0 }
+
+    /// Sets the map to the cap plus the reserve (`true`) or back to the cap (LMDB keeps it at
+    /// least as large as the pages in use). Called by the writer with no transaction open.
+    func _useReserve(_ on: Bool) {
+        guard let cap = sizeCap else { return }
+        resize.lockExclusive()
+        defer { resize.unlock() }
+        _ = _lmdb.envSetMapSize(raw, on ? cap + sizeReserve : cap)
+    }
+
+    /// Entries in every database this environment has open, as `txn` sees them.
+    func _entryCount(_ txn: OpaquePointer) -> Int {
+        state.withLock { dbs in
+            dbs.values.reduce(0) { n, db in
+                var st = MDB_stat()
+                return _lmdb.stat(txn, db.dbi, &st) == 0 ? n + Int(st.ms_entries) : n
+            }
+        }
+    }
+
     // MARK: Used by the writer thread
 
-    /// Grows the map to twice its size. Called by the writer with no transaction of its own open.
+    /// Grows the map to twice its size (never past the size cap: at the cap it throws
+    /// `sizeCapReached`). Called by the writer with no transaction of its own open.
     func _growMap() throws {
         resize.lockExclusive()
         defer { resize.unlock() }
+        if let cap = sizeCap {
+            if mapSize >= cap { throw EnvironmentError.sizeCapReached(path: path, capBytes: cap) }
+            try _check(_lmdb.envSetMapSize(raw, cap), "mdb_env_set_mapsize \(cap)")
+            return
+        }
         let (newSize, overflow) = mapSize.multipliedReportingOverflow(by: 2)
         if overflow { throw LMDBError(code: MDB_MAP_FULL, context: "the map cannot grow past \(mapSize) bytes") }
         try _check(_lmdb.envSetMapSize(raw, newSize), "mdb_env_set_mapsize \(newSize)")

@@ -12,6 +12,9 @@ public enum EnvironmentError: Error, Sendable, Equatable, CustomStringConvertibl
     case readOnly(String)
     /// The file system holding the store has no room left; nothing of the operation was kept.
     case diskFull(path: String, operation: String)
+    /// A write would have made the store's data file larger than its size cap
+    /// (`maxSizeBytes`); nothing of the write was kept.
+    case sizeCapReached(path: String, capBytes: Int)
     /// `database(named:)` was called from inside a write body, where it would wait for itself.
     case databaseOpenInsideWrite(String)
     /// The environment's named-database limit is reached.
@@ -23,8 +26,15 @@ public enum EnvironmentError: Error, Sendable, Equatable, CustomStringConvertibl
         case .readOnly(let p): "the store '\(p)' is open read-only"
         case .databaseOpenInsideWrite(let n): "the database '\(n)' must be opened before a write, not inside one"
         case .tooManyDatabases(let n, let limit): "cannot open database '\(n)': the store holds at most \(limit) named databases"
+        case .sizeCapReached(let p, let cap):
+            "the store '\(p)' reached its size cap of \(Self.mebibytes(cap)) (maxSizeBytes \(cap)); the failed write changed nothing — delete entities to free room, or raise the cap"
         case .diskFull(let p, let op): "the disk is full: no space left on the file system of '\(p)' (\(op)); the failed write changed nothing"
         }
+    }
+
+    /// `bytes` in whole MiB, else in KiB.
+    static func mebibytes(_ bytes: Int) -> String {
+        bytes % (1 << 20) == 0 ? "\(bytes >> 20) MiB" : "\(bytes >> 10) KiB"
     }
 }
 

@@ -111,8 +111,14 @@ final class _Writer: @unchecked Sendable {
     /// that throws undoes only itself), then one commit. When the map fills — seen through the
     /// transaction, whatever error a body turned LMDB's into — the whole batch is aborted, the map
     /// grown, and the batch run again; so a body may run more than once.
-    private func runBatch(_ batch: [_AnyWriteJob]) {
+    ///
+    /// At the size cap a batch runs again job by job; a job that alone does not fit runs once
+    /// more with `reserve`: in the room above the cap, kept only if it removes more entries than
+    /// it adds (a delete), else refused with `sizeCapReached`.
+    private func runBatch(_ batch: [_AnyWriteJob], reserve: Bool = false) {
         let env = environment.raw
+        if reserve { environment._useReserve(true) }
+        defer { if reserve { environment._useReserve(false) } }
         while true {
             var parent: OpaquePointer?
             var rc = _lmdb.txnBegin(env, parent: nil, 0, &parent)
@@ -128,7 +134,13 @@ final class _Writer: @unchecked Sendable {
             }
             let state = _WriteState()
             if batch.count == 1 {
+                let before = reserve ? environment._entryCount(parent!) : 0
                 let failed = batch[0].run(WriteTransaction(raw: parent!, state: state)) != nil
+                if reserve && !failed && !state.mapFull && environment._entryCount(parent!) >= before {
+                    _lmdb.txnAbort(parent!)
+                    batch[0].fail(EnvironmentError.sizeCapReached(path: environment.path, capBytes: environment.sizeCap ?? 0))
+                    return
+                }
                 if failed || state.mapFull {
                     _lmdb.txnAbort(parent!)
                     if !state.mapFull { return }
@@ -171,6 +183,13 @@ final class _Writer: @unchecked Sendable {
             // The map is full: grow it and run the whole batch again.
             do {
                 try environment._growMap()
+            } catch EnvironmentError.sizeCapReached where batch.count > 1 {
+                // At the size cap: each job alone, so those that fit still commit.
+                for job in batch { runBatch([job]) }
+                return
+            } catch EnvironmentError.sizeCapReached where !reserve {
+                runBatch(batch, reserve: true)
+                return
             } catch {
                 for job in batch { job.fail(error) }
                 return

@@ -6,8 +6,8 @@ struct QueryCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "query", abstract: "Answer an OData URL from the store: $filter, $orderby, $top, $skip, $select, $expand, $count.",
         discussion: """
-            Example: offline-store query --store s "BusinessPartners?$filter=Country eq 'US'&$orderby=CompanyName&$top=20" --format table
-            Example: offline-store query --store s --explain "SalesOrderItems?$filter=Quantity ge 5"
+            Example: offline-store query --store s "BusinessPartners?\\$filter=Country eq 'US'&\\$orderby=CompanyName&\\$top=20" --format table
+            Example: offline-store query --store s --explain "SalesOrderItems?\\$filter=Quantity ge 5"
             """)
     @OptionGroup var options: StoreOption
     @Argument(help: "The request, e.g. 'BusinessPartners?$filter=Country eq '\\''US'\\''&$top=20'.") var url: String

@@ -5,7 +5,7 @@ struct QueueCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "queue", abstract: "Print the request queue (the RequestQueue set) as OData JSON, oldest first.",
         discussion: """
-            Filter it like any set: offline-store query --store s "RequestQueue?$filter=CustomTag eq 'x'"
+            Filter it like any set: offline-store query --store s "RequestQueue?\\$filter=CustomTag eq 'x'"
             Example: offline-store queue --store s
             """)
     @OptionGroup var options: StoreOption

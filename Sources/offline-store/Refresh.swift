@@ -9,7 +9,7 @@ struct Define: ParsableCommand {
         discussion: """
             The URL reads a whole entity set with $filter, $select and $expand. On an open store, no \
             re-creation.
-            Example: offline-store define --store s US_Partners "BusinessPartners?$filter=Country eq 'US'&$expand=SalesOrders"
+            Example: offline-store define --store s US_Partners "BusinessPartners?\\$filter=Country eq 'US'&\\$expand=SalesOrders"
             """)
     @OptionGroup var options: StoreOption
     @Argument(help: "The name: 1 to 128 letters, digits, '_', '-', '.'.") var name: String

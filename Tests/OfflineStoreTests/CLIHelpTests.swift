@@ -64,12 +64,16 @@ import Testing
     @Test func shellWordsSplitsAsTheShellDoes() throws {
         #expect(try shellWords(#"a 'b c' "d \"e\"" 'f'\''g' h\ i"#) == ["a", "b c", #"d "e""#, "f'g", "h i"])
         #expect(throws: (any Error).self) { try shellWords("a 'b") }
+        #expect(try shellWords(#"q "S?\$filter=A eq 'x'" 'S?$top=1'"#) == ["q", "S?$filter=A eq 'x'", "S?$top=1"])
+        #expect(throws: (any Error).self) { try shellWords(#"q "S?$filter=A eq 'x'""#) }
     }
 }
 
-/// Splits a command line as a POSIX shell does for quotes and backslashes (no expansions).
+/// Splits a command line as a POSIX shell does for quotes and backslashes. A `$` the shell would
+/// expand outside single quotes (`"Set?$filter=…"` loses `$filter`) is an error: write `\$`.
 func shellWords(_ line: String) throws -> [String] {
     struct Unterminated: Error {}
+    struct Expands: Error { var at: String }
     var words: [String] = [], word = "", inWord = false
     var chars = line.makeIterator()
     while let c = chars.next() {
@@ -93,6 +97,7 @@ func shellWords(_ line: String) throws -> [String] {
                     if !"\"\\$`".contains(e) { word.append("\\") }
                     word.append(e)
                 } else {
+                    if d == "$" { throw Expands(at: word) }
                     word.append(d)
                 }
             }
@@ -100,6 +105,8 @@ func shellWords(_ line: String) throws -> [String] {
             guard let d = chars.next() else { throw Unterminated() }
             inWord = true
             word.append(d)
+        case "$":
+            throw Expands(at: word)
         default:
             inWord = true
             word.append(c)

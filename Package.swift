@@ -17,6 +17,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        // `swift package generate-documentation --target OfflineStore` (the DocC catalog in Sources/OfflineStore).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         .systemLibrary(
@@ -53,6 +55,7 @@ let package = Package(
         .testTarget(name: "StorageTests", dependencies: ["Storage", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "QueryTests", dependencies: ["Query", "Storage", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Remote", "Storage", "Query", "CLMDB", "offline-store", "TestSupport", "FuzzTargets",
-                                                               .product(name: "AsyncHTTPClient", package: "async-http-client")], swiftSettings: strict),
+                                                               .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                                                               .product(name: "ArgumentParser", package: "swift-argument-parser")], swiftSettings: strict),
     ]
 )

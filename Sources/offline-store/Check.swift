@@ -2,7 +2,9 @@ import ArgumentParser
 import OfflineStore
 
 struct Check: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Verify the store's integrity; exit 0 only if consistent.")
+    static let configuration = CommandConfiguration(
+        abstract: "Verify the store's integrity; exit 0 only if consistent.",
+        discussion: "Example: offline-store check --store s")
     @OptionGroup var options: StoreOption
 
     func run() throws {

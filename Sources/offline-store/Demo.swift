@@ -20,6 +20,7 @@ struct Demo: ParsableCommand {
             rebases a pending change, a refused request in the ErrorArchive and its resolution, the \
             EventLog and check. Progress and emphasis on a terminal; plain lines otherwise. Exit 0 \
             when every step did what it shows.
+            Example: offline-store demo --size 40 --store /tmp/demo
             """)
     @Option(help: "Keep the demo's two stores (server, offline) in this new directory (default: a temporary one, removed at the end).")
     var store: String?

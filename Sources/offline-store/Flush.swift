@@ -61,7 +61,8 @@ struct FlushCommand: ParsableCommand {
 
 struct Events: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print the EventLog (the last 100 uploads and downloads) as OData JSON, oldest first.")
+        abstract: "Print the EventLog (the last 100 uploads and downloads) as OData JSON, oldest first.",
+        discussion: "Example: offline-store events --store s")
     @OptionGroup var options: StoreOption
 
     func run() throws {

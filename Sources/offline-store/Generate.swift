@@ -11,6 +11,7 @@ struct Generate: ParsableCommand {
             the same entities. Keys are unique; an entity with the same key is replaced. Generate parent \
             sets first: foreign keys are drawn from their rows. Entities are streamed in transactions of \
             --batch rows, so memory stays bounded at any --count.
+            Example: offline-store generate --store s --set BusinessPartners --count 100000 --seed 7
             """)
     @OptionGroup var options: StoreOption
     @Option(help: "The entity set.") var set: String

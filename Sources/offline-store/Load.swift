@@ -4,7 +4,8 @@ import OfflineStore
 
 struct Load: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Import server data into an entity set: OData JSON or JSON lines; all or nothing, nothing queued.")
+        abstract: "Import server data into an entity set: OData JSON or JSON lines; all or nothing, nothing queued.",
+        discussion: "Example: offline-store load --store s --set Products products.json")
     @OptionGroup var options: StoreOption
     @Option(help: "The entity set.") var set: String
     @Argument(help: "The file: {\"value\":[…]}, {\"d\":{\"results\":[…]}} or JSON lines.") var file: String

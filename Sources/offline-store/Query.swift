@@ -4,7 +4,11 @@ import OfflineStore
 
 struct QueryCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "query", abstract: "Answer an OData URL from the store: $filter, $orderby, $top, $skip, $select, $expand, $count.")
+        commandName: "query", abstract: "Answer an OData URL from the store: $filter, $orderby, $top, $skip, $select, $expand, $count.",
+        discussion: """
+            Example: offline-store query --store s "BusinessPartners?\\$filter=Country eq 'US'&\\$orderby=CompanyName&\\$top=20" --format table
+            Example: offline-store query --store s --explain "SalesOrderItems?\\$filter=Quantity ge 5"
+            """)
     @OptionGroup var options: StoreOption
     @Argument(help: "The request, e.g. 'BusinessPartners?$filter=Country eq '\\''US'\\''&$top=20'.") var url: String
     @Option(help: "json (OData V4), jsonl or table.") var format: String = "json"

@@ -4,7 +4,10 @@ import OfflineStore
 struct QueueCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "queue", abstract: "Print the request queue (the RequestQueue set) as OData JSON, oldest first.",
-        discussion: "Filter it like any set: offline-store query --store s \"RequestQueue?$filter=CustomTag eq 'x'\"")
+        discussion: """
+            Filter it like any set: offline-store query --store s "RequestQueue?\\$filter=CustomTag eq 'x'"
+            Example: offline-store queue --store s
+            """)
     @OptionGroup var options: StoreOption
 
     func run() throws {
@@ -19,7 +22,7 @@ struct QueueCommand: ParsableCommand {
 struct Errors: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the ErrorArchive (requests the service refused) as OData JSON, or resolve entries.",
-        discussion: "Resolving gives the change up: the request and those that depend on it leave the queue and the entities get the service's image back. Example: offline-store errors --store s --resolve 12")
+        discussion: "Resolving gives the change up: the request and those that depend on it leave the queue and the entities get the service's image back.\nExample: offline-store errors --store s --resolve 12")
     @OptionGroup var options: StoreOption
     @Option(help: "Resolve the entry of this request id.") var resolve: Int64?
     @Flag(help: "Resolve every entry.") var resolveAll = false

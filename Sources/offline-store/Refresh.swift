@@ -8,7 +8,8 @@ struct Define: ParsableCommand {
         abstract: "Add a defining request (a named read URL whose results refresh keeps), or give one a new URL.",
         discussion: """
             The URL reads a whole entity set with $filter, $select and $expand. On an open store, no \
-            re-creation. Example: offline-store define --store s US_Partners "BusinessPartners?$filter=Country eq 'US'&$expand=SalesOrders"
+            re-creation.
+            Example: offline-store define --store s US_Partners "BusinessPartners?\\$filter=Country eq 'US'&\\$expand=SalesOrders"
             """)
     @OptionGroup var options: StoreOption
     @Argument(help: "The name: 1 to 128 letters, digits, '_', '-', '.'.") var name: String
@@ -26,7 +27,8 @@ struct Define: ParsableCommand {
 
 struct Undefine: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Remove a defining request; entities only it held are deleted (not ones with pending local changes).")
+        abstract: "Remove a defining request; entities only it held are deleted (not ones with pending local changes).",
+        discussion: "Example: offline-store undefine --store s US_Partners")
     @OptionGroup var options: StoreOption
     @Argument(help: "The name.") var name: String
 
@@ -44,7 +46,7 @@ struct Refresh: ParsableCommand {
         abstract: "Refresh the store from the service: run the defining requests, rebase and compact the request queue.",
         discussion: """
             Reads each defining request in pages (through its delta link when it has one), writes each page \
-            in its own transaction and prints one line of summary; a progress line on a terminal. \
+            in its own transaction and prints one line of summary; a progress line on a terminal.
             Example: offline-store refresh --store s --service http://127.0.0.1:8080/ --subset US_Partners
             """)
     @OptionGroup var options: StoreOption

@@ -2,7 +2,9 @@ import ArgumentParser
 import OfflineStore
 
 struct Stats: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Entity sets, counts, indexes and file size.")
+    static let configuration = CommandConfiguration(
+        abstract: "Entity sets, counts, indexes and file size.",
+        discussion: "Example: offline-store stats --store s")
     @OptionGroup var options: StoreOption
 
     func run() throws {

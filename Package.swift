@@ -10,6 +10,7 @@ let package = Package(
         // Sample data and the synthetic-entity generator, for the tool, the tests and PerfTests.
         .library(name: "Samples", targets: ["Samples"]),
         .executable(name: "offline-store", targets: ["offline-store"]),
+        .executable(name: "embedded-service", targets: ["embedded-service"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -48,13 +49,26 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Examples/EmbeddedService: a Hummingbird service embedding the store, through the public product only.
+        .executableTarget(
+            name: "embedded-service",
+            dependencies: [
+                "OfflineStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Examples/EmbeddedService",
+            exclude: ["README.md"],
+            swiftSettings: strict
+        ),
         // The inputs a hostile peer controls, for libFuzzer (scripts/fuzz.sh) and the corpus test.
         .target(name: "FuzzTargets", dependencies: ["Storage", "Query", "Samples", "Server"], path: "Fuzz/Targets", swiftSettings: strict),
         .executableTarget(name: "offline-store-fuzz", dependencies: ["FuzzTargets"], path: "Fuzz/Driver", swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "QueryTests", dependencies: ["Query", "Storage", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Remote", "Storage", "Query", "CLMDB", "offline-store", "TestSupport", "FuzzTargets",
+        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Remote", "Storage", "Query", "CLMDB", "offline-store", "embedded-service", "TestSupport", "FuzzTargets",
                                                                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                                                                .product(name: "ArgumentParser", package: "swift-argument-parser")], swiftSettings: strict),
     ]

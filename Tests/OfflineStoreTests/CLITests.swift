@@ -5,15 +5,18 @@ import Samples
 
 /// Runs the built `offline-store` tool as a user would.
 struct CLI {
-    static let executable: String = {
+    static let executable = built("offline-store")
+
+    /// The path of a product built beside the test bundle (`offline-store`, `embedded-service`).
+    static func built(_ name: String) -> String {
         let candidates = [URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
                           Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent()]
         for dir in candidates {
-            let path = dir.appendingPathComponent("offline-store").path
+            let path = dir.appendingPathComponent(name).path
             if FileManager.default.isExecutableFile(atPath: path) { return path }
         }
-        return "offline-store"
-    }()
+        return name
+    }
 
     struct Result {
         var status: Int32

@@ -1,0 +1,89 @@
+import AsyncHTTPClient
+import Foundation
+import Testing
+import OfflineStore
+import Samples
+
+/// Examples/EmbeddedService as a user runs it: `offline-store serve` on the EPM sample, the example
+/// creating its store from the served `$metadata` and syncing with it every half second. Its first
+/// refresh brings the products, a price change posted to it is queued, its background flush
+/// applies it on the service, and both processes stop cleanly on SIGTERM. Bounded: every wait is
+/// at most `EMBEDDED_SERVICE_SECONDS` (default 30) seconds, each process lives at most 120 s.
+@Suite(.checksStores) struct EmbeddedServiceTests {
+    static let seconds = Double(ProcessInfo.processInfo.environment["EMBEDDED_SERVICE_SECONDS"] ?? "") ?? 30
+
+    /// Polls `condition` every 100 ms until it holds, for at most `seconds`.
+    func wait(_ what: String, _ condition: () async throws -> Bool) async throws {
+        let start = Date()
+        while try await !condition() {
+            if Date().timeIntervalSince(start) > Self.seconds { throw WaitTimedOut(description: "waited \(Self.seconds) s for \(what)") }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+    }
+
+    struct WaitTimedOut: Error, CustomStringConvertible { var description: String }
+
+    @Test func servesRefreshesAndFlushes() async throws {
+        let dir = tempDir()
+        let (before, productCount) = try {    // closed again before serve opens it
+            let served = try OfflineStore.create(at: dir + "/served", metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
+            for set in SampleData.setsInLoadOrder { _ = try served.load(set: set, json: Array(SampleData.json(set).utf8)) }
+            return (try served.get(set: "Products", key: [.string("HT-1001")])?["Price"], try served.count(set: "Products"))
+        }()
+        try write(SampleData.metadata, to: dir + "/metadata.xml")
+
+        let server = try await ServerProcess.start(store: dir + "/served", lifetime: 120)
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        var example: ServerProcess?
+        do {
+            let args = ["--store", dir + "/offline", "--metadata", dir + "/metadata.xml", "--service", server.url,
+                        "--interval", "0.5", "--port", "0", "--lifetime", "120"]
+            let service = try await ServerProcess.launch(CLI.built("embedded-service"), args, store: dir + "/offline", startTimeout: 60)
+            example = service
+            #expect(service.url.hasPrefix("http://127.0.0.1:"))
+            let http = HTTP(client: client, base: service.url)
+
+            // The first round: the refresh brings every product.
+            try await wait("the first refresh") { (try await http.get("status").object["rounds"] as? Int ?? 0) >= 1 }
+            let all = try await http.get("products")
+            #expect(all.status == 200)
+            #expect((try all.json() as? [[String: Any]])?.count == productCount, "\(all.text.prefix(500))")
+            let top = try await http.get("products?orderby=Price%20desc&top=2")
+            let topRows = try #require(try top.json() as? [[String: Any]], "\(top.text)")
+            #expect(topRows.count == 2)
+            let one = try await http.get("products/HT-1001")
+            #expect(one.status == 200 && one.object["ProductID"] as? String == "HT-1001", "\(one.text)")
+            #expect(try await http.get("products/NOPE").status == 404)
+
+            // A price change: refused when it is not a decimal, otherwise queued and served at once.
+            #expect(try await http.send(.POST, "products/HT-1001/price", body: #"{"price":"abc"}"#).status == 400)
+            let posted = try await http.send(.POST, "products/HT-1001/price", body: #"{"price":"4321.125"}"#)
+            #expect(posted.status == 200, "\(posted.text)")
+            #expect(posted.object["requestID"] is Int, "\(posted.text)")
+            #expect(((posted.object["product"] as? [String: Any])?["Price"] as? Double) == 4321.125, "\(posted.text)")
+
+            // The background flush sends it: the service's store has the new price, the queue empties.
+            let expected = Value.decimal(try #require(EDMDecimal("4321.125")))
+            #expect(before != expected)
+            try await wait("the flush of the price change") {
+                try OfflineStore.open(at: dir + "/served", readOnly: true).get(set: "Products", key: [.string("HT-1001")])?["Price"] == expected
+            }
+            try await wait("an empty queue") { try await http.get("status").object["pendingRequests"] as? Int == 0 }
+            let status = try await http.get("status").object
+            #expect(status["state"] as? String != nil && status["lastError"] is NSNull, "\(status)")
+            let events = status["events"] as? [[String: Any]] ?? []
+            #expect(events.contains { ($0["Type"] as? String)?.lowercased() == "upload" }, "\(status)")
+
+            try await client.shutdown()
+            let exampleStatus = await service.stop()
+            #expect(exampleStatus == 0, "embedded-service did not stop cleanly on SIGTERM: \(service.stderr.suffix(2000))")
+            #expect(service.stderr.contains("flush: sent 1, succeeded 1"), "\(service.stderr.suffix(2000))")
+        } catch {
+            try? await client.shutdown()
+            example?.kill()
+            await server.stop()
+            throw error
+        }
+        #expect(await server.stop() == 0, "serve did not stop cleanly: \(server.stderr.suffix(2000))")
+    }
+}

@@ -8,9 +8,9 @@ import Samples
 /// creating its store from the served `$metadata` and syncing with it every half second. Its first
 /// refresh brings the products, a price change posted to it is queued, its background flush
 /// applies it on the service, and both processes stop cleanly on SIGTERM. Bounded: every wait is
-/// at most `EMBEDDED_SERVICE_SECONDS` (default 30) seconds, each process lives at most 120 s.
+/// at most `EMBEDDED_SERVICE_SECONDS` (default 120) seconds, each process lives at most 900 s (a safety bound: both are stopped by PID; under a full parallel CI run a test took over 300 s).
 @Suite(.checksStores) struct EmbeddedServiceTests {
-    static let seconds = Double(ProcessInfo.processInfo.environment["EMBEDDED_SERVICE_SECONDS"] ?? "") ?? 30
+    static let seconds = Double(ProcessInfo.processInfo.environment["EMBEDDED_SERVICE_SECONDS"] ?? "") ?? 120
 
     /// Polls `condition` every 100 ms until it holds, for at most `seconds`.
     func wait(_ what: String, _ condition: () async throws -> Bool) async throws {
@@ -32,12 +32,12 @@ import Samples
         }()
         try write(SampleData.metadata, to: dir + "/metadata.xml")
 
-        let server = try await ServerProcess.start(store: dir + "/served", lifetime: 120)
+        let server = try await ServerProcess.start(store: dir + "/served", lifetime: 900)
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         var example: ServerProcess?
         do {
             let args = ["--store", dir + "/offline", "--metadata", dir + "/metadata.xml", "--service", server.url,
-                        "--interval", "0.5", "--port", "0", "--lifetime", "120"]
+                        "--interval", "0.5", "--port", "0", "--lifetime", "900"]
             let service = try await ServerProcess.launch(CLI.built("embedded-service"), args, store: dir + "/offline", startTimeout: 60)
             example = service
             #expect(service.url.hasPrefix("http://127.0.0.1:"))

@@ -22,7 +22,7 @@ final class ServerProcess: @unchecked Sendable {
     /// Starts the server on `store` and waits (at most `startTimeout` seconds) until it listens.
     /// Waits with `Task.sleep`, never blocking a thread of the concurrency pool (tests run in
     /// parallel on it).
-    static func start(store: String, lifetime: Double = 300, extra: [String] = [], startTimeout: Double = 60) async throws -> ServerProcess {
+    static func start(store: String, lifetime: Double = 1_200, extra: [String] = [], startTimeout: Double = 60) async throws -> ServerProcess {
         let args = ["serve", "--store", store, "--host", "127.0.0.1", "--port", "0", "--lifetime", String(lifetime)] + extra
         return try await launch(CLI.executable, args, store: store, startTimeout: startTimeout)
     }

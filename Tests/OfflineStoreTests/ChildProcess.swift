@@ -70,3 +70,25 @@ struct ChildProcess {
         return outcome
     }
 }
+
+extension ChildProcess {
+    /// Starts `offline-store` with `args` without waiting (stdin /dev/null, stdout and stderr to
+    /// the files named, created or truncated; no backtraces), for a test to kill; returns its PID.
+    static func spawnDetached(_ args: [String], stdout: String, stderr: String) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        var environment = ProcessInfo.processInfo.environment
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        let argv = ([CLI.executable] + args).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for p in argv + envp { free(p) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, CLI.executable, &actions, nil, argv, envp)
+        guard rc == 0 else { throw SpawnFailed(code: rc) }
+        return pid
+    }
+}

@@ -128,20 +128,6 @@ import Storage
 
     /// Starts `offline-store` with `args`, output to /dev/null; returns its PID.
     static func spawn(_ args: [String]) throws -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        var environment = ProcessInfo.processInfo.environment
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        let argv = ([CLI.executable] + args).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { for p in argv + envp { free(p) } }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, CLI.executable, &actions, nil, argv, envp)
-        guard rc == 0 else { throw ChildProcess.SpawnFailed(code: rc) }
-        return pid
+        try ChildProcess.spawnDetached(args, stdout: "/dev/null", stderr: "/dev/null")
     }
 }

@@ -14,21 +14,7 @@ import TestSupport
 
     /// Starts `offline-store` with `args` (output to files in `logDir`), without waiting.
     static func spawn(_ args: [String], logDir: String) throws -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, logDir + "/out", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_addopen(&actions, 2, logDir + "/err", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        var environment = ProcessInfo.processInfo.environment
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        let argv = ([CLI.executable] + args).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { for p in argv + envp { free(p) } }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, CLI.executable, &actions, nil, argv, envp)
-        guard rc == 0 else { throw ChildProcess.SpawnFailed(code: rc) }
-        return pid
+        try ChildProcess.spawnDetached(args, stdout: logDir + "/out", stderr: logDir + "/err")
     }
 
     /// The exit status of `pid` once it has ended (nil while it runs); -signal when a signal ended it.

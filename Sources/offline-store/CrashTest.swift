@@ -39,7 +39,7 @@ struct CrashTest: ParsableCommand {
             guard (1...8).contains(writers), keys >= writers, keys <= 1000 else { throw CLIError("--writers must be 1…8 and --keys from --writers to 1000") }
             guard let phase = CrashHarness.Phase(rawValue: phase) else { throw CLIError("--phase must be write, flush, refresh, serve or all, not '\(phase)'") }
             guard let durability = Durability(rawValue: durability) else { throw CLIError("--durability must be full or noSync, not '\(durability)'") }
-            if let seconds, !(seconds > 0) { throw CLIError("--seconds must be a positive number") }
+            if let seconds, !(seconds > 0 && seconds <= 30 * 86_400) { throw CLIError("--seconds must be a positive number up to 2592000 (30 days), not \(seconds)") }
             let seed = self.seed ?? UInt64(Date().timeIntervalSince1970 * 1000) % 1_000_000_000
             let directory: String
             if let dir {

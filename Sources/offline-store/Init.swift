@@ -28,7 +28,7 @@ func parseSize(_ text: String, zeroAllowed: Bool) throws -> Int {
     let digits = unit == nil ? Substring(text) : text.dropLast()
     guard let n = Int(digits), n >= 0, case let (bytes, overflow) = n.multipliedReportingOverflow(by: unit ?? 1), !overflow,
           (bytes == 0 && zeroAllowed) || StoreConfiguration.maxSizeRange.contains(bytes) else {
-        throw CLIError("--max-size must be a size from 256K to 1048576G (bytes, or a number with K, M or G)\(zeroAllowed ? ", or 0 to lift the cap" : ""), not '\(text)'")
+        throw CLIError("--max-size must be a size from 256K to 65536G (bytes, or a number with K, M or G)\(zeroAllowed ? ", or 0 to lift the cap" : ""), not '\(text)'")
     }
     return bytes
 }

@@ -50,6 +50,68 @@ import Samples
         #expect(try CLI.run(["check", "--store", store]).status == 0)
     }
 
+    /// Every numeric flag of the tool at its extremes — zero, negative, Int64's and Double's
+    /// limits, infinity, NaN, past Int64 — exits with a clear error (1) or a usage error (64), never
+    /// a signal (`crashtest --seconds inf` once died by SIGILL converting it to a Duration). Flags
+    /// whose extreme value is valid (a huge page or batch size) are run against a store too.
+    @Test func numericFlagsTakeExtremeValues() throws {
+        let dir = try CLITests().sampleStore()
+        let store = dir + "/store"
+        let metadata = dir + "/metadata.xml"
+        let unreachable = "http://127.0.0.1:1/"
+        let cases: [(args: [String], status: Int32, stderr: String)] = [
+            (["init", "--store", dir + "/a", "--metadata", metadata, "--max-size", "0"], 1, "--max-size must be a size from 256K"),
+            (["init", "--store", dir + "/a", "--metadata", metadata, "--max-size=-1"], 1, "--max-size must be a size"),
+            (["init", "--store", dir + "/a", "--metadata", metadata, "--max-size", "9223372036854775807"], 1, "--max-size must be a size"),
+            (["init", "--store", dir + "/a", "--metadata", metadata, "--max-size", "99999999999999999999"], 1, "--max-size must be a size"),
+            (["init", "--store", dir + "/a", "--metadata", metadata, "--max-size", "8388607G"], 1, "--max-size must be a size"),
+            (["init", "--store", dir + "/a", "--metadata", metadata, "--max-size", "1.5G"], 1, "--max-size must be a size"),
+            (["init", "--store", dir + "/a", "--metadata", metadata, "--max-size", "65536G"], 0, ""),
+            (["init", "--store", dir + "/b", "--metadata", metadata, "--max-size", "65537G"], 1, "from 256K to 65536G"),
+            (["serve", "--store", store, "--max-size", "-5G"], 64, "max-size"),
+            (["serve", "--store", store, "--lifetime", "nan"], 1, "--lifetime must be a positive number"),
+            (["serve", "--store", store, "--lifetime=-1"], 1, "--lifetime must be a positive number"),
+            (["serve", "--store", store, "--lifetime", "0"], 1, "--lifetime must be a positive number"),
+            (["serve", "--store", store, "--port", "65536"], 1, "--port must be 0…65535"),
+            (["serve", "--store", store, "--port=-1"], 1, "--port must be 0…65535"),
+            (["serve", "--store", store, "--page-size", "0"], 1, "--page-size must be at least 1"),
+            (["serve", "--store", store, "--page-size", "9223372036854775807", "--port", "0", "--lifetime", "0.5"], 0, ""),
+            (["demo", "--size", "0"], 1, "--size must be 10…200000, not 0"),
+            (["demo", "--size=-1"], 1, "--size must be 10…200000, not -1"),
+            (["demo", "--size", "9223372036854775807"], 1, "--size must be 10…200000"),
+            (["demo", "--size", "99999999999999999999"], 64, "size"),
+            (["crashtest", "--kills", "0"], 1, "--kills must be at least 1"),
+            (["crashtest", "--kills=-9223372036854775808"], 1, "--kills must be at least 1"),
+            (["crashtest", "--kills", "99999999999999999999"], 64, "kills"),
+            (["crashtest", "--seconds", "0"], 1, "--seconds must be a positive number"),
+            (["crashtest", "--seconds", "nan"], 1, "--seconds must be a positive number"),
+            (["crashtest", "--seconds", "inf"], 1, "--seconds must be a positive number up to 2592000"),
+            (["crashtest", "--seconds", "1e308"], 1, "--seconds must be a positive number up to 2592000"),
+            (["crashtest", "--seconds=-1e-300"], 1, "--seconds must be a positive number"),
+            (["crashtest", "--workers", "0"], 1, "--workers must be 1…16"),
+            (["crashtest", "--workers", "9223372036854775807"], 1, "--workers must be 1…16"),
+            (["crashtest", "--keys", "9223372036854775807"], 1, "--keys from --writers to 1000"),
+            (["crashtest", "--writers", "0"], 1, "--writers must be 1…8"),
+            (["flush", "--store", store, "--batch-size", "0"], 1, "--batch-size must be at least 1"),
+            (["flush", "--store", store, "--batch-size=-9223372036854775808"], 1, "--batch-size must be at least 1"),
+            (["flush", "--store", store, "--batch-size", "9223372036854775807", "--service", unreachable], 0, ""),
+            (["refresh", "--store", store, "--page-size", "0"], 1, "--page-size must be at least 1"),
+            (["generate", "--store", store, "--set", "Products", "--count", "0"], 0, ""),
+            (["generate", "--store", store, "--set", "Products", "--count=-5"], 64, "count"),
+            (["generate", "--store", store, "--set", "Products", "--count", "1", "--batch", "0"], 64, "batch"),
+        ]
+        for c in cases {
+            let r = try CLI.run(c.args)
+            let what = c.args.joined(separator: " ")
+            #expect(!r.signaled, "\(what): killed by signal \(r.status)\n\(r.stderr.prefix(300))")
+            #expect(r.status == c.status, "\(what): status \(r.status)\n\(r.stderr.prefix(300))")
+            #expect(c.stderr.isEmpty || r.stderr.contains(c.stderr), "\(what): \(r.stderr.prefix(300))")
+            if c.status == 1 { #expect(r.stderr.hasPrefix("offline-store: ") && r.stderr.split(separator: "\n").count == 1, "\(what): \(r.stderr.prefix(300))") }
+        }
+        #expect(try CLI.run(["check", "--store", store]).status == 0)
+        #expect(try CLI.run(["check", "--store", dir + "/a"]).status == 0)
+    }
+
     @Test func limitsInTheConfigurationFileApply() throws {
         let dir = tempDir()
         try write(SampleData.metadata, to: dir + "/m.xml")

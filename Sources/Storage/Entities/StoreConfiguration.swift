@@ -30,13 +30,13 @@ public struct StoreConfiguration: Sendable, Hashable {
 
     public static let defaultRepeatabilityWindowSeconds = 86_400
     public static let repeatabilityWindowRange = 1...31_536_000
-    /// Accepted values of `maxSizeBytes`: 256 KiB to 1 PiB.
-    public static let maxSizeRange = (256 << 10)...(1 << 50)
+    /// Accepted values of `maxSizeBytes`: 256 KiB to 64 TiB: a memory map past half of x86-64's 128 TiB user address space fails (ENOMEM).
+    public static let maxSizeRange = (256 << 10)...(1 << 46)
 
     /// Refuses a `maxSizeBytes` out of `maxSizeRange`.
     public static func checkMaxSize(_ bytes: Int) throws(EntityError) {
         guard maxSizeRange.contains(bytes) else {
-            throw .badInput("configuration: maxSizeBytes must be a whole number of bytes from \(maxSizeRange.lowerBound) (256 KiB) to \(maxSizeRange.upperBound) (1 PiB), not \(bytes)")
+            throw .badInput("configuration: maxSizeBytes must be a whole number of bytes from \(maxSizeRange.lowerBound) (256 KiB) to \(maxSizeRange.upperBound) (64 TiB), not \(bytes)")
         }
     }
 
@@ -89,7 +89,7 @@ public struct StoreConfiguration: Sendable, Hashable {
             case ("maxSizeBytes", .null): maxSizeBytes = nil
             case ("maxSizeBytes", _):
                 guard case .number(let text) = value, let n = Int(text) else {
-                    throw .badInput("configuration: maxSizeBytes must be a whole number of bytes from \(Self.maxSizeRange.lowerBound) (256 KiB) to \(Self.maxSizeRange.upperBound) (1 PiB)")
+                    throw .badInput("configuration: maxSizeBytes must be a whole number of bytes from \(Self.maxSizeRange.lowerBound) (256 KiB) to \(Self.maxSizeRange.upperBound) (64 TiB)")
                 }
                 try Self.checkMaxSize(n)
                 maxSizeBytes = n

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-import OfflineStore
+@testable import OfflineStore
+import Queue
 import Samples
 import TestSupport
 
@@ -16,9 +17,9 @@ struct FileCorruptionTests {
         var trials = 0, reported = 0, ok = 0, signals = 0, hangs = 0, missed = 0, falseAlarms = 0, badExits = 0
     }
 
-    @Test func checkReportsDamageAndNeverDiesBySignal() throws {
+    @Test func checkReportsDamageAndNeverDiesBySignal() async throws {
         let seed = testSeed("checkReportsDamageAndNeverDiesBySignal")
-        let pristine = try Self.buildStore(seed: seed)
+        let pristine = try await Self.buildOfflineStore(seed: seed)
         let map = DataFileMap(Array(try Data(contentsOf: URL(fileURLWithPath: pristine + "/data.mdb"))))
         // The store has what the damage should reach: deep trees, overflow runs, a free list
         // whose entry needs an overflow run of its own, and free pages.
@@ -138,6 +139,42 @@ struct FileCorruptionTests {
         }
         #expect(try store.check().isConsistent)
         return dir
+    }
+
+    /// `buildStore`'s store with the offline role's databases too: two defining requests refreshed
+    /// (membership, ETags, delta state) and local changes pending (queue records, `q/by-entity`,
+    /// `base/` images).
+    static func buildOfflineStore(seed: UInt64) async throws -> String {
+        let dir = try buildStore(seed: seed)
+        let store = try OfflineStore.open(at: dir)
+        try store.define(name: "P", url: "Products")
+        try store.define(name: "BP", url: "BusinessPartners")
+        let report = try await store.refresh(backend: ETaggedSampleBackend())
+        #expect(report.received > 0)
+        let (members, etags) = try store.entities.read { t in (try t.count(store.entities.membership), try t.count(store.entities.serverETags)) }
+        #expect(members == report.received && etags == report.received, "\(members) members, \(etags) ETags")
+        try await store.update(set: "Products", key: [.string("HT-1000")], changes: ["Name": .string("changed")])
+        try await store.delete(set: "Products", key: [.string("HT-1001")])
+        try await store.create(set: "Products", entity: ["ProductID": .string("LOCAL-1"), "Name": .string("new"), "Category": .string("Notebooks")])
+        #expect(try store.check().isConsistent)
+        return dir
+    }
+}
+
+/// `SampleBackend`'s answers with an `@odata.etag` on every entity.
+struct ETaggedSampleBackend: Backend {
+    var serviceRoot: String { SampleBackend().serviceRoot }
+
+    func send(_ request: BackendRequest) async throws -> BackendResponse {
+        let answer = try await SampleBackend().send(request)
+        guard answer.status == 200, var doc = try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any],
+              let value = doc["value"] as? [[String: Any]] else { return answer }
+        doc["value"] = value.enumerated().map { i, e in e.merging(["@odata.etag": "W/\"\(i)\""]) { a, _ in a } }
+        return BackendResponse(status: 200, body: Array(try JSONSerialization.data(withJSONObject: doc)))
+    }
+
+    func batch(_ requests: [BackendRequest], headers: [(String, String)]) async throws -> [BackendResponse] {
+        try await SampleBackend().batch(requests, headers: headers)
     }
 }
 

@@ -7,19 +7,39 @@ extension Environment {
     /// page it freed in the transaction that allocated it), so a short file costs a walk of the
     /// free list; an intact one costs two small reads. No file, or an empty one, is a new store.
     ///
+    /// A writer in another process may commit while this looks: the file grows before a meta page
+    /// names the new pages (so a size taken before the meta page is read can be short of it), and
+    /// the free list of a replaced snapshot may be overwritten while it is walked. A verdict of
+    /// truncation therefore stands only when the file's size and its chosen meta page are the same
+    /// before and after it was reached; otherwise the look is taken again (up to 100 times).
+    ///
     /// - Throws: `DataFileError`: `.truncated`, `.tooShortForMetaPages`, `.badMetaPage` (a meta
     ///   page LMDB would refuse too, with less to say, or misread), `.unreadable`.
     static func _refuseDamagedDataFile(in directory: String) throws(DataFileError) {
-        guard let file = try _DataFile.open(directory + "/data.mdb"), file.size > 0 else { return }
-        let metas = try _MetaPages.read(file)
-        if let reason = metas.refusal { throw .badMetaPage(path: file.path, reason: reason) }
-        guard let meta = metas.chosen?.meta else { return }  // none only when refused above
+        let path = directory + "/data.mdb"
+        var attempt = 0
+        while true {
+            attempt += 1
+            guard let file = try _DataFile.open(path), file.size > 0 else { return }
+            let metas = try _MetaPages.read(file)
+            if let reason = metas.refusal { throw .badMetaPage(path: file.path, reason: reason) }
+            guard let meta = metas.chosen?.meta else { return }  // none only when refused above
+            guard let truncated = _truncation(file, meta) else { return }
+            // The same file, size and snapshot still: the verdict stands.
+            guard attempt < 100, let again = try _DataFile.open(path), again.size > 0 else { throw truncated }
+            if again.size == file.size, (try? _MetaPages.read(again))?.chosen?.meta.txnid == meta.txnid { throw truncated }
+        }
+    }
+
+    /// Whether `file` ends before the pages `meta` says it has, other than free ones.
+    private static func _truncation(_ file: _DataFile, _ meta: _Meta) -> DataFileError? {
         let wholePages = UInt64(file.size / meta.pageSize)
-        guard wholePages < meta.pages else { return }
+        guard wholePages < meta.pages else { return nil }
         // A free list that cannot be read whole cannot vouch for the missing pages.
         let truncated = DataFileError.truncated(path: file.path, pages: meta.pages, pageSize: meta.pageSize, fileSize: file.size)
-        guard case .success(let free) = _PageAuditor(file: file, meta: meta, maxProblems: 1).freeListOnly() else { throw truncated }
-        for page in wholePages ..< meta.pages where !free.contains(page) { throw truncated }
+        guard case .success(let free) = _PageAuditor(file: file, meta: meta, maxProblems: 1).freeListOnly() else { return truncated }
+        for page in wholePages ..< meta.pages where !free.contains(page) { return truncated }
+        return nil
     }
 
     /// Runs `body` in a read transaction with the structural audit (`PageAudit`) of the snapshot

@@ -14,7 +14,9 @@ import Storage
 /// arithmetic, navigation, lambdas, complex members) is a leaf that calls `ExpressionEvaluator`, as
 /// is any leaf whose stored value does not have its type's length (so a corrupt row fails as the
 /// interpreter fails). Results are three-valued exactly as `ExpressionEvaluator`'s (see `TypedExpr`).
-struct CompiledFilter {
+///
+/// A class: a scan holds one reference, where copying a struct of these members retained each per row.
+final class CompiledFilter {
     /// A node's result: `Value.bool` true/false, `.null`, or `other` (a non-boolean value the
     /// interpreter returned, which `and`/`or` skip and `not` turns to null, as the interpreter does).
     enum Truth: UInt8 { case no, yes, null, other }

@@ -26,11 +26,18 @@ package struct QueryExecutor {
     }
 
     /// Visits every entity that passes the plan's filters, in access order, until `body` returns false.
+    /// The residual filter is compiled once per call (`CompiledFilter`).
     func matches(_ plan: QueryPlan, _ body: (EntityRef) throws -> Bool) throws {
+        let filter = plan.residual.map { CompiledFilter($0, set: plan.set, evaluator: evaluator) }
+        let root = filter?.root
         try AccessPath.run(plan.access, set: plan.set, t: t) { pk, row in
             let e = try EntityRef(set: plan.set, row: row, primaryKey: pk)
             for (name, v) in plan.residualEqualities where !odataEqual(try e.value(name), v) { return true }
-            if let r = plan.residual, try !evaluator.matches(r, e) { return true }
+            if let root {
+                let pass: Bool
+                if case .row(let r) = e.source { pass = try root(r, e) == .yes } else { pass = try filter!.matches(e) }
+                if !pass { return true }
+            }
             return try body(e)
         }
     }

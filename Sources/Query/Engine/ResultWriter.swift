@@ -195,10 +195,15 @@ struct ResultWriter {
             out.bytes.append(contentsOf: c.member)
             if let sub = c.subtree {
                 writeSelected(try e.value(at: c.index), type: c.type, tree: sub, to: &out)
-            } else if c.isString, let raw = try e.rawBytes(at: c.index) {
-                // A string goes from the row's bytes to the output without becoming a String.
-                guard out.appendString(utf8: raw) else {
-                    throw EntityError.corruptRow(set: e.set.name, key: "", reason: "string is not valid UTF-8")
+            } else if c.kind != .value, e.isRow {
+                // Straight from the row's bytes, without a `Value` (`RowJSON`).
+                if let raw = try e.rawBytes(at: c.index) {
+                    if !RowJSON.write(c.kind, raw, to: &out) {
+                        if c.kind == .string { throw EntityError.corruptRow(set: e.set.name, key: "", reason: "string is not valid UTF-8") }
+                        values.write(try e.value(at: c.index), type: c.type, to: &out)  // reports the corrupt row
+                    }
+                } else {
+                    out.append("null")
                 }
             } else {
                 values.write(try e.value(at: c.index), type: c.type, to: &out)
@@ -269,7 +274,8 @@ final class EntityShape {
         let index: Int
         let member: [UInt8]
         let type: TypeRef
-        let isString: Bool
+        /// How the value is written from the row's bytes (`RowJSON`).
+        let kind: RowJSON.Kind
         let subtree: ResultWriter.SelectTree?
     }
 
@@ -306,9 +312,7 @@ final class EntityShape {
             var member = JSONBuffer(capacity: p.name.utf8.count + 3)
             member.appendString(p.name)
             member.append(UInt8(ascii: ":"))
-            let isString: Bool
-            if case .primitive(.string) = p.type { isString = true } else { isString = false }
-            return Column(index: i, member: member.bytes, type: p.type, isString: isString, subtree: subtree)
+            return Column(index: i, member: member.bytes, type: p.type, kind: RowJSON.kind(of: p.type), subtree: subtree)
         }
         let keysSelected = tree.map { t in set.type.key.allSatisfy { t.children[$0] != nil } } ?? true
         writesID = alwaysID || !keysSelected

@@ -130,11 +130,13 @@ public struct RowCodec: Sendable {
 public struct RowView {
     public let bytes: UnsafeRawBufferPointer
     public let count: Int
-    let bitmapAt: Int
-    let offsetsAt: Int
-    let dataAt: Int
+    @usableFromInline let bitmapAt: Int
+    @usableFromInline let offsetsAt: Int
+    @usableFromInline let dataAt: Int
 
-    /// Checks the header; throws when the bytes cannot be a row.
+    /// Checks the header; throws when the bytes cannot be a row. Inlinable, as `slice`: a scan
+    /// calls both for every row from another module.
+    @inlinable
     public init(_ bytes: UnsafeRawBufferPointer) throws(RowCodecError) {
         guard bytes.count >= 3 else { throw .truncated }
         guard bytes[0] == RowCodec.formatVersion else { throw .unsupportedVersion(bytes[0]) }
@@ -149,7 +151,7 @@ public struct RowView {
     }
 
     /// The payload of property `i`, or nil when it is null or beyond the row's properties.
-    @inline(__always)
+    @inlinable @inline(__always)
     public func slice(_ i: Int) throws(RowCodecError) -> UnsafeRawBufferPointer? {
         guard i < count else { return nil }
         if bytes[bitmapAt + i / 8] & (1 << (i % 8)) != 0 { return nil }
@@ -283,7 +285,7 @@ func _storeU32(_ v: UInt32, _ out: inout [UInt8], _ at: Int) {
     out[at + 2] = UInt8(v >> 16 & 0xFF); out[at + 3] = UInt8(v >> 24)
 }
 
-@inline(__always)
+@inlinable @inline(__always)
 func _loadU32(_ b: UnsafeRawBufferPointer, _ at: Int) -> UInt32 {
     UInt32(b[at]) | UInt32(b[at + 1]) << 8 | UInt32(b[at + 2]) << 16 | UInt32(b[at + 3]) << 24
 }

@@ -37,12 +37,42 @@ public struct JSONBuffer: Sendable {
     @inline(__always) static func hexDigit(_ v: UInt64) -> UInt8 { v < 10 ? 0x30 + UInt8(v) : 0x57 + UInt8(v) }
 
     /// A JSON string literal from UTF-8 bytes; returns false (writing nothing) if they are not
-    /// valid UTF-8.
+    /// valid UTF-8. Bytes that need neither escaping nor validation (printable ASCII but `"` and
+    /// `\\`, checked eight at a time) are copied in one piece.
     public mutating func appendString(utf8 raw: UnsafeRawBufferPointer) -> Bool {
+        if Self.isPlainASCII(raw) {
+            bytes.append(0x22)
+            bytes.append(contentsOf: raw)
+            bytes.append(0x22)
+            return true
+        }
         var ascii = true
         for b in raw where b >= 0x80 { ascii = false; break }
         if !ascii, String(validating: raw, as: UTF8.self) == nil { return false }
         appendEscaped(raw)
+        return true
+    }
+
+    /// Whether every byte is ASCII from 0x20 and neither `"` nor `\\` (nothing to escape or validate).
+    @inline(__always)
+    static func isPlainASCII(_ raw: UnsafeRawBufferPointer) -> Bool {
+        let n = raw.count
+        var i = 0
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        while i + 8 <= n {
+            let w = raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            // A byte < 0x20, equal to 0x22 or 0x5C, or ≥ 0x80 sets its high bit in `bad`.
+            let below20 = (w &- ones &* 0x20) & ~w
+            let quote = w ^ (ones &* 0x22), backslash = w ^ (ones &* 0x5C)
+            let bad = below20 | ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | w
+            if bad & highs != 0 { return false }
+            i += 8
+        }
+        while i < n {
+            let c = raw[i]
+            if c < 0x20 || c == 0x22 || c == 0x5C || c >= 0x80 { return false }
+            i += 1
+        }
         return true
     }
 
@@ -103,20 +133,34 @@ public struct JSONBuffer: Sendable {
         let sig = d.significand
         guard let mag = UInt64(exactly: sig.magnitude) else { appendRaw(d.description); return }
         if sig < 0 { bytes.append(UInt8(ascii: "-")) }
-        var digits: [UInt8] = []
-        digits.reserveCapacity(24)
-        var x = mag
-        repeat { digits.append(0x30 + UInt8(x % 10)); x /= 10 } while x > 0
         let scale = Int(d.scale)
         if scale <= 0 {
-            bytes.append(contentsOf: digits.reversed())
+            appendUInt(mag)
             if mag != 0 { for _ in 0..<(-scale) { bytes.append(0x30) } }
             return
         }
-        while digits.count <= scale { digits.append(0x30) }
-        for i in stride(from: digits.count - 1, through: 0, by: -1) {
-            if i == scale - 1 { bytes.append(UInt8(ascii: ".")) }
-            bytes.append(digits[i])
+        if scale > 20 {  // more fraction digits than a UInt64 has: the general form
+            var digits: [UInt8] = []
+            var x = mag
+            repeat { digits.append(0x30 + UInt8(x % 10)); x /= 10 } while x > 0
+            while digits.count <= scale { digits.append(0x30) }
+            for i in stride(from: digits.count - 1, through: 0, by: -1) {
+                if i == scale - 1 { bytes.append(UInt8(ascii: ".")) }
+                bytes.append(digits[i])
+            }
+            return
+        }
+        // Digits right to left into 48 bytes on the stack: at most 20 digits, a point, and zeros
+        // up to `scale` (≤ 20) and one before the point.
+        var tmp: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &tmp) { buf in
+            var at = 48
+            var x = mag
+            var n = 0
+            while n < scale { at -= 1; buf[at] = 0x30 + UInt8(x % 10); x /= 10; n += 1 }
+            at -= 1; buf[at] = UInt8(ascii: ".")
+            repeat { at -= 1; buf[at] = 0x30 + UInt8(x % 10); x /= 10 } while x > 0
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[at...]))
         }
     }
 
@@ -134,13 +178,11 @@ public struct JSONBuffer: Sendable {
     /// `.fffffff` without trailing zeros, nothing for zero ticks.
     public mutating func appendFraction(_ ticks: Int64) {
         guard ticks != 0 else { return }
-        var digits: [UInt8] = []
         var t = ticks
-        for _ in 0..<7 { digits.append(0x30 + UInt8(t % 10)); t /= 10 }
-        var end = 0
-        while digits[end] == 0x30 { end += 1 }
+        var digits = 7
+        while t % 10 == 0 { t /= 10; digits -= 1 }
         bytes.append(UInt8(ascii: "."))
-        for i in stride(from: 6, through: end, by: -1) { bytes.append(digits[i]) }
+        appendPadded(Int(t), digits)
     }
 
     public mutating func appendDate(_ d: EDMDate) {
@@ -171,12 +213,16 @@ public struct JSONBuffer: Sendable {
     }
 
     public mutating func appendGuid(_ g: EDMGuid) {
-        for (n, word) in [g.high, g.low].enumerated() {
-            for i in 0..<16 {
-                let pos = n * 16 + i
-                if pos == 8 || pos == 12 || pos == 16 || pos == 20 { bytes.append(0x2D) }
-                bytes.append(Self.hexDigit(word >> (60 - 4 * UInt64(i)) & 15))
-            }
+        appendHexWord(g.high, dashesAfter: 8, 12)
+        bytes.append(0x2D)
+        appendHexWord(g.low, dashesAfter: 4, 16)
+    }
+
+    /// The 16 hex digits of `word`, a dash before digit `a` and before digit `b` (16: none).
+    @inline(__always) mutating func appendHexWord(_ word: UInt64, dashesAfter a: Int, _ b: Int) {
+        for i in 0..<16 {
+            if i == a || i == b { bytes.append(0x2D) }
+            bytes.append(Self.hexDigit(word >> (60 - 4 * UInt64(i)) & 15))
         }
     }
 }

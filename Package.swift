@@ -63,8 +63,10 @@ let package = Package(
             swiftSettings: strict
         ),
         // The inputs a hostile peer controls, for libFuzzer (scripts/fuzz.sh) and the corpus test.
-        .target(name: "FuzzTargets", dependencies: ["Storage", "Query", "Samples", "Server"], path: "Fuzz/Targets", swiftSettings: strict),
-        .executableTarget(name: "offline-store-fuzz", dependencies: ["FuzzTargets"], path: "Fuzz/Driver", swiftSettings: strict),
+        .target(name: "FuzzTargets", dependencies: ["OfflineStore", "Storage", "Query", "Samples", "Server"], path: "Fuzz/Targets", swiftSettings: strict),
+        // libFuzzer's LLVMFuzzerRunDriver, declared for the driver (defined only in the fuzzing build's link).
+        .target(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"),
+        .executableTarget(name: "offline-store-fuzz", dependencies: ["FuzzTargets", "CLibFuzzer"], path: "Fuzz/Driver", swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "QueryTests", dependencies: ["Query", "Storage", "TestSupport"], swiftSettings: strict),

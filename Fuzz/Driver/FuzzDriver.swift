@@ -1,21 +1,21 @@
 import Foundation
 import FuzzTargets
-
 #if FUZZING
-/// Built with `-sanitize=fuzzer` (scripts/fuzz.sh): libFuzzer's own `main` calls this for every
-/// input; `FUZZ_TARGET` names the target (url, row, json, csdl, batch).
-enum Fuzzing {
-    static let target = ProcessInfo.processInfo.environment["FUZZ_TARGET"] ?? "url"
-}
+import CLibFuzzer
+#endif
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    FuzzTargets.run(Fuzzing.target, UnsafeRawBufferPointer(start: data, count: size))
-    return 0
-}
-#else
-/// A plain build replays inputs — `offline-store-fuzz TARGET FILE...` (a crash the fuzzer found,
-/// reproduced without the sanitizer) — or writes the seed corpus: `--write-seeds DIR`.
+/// `offline-store-fuzz`. The fuzzing build (scripts/fuzz.sh, `-D FUZZING`) runs libFuzzer:
+/// `FUZZ_TARGET=url offline-store-fuzz [libFuzzer flags] CORPUS_DIR...`, or replays inputs given as
+/// files. A plain build replays inputs too — `offline-store-fuzz TARGET FILE...` (a crash the
+/// fuzzer found, reproduced without it). Both write the seed corpus: `--write-seeds DIR`.
+///
+/// Why the program keeps its own `main` and calls `LLVMFuzzerRunDriver`: SwiftPM compiles an
+/// executable target with `-entry-point-function-name <module>_main` and links it with
+/// `--defsym main=<module>_main`, so a driver without `@main` does not link (the symbol is
+/// undefined), and one with `@main` collides with the `main` of libFuzzer's usual runtime
+/// (`-sanitize=fuzzer` at link time). So scripts/fuzz.sh instruments the compile only
+/// (`-Xfrontend -sanitize=fuzzer`: inline 8-bit counters, PC tables, comparison tracing) and links
+/// `libclang_rt.fuzzer_no_main`, libFuzzer without its `main`; this `main` hands it the arguments.
 @main
 struct FuzzDriver {
     static func main() throws {
@@ -29,6 +29,19 @@ struct FuzzDriver {
             }
             return
         }
+        #if FUZZING
+        guard let name = ProcessInfo.processInfo.environment["FUZZ_TARGET"], FuzzTargets.names.contains(name) else {
+            FileHandle.standardError.write(Data("FUZZ_TARGET must name a target: \(FuzzTargets.names.joined(separator: ", "))\n".utf8))
+            exit(2)
+        }
+        Fuzzing.target = name
+        var argc = CommandLine.argc
+        var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
+        exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in
+            FuzzTargets.run(Fuzzing.target, UnsafeRawBufferPointer(start: data, count: size))
+            return 0
+        })
+        #else
         guard let name = args.first, FuzzTargets.names.contains(name) else {
             FileHandle.standardError.write(Data("usage: offline-store-fuzz \(FuzzTargets.names.joined(separator: "|")) FILE... | --write-seeds DIR\n".utf8))
             exit(2)
@@ -38,6 +51,13 @@ struct FuzzDriver {
             bytes.withUnsafeBytes { FuzzTargets.run(name, $0) }
             print("ok \(path)")
         }
+        #endif
     }
+}
+
+#if FUZZING
+/// The target libFuzzer's callback runs: set once, before the driver starts, from `FUZZ_TARGET`.
+enum Fuzzing {
+    nonisolated(unsafe) static var target = ""
 }
 #endif

@@ -34,9 +34,31 @@ extension FuzzTargets {
         out["row"] = rows
         out["json"] = bodies + [#"{"Price":12.50,"Name":null}"#, #"{"ProductID":"X","Price":1e400}"#, #"{"d":{"results":[]}}"#].map { Array($0.utf8) }
         out["csdl"] = [Array(SampleData.metadata.utf8)]
-        out["batch"] = [
+        let batches = [
             #"{"requests":[{"id":"1","method":"POST","url":"Products","atomicityGroup":"g","body":{"ProductID":"B"}},{"id":"2","method":"PATCH","url":"$1","atomicityGroup":"g","headers":{"if-match":"*"},"body":{"Name":"n"}},{"id":"3","method":"GET","url":"Products?$top=1","dependsOn":["g"]}]}"#,
             #"{"requests":[{"id":"a","method":"DELETE","url":"Products('HT-1000')"}]}"#,
+        ].map { Array($0.utf8) }
+        out["batch"] = batches
+        // The first sample product, and the same under another key (a create that succeeds).
+        var product = "{}", newProduct = "{}"
+        if case .array(let items)? = try? JSON.parse(SampleData.json("Products"))["value"], case .object(let members)? = items.first {
+            product = ""
+            JSONWriter.write(.object(members), to: &product)
+            newProduct = ""
+            JSONWriter.write(.object(members.map { $0.0 == "ProductID" ? ($0.0, .string("FZ-1")) : $0 }), to: &newProduct)
+        }
+        let json = "Content-Type: application/json\nAccept: application/json\n"
+        out["serve"] = [
+            "GET /\n\n", "GET /$metadata\nAccept: application/xml\n\n", "GET /Products?$top=2\nAccept: application/json;odata.metadata=minimal\n\n",
+            "GET /Products?$filter=Price gt 100&$orderby=Name&$select=Name,Price&$count=true\nPrefer: odata.maxpagesize=2\n\n",
+            "GET /BusinessPartners?$expand=SalesOrders($top=1)\n\n", "HEAD /Products('HT-1000')\n\n", "GET /Products/$count\nAccept: text/plain\n\n",
+            "POST /Products\n\(json)Prefer: return=representation\n\n" + newProduct, "POST /Products\n\(json)\n" + product,
+            "PATCH /Products('HT-1000')\n\(json)If-Match: *\n\n{\"Name\":\"n\",\"Price\":1.5}",
+            "PUT /Products('FZ-1')\n\(json)\n" + newProduct,
+            "DELETE /Products('HT-1002')\nIf-Match: W/\"1\"\n\n",
+            "POST /$batch\n\(json)\n" + String(decoding: batches[0], as: UTF8.self),
+            "POST /$batch\n\(json)Repeatability-Request-ID: fz-1\nRepeatability-First-Sent: Sun, 06 Nov 1994 08:49:37 GMT\n\n" + String(decoding: batches[1], as: UTF8.self),
+            "POST /$batch\nContent-Type: multipart/mixed;boundary=b\n\n--b--",
         ].map { Array($0.utf8) }
         return out
     }

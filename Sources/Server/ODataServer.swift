@@ -38,8 +38,8 @@ public enum ODataServer {
     public static func run(store: OfflineStore, options: ServeOptions, logger: Logger, stop: ServerStop? = nil,
                            onRunning: @escaping @Sendable (Int) async -> Void) async throws {
         let service = ODataService(store: store, options: options, logger: logger)
-        let responder = CallbackResponder<BasicRequestContext> { request, context in
-            await service.respond(to: request, context: context)
+        let responder = CallbackResponder<BasicRequestContext> { request, _ in
+            await service.respond(to: request)
         }
         let app = Application(
             responder: responder,

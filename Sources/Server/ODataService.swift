@@ -15,11 +15,11 @@ struct ODataService: Sendable {
     let logger: Logger
     let stats = AccessStats()
 
-    func respond(to request: Request, context: BasicRequestContext) async -> Response {
+    func respond(to request: Request) async -> Response {
         let start = ContinuousClock.now
         var response: Response
         do {
-            response = try await route(request, context: context)
+            response = try await route(request)
         } catch {
             response = ODataFailure(error).response
         }
@@ -37,7 +37,7 @@ struct ODataService: Sendable {
         return "http://\(host)/"
     }
 
-    private func route(_ request: Request, context: BasicRequestContext) async throws -> Response {
+    private func route(_ request: Request) async throws -> Response {
         let path = request.uri.path
         guard path.hasPrefix("/") else { throw ODataFailure(.badRequest, "request target must be an absolute path") }
         var resource = String(path.dropFirst())

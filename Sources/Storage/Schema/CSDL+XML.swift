@@ -34,7 +34,7 @@ struct CSDLNode: Sendable {
     /// Builds an element tree from XML bytes.
     static func parse(_ bytes: [UInt8]) throws(CSDLError) -> CSDLNode {
         guard !bytes.isEmpty else { throw CSDLError("not an XML document: empty input") }
-        let parser = XMLParser(data: Data(try utf8Document(bytes)))
+        let parser = XMLParser(data: Data(withProcessingInstructionData(try utf8Document(bytes))))
         parser.shouldProcessNamespaces = false
         parser.shouldReportNamespacePrefixes = false
         parser.shouldResolveExternalEntities = false
@@ -90,6 +90,28 @@ struct CSDLNode: Sendable {
         }
         guard isUTF8(document) else { throw CSDLError("not an XML document: not valid UTF-8") }
         return document
+    }
+
+    /// The document with a space before the `?>` of every processing instruction that has a
+    /// target and no data (`<?target?>` → `<?target ?>`): libxml2 reports such an instruction's data
+    /// as NULL, and XMLParser reads that pointer as a C string — a segfault (found by fuzzing,
+    /// `Fuzz/corpus/csdl/processing-instruction-without-data`). With the space the data is "".
+    /// Processing instructions mean nothing in CSDL; line numbers are unchanged.
+    static func withProcessingInstructionData(_ bytes: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var i = 0
+        while i < bytes.count {
+            out.append(bytes[i])
+            guard bytes[i] == 0x3C, i + 1 < bytes.count, bytes[i + 1] == 0x3F else { i += 1; continue }
+            // "<?": copy the target, then add a space if "?>" follows it directly.
+            out.append(0x3F)
+            var j = i + 2
+            while j < bytes.count, ![0x20, 0x09, 0x0D, 0x0A, 0x3F, 0x3C, 0x3E].contains(bytes[j]) { out.append(bytes[j]); j += 1 }
+            if j > i + 2, j + 1 < bytes.count, bytes[j] == 0x3F, bytes[j + 1] == 0x3E { out.append(0x20) }
+            i = j
+        }
+        return out
     }
 
     static func isUTF8(_ bytes: [UInt8]) -> Bool {

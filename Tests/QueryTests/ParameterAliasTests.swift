@@ -71,6 +71,15 @@ struct ParameterAliasTests {
         #expect(bindError(url) == message)
     }
 
+    @Test func aliasExpansionIsBounded() {
+        let value = Array(repeating: "1", count: 60).joined(separator: " add ")  // 119 nodes
+        let uses = Array(repeating: "Rating eq @v", count: 100).joined(separator: " or ")
+        #expect(bindError("BusinessPartners?$filter=\(uses)&@v=\(value)")
+            == "parameter alias values put in place of their uses exceed 10000 nodes in @v")
+        let few = Array(repeating: "Rating eq @v", count: 10).joined(separator: " or ")
+        #expect(bindError("BusinessPartners?$filter=\(few)&@v=\(value)") == "ok")
+    }
+
     // MARK: Prepared statements
 
     func prepare(_ url: String) throws(QueryError) -> PreparedStatement { try Binder(schema: TestSchema.v4).prepare(url) }

@@ -25,7 +25,25 @@ public struct Binder: Sendable {
     public func bind(_ url: ODataURL) throws(QueryError) -> BoundQuery {
         var binder = self
         binder.aliases = url.aliases
+        try Self.checkAliasExpansion(url)
         return try binder.bindAll(url)
+    }
+
+    /// Nodes the alias values may add when put in place of their uses: a 4,000-node value used
+    /// 4,000 times would be bound 16 million nodes deep before any query limit is checked.
+    static let maxAliasExpansion = 10_000
+
+    static func checkAliasExpansion(_ url: ODataURL) throws(QueryError) {
+        guard !url.aliases.isEmpty else { return }
+        var uses: [String: Int] = [:]
+        url.options.countAliasUses(&uses)
+        var total = 0
+        for (name, n) in uses {
+            total += n * (url.aliases[name]?.nodeCount ?? 1)
+            if total > maxAliasExpansion {
+                throw QueryError("parameter alias values put in place of their uses exceed \(maxAliasExpansion) nodes", option: "@" + name, column: nil)
+            }
+        }
     }
 
     func bindAll(_ url: ODataURL) throws(QueryError) -> BoundQuery {

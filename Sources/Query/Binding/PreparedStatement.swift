@@ -171,6 +171,7 @@ extension Binder {
         var binder = self
         binder.aliases = parsed.aliases
         binder.preparing = true
+        try Self.checkAliasExpansion(parsed)
         let template = try binder.bindAll(parsed)
         var parameters: [String: TypeRef] = [:]
         func add(_ name: String, _ type: TypeRef?, option: String?, at column: Int?) throws(QueryError) {

@@ -112,3 +112,39 @@ extension Expr {
         }
     }
 }
+
+extension Expr {
+    /// Nodes in the tree.
+    var nodeCount: Int {
+        switch kind {
+        case .literal, .path, .alias: return 1
+        case .lambda(_, _, _, let p): return 1 + (p?.nodeCount ?? 0)
+        case .and(let xs), .or(let xs), .call(_, let xs): return xs.reduce(1) { $0 + $1.nodeCount }
+        case .not(let x), .negate(let x): return 1 + x.nodeCount
+        case .binary(_, let a, let b): return 1 + a.nodeCount + b.nodeCount
+        case .in(let x, let xs): return xs.reduce(1 + x.nodeCount) { $0 + $1.nodeCount }
+        }
+    }
+
+    /// Adds each alias use in the tree to `uses`.
+    func countAliasUses(_ uses: inout [String: Int]) {
+        switch kind {
+        case .alias(let name): uses[name, default: 0] += 1
+        case .literal, .path: break
+        case .lambda(_, _, _, let p): p?.countAliasUses(&uses)
+        case .and(let xs), .or(let xs), .call(_, let xs): for x in xs { x.countAliasUses(&uses) }
+        case .not(let x), .negate(let x): x.countAliasUses(&uses)
+        case .binary(_, let a, let b): a.countAliasUses(&uses); b.countAliasUses(&uses)
+        case .in(let x, let xs): x.countAliasUses(&uses); for i in xs { i.countAliasUses(&uses) }
+        }
+    }
+}
+
+extension QueryOptions {
+    /// Adds each alias use in `$filter` and `$orderby`, here and nested in `$expand`, to `uses`.
+    func countAliasUses(_ uses: inout [String: Int]) {
+        filter?.countAliasUses(&uses)
+        for o in orderBy { o.expression.countAliasUses(&uses) }
+        for e in expand { e.options.countAliasUses(&uses) }
+    }
+}

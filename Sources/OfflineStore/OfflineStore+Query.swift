@@ -37,3 +37,14 @@ extension OfflineStore {
     /// The plan the engine chooses for `url`.
     public func explain(_ url: String) throws -> String { try queries.explain(url) }
 }
+
+extension OfflineStore {
+    /// Parses and binds an OData request URL once, for running many times with new parameter
+    /// alias values and no parsing (see `PreparedQuery`):
+    ///
+    /// ```swift
+    /// let item = try store.prepare("SalesOrderItems(SalesOrderID=@order,ItemPosition=@pos)")
+    /// let rows = try item.entities(aliases: ["order": .string("0500000001"), "pos": .int(10)])
+    /// ```
+    public func prepare(_ url: String) throws -> PreparedQuery { try queries.prepare(url) }
+}

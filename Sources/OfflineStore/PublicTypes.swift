@@ -46,6 +46,8 @@ public typealias QueryFormat = QueryEngine.Format
 public typealias ResultOptions = Query.ResultOptions
 /// What `query` read besides the body: a single entity's ETag.
 public typealias ResultSummary = Query.ResultSummary
+/// An OData URL parsed and bound once, run with new parameter alias values: `prepare(_:)`.
+public typealias PreparedQuery = Query.PreparedQuery
 
 // MARK: Reports
 

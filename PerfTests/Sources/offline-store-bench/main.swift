@@ -276,6 +276,8 @@ func run() throws {
 
         // 1. Point read by key through a URL: `SalesOrderItems(SalesOrderID='…',ItemPosition=…)`.
         try queryWorkload({ _ in "query: point read by key" }, unit: "read", keys.map { BenchQuery(.key($0)) }, rounds: 5, check: 20)
+        log(PreparedReads.workload)
+        record(PreparedReads.workload, "read", offline, nsPerOp: try PreparedReads.pointRead(offline, keys: keys), ops: keys.count * 5)
 
         // 2. Index equality: `$filter=ProductID eq '…'` (~100 rows).
         try queryWorkload({ "query: index equality, ~\($0) rows" }, unit: "query", products.map { BenchQuery(.product($0)) },
@@ -525,6 +527,9 @@ func targets(_ results: [Result], raw: String, offline: String, sqlite: String) 
     if let o = ns("point read", offline), let r = ns("point read", raw), let s = ns("point read", sqlite) {
         line("point read ≤ 1.5× raw LMDB: \(fixed(o / r))×", o / r <= 1.5)
         line("point read ≥ 2× faster than SQLite: \(fixed(s / o))× faster", s / o >= 2)
+    }
+    if let p = ns(PreparedReads.workload, offline), let g = ns("point read", offline) {
+        line("prepared point read ≤ 1.5× the plain get: \(fixed(p / g))×", p / g <= 1.5)
     }
     if let o = ns("index equality", offline), let s = ns("index equality", sqlite) {
         line("index equality ≥ 2× faster than SQLite: \(fixed(s / o))× faster", s / o >= 2)

@@ -7,6 +7,11 @@ import Storage
 ///     let query = try binder.bind("SalesOrders?$filter=Items/any(i:i/Quantity gt 10)&$expand=Items")
 public struct Binder: Sendable {
     public let schema: Schema
+    /// The URL's parameter alias values, while it is bound.
+    var aliases: [String: Expr] = [:]
+    /// Binding for `prepare`: an alias without a value becomes a placeholder to fill in later
+    /// (`PreparedStatement`), typed by its use, instead of null.
+    var preparing = false
 
     public init(schema: Schema) {
         self.schema = schema
@@ -18,6 +23,30 @@ public struct Binder: Sendable {
     }
 
     public func bind(_ url: ODataURL) throws(QueryError) -> BoundQuery {
+        var binder = self
+        binder.aliases = url.aliases
+        try Self.checkAliasExpansion(url)
+        return try binder.bindAll(url)
+    }
+
+    /// Nodes the alias values may add when put in place of their uses: a 4,000-node value used
+    /// 4,000 times would be bound 16 million nodes deep before any query limit is checked.
+    static let maxAliasExpansion = 10_000
+
+    static func checkAliasExpansion(_ url: ODataURL) throws(QueryError) {
+        guard !url.aliases.isEmpty else { return }
+        var uses: [String: Int] = [:]
+        url.options.countAliasUses(&uses)
+        var total = 0
+        for (name, n) in uses {
+            total += n * (url.aliases[name]?.nodeCount ?? 1)
+            if total > maxAliasExpansion {
+                throw QueryError("parameter alias values put in place of their uses exceed \(maxAliasExpansion) nodes", option: "@" + name, column: nil)
+            }
+        }
+    }
+
+    func bindAll(_ url: ODataURL) throws(QueryError) -> BoundQuery {
         let path = try bindPath(url.path)
         let last = path.segments[path.segments.count - 1]
         let type = schema.entityTypes[last.entityType]!
@@ -31,8 +60,15 @@ public struct Binder: Sendable {
         guard let type = schema.entityType(ofSet: entitySet) else {
             throw QueryError("unknown entity set '\(entitySet)'", option: option, column: nil)
         }
-        var binder = ExpressionBinder(schema: schema, option: option, entityType: type, entitySet: entitySet)
+        var binder = expressionBinder(option: option, entityType: type, entitySet: entitySet)
         return try binder.bindPredicate(expr)
+    }
+
+    func expressionBinder(option: String, entityType: EntityType, entitySet: String) -> ExpressionBinder {
+        var binder = ExpressionBinder(schema: schema, option: option, entityType: entityType, entitySet: entitySet)
+        binder.aliases = aliases
+        binder.preparing = preparing
+        return binder
     }
 
     // MARK: Resource path
@@ -100,8 +136,21 @@ public struct Binder: Sendable {
         }
         var result: [KeyComponent] = []
         for name in names {
-            let value = byName[name]!
+            var value = byName[name]!
             guard let property = type.property(name) else { throw pathError("unknown key property '\(name)'", at: value.position) }
+            if let alias = value.alias {
+                if let given = aliases[alias] {
+                    guard case .literal(let literal) = given.kind else {
+                        throw pathError("the value of alias '@\(alias)', used as a key value, must be a literal", at: value.position)
+                    }
+                    value.value = literal
+                } else if preparing {
+                    result.append(KeyComponent(name: name, value: ExpressionBinder.placeholder(alias)))
+                    continue
+                } else {
+                    throw pathError("alias '@\(alias)' used as a key value has no value in the URL", at: value.position)
+                }
+            }
             guard case .primitive(let v, let p) = value.value,
                   let c = TypeRules.convertLiteral(v, from: .primitive(p), to: property.type, schema: schema) else {
                 throw pathError("key value \(value.value) does not match \(property.type)", at: value.position)

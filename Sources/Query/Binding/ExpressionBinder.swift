@@ -16,6 +16,10 @@ struct ExpressionBinder {
     let rootSet: String
     /// Lambda variables in scope, innermost last.
     var variables: [(name: String, context: Context)] = []
+    /// Parameter alias values given in the URL (see `ODataURL.aliases`).
+    var aliases: [String: Expr] = [:]
+    /// Whether an alias without a value becomes a placeholder (`Binder.preparing`).
+    var preparing = false
 
     init(schema: Schema, option: String, entityType: EntityType, entitySet: String) {
         self.schema = schema
@@ -30,7 +34,7 @@ struct ExpressionBinder {
 
     /// Binds a Boolean expression (a `$filter` or lambda predicate).
     mutating func bindPredicate(_ expr: Expr) throws(QueryError) -> TypedExpr {
-        let typed = try bind(expr)
+        let typed = try bindOperand(expr, expecting: TypedExpr.boolean)
         try requireBoolean(typed, "expected a Boolean expression")
         return typed
     }
@@ -54,23 +58,26 @@ struct ExpressionBinder {
             var operands: [TypedExpr] = []
             let name = if case .and = expr.kind { "and" } else { "or" }
             for item in items {
-                let typed = try bind(item)
+                let typed = try bindOperand(item, expecting: TypedExpr.boolean)
                 try requireBoolean(typed, "operand of '\(name)' must be Edm.Boolean")
                 operands.append(typed)
             }
             return TypedExpr(name == "and" ? .and(operands) : .or(operands), type: TypedExpr.boolean, at: at)
         case .not(let operand):
-            let typed = try bind(operand)
+            let typed = try bindOperand(operand, expecting: TypedExpr.boolean)
             try requireBoolean(typed, "operand of 'not' must be Edm.Boolean")
             return TypedExpr(.not(typed), type: TypedExpr.boolean, at: at)
         case .negate(let operand):
             return try negate(try bind(operand), at: at)
         case .binary(let op, let lhs, let rhs):
+            if isParameter(lhs) || isParameter(rhs) { return try bindBinaryWithParameter(op, lhs, rhs, at: at) }
             return try bindBinary(op, try bind(lhs), try bind(rhs), rhs: rhs, at: at)
         case .in(let operand, let list):
             return try bindIn(try bind(operand), list, at: at)
         case .call(let name, let args):
             return try bindCall(name, args, at: at)
+        case .alias(let name):
+            return try bindAlias(name, at: at)
         }
     }
 

@@ -35,6 +35,17 @@ extension ExpressionBinder {
             case .duration: "Edm.Duration"
             }
         }
+
+        /// The type a prepared alias passed as this argument gets; nil when the kind allows several.
+        var aliasType: TypeRef? {
+            switch self {
+            case .string: .primitive(.string)
+            case .integer: .primitive(.int32)
+            case .instant: .primitive(.dateTimeOffset)
+            case .duration: .primitive(.duration)
+            case .numeric, .dateLike, .timeLike: nil
+            }
+        }
     }
 
     /// Signature: argument kinds (the trailing `optional` ones may be left out) and result type;
@@ -89,7 +100,7 @@ extension ExpressionBinder {
         }
         var args: [TypedExpr] = []
         for (i, arg) in syntax.enumerated() {
-            let typed = try bind(arg)
+            let typed = try bindOperand(arg, expecting: signature.args[i].aliasType)
             if let type = typed.type {
                 guard let p = type.primitive, signature.args[i].accepts(p) else {
                     throw error("argument \(i + 1) of '\(lower)' must be \(signature.args[i]), not \(type)", at: typed.position)

@@ -6,12 +6,12 @@ extension Binder {
     func bindOptions(_ options: QueryOptions, type: EntityType, set: String, nestedIn: String?) throws(QueryError) -> BoundOptions {
         var out = BoundOptions()
         if let filter = options.filter {
-            var binder = ExpressionBinder(schema: schema, option: nestedIn ?? "$filter", entityType: type, entitySet: set)
+            var binder = expressionBinder(option: nestedIn ?? "$filter", entityType: type, entitySet: set)
             out.filter = try binder.bindPredicate(filter)
         }
         for item in options.orderBy {
             let option = nestedIn ?? "$orderby"
-            var binder = ExpressionBinder(schema: schema, option: option, entityType: type, entitySet: set)
+            var binder = expressionBinder(option: option, entityType: type, entitySet: set)
             let e = try binder.bind(item.expression)
             switch e.type {
             case .primitive(let p)? where p != .json: break

@@ -52,9 +52,10 @@ public struct QueryEngine: Sendable {
     }
 
     /// The plan chosen for `url`, as text: access path, index, residual filter, sort.
-    public func explain(_ url: String) throws -> String {
-        let query = try bind(url)
-        return try store.read { t in
+    public func explain(_ url: String) throws -> String { try explain(try bind(url)) }
+
+    func explain(_ query: BoundQuery) throws -> String {
+        try store.read { t in
             let target = try resolve(query, t)
             switch target {
             case .single(let set, let eqs, _):
@@ -90,7 +91,13 @@ public struct QueryEngine: Sendable {
     public func execute(_ url: String, format: Format = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions(),
                         writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void) throws -> ResultSummary {
         try Paging.check(pageSize: pageSize)
-        let query = try bind(url)
+        return try execute(try bind(url), url: { url }, format: format, pageSize: pageSize, options: options, writeBytes: write)
+    }
+
+    /// Runs a bound `query`; `url` gives the URL a next link continues (called only for one).
+    func execute(_ query: BoundQuery, url: () -> String, format: Format, pageSize: Int?, options: ResultOptions,
+                 writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void) throws -> ResultSummary {
+        try Paging.check(pageSize: pageSize)
         let offset = try Paging.offset(skipToken: query.skipToken)
         return try store.read { t in
             var summary = ResultSummary()
@@ -155,7 +162,7 @@ public struct QueryEngine: Sendable {
                     n += 1
                     return true
                 }
-                let next = more ? Paging.nextLink(url, offset: Paging.sum(offset, n)) : nil
+                let next = more ? Paging.nextLink(url(), offset: Paging.sum(offset, n)) : nil
                 try out.endCollection(nextLink: next, deltaLink: delta)
             }
             try out.flush()
@@ -174,9 +181,10 @@ public struct QueryEngine: Sendable {
     }
 
     /// The matching entities, decoded (for tests and small results).
-    public func entities(_ url: String) throws -> [Properties] {
-        let query = try bind(url)
-        return try store.read { t in
+    public func entities(_ url: String) throws -> [Properties] { try entities(try bind(url)) }
+
+    func entities(_ query: BoundQuery) throws -> [Properties] {
+        try store.read { t in
             let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory)
             var result: [Properties] = []
             switch try resolve(query, t) {

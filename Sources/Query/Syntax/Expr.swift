@@ -49,6 +49,9 @@ public struct Expr: Sendable, Hashable, CustomStringConvertible {
         case `in`(Expr, [Expr])
         /// A function call, by name as written (`contains`, `geo.distance`, `Model.Fn`).
         case call(String, [Expr])
+        /// A parameter alias, `@p` (name without `@`): its value is the URL's `@p=…` option, null
+        /// when the URL gives none, or a prepared query's argument (see `ODataURL.aliases`).
+        case alias(String)
     }
 
     public var kind: Kind
@@ -61,7 +64,7 @@ public struct Expr: Sendable, Hashable, CustomStringConvertible {
         self.position = position
         var children: [Expr] = []
         switch kind {
-        case .literal, .path: break
+        case .literal, .path, .alias: break
         case .lambda(_, _, _, let p): if let p { children = [p] }
         case .and(let xs), .or(let xs), .call(_, let xs): children = xs
         case .not(let x), .negate(let x): children = [x]
@@ -90,6 +93,58 @@ public struct Expr: Sendable, Hashable, CustomStringConvertible {
             return "(in \(x) (" + list.map(\.description).joined(separator: " ") + "))"
         case .call(let name, let args):
             return "(" + ([name] + args.map(\.description)).joined(separator: " ") + ")"
+        case .alias(let name): return "@" + name
         }
+    }
+}
+
+extension Expr {
+    /// The first parameter alias in the tree, with its column (depth-first, left to right).
+    var firstAlias: (name: String, position: Int)? {
+        switch kind {
+        case .alias(let name): return (name, position)
+        case .literal, .path: return nil
+        case .lambda(_, _, _, let p): return p?.firstAlias
+        case .and(let xs), .or(let xs), .call(_, let xs): return xs.lazy.compactMap(\.firstAlias).first
+        case .not(let x), .negate(let x): return x.firstAlias
+        case .binary(_, let a, let b): return a.firstAlias ?? b.firstAlias
+        case .in(let x, let xs): return x.firstAlias ?? xs.lazy.compactMap(\.firstAlias).first
+        }
+    }
+}
+
+extension Expr {
+    /// Nodes in the tree.
+    var nodeCount: Int {
+        switch kind {
+        case .literal, .path, .alias: return 1
+        case .lambda(_, _, _, let p): return 1 + (p?.nodeCount ?? 0)
+        case .and(let xs), .or(let xs), .call(_, let xs): return xs.reduce(1) { $0 + $1.nodeCount }
+        case .not(let x), .negate(let x): return 1 + x.nodeCount
+        case .binary(_, let a, let b): return 1 + a.nodeCount + b.nodeCount
+        case .in(let x, let xs): return xs.reduce(1 + x.nodeCount) { $0 + $1.nodeCount }
+        }
+    }
+
+    /// Adds each alias use in the tree to `uses`.
+    func countAliasUses(_ uses: inout [String: Int]) {
+        switch kind {
+        case .alias(let name): uses[name, default: 0] += 1
+        case .literal, .path: break
+        case .lambda(_, _, _, let p): p?.countAliasUses(&uses)
+        case .and(let xs), .or(let xs), .call(_, let xs): for x in xs { x.countAliasUses(&uses) }
+        case .not(let x), .negate(let x): x.countAliasUses(&uses)
+        case .binary(_, let a, let b): a.countAliasUses(&uses); b.countAliasUses(&uses)
+        case .in(let x, let xs): x.countAliasUses(&uses); for i in xs { i.countAliasUses(&uses) }
+        }
+    }
+}
+
+extension QueryOptions {
+    /// Adds each alias use in `$filter` and `$orderby`, here and nested in `$expand`, to `uses`.
+    func countAliasUses(_ uses: inout [String: Int]) {
+        filter?.countAliasUses(&uses)
+        for o in orderBy { o.expression.countAliasUses(&uses) }
+        for e in expand { e.options.countAliasUses(&uses) }
     }
 }

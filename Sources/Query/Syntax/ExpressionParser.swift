@@ -177,7 +177,8 @@ struct ExpressionParser {
             guard name == "$it" else { throw error("'\(name)' is not supported", at: at) }
             return try parsePath()
         case .alias(let name):
-            throw error("parameter alias '@\(name)' is not supported", at: at)
+            try advance()
+            return try make(.alias(name), at: at)
         default:
             throw unexpected(token)
         }

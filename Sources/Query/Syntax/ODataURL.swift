@@ -29,14 +29,20 @@ public struct ODataURL: Sendable, Hashable, CustomStringConvertible {
     public var skipToken: String?
     public var format: String?
     public var customOptions: [CustomOption]
+    /// Parameter alias values by name without `@` (`@p='HT-1001'` is `["p": 'HT-1001']`), each
+    /// parsed as an expression whose columns count within its own value (errors name the option
+    /// `@p`). OData URL Conventions 5.1.1.13: an alias stands for its value wherever it is used
+    /// (`$filter`, `$orderby`, function arguments, key predicates); one used without a value is null.
+    public var aliases: [String: Expr]
 
     public init(path: ResourcePath, options: QueryOptions = QueryOptions(), skipToken: String? = nil,
-                format: String? = nil, customOptions: [CustomOption] = []) {
+                format: String? = nil, customOptions: [CustomOption] = [], aliases: [String: Expr] = [:]) {
         self.path = path
         self.options = options
         self.skipToken = skipToken
         self.format = format
         self.customOptions = customOptions
+        self.aliases = aliases
     }
 
     public subscript<T>(dynamicMember keyPath: WritableKeyPath<QueryOptions, T>) -> T {
@@ -69,6 +75,10 @@ public struct ODataURL: Sendable, Hashable, CustomStringConvertible {
             let name = try percentDecode(piece[..<(eq ?? piece.endIndex)], plusAsSpace: true, part: "query option name")
             var value: String? = nil
             if let eq { value = try percentDecode(piece[piece.utf8.index(after: eq)...], plusAsSpace: true, part: name) }
+            if name.hasPrefix("@") {
+                try result.addAlias(name, value, version: version)
+                continue
+            }
             guard name.hasPrefix("$") else {
                 result.customOptions.append(CustomOption(name: name, value: value))
                 continue
@@ -82,6 +92,38 @@ public struct ODataURL: Sendable, Hashable, CustomStringConvertible {
             try result.apply(key, value, version: version)
         }
         return result
+    }
+
+    /// Longest alias name accepted (an OData identifier has at most 128 characters).
+    static let maxAliasName = 128
+
+    /// `@name=value`: the name an OData identifier, the value an expression with no alias in it,
+    /// each alias given once.
+    private mutating func addAlias(_ option: String, _ value: String?, version: ODataVersion) throws(QueryError) {
+        let name = String(option.unicodeScalars.dropFirst())
+        let scalars = Array(name.unicodeScalars)
+        guard let first = scalars.first, isIdentifierStart(first) else {
+            throw QueryError("a parameter alias name must start with a letter or '_' after '@'", option: option, column: nil)
+        }
+        if let bad = scalars.firstIndex(where: { !isIdentifierChar($0) }) {
+            throw QueryError("unexpected '\(scalars[bad])' in parameter alias name (column \(bad + 2))", option: option, column: nil)
+        }
+        guard scalars.count <= Self.maxAliasName else {
+            throw QueryError("parameter alias name longer than \(Self.maxAliasName) characters", option: option, column: nil)
+        }
+        guard let value, !value.trimmingSpaces.isEmpty else {
+            throw QueryError("missing value of parameter alias", option: option, column: nil)
+        }
+        guard aliases[name] == nil else { throw QueryError("parameter alias given twice", option: option, column: nil) }
+        let text = Array(value.unicodeScalars)
+        if let c = text.first(where: { $0 != " " && $0 != "\t" }), c == "[" || c == "{" {
+            throw QueryError("JSON array and object alias values are not supported", option: option, column: 1)
+        }
+        let expr = try ExpressionParser.parse(text, option: option, version: version)
+        if let inner = expr.firstAlias {
+            throw QueryError("an alias value cannot refer to another alias ('@\(inner.name)')", option: option, column: inner.position)
+        }
+        aliases[name] = expr
     }
 
     private mutating func apply(_ key: String, _ value: String, version: ODataVersion) throws(QueryError) {
@@ -174,6 +216,7 @@ public struct ODataURL: Sendable, Hashable, CustomStringConvertible {
         if let skipToken { parts.append("$skiptoken=\(skipToken)") }
         if let format { parts.append("$format=\(format)") }
         for c in customOptions { parts.append(c.name + (c.value.map { "=" + $0 } ?? "")) }
+        for name in aliases.keys.sorted() { parts.append("@\(name)=\(aliases[name]!)") }
         return path.description + (parts.isEmpty ? "" : "?" + parts.joined(separator: "&"))
     }
 }

@@ -58,6 +58,9 @@ struct ResourcePathParser {
         if case .literal(let literal) = token.kind {
             values.append(KeyValue(name: nil, value: literal, at: token.start + 1))
             try advance()
+        } else if case .alias(let alias) = token.kind {
+            values.append(KeyValue(name: nil, value: .null, alias: alias, at: token.start + 1))
+            try advance()
         } else {
             while true {
                 guard let name = token.identifier else {
@@ -66,8 +69,11 @@ struct ResourcePathParser {
                 try advance()
                 guard token.isSymbol("=") else { throw lexer.error("expected '='", at: token.start) }
                 try advance()
-                guard case .literal(let literal) = token.kind else { throw lexer.error("expected a key value", at: token.start) }
-                values.append(KeyValue(name: name, value: literal, at: token.start + 1))
+                switch token.kind {
+                case .literal(let literal): values.append(KeyValue(name: name, value: literal, at: token.start + 1))
+                case .alias(let alias): values.append(KeyValue(name: name, value: .null, alias: alias, at: token.start + 1))
+                default: throw lexer.error("expected a key value", at: token.start)
+                }
                 try advance()
                 guard token.isSymbol(",") else { break }
                 try advance()

@@ -1,0 +1,90 @@
+import Storage
+
+/// A request URL parsed, bound and checked once, run many times with new parameter alias values
+/// and no parsing:
+///
+/// ```swift
+/// let byProduct = try engine.prepare("SalesOrderItems?$filter=ProductID eq @p&$orderby=ItemPosition")
+/// let items = try byProduct.entities(aliases: ["p": .string("HT-1001")])
+/// let item = try engine.prepare("SalesOrderItems(SalesOrderID=@order,ItemPosition=@pos)")
+///     .entities(aliases: ["order": .string("0500000001"), "pos": .int(10)])
+/// ```
+///
+/// Each alias without a value in the URL is a parameter with the type of its use (`parameters`):
+/// what it is compared with, the function parameter it is passed as, Edm.Boolean as a predicate,
+/// the key property in a key predicate. A value is converted to that type as a URL literal would
+/// be (an integer to Decimal, a string to an enum member), and refused with a `QueryError` naming
+/// the alias when it does not fit; a parameter left out is null (as in a URL), except in a key.
+/// A value equal to null makes `X eq @p` the test `X eq null` is. `Sendable`: prepare once, run
+/// from any thread; each run is its own read transaction, as `execute(_:)` is.
+public struct PreparedQuery: Sendable {
+    public let engine: QueryEngine
+    public let statement: PreparedStatement
+
+    /// The parameters (alias names without `@`) and the type each takes.
+    public var parameters: [String: TypeRef] { statement.parameters }
+    /// The URL as prepared.
+    public var url: String { statement.url }
+
+    /// The matching entities, decoded (as `QueryEngine.entities(_:)`).
+    public func entities(aliases: [String: Value] = [:]) throws -> [Properties] {
+        try engine.entities(try statement.bind(aliases))
+    }
+
+    /// Runs the query with `aliases` and hands the result to `writeBytes` (as `QueryEngine.execute`);
+    /// a next link carries the alias values as `@name=literal` options.
+    @discardableResult
+    public func execute(aliases: [String: Value] = [:], format: QueryEngine.Format = .json, pageSize: Int? = nil,
+                        options: ResultOptions = ResultOptions(),
+                        writeBytes: @escaping (UnsafeRawBufferPointer) throws -> Void) throws -> ResultSummary {
+        let query = try statement.bind(aliases)
+        return try engine.execute(query, url: { statement.url(with: aliases) }, format: format, pageSize: pageSize, options: options,
+                                  writeBytes: writeBytes)
+    }
+
+    /// The plan for `aliases` (the access path can depend on them, as on literals).
+    public func explain(aliases: [String: Value] = [:]) throws -> String {
+        try engine.explain(try statement.bind(aliases))
+    }
+}
+
+extension QueryEngine {
+    /// Parses, binds and checks `url` once: see `PreparedQuery`. Throws a `QueryError` as `bind`
+    /// does, and where an alias's use does not tell its type (`@a eq @b`, `round(@p)`).
+    public func prepare(_ url: String) throws -> PreparedQuery {
+        let statement = try Binder(schema: store.schema).prepare(url)
+        try check(statement.template)
+        return PreparedQuery(engine: self, statement: statement)
+    }
+}
+
+extension PreparedStatement {
+    /// The prepared URL with `values` as alias options (`…&@p='HT-1001'`), percent-encoded.
+    func url(with values: [String: Value]) -> String {
+        var out = url
+        var separator = url.contains("?") ? "&" : "?"
+        for name in values.keys.sorted() {
+            let literal = Literal.format(values[name]!, parameters[name]?.primitive)
+            out += separator + "@" + name + "=" + Self.percentEncoded(literal)
+            separator = "&"
+        }
+        return out
+    }
+
+    /// `text` with every byte outside RFC 3986's unreserved set and `'(),:` percent-encoded.
+    static func percentEncoded(_ text: String) -> String {
+        let hex = Array("0123456789ABCDEF".utf8)
+        var bytes: [UInt8] = []
+        for b in text.utf8 {
+            switch b {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "'"),
+                 UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: ","), UInt8(ascii: ":"):
+                bytes.append(b)
+            default:
+                bytes += [UInt8(ascii: "%"), hex[Int(b >> 4)], hex[Int(b & 15)]]
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}

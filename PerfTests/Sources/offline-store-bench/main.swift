@@ -345,6 +345,11 @@ func run() throws {
                    peakMiB: peakKiB.map { Double($0) / 1024 })
         }
 
+        // 5b. Every row ordered by a property no contestant indexes, no $top (`SortWorkload.swift`).
+        try runSortWorkload(raw: raw, offline: offline, sqlite: sqlite, n: n,
+                            record: { w, c, ns, ops, peak in record(w, "row", c, nsPerOp: ns, ops: ops, peakMiB: peak) },
+                            plans: { plans.append(($0, $1, $2)) })
+
         // MARK: Durable single-change commits: replace one item (a changed quantity moves its index entry).
         func changed(_ r: inout BenchRandom) -> Item {
             var i = items[r.below(n)]

@@ -66,10 +66,15 @@ extension Trait where Self == CheckStoresTrait {
 }
 
 /// A new store from the built-in EPM sample schema and configuration, registered for checking.
-func makeSampleStore(optimize: Bool = true, data: Bool = true) throws -> OfflineStore {
+func makeSampleStore(optimize: Bool = true, data: Bool = true, covering: Bool = false) throws -> OfflineStore {
     let path = tempDir() + "/store"
     var configuration = SampleData.configuration
     configuration.requestQueueOptimization = optimize
+    if covering {
+        // Covering indexes (INCLUDE) over the sets the fault tests change: every write path keeps their carried values.
+        configuration.indexes["Products"] = ["Category, Price DESC INCLUDE Name", "SupplierID INCLUDE Name, Price, CurrencyCode"]
+        configuration.indexes["BusinessPartners"] = ["Country INCLUDE CompanyName", "CompanyName"]
+    }
     let store = try OfflineStore.create(at: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration)
     if data {
         for set in SampleData.setsInLoadOrder { try store.load(set: set, json: Array(SampleData.json(set).utf8)) }

@@ -5,8 +5,9 @@ import Testing
 /// dictionary model after every step, with index look-ups compared too, and the integrity check
 /// at the end.
 struct EntityStoreModelTests {
-    static let indexes = ["BusinessPartners": ["Country", "Address/City DESC, CompanyName", "UNIQUE CompanyName"],
-                          "SalesOrderItems": ["ProductID", "Quantity DESC, ProductID"]]
+    /// Two covering indexes (`INCLUDE`) among them: `check` at the end compares their carried values.
+    static let indexes = ["BusinessPartners": ["Country INCLUDE CompanyName, Address, Emails", "Address/City DESC, CompanyName", "UNIQUE CompanyName"],
+                          "SalesOrderItems": ["ProductID INCLUDE Quantity, NetAmount", "Quantity DESC, ProductID"]]
 
     struct Model {
         var sets: [String: [[UInt8]: Properties]] = [:]
@@ -111,8 +112,15 @@ struct EntityStoreModelTests {
                     let expectedOrder = try rows.map { (try index.entryKey($0.value, primaryKey: $0.key), $0.value) }
                         .sorted { $0.0.lexicographicallyPrecedes($1.0) }.map(\.1)
                     var viaIndex: [Properties] = []
-                    try set.scanIndex(t, index, lower: nil, upper: nil) { _, pk in
-                        viaIndex.append(try set.entity(t, primaryKey: pk)!)
+                    try set.scanIndexEntries(t, index, lower: nil, upper: nil) { _, pk, value in
+                        let entity = try set.entity(t, primaryKey: pk)!
+                        viaIndex.append(entity)
+                        #expect(value.elementsEqual(index.entryValue(entity)), "index \(index.definition.text)")
+                        if index.isCovering {
+                            // The carried row reads as the entity restricted to the carried properties.
+                            let carried = try set.codec.decode(value)
+                            #expect(carried == Properties(entity.filter { index.carried.contains($0.key) }), "index \(index.definition.text)")
+                        }
                         return true
                     }
                     #expect(viaIndex == expectedOrder, "index \(index.definition.name)")

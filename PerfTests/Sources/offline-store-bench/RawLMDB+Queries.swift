@@ -114,43 +114,47 @@ extension RawLMDB {
             var rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
             var first = true
             while rc == 0 {
-                let kp = UnsafeRawPointer(k.mv_data!), p = UnsafeRawPointer(v.mv_data!)
                 if first { first = false } else { out.byte(0x2C) }
-                out.ascii("{\"SalesOrderID\":")
-                out.fixedString(kp, 10)
-                out.ascii(",\"ItemPosition\":")
-                out.int(Int64(Int32(bitPattern: UInt32(bigEndian: kp.loadUnaligned(fromByteOffset: 10, as: UInt32.self)) ^ 0x8000_0000)))
-                out.ascii(",\"ProductID\":")
-                out.fixedString(p, 10)
-                out.ascii(",\"Note\":")
-                let noteLength = UInt16(littleEndian: p.loadUnaligned(fromByteOffset: 76, as: UInt16.self))
-                if noteLength == .max { out.ascii("null") } else { out.string(p + 78, Int(noteLength)) }
-                out.ascii(",\"Quantity\":")
-                out.int(Int64(Int32(littleEndian: p.loadUnaligned(fromByteOffset: 10, as: Int32.self))))
-                out.ascii(",\"QuantityUnit\":")
-                out.fixedString(p + 14, 3)
-                out.ascii(",\"NetAmount\":")
-                out.thousandths(Int64(littleEndian: p.loadUnaligned(fromByteOffset: 22, as: Int64.self)))
-                out.ascii(",\"TaxAmount\":")
-                out.thousandths(Int64(littleEndian: p.loadUnaligned(fromByteOffset: 30, as: Int64.self)))
-                out.ascii(",\"GrossAmount\":")
-                out.thousandths(Int64(littleEndian: p.loadUnaligned(fromByteOffset: 38, as: Int64.self)))
-                out.ascii(",\"CurrencyCode\":")
-                out.fixedString(p + 17, 5)
-                out.ascii(",\"DeliveryDate\":")
-                out.date(days: Int32(littleEndian: p.loadUnaligned(fromByteOffset: 46, as: Int32.self)))
-                out.ascii(",\"ChangedAt\":")
-                out.dateTimeOffset(ticks: Int64(littleEndian: p.loadUnaligned(fromByteOffset: 50, as: Int64.self)),
-                                   offsetMinutes: Int16(littleEndian: p.loadUnaligned(fromByteOffset: 58, as: Int16.self)))
-                out.ascii(",\"ItemGUID\":")
-                out.guid(high: UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 60, as: UInt64.self)),
-                         low: UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 68, as: UInt64.self)))
-                out.byte(0x7D)
+                Self.writeJSON(key: UnsafeRawPointer(k.mv_data!), value: UnsafeRawPointer(v.mv_data!), &out)
                 out.flushIfFull()
                 rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
             }
             if rc != MDB_NOTFOUND { try check(rc) }
             out.end()
         }
+    }
+
+    /// One row as an OData JSON object, straight from the fixed layout (`kp`: the key, `p`: the row).
+    static func writeJSON(key kp: UnsafeRawPointer, value p: UnsafeRawPointer, _ out: inout JSONOut) {
+        out.ascii("{\"SalesOrderID\":")
+        out.fixedString(kp, 10)
+        out.ascii(",\"ItemPosition\":")
+        out.int(Int64(Int32(bitPattern: UInt32(bigEndian: kp.loadUnaligned(fromByteOffset: 10, as: UInt32.self)) ^ 0x8000_0000)))
+        out.ascii(",\"ProductID\":")
+        out.fixedString(p, 10)
+        out.ascii(",\"Note\":")
+        let noteLength = UInt16(littleEndian: p.loadUnaligned(fromByteOffset: 76, as: UInt16.self))
+        if noteLength == .max { out.ascii("null") } else { out.string(p + 78, Int(noteLength)) }
+        out.ascii(",\"Quantity\":")
+        out.int(Int64(Int32(littleEndian: p.loadUnaligned(fromByteOffset: 10, as: Int32.self))))
+        out.ascii(",\"QuantityUnit\":")
+        out.fixedString(p + 14, 3)
+        out.ascii(",\"NetAmount\":")
+        out.thousandths(Int64(littleEndian: p.loadUnaligned(fromByteOffset: 22, as: Int64.self)))
+        out.ascii(",\"TaxAmount\":")
+        out.thousandths(Int64(littleEndian: p.loadUnaligned(fromByteOffset: 30, as: Int64.self)))
+        out.ascii(",\"GrossAmount\":")
+        out.thousandths(Int64(littleEndian: p.loadUnaligned(fromByteOffset: 38, as: Int64.self)))
+        out.ascii(",\"CurrencyCode\":")
+        out.fixedString(p + 17, 5)
+        out.ascii(",\"DeliveryDate\":")
+        out.date(days: Int32(littleEndian: p.loadUnaligned(fromByteOffset: 46, as: Int32.self)))
+        out.ascii(",\"ChangedAt\":")
+        out.dateTimeOffset(ticks: Int64(littleEndian: p.loadUnaligned(fromByteOffset: 50, as: Int64.self)),
+                           offsetMinutes: Int16(littleEndian: p.loadUnaligned(fromByteOffset: 58, as: Int16.self)))
+        out.ascii(",\"ItemGUID\":")
+        out.guid(high: UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 60, as: UInt64.self)),
+                 low: UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 68, as: UInt64.self)))
+        out.byte(0x7D)
     }
 }

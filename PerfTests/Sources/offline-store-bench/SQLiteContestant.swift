@@ -198,11 +198,14 @@ extension SQLiteContestant {
 
     /// `SELECT` every row in key order and build each row's JSON from its columns (text and blobs
     /// read in place).
-    func streamJSON(_ sink: @escaping (UnsafeRawBufferPointer) -> Void) throws {
+    func streamJSON(_ sink: @escaping (UnsafeRawBufferPointer) -> Void) throws { try streamJSON(sql: Self.all, sink) }
+
+    /// `streamJSON` for the rows of another `SELECT` of the same columns (the sort workload's).
+    func streamJSON(sql: String, _ sink: @escaping (UnsafeRawBufferPointer) -> Void) throws {
         try pool.read { db in
             var out = JSONOut(sink: sink)
             out.begin()
-            let rows = try Row.fetchCursor(db.cachedStatement(sql: Self.all))
+            let rows = try Row.fetchCursor(db.cachedStatement(sql: sql))
             var first = true
             while let row = try rows.next() {
                 if first { first = false } else { out.byte(0x2C) }

@@ -68,8 +68,9 @@ extension AccessPath {
         return .fullScan(reverse: false)
     }
 
-    /// Visits the candidates (primary key, row bytes) until `body` returns false.
-    static func run(_ access: AccessPath, set: EntitySetHandle, t: ReadView,
+    /// Visits the candidates (primary key, row bytes) until `body` returns false. With `covering`
+    /// (an index scan only), the row bytes are the index entries' carried values, not the rows.
+    static func run(_ access: AccessPath, set: EntitySetHandle, t: ReadView, covering: Bool = false,
                     _ body: (MappedBytes, MappedBytes) throws -> Bool) throws {
         func fetch(_ pk: MappedBytes) throws -> Bool {
             guard let row = try set.row(t, key: Array(pk)) else { return true }
@@ -96,13 +97,17 @@ extension AccessPath {
             let p = try index.encodeTuple(prefix)
             let desc = prefix.count < index.definition.components.count && index.definition.components[prefix.count].descending
             let (l, u) = try bounds(prefix: p, descending: desc, range)
-            try set.scanIndex(t, index, lower: l, upper: u) { _, pk in try fetch(pk) }
+            if covering {
+                try set.scanIndexEntries(t, index, lower: l, upper: u) { _, pk, carried in try body(pk, carried) }
+            } else {
+                try set.scanIndex(t, index, lower: l, upper: u) { _, pk in try fetch(pk) }
+            }
         case .indexIn(let index, let prefix, let values):
             let tuples = try Set(values.map { try index.encodeTuple(prefix + [$0]) }).sorted { $0.lexicographicallyPrecedes($1) }
             var go = true
             for tuple in tuples where go {
-                try set.scanIndex(t, index, lower: (tuple, true), upper: (tuple, true)) { _, pk in
-                    go = try fetch(pk)
+                try set.scanIndexEntries(t, index, lower: (tuple, true), upper: (tuple, true)) { _, pk, carried in
+                    go = covering ? try body(pk, carried) : try fetch(pk)
                     return go
                 }
             }

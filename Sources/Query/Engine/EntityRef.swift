@@ -54,6 +54,12 @@ package struct EntityRef {
         }
     }
 
+    /// The bytes read as its row (in the memory map), or nil for decoded properties.
+    package var rowBytes: MappedBytes? {
+        if case .row(let row) = source { return row.bytes }
+        return nil
+    }
+
     /// Whether this entity is read from its row bytes (so `rawBytes` works).
     package var isRow: Bool {
         if case .row = source { return true }

@@ -25,8 +25,12 @@ package struct Planner {
         var exact: Bool
     }
 
-    /// Plans `options` over `set`, with `equalities` from the resource path.
-    package static func plan(_ set: EntitySetHandle, options: BoundOptions, equalities: [(String, Value)] = []) -> QueryPlan {
+    /// Plans `options` over `set`, with `equalities` from the resource path. `reading` says what
+    /// the caller reads of each result: when an index scan's entries carry all of it (a covering
+    /// index, `INCLUDE`), the plan reads no entity row.
+    package static func plan(_ set: EntitySetHandle, options: BoundOptions, equalities: [(String, Value)] = [],
+                             reading: ResultReading = .entities) -> QueryPlan {
+        let read = propertiesRead(set, options: options, equalities: equalities, reading: reading)
         let conjuncts = options.filter.map(flatten) ?? []
         var sargables: [Sargable] = equalities.map { Sargable(property: $0.0, kind: .eq($0.1), conjunct: nil, exact: true) }
         for (i, c) in conjuncts.enumerated() { sargables.append(contentsOf: sargable(c, index: i, set: set)) }
@@ -38,8 +42,10 @@ package struct Planner {
             orderings.append((index, index.definition.components.map { ($0.path[0], $0.descending) }))
         }
         for (index, columns) in orderings {
-            if let c = candidate(index: index, columns: columns, sargables: sargables, set: set, orderBy: options.orderBy),
-               c.score > best.score || (c.score == best.score && c.ordered && (!best.ordered || (best.tieGroups && !c.tieGroups))) {
+            guard let c = candidate(index: index, columns: columns, sargables: sargables, set: set, orderBy: options.orderBy) else { continue }
+            let sameOrder = c.ordered == best.ordered && c.tieGroups == best.tieGroups
+            if c.score > best.score || (c.score == best.score && c.ordered && (!best.ordered || (best.tieGroups && !c.tieGroups)))
+                || (c.score == best.score && sameOrder && covers(c.access, read) && !covers(best.access, read)) {
                 best = c
             }
         }
@@ -49,7 +55,9 @@ package struct Planner {
             let orders = orderings.compactMap { index, columns in
                 satisfies(options.orderBy, columns: columns, fixed: [], isKey: index == nil).map { (index, $0) }
             }
-            if let (index, order) = orders.first(where: { $0.1 != .forwardInTieGroups }) ?? orders.first {
+            let preferred = orders.filter { $0.1 != .forwardInTieGroups }
+            let covering = (preferred.isEmpty ? orders : preferred).first { o in o.0.map { covers(.index($0, prefix: [], range: nil), read) } ?? false }
+            if let (index, order) = covering ?? preferred.first ?? orders.first {
                 best.ordered = true
                 best.tieGroups = order == .forwardInTieGroups
                 best.access = index.map { .index($0, prefix: [], range: nil) } ?? .fullScan(reverse: order == .reverse)
@@ -64,7 +72,7 @@ package struct Planner {
         let sort: SortStrategy = best.ordered ? (best.tieGroups ? .streamInTieGroups : .stream) : (options.top.map { .topN(Paging.sum(skip, $0)) } ?? .sort)
         return QueryPlan(set: set, access: best.access, residual: residual,
                          residualEqualities: equalities.filter { !usedEqualities.contains($0.0) },
-                         orderBy: options.orderBy, sort: sort, skip: skip, top: options.top)
+                         orderBy: options.orderBy, sort: sort, skip: skip, top: options.top, covering: covers(best.access, read))
     }
 
     struct Candidate {

@@ -61,7 +61,8 @@ public struct QueryEngine: Sendable {
             case .single(let set, let eqs, _):
                 return "single entity of \(set.name)\naccess: \(AccessPath.forEqualities(set, eqs))"
             case .collection(let set, let eqs):
-                var text = Planner.plan(set, options: query.options, equalities: eqs).description
+                var text = Planner.plan(set, options: query.options, equalities: eqs,
+                                        reading: query.path.isCount ? .count : .selected).description
                 if query.path.isCount { text += "\nresult: count only" }
                 for e in query.options.expand { text += "\nexpand \(e.navigation.name): " + (try expandAccess(e)) }
                 return text
@@ -136,7 +137,9 @@ public struct QueryEngine: Sendable {
                 try out.single(found, context: context, shape: shape, executor: executor)
             case .collection(let set, let eqs):
                 let queryOptions = query.options
-                let plan = Planner.plan(set, options: queryOptions, equalities: eqs)
+                // A response without ETags reads only what $select, $filter and $orderby name.
+                let reading: ResultReading = query.path.isCount ? .count : options.etags ? .entities : .selected
+                let plan = Planner.plan(set, options: queryOptions, equalities: eqs, reading: reading)
                 if query.path.isCount {
                     try out.raw(String(try countWithin(plan, executor)))
                     try out.flush()
@@ -180,7 +183,8 @@ public struct QueryEngine: Sendable {
         return try store.read { t in try handle.row(t, key: keyBytes).map { EntityTag.of(row: $0) } }
     }
 
-    /// The matching entities, decoded (for tests and small results).
+    /// The matching entities, decoded (for tests and small results); with `$select`, only the
+    /// selected properties and the key properties.
     public func entities(_ url: String) throws -> [Properties] { try entities(try bind(url)) }
 
     func entities(_ query: BoundQuery) throws -> [Properties] {
@@ -192,9 +196,17 @@ public struct QueryEngine: Sendable {
             case .single(let set, let eqs, _):
                 try executor.evaluator.navigator.find(set, eqs) { result.append(try $0.properties()); return false }
             case .collection(let set, let eqs):
-                try executor.run(Planner.plan(set, options: query.options, equalities: eqs)) { result.append(try $0.properties()); return true }
+                let plan = Planner.plan(set, options: query.options, equalities: eqs, reading: query.options.select == nil ? .entities : .selected)
+                try executor.run(plan) { result.append(try $0.properties()); return true }
             }
-            return result
+            guard let select = query.options.select else { return result }
+            var kept = Set(select.properties.compactMap { $0.steps.first?.name })
+            if let set = try? store.set(query.path.entitySet) { kept.formUnion(set.type.key) }
+            return result.map { entity in
+                var projected = Properties()
+                for (k, v) in entity where kept.contains(k) { projected.appendNew(k, v) }
+                return projected
+            }
         }
     }
 
@@ -210,7 +222,7 @@ public struct QueryEngine: Sendable {
                 try executor.evaluator.navigator.find(set, eqs) { _ in n = 1; return false }
                 return n
             case .collection(let set, let eqs):
-                return try executor.count(Planner.plan(set, options: query.options, equalities: eqs))
+                return try executor.count(Planner.plan(set, options: query.options, equalities: eqs, reading: .count))
             }
         }
     }

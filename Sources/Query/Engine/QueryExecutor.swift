@@ -28,9 +28,11 @@ package struct QueryExecutor {
     /// Visits every entity that passes the plan's filters, in access order, until `body` returns false.
     /// The residual filter is compiled once per call (`CompiledFilter`).
     func matches(_ plan: QueryPlan, _ body: (EntityRef) throws -> Bool) throws {
+        // A covering entry is a row of the same layout cut after its last carried property: the
+        // compiled filter reads it like the entity's row (the planner covers only filters on carried properties).
         let filter = plan.residual.map { CompiledFilter($0, set: plan.set, evaluator: evaluator) }
         let root = filter?.root
-        try AccessPath.run(plan.access, set: plan.set, t: t) { pk, row in
+        try AccessPath.run(plan.access, set: plan.set, t: t, covering: plan.covering) { pk, row in
             let e = try EntityRef(set: plan.set, row: row, primaryKey: pk)
             for (name, v) in plan.residualEqualities where !odataEqual(try e.value(name), v) { return true }
             if let root {
@@ -124,7 +126,7 @@ package struct QueryExecutor {
                 var skipped = 0
                 try spill.inOrder { entry in
                     if skipped < plan.skip { skipped += 1; return true }
-                    guard let row = try plan.set.row(t, key: entry.primaryKey) else { return true }
+                    guard let row = try entry.row ?? plan.set.row(t, key: entry.primaryKey) else { return true }
                     let go = try entry.primaryKey.withUnsafeBytes { pk in try emit(try EntityRef(set: plan.set, row: row, primaryKey: pk)) }
                     emitted += 1
                     return go && emitted < limit
@@ -140,7 +142,7 @@ package struct QueryExecutor {
     private func emitSorted(_ plan: QueryPlan, _ entries: some Sequence<SortEntry>, _ emit: (EntityRef) throws -> Bool) throws -> Int {
         var n = 0
         for entry in entries {
-            guard let row = try plan.set.row(t, key: entry.primaryKey) else { continue }
+            guard let row = try entry.row ?? plan.set.row(t, key: entry.primaryKey) else { continue }
             n += 1
             let go = try entry.primaryKey.withUnsafeBytes { pk in try emit(try EntityRef(set: plan.set, row: row, primaryKey: pk)) }
             if !go { break }
@@ -159,14 +161,19 @@ package struct QueryExecutor {
             }
         }
         let pk = Array(e.primaryKey ?? MappedBytes(start: nil, count: 0))
-        return SortEntry(sortKey: key, primaryKey: pk)
+        // A covering plan's row is an index entry's value: kept, since the row is never read.
+        return SortEntry(sortKey: key, primaryKey: pk, row: plan.covering ? e.rowBytes : nil)
     }
 }
 
-/// One row to sort: its sort key and primary key.
+/// One row to sort: its sort key and primary key, and for a covering plan the bytes read as its
+/// row (in the read transaction's map, or the spill's while it is read back).
 struct SortEntry: Comparable {
     var sortKey: [UInt8]
     var primaryKey: [UInt8]
+    var row: MappedBytes? = nil
+
+    static func == (a: SortEntry, b: SortEntry) -> Bool { a.sortKey == b.sortKey && a.primaryKey == b.primaryKey }
 
     static func < (a: SortEntry, b: SortEntry) -> Bool {
         if a.sortKey != b.sortKey { return a.sortKey.lexicographicallyPrecedes(b.sortKey) }
@@ -193,21 +200,32 @@ final class _SortSpill {
     }
 
     func add(_ entries: [SortEntry]) throws {
-        let start = sequence
-        sequence += UInt64(entries.count)
-        let db = self.db
-        try env.write { txn in
-            var seq = start
-            for e in entries {
-                var key = Array(e.sortKey.prefix(Self.keyPrefix))
-                withUnsafeBytes(of: seq.bigEndian) { key.append(contentsOf: $0) }
-                seq += 1
-                var value: [UInt8] = []
-                withUnsafeBytes(of: UInt32(e.sortKey.count).littleEndian) { value.append(contentsOf: $0) }
-                value.append(contentsOf: e.sortKey)
+        // Encoded before the write: a covering plan's row is borrowed from the map, not Sendable.
+        var pairs: [(key: [UInt8], value: [UInt8])] = []
+        pairs.reserveCapacity(entries.count)
+        for e in entries {
+            var key = Array(e.sortKey.prefix(Self.keyPrefix))
+            withUnsafeBytes(of: sequence.bigEndian) { key.append(contentsOf: $0) }
+            sequence += 1
+            // u32 sort-key length · sort key · primary key, or for a covering plan's entry
+            // u32 sort-key length | 1 << 31 · sort key · u32 primary-key length · primary key · row.
+            var value: [UInt8] = []
+            let flag: UInt32 = e.row == nil ? 0 : 1 << 31
+            withUnsafeBytes(of: (UInt32(e.sortKey.count) | flag).littleEndian) { value.append(contentsOf: $0) }
+            value.append(contentsOf: e.sortKey)
+            if let row = e.row {
+                withUnsafeBytes(of: UInt32(e.primaryKey.count).littleEndian) { value.append(contentsOf: $0) }
                 value.append(contentsOf: e.primaryKey)
-                try txn.view.put(db, key, value)
+                value.append(contentsOf: row)
+            } else {
+                value.append(contentsOf: e.primaryKey)
             }
+            pairs.append((key, value))
+        }
+        let db = self.db
+        let encoded = pairs
+        try env.write { txn in
+            for (key, value) in encoded { try txn.view.put(db, key, value) }
         }
     }
 
@@ -224,8 +242,17 @@ final class _SortSpill {
                 }
                 var e = try c.first()
                 while let (k, v) = e {
-                    let n = Int(v[0]) | Int(v[1]) << 8 | Int(v[2]) << 16 | Int(v[3]) << 24
-                    let entry = SortEntry(sortKey: Array(v[4..<(4 + n)]), primaryKey: Array(v[(4 + n)...]))
+                    let word = Int(v[0]) | Int(v[1]) << 8 | Int(v[2]) << 16 | Int(v[3]) << 24
+                    let n = word & 0x7FFF_FFFF
+                    let entry: SortEntry
+                    if word & (1 << 31) == 0 {
+                        entry = SortEntry(sortKey: Array(v[4..<(4 + n)]), primaryKey: Array(v[(4 + n)...]))
+                    } else {
+                        let at = 4 + n
+                        let m = Int(v[at]) | Int(v[at + 1]) << 8 | Int(v[at + 2]) << 16 | Int(v[at + 3]) << 24
+                        entry = SortEntry(sortKey: Array(v[4..<at]), primaryKey: Array(v[(at + 4)..<(at + 4 + m)]),
+                                          row: MappedBytes(rebasing: v[(at + 4 + m)...]))
+                    }
                     let prefix = Array(k.prefix(k.count - 8))
                     if prefix != groupPrefix {
                         if try !flush() { return }

@@ -36,9 +36,12 @@ package struct QueryPlan: CustomStringConvertible {
     package var sort: SortStrategy
     package var skip: Int
     package var top: Int?
+    /// The access is an index scan whose entries carry every property the query reads (`INCLUDE`):
+    /// candidates are the entries' carried values, and no entity row is read.
+    package var covering = false
 
     package var description: String {
-        var lines = ["entity set: \(set.name)", "access: \(access)"]
+        var lines = ["entity set: \(set.name)", "access: \(access)" + (covering ? ", covering (no entity rows read)" : "")]
         var checks: [String] = residualEqualities.map { "\($0.0) eq \(EntitySetHandle.literal($0.1))" }
         if let residual { checks.append(residual.description) }
         lines.append("residual filter: " + (checks.isEmpty ? "none" : checks.joined(separator: " and ")))

@@ -16,6 +16,13 @@ extension EntitySetHandle {
     package func scanIndex(_ t: ReadView, _ index: IndexHandle,
                            lower: (bytes: [UInt8], inclusive: Bool)?, upper: (bytes: [UInt8], inclusive: Bool)?,
                            _ body: (MappedBytes, MappedBytes) throws -> Bool) throws {
+        try scanIndexEntries(t, index, lower: lower, upper: upper) { entry, pk, _ in try body(entry, pk) }
+    }
+
+    /// `scanIndex`, with each entry's value too (a covering index's carried properties, as a row).
+    package func scanIndexEntries(_ t: ReadView, _ index: IndexHandle,
+                                  lower: (bytes: [UInt8], inclusive: Bool)?, upper: (bytes: [UInt8], inclusive: Bool)?,
+                                  _ body: (MappedBytes, MappedBytes, MappedBytes) throws -> Bool) throws {
         var start: [UInt8]? = nil
         if let lower { start = lower.inclusive ? lower.bytes : Self.successor(lower.bytes) }
         if lower != nil && start == nil { return }
@@ -25,10 +32,10 @@ extension EntitySetHandle {
         let descending = index.descending
         try t.withCursor(index.database) { c in
             var e = try start.map { try c.seek($0) } ?? c.first()
-            while let (k, _) = e {
+            while let (k, v) = e {
                 if let stop, !k.lexicographicallyPrecedes(stop) { return }
                 let n = try KeyCodec.tupleLength(k, count: tupleCount, descending: descending)
-                if try !body(k, MappedBytes(rebasing: k[n...])) { return }
+                if try !body(k, MappedBytes(rebasing: k[n...]), v) { return }
                 e = try c.next()
             }
         }

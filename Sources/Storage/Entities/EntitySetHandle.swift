@@ -266,7 +266,8 @@ public final class EntitySetHandle: Sendable {
         return nil
     }
 
-    /// Writes the row and brings every index from `old` to `new`; all checks come first.
+    /// Writes the row and brings every index from `old` to `new`; all checks come first. An entry
+    /// whose key stays is rewritten when its carried values (`INCLUDE`) change.
     private func write(_ t: WriteView, key: [UInt8], keyValues: [Value], old: Properties?, new: Properties) throws {
         let newEntries = try indexes.map { i throws(EntityError) in try i.entryKey(new, primaryKey: key) }
         let oldEntries = try old.map { o in try indexes.map { i throws(EntityError) in try i.entryKey(o, primaryKey: key) } }
@@ -275,11 +276,15 @@ public final class EntitySetHandle: Sendable {
             try index.checkUnique(t.reader, new, primaryKey: key)
         }
         for (n, index) in indexes.enumerated() {
+            let value = index.entryValue(new)
             if let o = oldEntries?[n] {
-                if o == newEntries[n] { continue }
-                try t.delete(index.database, o)
+                if o == newEntries[n] {
+                    if !index.isCovering || value == index.entryValue(old!) { continue }
+                } else {
+                    try t.delete(index.database, o)
+                }
             }
-            try t.put(index.database, newEntries[n], [])
+            try t.put(index.database, newEntries[n], value)
         }
         try t.put(entities, key, codec.encode(new))
     }

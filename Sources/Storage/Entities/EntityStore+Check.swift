@@ -41,7 +41,8 @@ extension EntityStore {
     /// transaction's snapshot (`PageAudit`, `pread` only: every page, node, key order, count);
     /// if the file is damaged that is the report, and nothing is read through LMDB's map. Then
     /// the logical check: every row decodes and fits the schema and sits under its own key; every
-    /// index has exactly one entry per entity and each entry matches the entity it points to;
+    /// index has exactly one entry per entity and each entry matches the entity it points to (a
+    /// covering index's carried values too);
     /// unique indexes hold no duplicates; the served role's change log and repeatability records
     /// are consistent (`checkServed`).
     ///
@@ -89,7 +90,7 @@ extension EntityStore {
             for index in set.indexes {
                 var entries = 0
                 var previousTuple: [UInt8]? = nil
-                try set.scanIndex(t, index, lower: nil, upper: nil) { entry, pk in
+                try set.scanIndexEntries(t, index, lower: nil, upper: nil) { entry, pk, value in
                     entries += 1
                     let tuple = Array(entry.prefix(entry.count - pk.count))
                     if index.definition.unique, tuple == previousTuple,
@@ -105,6 +106,8 @@ extension EntityStore {
                           let expected = try? index.entryKey(props, primaryKey: Array(pk)) else { return true }
                     if !expected.elementsEqual(entry) {
                         problem("\(name): index '\(index.definition.name)' has a stale entry for \(set.describeKey((try? set.keyValues(props)) ?? []))")
+                    } else if !value.elementsEqual(index.entryValue(props)) {
+                        problem("\(name): index '\(index.definition.name)' carries values (INCLUDE) that differ from the entity \(set.describeKey((try? set.keyValues(props)) ?? []))")
                     }
                     return true
                 }

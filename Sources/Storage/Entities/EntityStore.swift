@@ -83,7 +83,13 @@ public final class EntityStore: Sendable {
         var definitions: [IndexDefinition] = []
         for (set, defs) in configuration.indexes.sorted(by: { $0.key < $1.key }) {
             guard schema.entitySet(set) != nil else { throw EntityError.unknownEntitySet(set) }
-            for d in defs { definitions.append(try IndexDefinition(entitySet: set, definition: d)) }
+            for d in defs {
+                let definition = try IndexDefinition(entitySet: set, definition: d)
+                if let other = definitions.first(where: { $0.entitySet == set && $0.name == definition.name }), other.included != definition.included {
+                    throw EntityError.badIndexDefinition("index '\(definition.name)' of '\(set)' is configured twice, with different INCLUDE lists ('\(other.text)' and '\(definition.text)')")
+                }
+                definitions.append(definition)
+            }
         }
         for fk in Self.foreignKeyIndexes(schema) where !definitions.contains(where: {
             $0.entitySet == fk.entitySet && $0.components.map(\.path) == fk.components.map(\.path)
@@ -170,21 +176,29 @@ public final class EntityStore: Sendable {
     // MARK: Indexes
 
     /// Adds an index and backfills it from the set's entities, in one transaction, and records it
-    /// in the configuration. Adding an index that exists is a no-op.
+    /// in the configuration. Adding an index that exists is a no-op; adding one that exists with
+    /// another `INCLUDE` list rebuilds it with the new list (the old entries go in the same
+    /// transaction).
     public func addIndex(_ definition: IndexDefinition) throws {
         try addIndex(definition, persist: true)
     }
 
     func addIndex(_ definition: IndexDefinition, persist: Bool) throws {
         let set = try self.set(definition.entitySet)
-        if set.index(named: definition.name) != nil { return }
-        // An index is ready once its backfill committed together with a marker in `meta`; one
-        // without the marker (new, or cut off by a crash) is rebuilt from the entities.
+        let existing = set.index(named: definition.name)
+        if let existing, existing.definition.includedMarker == definition.includedMarker { return }
+        if existing != nil && environment.isReadOnly {
+            throw EntityError.badInput("the INCLUDE list of index '\(definition.name)' of '\(definition.entitySet)' cannot be changed in a store opened read-only")
+        }
+        // An index is ready once its backfill committed together with a marker in `meta` holding
+        // its INCLUDE list; one without the marker (new, or cut off by a crash) or whose marker
+        // holds another list (the configuration changed it) is rebuilt from the entities.
         let marker = Array("ready/\(definition.databaseName)".utf8)
+        let included = Array(definition.includedMarker.utf8)
         let meta = self.meta
-        let ready = try read { t in try t.contains(meta, marker) }
+        let ready = try read { t in try t.get(meta, marker).map { $0.elementsEqual(included) } ?? false }
         // A read-only store cannot build an index; one that is not ready is left out, so queries
-        // scan instead of trusting an incomplete index.
+        // scan instead of trusting an incomplete (or differently covering) index.
         if environment.isReadOnly && !ready { return }
         guard let db = try environment.database(named: definition.databaseName, create: true) else { return }
         let handle = try IndexHandle(definition: definition, database: db, entityType: set.type, schema: schema)
@@ -198,39 +212,42 @@ public final class EntityStore: Sendable {
                 try environment.writeAlone { txn in
                     let t = txn.view
                     try t.clear(db)
-                    try t.put(meta, marker, [])
+                    try t.put(meta, marker, included)
                     let current = try self.set(definition.entitySet)
                     try current.scanRaw(t.reader) { key, row in
                         let props = try current.decodeRow(row, keyBytes: key)
                         if definition.unique { try handle.checkUnique(t.reader, props, primaryKey: Array(key)) }
-                        try t.put(db, try handle.entryKey(props, primaryKey: Array(key)), [])
+                        try t.put(db, try handle.entryKey(props, primaryKey: Array(key)), handle.entryValue(props))
                         return true
                     }
                     self.install(handle)
                 }
             } catch {
-                uninstall(definition)
+                if let existing { install(existing) } else { uninstall(definition) }
                 throw error
             }
         }
         if !definition.automatic {
             state.withLock { s in
-                if !(s.configuration.indexes[definition.entitySet] ?? []).contains(definition.name) {
-                    s.configuration.indexes[definition.entitySet, default: []].append(definition.name)
-                }
+                var list = s.configuration.indexes[definition.entitySet] ?? []
+                let at = list.firstIndex { (try? IndexDefinition(entitySet: definition.entitySet, definition: $0).name) == definition.name }
+                list.removeAll { (try? IndexDefinition(entitySet: definition.entitySet, definition: $0).name) == definition.name }
+                list.insert(definition.text, at: min(at ?? list.count, list.count))
+                s.configuration.indexes[definition.entitySet] = list
             }
         }
         if persist { try saveConfiguration() }
     }
 
-    /// Puts `handle` into its set's handle (idempotent: a body that runs twice installs once).
+    /// Puts `handle` into its set's handle, replacing one of the same name with another INCLUDE
+    /// list (idempotent: a body that runs twice installs once).
     private func install(_ handle: IndexHandle) {
         let setName = handle.definition.entitySet
         state.withLock { s in
             let h = s.handles[setName]!
-            if h.index(named: handle.definition.name) != nil { return }
-            s.handles[setName] = EntitySetHandle(name: h.name, type: h.type, schema: schema,
-                                                 entities: h.entities, indexes: h.indexes + [handle])
+            if let same = h.index(named: handle.definition.name), same.definition == handle.definition { return }
+            s.handles[setName] = EntitySetHandle(name: h.name, type: h.type, schema: schema, entities: h.entities,
+                                                 indexes: h.indexes.filter { $0.definition.name != handle.definition.name } + [handle])
         }
     }
 

@@ -2,6 +2,11 @@
 ///
 /// Written as SAP's `indexed_type` writes it: `"Quantity DESC, ProductID"`; `"UNIQUE Email"` makes it
 /// unique. Entries are `index tuple ‖ primary-key tuple → empty`, kept in the entity's transaction.
+///
+/// A covering index carries chosen properties in its entries' values: `"ProductID INCLUDE Quantity,
+/// NetAmount"`. Its value is then a row (the entity row format) holding the key properties, the
+/// index's own properties and the included ones, kept exact by every write; a query needing no
+/// other property is answered from the index without reading the entity rows.
 public struct IndexDefinition: Sendable, Hashable {
     public struct Component: Sendable, Hashable {
         /// Property path: `["Country"]`, or `["Address", "City"]` into a complex property.
@@ -19,26 +24,58 @@ public struct IndexDefinition: Sendable, Hashable {
     public var unique: Bool
     /// Made by the store for a navigation property's foreign key, not by the configuration.
     public var automatic: Bool
+    /// Top-level properties carried in the entries' values (`INCLUDE`), in the order given; empty
+    /// for a plain index.
+    public var included: [String]
 
-    public init(entitySet: String, components: [Component], unique: Bool = false, automatic: Bool = false) {
+    public init(entitySet: String, components: [Component], unique: Bool = false, automatic: Bool = false, included: [String] = []) {
         self.entitySet = entitySet
         self.components = components
         self.unique = unique
         self.automatic = automatic
+        var seen = Set<String>()
+        self.included = included.filter { seen.insert($0).inserted }
     }
 
-    /// The index's name: its definition in canonical form, e.g. `Quantity DESC,ProductID`.
+    /// The index's name: its definition in canonical form, e.g. `Quantity DESC,ProductID`. The
+    /// `INCLUDE` list is not part of it: the name (and the database) stay when the list changes.
     public var name: String {
         (unique ? "UNIQUE " : "") + components.map { $0.path.joined(separator: "/") + ($0.descending ? " DESC" : "") }
             .joined(separator: ",")
     }
 
+    /// The `INCLUDE` list in canonical form (`Quantity,NetAmount`), empty for a plain index.
+    public var includedText: String { included.joined(separator: ",") }
+
+    /// What an index's ready marker records of its INCLUDE list: the names sorted (the carried
+    /// row does not depend on their order). Empty for a plain index.
+    var includedMarker: String { included.sorted().joined(separator: ",") }
+
+    /// The whole definition in canonical form, as the configuration keeps it:
+    /// `ProductID INCLUDE Quantity,NetAmount`, or just the name.
+    public var text: String { included.isEmpty ? name : name + " INCLUDE " + includedText }
+
     /// Name of the LMDB database holding the entries.
     public var databaseName: String { "i/\(entitySet)/\(name)" }
 
-    /// Parses `"Quantity DESC, ProductID"` (optionally prefixed `UNIQUE`).
+    /// Parses `"Quantity DESC, ProductID"` (optionally prefixed `UNIQUE`, optionally followed by
+    /// `INCLUDE Prop, …`).
     public init(entitySet: String, definition: String, automatic: Bool = false) throws(EntityError) {
         var text = definition.trimmingCharacters(in: .whitespaces)
+        var included: [String] = []
+        let words = text.split(separator: " ", omittingEmptySubsequences: true)
+        if let at = words.firstIndex(where: { $0.uppercased() == "INCLUDE" }) {
+            let list = words[(at + 1)...].joined(separator: " ")
+            guard !list.isEmpty else { throw .badIndexDefinition("'\(definition)' for '\(entitySet)': INCLUDE names no property") }
+            for part in list.split(separator: ",", omittingEmptySubsequences: false) {
+                let name = String(part).trimmingCharacters(in: .whitespaces)
+                guard !name.isEmpty, !name.contains(" "), !name.contains("/") else {
+                    throw .badIndexDefinition("'\(definition)' for '\(entitySet)': INCLUDE takes top-level property names separated by commas")
+                }
+                included.append(name)
+            }
+            text = words[..<at].joined(separator: " ")
+        }
         var unique = false
         if text.uppercased().hasPrefix("UNIQUE ") {
             unique = true
@@ -61,7 +98,7 @@ public struct IndexDefinition: Sendable, Hashable {
             components.append(Component(path: path.split(separator: "/").map(String.init), descending: descending))
         }
         guard !components.isEmpty else { throw .badIndexDefinition("empty index for '\(entitySet)'") }
-        self.init(entitySet: entitySet, components: components, unique: unique, automatic: automatic)
+        self.init(entitySet: entitySet, components: components, unique: unique, automatic: automatic, included: included)
     }
 }
 

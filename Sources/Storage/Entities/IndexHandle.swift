@@ -5,6 +5,12 @@ public struct IndexHandle: Sendable {
     /// The declared type of each component's property.
     public let componentTypes: [TypeRef]
     public var descending: [Bool] { definition.components.map(\.descending) }
+    /// For a covering index (`INCLUDE`): the top-level properties its entries' values carry — the
+    /// key properties, the first property of each component and the included ones. Empty otherwise.
+    public let carried: Set<String>
+    /// Encodes an entry's value: the carried properties in the entity row format, cut after the
+    /// last carried one (a row that ends early reads the rest as null). Nil for a plain index.
+    let carriedCodec: RowCodec?
 
     package init(definition: IndexDefinition, database: Database, entityType: EntityType, schema: Schema) throws(EntityError) {
         self.definition = definition
@@ -27,6 +33,32 @@ public struct IndexHandle: Sendable {
             }
         }
         self.componentTypes = types
+        guard !definition.included.isEmpty else {
+            carried = []
+            carriedCodec = nil
+            return
+        }
+        for name in definition.included {
+            guard entityType.property(name) != nil else {
+                throw .badIndexDefinition("'\(definition.text)': entity set '\(definition.entitySet)' has no property '\(name)' to include")
+            }
+        }
+        let names = Set(entityType.key + definition.components.map { $0.path[0] } + definition.included)
+        carried = names
+        let last = entityType.properties.lastIndex { names.contains($0.name) } ?? 0
+        carriedCodec = RowCodec(schema: schema, properties: Array(entityType.properties.prefix(last + 1)))
+    }
+
+    /// Whether the entries carry properties (`INCLUDE`), so a query may be answered from them.
+    public var isCovering: Bool { carriedCodec != nil }
+
+    /// The value of `props`' entry: empty for a plain index; for a covering one the carried
+    /// properties as a row.
+    public func entryValue(_ props: Properties) -> [UInt8] {
+        guard let carriedCodec else { return [] }
+        var subset = Properties()
+        for (k, v) in props where carried.contains(k) { subset.appendNew(k, v) }
+        return carriedCodec.encode(subset)
     }
 
     /// The index's component values for an entity (null where a path is absent).

@@ -8,7 +8,7 @@ rows=${2:-100000}
 R="$scratch/x86_64-unknown-linux-gnu/release"
 here=$(dirname "$0")
 swiftc -O -g -package-name "$(basename "$(cd .. && pwd)" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9\n' '_')" -I "$R/Modules" \
-  -Xcc -fmodule-map-file=../Sources/CLMDB/module.modulemap "$here/main.swift" \
+  -Xcc -fmodule-map-file=../Sources/CLMDB/module.modulemap "$here/main.swift" ../Sources/offline-store-bench/BenchSchema.swift \
   "$R"/Storage.build/*.o "$R"/Query.build/*.o "$R"/HeapModule.build/*.o "$R"/InternalCollectionsUtilities.build/*.o \
   -llmdb -o "$scratch/engine-microbench"
 "$scratch/engine-microbench" "$rows" ${3:-}

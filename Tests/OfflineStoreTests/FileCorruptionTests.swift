@@ -141,12 +141,14 @@ struct FileCorruptionTests {
         return dir
     }
 
-    /// `buildStore`'s store with the offline role's databases too: two defining requests refreshed
+    /// `buildStore`'s store with a covering index and the offline role's databases too: two defining requests refreshed
     /// (membership, ETags, delta state) and local changes pending (queue records, `q/by-entity`,
     /// `base/` images).
     static func buildOfflineStore(seed: UInt64) async throws -> String {
         let dir = try buildStore(seed: seed)
         let store = try OfflineStore.open(at: dir)
+        // A covering index: its entries carry property values that `check` compares with the rows.
+        try store.addIndex(set: "SalesOrderItems", definition: "ProductID INCLUDE Quantity, NetAmount")
         try store.define(name: "P", url: "Products")
         try store.define(name: "BP", url: "BusinessPartners")
         let report = try await store.refresh(backend: ETaggedSampleBackend())

@@ -26,20 +26,15 @@ struct CLI {
         var signaled = false
     }
 
+    /// Runs the tool through `ChildProcess` (`posix_spawn`), not Foundation's `Process`: a full
+    /// CI run once died inside `Process.run()` (a bad pointer in its `memmove`) while many tests
+    /// started children at once. Standard input is /dev/null; a child still running after 600 s is
+    /// killed and counts as signaled.
     @discardableResult
     static func run(_ args: [String]) throws -> Result {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: executable)
-        p.arguments = args
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return Result(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self),
-                      signaled: p.terminationReason == .uncaughtSignal)
+        let o = try ChildProcess.run(args, timeout: 600)
+        if o.hung { return Result(status: SIGKILL, stdout: o.stdout, stderr: o.stderr, signaled: true) }
+        return Result(status: o.signal ?? o.status, stdout: o.stdout, stderr: o.stderr, signaled: o.signal != nil)
     }
 }
 

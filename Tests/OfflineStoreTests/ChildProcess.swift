@@ -65,8 +65,8 @@ struct ChildProcess {
         } else if !outcome.hung {
             outcome.signal = status & 0x7F
         }
-        outcome.stdout = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
-        outcome.stderr = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+        outcome.stdout = String(decoding: FileManager.default.contents(atPath: out) ?? Data(), as: UTF8.self)
+        outcome.stderr = String(decoding: FileManager.default.contents(atPath: err) ?? Data(), as: UTF8.self)
         return outcome
     }
 }

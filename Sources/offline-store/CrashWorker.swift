@@ -65,6 +65,9 @@ struct CrashWorker: ParsableCommand {
         let falseKey = falseAckAfter != nil && ids.count > 1 ? ids[0] : nil
         let ids = falseKey != nil ? Array(ids.dropFirst()) : ids
         while true {
+            // Before the write numbered `falseAckAfter` of each life (0: first thing), so the
+            // test of the check does not depend on how long a worker lives between kills.
+            if n == falseAckAfter, let falseKey { try lines.emit("ack \(writer) \(n) \(falseKey)=never-written/-") }
             let batch = rng.below(5) == 0 ? 2 + rng.below(2) : 1
             var changes: [OfflineStore.Change] = []
             var described: [String] = []
@@ -99,7 +102,6 @@ struct CrashWorker: ParsableCommand {
             try store.apply(changes, options: ChangeOptions(customTag: "crash", nonMergeable: rng.below(3) == 0))
             let after = try touched.map { "\($0)=\(try CrashModel.state(store, $0))" }
             try lines.emit("ack \(writer) \(n) \(after.joined(separator: ";"))")
-            if n == falseAckAfter, let falseKey { try lines.emit("ack \(writer) \(n) \(falseKey)=never-written/-") }
             n += 1
             // A pace a flush keeps up with: the queue stays short, so flushes and refreshes are
             // many and quick and the kills find them often.

@@ -12,16 +12,11 @@ extension OfflineStore {
     /// - Throws: `JSONError` for bad JSON (with its line), `EntityError` naming the entity and property.
     @discardableResult
     public func load(set: String, json bytes: [UInt8], progress: (@Sendable (_ written: Int, _ total: Int) -> Void)? = nil) throws -> Int {
-        let items = try Self.entityObjects(bytes)
-        var rows: [(set: String, entity: Properties)] = []
-        for (n, item) in items.enumerated() {
-            do {
-                try collect(item, set: set, into: &rows)
-            } catch let e as EntityError {
-                throw EntityError.badInput("entity \(n + 1) of the input: \(e)")
-            }
-        }
-        return try load(rows: rows, progress: progress)
+        let reader = PayloadReader(schema: schema)
+        var rows: [ServerRow] = []
+        let stream = EntityObjectStream(bytes: bytes)
+        try stream.forEach { object in try Self.collect(object, set: set, reader: reader, into: &rows) }
+        return try load(rows: rows.map { (set: $0.set, entity: $0.entity) }, progress: progress)
     }
 
     /// Upserts `rows`, each into its own set, in one group-committed transaction: all or nothing,
@@ -48,14 +43,7 @@ extension OfflineStore {
                 var handles: [String: EntitySetHandle] = [:]
                 for (n, row) in rows.enumerated() {
                     if n % 10_000 == 0 { report(n, rows.count) }
-                    let h = try handles[row.set] ?? store.set(row.set)
-                    handles[row.set] = h
-                    do {
-                        try h.upsert(t, row.entity)
-                    } catch let e as EntityError {
-                        let key = (try? h.keyValues(row.entity)).map(h.describeKey) ?? "?"
-                        throw EntityError.badInput("\(row.set)(\(key)): \(e)")
-                    }
+                    try Self.upsert(row.entity, into: row.set, t, store: store, handles: &handles)
                 }
                 report(rows.count, rows.count)
                 return rows.count
@@ -63,45 +51,15 @@ extension OfflineStore {
         }
     }
 
-    /// The entity objects of a payload in any of the accepted shapes.
-    static func entityObjects(_ bytes: [UInt8]) throws -> [JSON] {
-        let doc: JSON
+    /// Converts one entity object of the input (and its expanded children) into rows; an
+    /// `EntityError` names the object's place and line in the input.
+    static func collect(_ object: EntityObjectBytes, set: String, reader: PayloadReader, into rows: inout [ServerRow]) throws {
+        let json = try object.parse()
         do {
-            doc = try JSON.parse(bytes)
-        } catch let first {
-            // Not one document: maybe JSON lines, one object per line.
-            var items: [JSON] = []
-            var lineNumber = 0
-            for line in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
-                lineNumber += 1
-                if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
-                do {
-                    items.append(try JSON.parse(Array(line)))
-                } catch {
-                    if lineNumber == 1 || items.isEmpty { throw first }
-                    throw JSONError(message: error.message, offset: error.offset, line: lineNumber, column: error.column)
-                }
-            }
-            if items.count < 2 { throw first }
-            return items
+            try reader.collect(json, set: set, into: &rows)
+        } catch let e as EntityError {
+            throw EntityError.badInput("entity \(object.number) of the input (line \(object.line)): \(e)")
         }
-        if case .array(let a)? = doc["value"] { return a }
-        if let d = doc["d"] {
-            if case .array(let a)? = d["results"] { return a }
-            if case .array(let a) = d { return a }
-            if case .object = d { return [d] }
-        }
-        if case .array(let a) = doc { return a }
-        if case .object = doc { return [doc] }
-        throw EntityError.badInput("expected {\"value\":[…]}, {\"d\":{\"results\":[…]}}, an entity object or JSON lines")
-    }
-
-    /// Converts one entity object, and recursively its expanded navigation properties (into
-    /// their own sets; `PayloadReader`, which refresh uses too).
-    func collect(_ json: JSON, set: String, into rows: inout [(set: String, entity: Properties)]) throws {
-        var out: [ServerRow] = []
-        try PayloadReader(schema: schema).collect(json, set: set, into: &out)
-        rows += out.map { (set: $0.set, entity: $0.entity) }
     }
 }
 

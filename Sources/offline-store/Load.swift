@@ -4,15 +4,28 @@ import OfflineStore
 
 struct Load: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Import server data into an entity set: OData JSON or JSON lines; all or nothing, nothing queued.",
-        discussion: "Example: offline-store load --store s --set Products products.json")
+        abstract: "Import server data into an entity set: OData JSON or JSON lines, streamed; all or nothing unless --batch; nothing queued.",
+        discussion: """
+            The file is read as it is written: memory holds a chunk of it and a few thousand entities, \
+            whatever its size. Without --batch the whole file is one transaction: none of it or all of it. \
+            With --batch N every N entities commit; a failure keeps the batches before it (the error says \
+            how many entities they hold), and loading the file again completes it (load upserts).
+            Example: offline-store load --store s --set Products products.json
+            """)
     @OptionGroup var options: StoreOption
     @Option(help: "The entity set.") var set: String
-    @Argument(help: "The file: {\"value\":[…]}, {\"d\":{\"results\":[…]}} or JSON lines.") var file: String
+    @Option(help: "Commit every N entities (an entity and its expanded children are never split).") var batch: Int?
+    @Argument(help: "The file: {\"value\":[…]}, {\"d\":{\"results\":[…]}}, an array, an entity object or JSON lines; - for standard input.")
+    var file: String
 
-    /// `written/total` on one line of the terminal.
-    @Sendable static func showProgress(_ written: Int, _ total: Int) {
-        Output.note("\r\(written)/\(total) entities written")
+    /// How far it has got, on one line of the terminal.
+    @Sendable static func showProgress(_ p: LoadProgress) {
+        let share = p.inputBytes.flatMap { $0 > 0 ? " (\(min(100, p.bytesRead * 100 / $0))% of the input)" : nil } ?? ""
+        Output.note("\r\(p.entities) entities written\(share)")
+    }
+
+    func validate() throws {
+        if let batch, batch < 1 { throw ValidationError("--batch needs a number ≥ 1") }
     }
 
     func run() throws {
@@ -20,9 +33,9 @@ struct Load: ParsableCommand {
             let store = try OfflineStore.open(at: options.store)
             let start = Date()
             let tty = isatty(2) == 1
-            let progress: (@Sendable (Int, Int) -> Void)? = tty ? Self.showProgress : nil
-            let n = try store.load(set: set, json: try readFile(file), progress: progress)
-            if tty { Output.note("\n") }
+            let progress: (@Sendable (LoadProgress) -> Void)? = tty ? Self.showProgress : nil
+            defer { if tty { Output.note("\n") } }
+            let n = try store.load(set: set, file: file, batchSize: batch, progress: progress)
             try output("loaded \(n) entities in \(String(format: "%.2f", Date().timeIntervalSince(start))) s")
         }
     }

@@ -1,0 +1,316 @@
+import Foundation
+import Glibc
+import Queue
+import Storage
+import Synchronization
+
+/// How far a streaming `load` has got.
+public struct LoadProgress: Sendable, Equatable {
+    /// Entities written (expanded ones included), in the open transaction or committed.
+    public var entities: Int
+    /// Entities committed: all of them at the end; with a batch size, those of the batches done.
+    public var committed: Int
+    /// Bytes of the input read so far, and its size if it is a regular file.
+    public var bytesRead: Int
+    public var inputBytes: Int?
+
+    public init(entities: Int, committed: Int, bytesRead: Int, inputBytes: Int? = nil) {
+        (self.entities, self.committed, self.bytesRead, self.inputBytes) = (entities, committed, bytesRead, inputBytes)
+    }
+}
+
+/// A `load` with a batch size failed after some batches committed: the store keeps those, and
+/// loading the same input again (it upserts) completes it once the cause is fixed.
+public struct LoadError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong (a `JSONError`, an `EntityError`, an I/O or storage error).
+    public var underlying: any Error
+    /// Entities committed before it, by the batches that completed.
+    public var committed: Int
+
+    public var description: String {
+        committed == 0 ? "\(underlying) (nothing was committed)"
+            : "\(underlying) (the \(committed) entities before it were committed)"
+    }
+}
+
+extension OfflineStore {
+    /// Imports server data into `set` from a file, read as it is written to the store: memory
+    /// holds a chunk of the file and a few thousand entities, whatever the file's size. The file
+    /// is OData JSON (`{"value":[…]}`, V2's `{"d":{"results":[…]}}`, an array, one entity object)
+    /// or JSON lines. A second thread parses while the writer thread writes. Nothing is queued.
+    ///
+    /// - Parameters:
+    ///   - path: the file; `-` reads standard input.
+    ///   - batchSize: nil (the default): all or nothing, one transaction for the whole file (LMDB
+    ///     keeps up to 512 MiB of its dirty pages in memory and spills the rest to the data file).
+    ///     A number: commit every that many entities (whole entity objects: an entity and its
+    ///     expanded children are never split); a failure keeps the batches before it and throws
+    ///     `LoadError` saying how many entities they hold.
+    ///   - progress: called on the writer thread every few thousand entities and at the end.
+    /// - Returns: how many entities were written, across all sets.
+    @discardableResult
+    public func load(set: String, file path: String, batchSize: Int? = nil,
+                     progress: (@Sendable (LoadProgress) -> Void)? = nil) throws -> Int {
+        let input = try LoadInput(path: path, needsRereading: batchSize == nil)
+        return try load(set: set, input: input, batchSize: batchSize, progress: progress)
+    }
+
+    private func load(set: String, input: LoadInput, batchSize: Int?, progress: (@Sendable (LoadProgress) -> Void)?) throws -> Int {
+        if let batchSize, batchSize < 1 { throw EntityError.badInput("the batch size must be at least 1, not \(batchSize)") }
+        _ = try entities.set(set)
+        let store = entities
+        let reader = PayloadReader(schema: schema)
+        return try lifecycle.during(.populating, detail: set) { lifecycleProgress in
+            // Forward only: a body run again (the map grew) does not report its counts again.
+            let last = Mutex(LoadProgress(entities: -1, committed: -1, bytesRead: 0))
+            let report: @Sendable (LoadProgress) -> Void = { p in
+                let forward = last.withLock { l in
+                    guard p.entities > l.entities || p.committed > l.committed else { return false }
+                    l = p
+                    return true
+                }
+                guard forward else { return }
+                lifecycleProgress(LifecycleEvent(state: .populating, entities: p.entities, detail: set))
+                progress?(p)
+            }
+            guard let batchSize else {
+                // All or nothing: the whole input in one write, parsed by a second thread as the
+                // body writes. A body run again (the map grew) reads the input again from its start.
+                let written = try store.write { t in
+                    let parser = _LoadParser(input: input, set: set, reader: reader, batchSize: nil)
+                    defer { parser.stop() }
+                    var handles: [String: EntitySetHandle] = [:]
+                    var written = 0
+                    while let chunk = try parser.next() {
+                        try Self.write(chunk.rows, t, store: store, handles: &handles)
+                        written += chunk.rows.count
+                        report(LoadProgress(entities: written, committed: 0, bytesRead: chunk.read, inputBytes: input.size))
+                    }
+                    return written
+                }
+                report(LoadProgress(entities: written, committed: written, bytesRead: input.size ?? 0, inputBytes: input.size))
+                return written
+            }
+            let parser = _LoadParser(input: input, set: set, reader: reader, batchSize: batchSize)
+            defer { parser.stop() }
+            var committed = 0
+            var pending: [ServerRow] = []
+            do {
+                while let chunk = try parser.next() {
+                    pending += chunk.rows
+                    guard chunk.endsBatch else { continue }
+                    let rows = pending
+                    try store.write { t in
+                        var handles: [String: EntitySetHandle] = [:]
+                        try Self.write(rows, t, store: store, handles: &handles)
+                    }
+                    committed += rows.count
+                    pending = []
+                    report(LoadProgress(entities: committed, committed: committed, bytesRead: chunk.read, inputBytes: input.size))
+                }
+                return committed
+            } catch {
+                throw LoadError(underlying: error, committed: committed)
+            }
+        }
+    }
+
+    /// Upserts rows into their sets.
+    private static func write(_ rows: [ServerRow], _ t: WriteView, store: EntityStore, handles: inout [String: EntitySetHandle]) throws {
+        for row in rows { try upsert(row.entity, into: row.set, t, store: store, handles: &handles) }
+    }
+
+    /// Upserts one entity into its set, whose handle `handles` keeps for the next; the error of
+    /// a refused one names its set and key.
+    static func upsert(_ entity: Properties, into set: String, _ t: WriteView, store: EntityStore,
+                       handles: inout [String: EntitySetHandle]) throws {
+        let h = try handles[set] ?? store.set(set)
+        handles[set] = h
+        do {
+            try h.upsert(t, entity)
+        } catch let e as EntityError {
+            let key = (try? h.keyValues(entity)).map(h.describeKey) ?? "?"
+            throw EntityError.badInput("\(set)(\(key)): \(e)")
+        }
+    }
+}
+
+/// The input of a streaming load: a file read with `pread` from any offset, so a write body
+/// that runs again reads it again. Standard input or a pipe that must be read twice is first
+/// copied to an unlinked temporary file.
+final class LoadInput: Sendable {
+    let fd: Int32
+    let size: Int?
+    /// Read in order with `read` (a pipe read once): offsets are ignored.
+    let sequential: Bool
+    private let owned: Bool
+
+    init(path: String, needsRereading: Bool) throws {
+        let given = path == "-" ? 0 : open(path, O_RDONLY | O_CLOEXEC)
+        guard given >= 0 else { throw EntityError.badInput("cannot read '\(path)': \(String(cString: strerror(errno)))") }
+        var st = stat()
+        guard fstat(given, &st) == 0 else {
+            let e = errno
+            if given != 0 { close(given) }
+            throw EntityError.badInput("cannot read '\(path)': \(String(cString: strerror(e)))")
+        }
+        let kind = st.st_mode & S_IFMT
+        if kind == S_IFDIR {
+            if given != 0 { close(given) }
+            throw EntityError.badInput("cannot read '\(path)': it is a directory")
+        }
+        if kind == S_IFREG {
+            (fd, size, sequential, owned) = (given, Int(st.st_size), false, given != 0)
+        } else if !needsRereading {
+            (fd, size, sequential, owned) = (given, nil, true, given != 0)
+        } else {
+            defer { if given != 0 { close(given) } }
+            let copy = try Self.spool(given, path: path)
+            (fd, size, sequential, owned) = (copy.fd, copy.size, false, true)
+        }
+    }
+
+    deinit { if owned { close(fd) } }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws -> Int {
+        while true {
+            let n = sequential ? Glibc.read(fd, buffer.baseAddress, buffer.count) : pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
+            if n >= 0 { return n }
+            if errno != EINTR { throw EntityError.badInput("cannot read the input: \(String(cString: strerror(errno)))") }
+        }
+    }
+
+    /// Copies a pipe to a temporary file (unlinked at once) in `TMPDIR`.
+    private static func spool(_ from: Int32, path: String) throws -> (fd: Int32, size: Int) {
+        let dir = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        var template = Array((dir.hasSuffix("/") ? dir : dir + "/").utf8CString.dropLast()) + Array("offline-store-load-XXXXXX".utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { throw EntityError.badInput("cannot copy '\(path)' to a temporary file in \(dir): \(String(cString: strerror(errno)))") }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        var size = 0
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(from, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                let e = errno
+                close(fd)
+                throw EntityError.badInput("cannot read '\(path)': \(String(cString: strerror(e)))")
+            }
+            if n == 0 { return (fd, size) }
+            var done = 0
+            while done < n {
+                let w = chunk.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, n - done) }
+                if w < 0 {
+                    if errno == EINTR { continue }
+                    let e = errno
+                    close(fd)
+                    throw EntityError.badInput("cannot copy '\(path)' to a temporary file in \(dir): \(String(cString: strerror(e)))")
+                }
+                done += w
+            }
+            size += n
+        }
+    }
+}
+
+/// Parses a load's input on a thread of its own, a chunk of rows at a time, a few chunks ahead
+/// of the writer: the two cores split the work.
+final class _LoadParser: @unchecked Sendable {
+    // @unchecked: `queue`, `stopped` and `finished` are guarded by `cond`.
+    struct Chunk {
+        var rows: [ServerRow]
+        /// How far into the input its last entity object ends.
+        var read: Int
+        /// The last chunk of a batch (with a batch size) or of the input.
+        var endsBatch: Bool
+    }
+    private enum Item { case chunk(Chunk), end, failed(any Error) }
+    private let cond = NSCondition()
+    private var queue: [Item] = []
+    private var stopped = false
+    private var finished = false
+    /// Entity rows per chunk handed over, and chunks parsed ahead.
+    static let chunkRows = 2_000
+    static let ahead = 4
+
+    /// - Parameter batchSize: a batch ends with the first whole entity object (with its
+    ///   expanded children) that brings it to this many rows or more.
+    init(input: LoadInput, set: String, reader: PayloadReader, batchSize: Int?) {
+        let thread = Thread { [self] in
+            parse(input: input, set: set, reader: reader, batchSize: batchSize)
+            cond.lock()
+            finished = true
+            cond.broadcast()
+            cond.unlock()
+        }
+        thread.name = "OfflineStore.load"
+        thread.stackSize = 8 << 20
+        thread.start()
+    }
+
+    /// The next chunk; nil at the end of the input.
+    func next() throws -> Chunk? {
+        cond.lock()
+        defer { cond.unlock() }
+        while queue.isEmpty { cond.wait() }
+        switch queue[0] {
+        case .chunk(let chunk):
+            queue.removeFirst()
+            cond.broadcast()
+            return chunk
+        case .end:
+            return nil
+        case .failed(let error):
+            throw error
+        }
+    }
+
+    /// Stops the parsing thread and waits for it.
+    func stop() {
+        cond.lock()
+        stopped = true
+        cond.broadcast()
+        while !finished { cond.wait() }
+        cond.unlock()
+    }
+
+    private struct Stopped: Error {}
+
+    /// Hands an item over, waiting while the writer is `ahead` chunks behind; false once stopped.
+    private func put(_ item: Item) -> Bool {
+        cond.lock()
+        defer { cond.unlock() }
+        while queue.count >= Self.ahead && !stopped { cond.wait() }
+        if stopped { return false }
+        queue.append(item)
+        cond.broadcast()
+        return true
+    }
+
+    private func parse(input: LoadInput, set: String, reader: PayloadReader, batchSize: Int?) {
+        let stream = EntityObjectStream { buffer, offset in try input.read(into: buffer, at: offset) }
+        var rows: [ServerRow] = []
+        // Rows of the current batch in chunks already handed over.
+        var inBatch = 0
+        do {
+            try stream.forEach { object in
+                try OfflineStore.collect(object, set: set, reader: reader, into: &rows)
+                let endsBatch = batchSize.map { inBatch + rows.count >= $0 } ?? false
+                guard endsBatch || rows.count >= Self.chunkRows else { return }
+                guard put(.chunk(Chunk(rows: rows, read: object.offset + object.bytes.count, endsBatch: endsBatch))) else { throw Stopped() }
+                inBatch = endsBatch ? 0 : inBatch + rows.count
+                rows = []
+            }
+            if !rows.isEmpty || inBatch > 0 {
+                guard put(.chunk(Chunk(rows: rows, read: stream.bytesRead, endsBatch: true))) else { return }
+            }
+            _ = put(.end)
+        } catch is Stopped {
+            return
+        } catch {
+            _ = put(.failed(error))
+        }
+    }
+}

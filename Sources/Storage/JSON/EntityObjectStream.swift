@@ -1,0 +1,342 @@
+import Foundation
+
+/// One entity object of an input, as bytes, with where it starts.
+package struct EntityObjectBytes {
+    package var bytes: [UInt8]
+    /// Byte offset (0-based) of its first byte in the input; its line and column (1-based).
+    package var offset: Int
+    package var line: Int
+    package var column: Int
+    /// Its place among the input's entity objects (1-based).
+    package var number: Int
+
+    /// Parses it; a `JSONError` gets the position in the whole input, not in the object.
+    package func parse() throws(JSONError) -> JSON {
+        do {
+            return try JSON.parse(bytes)
+        } catch {
+            throw JSONError(message: error.message, offset: offset + error.offset, line: line + error.line - 1,
+                            column: error.line == 1 ? column + error.column - 1 : error.column)
+        }
+    }
+}
+
+/// Reads the entity objects of an OData JSON payload — `{"value":[…]}`, V2's `{"d":{"results":[…]}}`
+/// or `{"d":[…]}`, a top-level array, one entity object — or of JSON lines (objects one after
+/// another), a chunk at a time: memory holds one chunk and one entity object, whatever the size
+/// of the input.
+///
+/// The array of entities is scanned here; everything else (each entity object, and every other
+/// member of the document, such as `@odata.context` or `@odata.count`) is checked by `JSON.parse`,
+/// so bad JSON anywhere is an error with its line and column. A document whose entity array this
+/// reader cannot stream (say `{"d":{…one entity…}}`) is held whole and read as `JSON`.
+package final class EntityObjectStream {
+    /// Reads up to `count` bytes into the buffer at `offset` of the input; returns 0 at the end.
+    package typealias Source = (_ into: UnsafeMutableRawBufferPointer, _ offset: Int) throws -> Int
+
+    private let source: Source
+    private let chunkSize: Int
+    private var buf: [UInt8] = []
+    /// The next byte to look at, as an index into `buf`; `base` is the input offset of `buf[0]`.
+    private var pos = 0
+    private var base = 0
+    private var atEnd = false
+    /// Bytes from this input offset on are kept when the buffer is refilled (a value being captured).
+    private var keep: Int?
+    private var line = 1
+    /// The input offset of the first byte of the current line. Columns count characters, as
+    /// `JSON.parse` does: `continuations` UTF-8 continuation bytes lie between the start of the
+    /// line `countedLine` and the offset `countedTo` (counted as positions are asked for, and
+    /// before bytes are dropped from the buffer).
+    private var lineStart = 0
+    private var countedLine = 0
+    private var countedTo = 0
+    private var continuations = 0
+    private var emitted = 0
+
+    /// Bytes consumed from the input so far.
+    package var bytesRead: Int { base + buf.count }
+
+    /// - Parameter source: reads the input at an offset (a `pread`, or a copy from memory).
+    package init(chunkSize: Int = 1 << 20, source: @escaping Source) {
+        self.chunkSize = max(chunkSize, 1)
+        self.source = source
+    }
+
+    /// Bytes in memory.
+    package convenience init(bytes: [UInt8], chunkSize: Int = 1 << 20) {
+        self.init(chunkSize: chunkSize) { into, offset in
+            let n = max(0, min(into.count, bytes.count - offset))
+            if n > 0 { bytes.withUnsafeBytes { into.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<offset + n])) } }
+            return n
+        }
+    }
+
+    /// Calls `body` with each entity object, in order, as it is read. Throws `JSONError` for bad
+    /// JSON, `EntityError.badInput` for a document of another shape, and whatever `source` or
+    /// `body` throws.
+    package func forEach(_ body: (EntityObjectBytes) throws -> Void) throws {
+        if try peek() == 0xEF {
+            // A UTF-8 byte order mark (RFC 8259 §8.1 lets a parser ignore it).
+            for b: UInt8 in [0xEF, 0xBB, 0xBF] {
+                guard try peek() == b else { throw error("invalid UTF-8") }
+                pos += 1
+            }
+        }
+        try skipSpace()
+        switch try peek() {
+        case UInt8(ascii: "[")?:
+            try array(body)
+            try end()
+        case UInt8(ascii: "{")?:
+            if try document(body) { return try end() }
+            // Not a wrapper: one entity object, or the first of JSON lines.
+            while true {
+                try skipSpace()
+                guard try peek() != nil else { return }
+                try emit(try capture(), body)
+            }
+        case nil:
+            throw error("unexpected end of input")
+        default:
+            // A scalar: parsed for its error, or refused for its shape.
+            _ = try parse(try capture())
+            try end()
+            throw EntityError.badInput("expected {\"value\":[…]}, {\"d\":{\"results\":[…]}}, an entity object or JSON lines")
+        }
+    }
+
+    // MARK: The document
+
+    /// Reads an object at the top level. If it is an OData wrapper whose entity array it
+    /// streams, returns true once the object is read; else emits what it stands for (the
+    /// object itself, or the entities `d` holds) and returns false.
+    private func document(_ body: (EntityObjectBytes) throws -> Void) throws -> Bool {
+        let start = position
+        keep = start.offset
+        var streamed = false
+        try members { key in
+            let next = try peek()
+            switch key {
+            case "value" where !streamed && next == UInt8(ascii: "["):
+                keep = nil
+                try array(body)
+                streamed = true
+            case "d" where !streamed && next == UInt8(ascii: "["):
+                keep = nil
+                try array(body)
+                streamed = true
+            case "d" where !streamed && next == UInt8(ascii: "{"):
+                // `{"d":{"results":[…]}}`, or `{"d":{…one entity…}}` (then the document is read whole below).
+                let outer = keep
+                try members { inner in
+                    let next = try peek()
+                    if inner == "results" && !streamed && next == UInt8(ascii: "[") {
+                        keep = nil
+                        try array(body)
+                        streamed = true
+                    } else {
+                        _ = try parse(try capture())
+                    }
+                }
+                if !streamed { keep = outer }
+            default:
+                _ = try parse(try capture())
+            }
+        }
+        if streamed { return true }
+        // Read whole: the shapes `OfflineStore.load` took before streaming.
+        let whole = Array(buf[(start.offset - base)..<pos])
+        keep = nil
+        let doc = try EntityObjectBytes(bytes: whole, offset: start.offset, line: start.line, column: start.column, number: 0).parse()
+        try skipSpace()
+        if try peek() != nil {
+            // More follows: JSON lines, and this object is the first entity.
+            try emit(EntityObjectBytes(bytes: whole, offset: start.offset, line: start.line, column: start.column, number: 0), body)
+            return false
+        }
+        var entities: [JSON] = [doc]
+        if let d = doc["value"], case .array(let a) = d {
+            entities = a
+        } else if let d = doc["d"] {
+            if case .array(let a)? = d["results"] { entities = a } else if case .object = d { entities = [d] }
+        }
+        for entity in entities {
+            emitted += 1
+            var text = ""
+            JSONWriter.write(entity, to: &text)
+            try body(EntityObjectBytes(bytes: Array(text.utf8), offset: start.offset, line: start.line, column: start.column, number: emitted))
+        }
+        return true
+    }
+
+    /// Reads the members of the object at the current position, calling `value` with each key
+    /// when the position is at the member's value (which `value` must consume).
+    private func members(_ value: (String) throws -> Void) throws {
+        pos += 1  // {
+        try skipSpace()
+        if try peek() == UInt8(ascii: "}") { pos += 1; return }
+        while true {
+            guard try peek() == UInt8(ascii: "\"") else { throw error("expected a member name") }
+            guard case .string(let key) = try parse(try capture()) else { throw error("expected a member name") }
+            try skipSpace()
+            guard try peek() == UInt8(ascii: ":") else { throw error("expected ':'") }
+            pos += 1
+            try skipSpace()
+            try value(key)
+            try skipSpace()
+            switch try peek() {
+            case UInt8(ascii: ",")?: pos += 1; try skipSpace()
+            case UInt8(ascii: "}")?: pos += 1; return
+            default: throw error("expected ',' or '}'")
+            }
+        }
+    }
+
+    /// Emits each element of the array at the current position.
+    private func array(_ body: (EntityObjectBytes) throws -> Void) throws {
+        pos += 1  // [
+        try skipSpace()
+        if try peek() == UInt8(ascii: "]") { pos += 1; return }
+        while true {
+            try emit(try capture(), body)
+            try skipSpace()
+            switch try peek() {
+            case UInt8(ascii: ",")?: pos += 1; try skipSpace()
+            case UInt8(ascii: "]")?: pos += 1; return
+            default: throw error("expected ',' or ']'")
+            }
+        }
+    }
+
+    private func emit(_ object: EntityObjectBytes, _ body: (EntityObjectBytes) throws -> Void) throws {
+        emitted += 1
+        var object = object
+        object.number = emitted
+        try body(object)
+    }
+
+    /// Only white space may follow.
+    private func end() throws {
+        try skipSpace()
+        if try peek() != nil { throw error("unexpected data after the JSON value") }
+    }
+
+    // MARK: Bytes
+
+    private var position: (offset: Int, line: Int, column: Int) {
+        count(to: base + pos)
+        return (base + pos, line, base + pos - lineStart - continuations + 1)
+    }
+
+    /// Brings the count of the current line's continuation bytes up to `offset` (in the buffer).
+    private func count(to offset: Int) {
+        if countedLine != lineStart { (countedLine, countedTo, continuations) = (lineStart, lineStart, 0) }
+        guard offset > countedTo else { return }
+        for b in buf[(countedTo - base)..<(offset - base)] where b & 0xC0 == 0x80 { continuations += 1 }
+        countedTo = offset
+    }
+
+    private func error(_ message: String) -> JSONError {
+        let p = position
+        return JSONError(message: message, offset: p.offset, line: p.line, column: p.column)
+    }
+
+    private func parse(_ value: EntityObjectBytes) throws(JSONError) -> JSON { try value.parse() }
+
+    /// The byte at the position, reading more of the input when the buffer is used up; nil at the end.
+    private func peek() throws -> UInt8? {
+        if pos == buf.count {
+            try refill()
+            if pos == buf.count { return nil }
+        }
+        return buf[pos]
+    }
+
+    private func refill() throws {
+        guard !atEnd else { return }
+        // Drop what is read and not kept, once it is at least half the buffer (so a long
+        // capture is not moved again at every chunk).
+        let drop = (keep.map { $0 - base } ?? pos)
+        if drop > 0 && drop >= buf.count / 2 {
+            count(to: base + drop)
+            buf.removeFirst(drop)
+            base += drop
+            pos -= drop
+        }
+        let old = buf.count
+        buf.append(contentsOf: repeatElement(0, count: chunkSize))
+        let n = try buf.withUnsafeMutableBytes { try source(UnsafeMutableRawBufferPointer(rebasing: $0[old...]), base + old) }
+        buf.removeLast(chunkSize - n)
+        if n == 0 { atEnd = true }
+    }
+
+    private func skipSpace() throws {
+        while let b = try peek(), b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09 {
+            if b == 0x0A { line += 1; lineStart = base + pos + 1 }
+            pos += 1
+        }
+    }
+
+    /// Reads past one JSON value (its structure only: `JSON.parse` checks the bytes) and returns them.
+    private func capture() throws -> EntityObjectBytes {
+        let start = position
+        let outer = keep
+        keep = min(outer ?? start.offset, start.offset)
+        defer { keep = outer }
+        var depth = 0
+        var inString = false
+        scan: while true {
+            if pos == buf.count {
+                try refill()
+                if pos == buf.count {
+                    if depth == 0 && !inString && base + pos > start.offset { break scan }
+                    // Cut short: the parser names the first thing wrong in it, as it would in the whole input.
+                    let partial = Array(buf[(start.offset - base)..<pos])
+                    _ = try EntityObjectBytes(bytes: partial, offset: start.offset, line: start.line, column: start.column, number: 0).parse()
+                    throw error("unexpected end of input")
+                }
+            }
+            let b = buf[pos]
+            if inString {
+                if b == UInt8(ascii: "\\") {
+                    pos += 1
+                    if try peek() == 0x0A { line += 1; lineStart = base + pos + 1 }
+                    if pos < buf.count { pos += 1 }
+                    continue
+                }
+                if b == UInt8(ascii: "\"") {
+                    inString = false
+                    pos += 1
+                    if depth == 0 { break scan }
+                    continue
+                }
+                if b == 0x0A { line += 1; lineStart = base + pos + 1 }
+                pos += 1
+                continue
+            }
+            switch b {
+            case UInt8(ascii: "\""):
+                inString = true
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                depth += 1
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                if depth == 0 { break scan }  // ends a scalar: not part of it
+                depth -= 1
+                if depth == 0 { pos += 1; break scan }
+            case 0x20, 0x09, 0x0D, UInt8(ascii: ","):
+                if depth == 0 { break scan }
+            case 0x0A:
+                if depth == 0 { break scan }
+                line += 1
+                lineStart = base + pos + 1
+            default:
+                break
+            }
+            pos += 1
+        }
+        if base + pos == start.offset { throw error("expected a JSON value") }
+        let bytes = Array(buf[(start.offset - base)..<pos])
+        return EntityObjectBytes(bytes: bytes, offset: start.offset, line: start.line, column: start.column, number: 0)
+    }
+}

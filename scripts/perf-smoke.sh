@@ -11,6 +11,8 @@ if ! pkg-config --exists sqlite3 2>/dev/null; then  # GRDB links the system SQLi
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq libsqlite3-dev >/dev/null
 fi
+# The offline-store executable, for the load through the CLI (found at .build/debug by the benchmark).
+swift build --product offline-store
 cd PerfTests
 LOG="${TMPDIR:-/tmp}/offline-store-perf-smoke.log"
 JSON="${TMPDIR:-/tmp}/offline-store-perf-smoke.json"

@@ -16,6 +16,8 @@ struct Result: Codable, Sendable {
     /// For the streaming workloads: the peak resident memory during one run over the resident
     /// memory just before it (MiB), the largest of the rounds.
     var peakMemoryDeltaMiB: Double?
+    /// For workloads run in a child process: its peak resident memory (`ru_maxrss`), MiB.
+    var peakRSSMiB: Double? = nil
 }
 
 /// A seeded generator (SplitMix64), the same on every machine.
@@ -142,11 +144,13 @@ func pad(_ s: String, _ width: Int, right: Bool = false) -> String {
 /// The side-by-side table: one line per workload and contestant.
 func table(_ results: [Result]) -> String {
     let memory = results.contains { $0.peakMemoryDeltaMiB != nil }
+    let rss = results.contains { $0.peakRSSMiB != nil }
     let w = (max(28, (results.map { "\($0.workload) (per \($0.unit))".count }.max() ?? 0)) + 2,
              max(15, (results.map(\.contestant.count).max() ?? 0) + 2), 12, 14, 10, 10, memory ? 15 : 0)
     var out = pad("workload", w.0) + pad("contestant", w.1) + pad("ns/op", w.2, right: true) + pad("ops/s", w.3, right: true)
-        + pad("×raw LMDB", w.4, right: true) + pad("×SQLite", w.5, right: true) + (memory ? pad("peak ΔRSS MiB", w.6, right: true) : "") + "\n"
-    out += String(repeating: "-", count: w.0 + w.1 + w.2 + w.3 + w.4 + w.5 + w.6) + "\n"
+        + pad("×raw LMDB", w.4, right: true) + pad("×SQLite", w.5, right: true) + (memory ? pad("peak ΔRSS MiB", w.6, right: true) : "")
+        + (rss ? pad("peak RSS MiB", 14, right: true) : "") + "\n"
+    out += String(repeating: "-", count: w.0 + w.1 + w.2 + w.3 + w.4 + w.5 + w.6 + (rss ? 14 : 0)) + "\n"
     var last = ""
     for r in results {
         let label = "\(r.workload) (per \(r.unit))"
@@ -154,7 +158,8 @@ func table(_ results: [Result]) -> String {
             + pad(grouped(r.opsPerSecond), w.3, right: true)
             + pad(r.ratioToRawLMDB.map { fixed($0) } ?? "-", w.4, right: true)
             + pad(r.ratioToSQLite.map { fixed($0) } ?? "-", w.5, right: true)
-            + (memory ? pad(r.peakMemoryDeltaMiB.map { fixed($0, 1) } ?? "", w.6, right: true) : "") + "\n"
+            + (memory ? pad(r.peakMemoryDeltaMiB.map { fixed($0, 1) } ?? "", w.6, right: true) : "")
+            + (rss ? pad(r.peakRSSMiB.map { fixed($0, 1) } ?? "", 14, right: true) : "") + "\n"
         last = label
     }
     return out

@@ -22,6 +22,9 @@ struct Options {
     /// `--nosync` (with `--profile` only): OfflineStore's commits are not fsynced, so a profile of
     /// the local changes shows their CPU rather than this machine's disk.
     var noSync = false
+    /// The `offline-store` executable for the load through the CLI (`CLILoad.swift`); by default
+    /// the root package's build of the same configuration, if there is one.
+    var offlineStore: String? = nil
     var json: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("results/latest.json").path
 
@@ -60,15 +63,26 @@ struct Options {
                 guard let w = Int(try value()), (1...1_024).contains(w) else { throw BenchError("--writers needs a number from 1 to 1024") }
                 o.writers = w
             case "--nosync": o.noSync = true
+            case "--offline-store": o.offlineStore = try value()
             case "--contestant":
                 let c = try value()
                 o.profile = (o.profile?.workload ?? "read", c)
             case "-h", "--help":
-                print("usage: offline-store-bench [--quick | --tiny | --full | --count N] [--seed S] [--dir DIR] [--keep] [--json FILE] [--only changes] [--profile \(profileWorkloads.joined(separator: "|")) [--contestant NAME] [--writers N] [--nosync]]")
+                print("usage: offline-store-bench [--quick | --tiny | --full | --count N] [--seed S] [--dir DIR] [--keep] [--json FILE] [--only changes] [--offline-store PATH] [--profile \(profileWorkloads.joined(separator: "|")) [--contestant NAME] [--writers N] [--nosync]]")
                 exit(0)
             default: throw BenchError("unknown argument \(args[i]) (try --help)")
             }
             i += 1
+        }
+        if o.offlineStore == nil {
+            #if DEBUG
+            let configuration = "debug"
+            #else
+            let configuration = "release"
+            #endif
+            let built = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(".build/\(configuration)/offline-store").path
+            if FileManager.default.isExecutableFile(atPath: built) { o.offlineStore = built }
         }
         if o.noSync && o.profile == nil { throw BenchError("--nosync is for --profile only: the table compares durable commits") }
         return o
@@ -89,7 +103,13 @@ func log(_ s: String) {
 }
 
 func run() throws {
-    let o = try Options.parse(Array(CommandLine.arguments.dropFirst()))
+    let args = Array(CommandLine.arguments.dropFirst())
+    if args.first == "--sqlite-import" {
+        // The child process of the load through the CLI (CLILoad.swift).
+        guard args.count == 3 else { throw BenchError("--sqlite-import FILE DIR") }
+        return try CLILoad.sqliteImport(file: args[1], dir: args[2])
+    }
+    let o = try Options.parse(args)
     let n = o.count
     let dir = o.dir ?? FileManager.default.temporaryDirectory.appendingPathComponent("offline-store-bench-\(getpid())").path
     if FileManager.default.fileExists(atPath: dir) {
@@ -143,10 +163,11 @@ func run() throws {
     }
     var results: [Result] = []
     func record(_ workload: String, _ unit: String, _ c: any Contestant, nsPerOp: Double, ops: Int, name: String? = nil,
-                peakMiB: Double? = nil) {
+                peakMiB: Double? = nil, peakRSSMiB: Double? = nil) {
         results.append(Result(workload: workload, unit: unit, contestant: name ?? c.name, nsPerOp: nsPerOp,
-                              opsPerSecond: 1e9 / nsPerOp, operations: ops, peakMemoryDeltaMiB: peakMiB))
-        log("  \(name ?? c.name): \(grouped(nsPerOp)) ns/\(unit)" + (peakMiB.map { ", peak ΔRSS \(fixed($0, 1)) MiB" } ?? ""))
+                              opsPerSecond: 1e9 / nsPerOp, operations: ops, peakMemoryDeltaMiB: peakMiB, peakRSSMiB: peakRSSMiB))
+        log("  \(name ?? c.name): \(grouped(nsPerOp)) ns/\(unit)" + (peakMiB.map { ", peak ΔRSS \(fixed($0, 1)) MiB" } ?? "")
+            + (peakRSSMiB.map { ", peak RSS \(fixed($0, 1)) MiB" } ?? ""))
     }
 
     // MARK: Bulk load: all N rows, 50,000 per durable transaction, 3 secondary indexes maintained.
@@ -391,6 +412,15 @@ func run() throws {
         record(workload, "change", c, nsPerOp: ns, ops: changes, name: name)
     }
 
+    // MARK: `load` of the data set as one JSON file, through the CLI, beside SQLite's JSON import (CLILoad.swift).
+    if let binary = o.offlineStore {
+        try CLILoad.run(store: store, dir: dir, n: n, offlineStore: binary) { workload, name, ns, peak in
+            record(workload, "row", offline, nsPerOp: ns, ops: n, name: name, peakRSSMiB: peak)
+        }
+    } else {
+        log("\(CLILoad.workload): skipped (no offline-store executable: build the root package or pass --offline-store PATH)")
+    }
+
     let report = try store.check()
     guard report.isConsistent else { throw BenchError("OfflineStore check failed: \(report)") }
 
@@ -418,6 +448,7 @@ func run() throws {
         + "query workloads: OfflineStore answers the OData URL with entities(url) (decoded Properties); \"OfflineStore, JSON\"\n"
         + "answers it with query(url, format: .json), bytes discarded; raw LMDB and SQLite decode into a struct.\n"
         + "peak ΔRSS: the peak resident memory during one run (VmHWM after clear_refs) over the resident memory before it.\n"
+        + "peak RSS: of the whole child process (ru_maxrss, mapped file pages included), for the load through the CLI.\n"
         + LocalChangeWorkloads.notes
         + targets(results, raw: raw.name, offline: offline.name, sqlite: sqlite.name)
         + "\n" + planText
@@ -548,7 +579,12 @@ func targets(_ results: [Result], raw: String, offline: String, sqlite: String) 
         line("covering-index query ≥ 2× faster than SQLite: \(fixed(s / o))× faster", s / o >= 2)
     }
     if let o = ns("bulk load", offline), let s = ns("bulk load", sqlite) {
-        line("bulk load ≥ SQLite's rate: \(fixed(s / o))× SQLite's rate", s / o >= 1)
+        line("bulk load ≥ 1.5× SQLite's rate: \(fixed(s / o))× SQLite's rate", s / o >= 1.5)
+    }
+    for who in ["OfflineStore CLI", "OfflineStore CLI, --batch 50000"] {
+        if let o = ns(CLILoad.workload, who), let s = ns(CLILoad.workload, "SQLite (GRDB)") {
+            line("load of a JSON file through the CLI (\(who.dropFirst("OfflineStore CLI".count).drop { $0 == "," || $0 == " " }.isEmpty ? "all or nothing" : "--batch 50000")) ≥ 1.5× SQLite's import rate: \(fixed(s / o))×", s / o >= 1.5)
+        }
     }
     if let o = ns("query: non-indexed filter", offline), let r = ns("query: non-indexed filter", raw), let s = ns("query: non-indexed filter", sqlite) {
         line("non-indexed filter ≤ SQLite's time and ≤ 2.5× raw LMDB: \(fixed(o / s))× SQLite's, \(fixed(o / r))× raw LMDB", o <= s && o / r <= 2.5)

@@ -20,7 +20,8 @@ enum CLILoad {
     static func run(store: OfflineStore, dir: String, n: Int, offlineStore binary: String,
                     record: (_ workload: String, _ contestant: String, _ nsPerRow: Double, _ peakRSSMiB: Double) -> Void) throws {
         let file = dir + "/items.json"
-        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: { FileManager.default.createFile(atPath: file, contents: nil); return file }()))
+        guard FileManager.default.createFile(atPath: file, contents: nil) else { throw BenchError("cannot create \(file)") }
+        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: file))
         try store.query(BenchSchema.set, format: .json) { out.write(Data($0)) }
         try out.close()
         let bytes = (try FileManager.default.attributesOfItem(atPath: file)[.size] as? NSNumber)?.intValue ?? 0

@@ -16,7 +16,7 @@ struct Result: Codable, Sendable {
     /// For the streaming workloads: the peak resident memory during one run over the resident
     /// memory just before it (MiB), the largest of the rounds.
     var peakMemoryDeltaMiB: Double?
-    /// For workloads run in a child process: its peak resident memory (`ru_maxrss`), MiB.
+    /// For workloads run in a child process: its peak resident memory (`VmHWM`), MiB.
     var peakRSSMiB: Double? = nil
 }
 

@@ -448,7 +448,7 @@ func run() throws {
         + "query workloads: OfflineStore answers the OData URL with entities(url) (decoded Properties); \"OfflineStore, JSON\"\n"
         + "answers it with query(url, format: .json), bytes discarded; raw LMDB and SQLite decode into a struct.\n"
         + "peak ΔRSS: the peak resident memory during one run (VmHWM after clear_refs) over the resident memory before it.\n"
-        + "peak RSS: of the whole child process (ru_maxrss, mapped file pages included), for the load through the CLI.\n"
+        + "peak RSS: of the whole child process (VmHWM, mapped file pages included), for the load through the CLI.\n"
         + LocalChangeWorkloads.notes
         + targets(results, raw: raw.name, offline: offline.name, sqlite: sqlite.name)
         + "\n" + planText

@@ -16,9 +16,11 @@ public struct ValueJSON: Sendable {
         }
         var out = Properties(minimumCapacity: members.count)
         for (name, v) in members {
-            if name.contains("@") || name == "__metadata" || name == "__deferred" { continue }
-            if navigation.contains(name) { continue }
+            // Annotations and V2's metadata members are skipped (bytes, not Foundation's `contains`:
+            // this runs for every member of every entity a load or refresh reads).
+            if name.utf8.contains(UInt8(ascii: "@")) || name == "__metadata" || name == "__deferred" { continue }
             guard let p = properties.first(where: { $0.name == name }) else {
+                if navigation.contains(name) { continue }
                 throw .unknownProperty(set: owner, property: name)
             }
             let value = try self.value(from: v, type: p.type, property: name)

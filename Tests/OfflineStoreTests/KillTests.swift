@@ -73,4 +73,36 @@ extension KillTests {
         #expect(try OfflineStore.open(at: dir + "/s").count(set: "Products") == rows)
         #expect(try CLI.run(["check", "--store", dir + "/s"]).status == 0)
     }
+
+    /// `load --batch N` commits whole batches: killed at any instant, the store holds a whole
+    /// number of batches, and loading the file again completes it.
+    @Test func killedBatchedLoadKeepsWholeBatches() throws {
+        var r = SeededRandom(seed: testSeed("killedBatchedLoadKeepsWholeBatches"))
+        let dir = tempDir()
+        try write(SampleData.metadata, to: dir + "/m.xml")
+        try write(SampleData.configuration.json.text, to: dir + "/c.json")
+        #expect(try CLI.run(["init", "--store", dir + "/s", "--metadata", dir + "/m.xml", "--config", dir + "/c.json"]).status == 0)
+        let rows = 120_000, batch = 10_000
+        try write(LoadStreamTests.products(0..<rows), to: dir + "/p.json")
+        var partial = 0
+        for round in 0..<4 {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: CLI.executable)
+            p.arguments = ["load", "--store", dir + "/s", "--set", "Products", "--batch", String(batch), dir + "/p.json"]
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            usleep(UInt32.random(in: 100_000...4_000_000, using: &r))  // about 5 s in a debug build
+            kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
+            #expect(try CLI.run(["check", "--store", dir + "/s"]).status == 0, "round \(round)")
+            let n = try OfflineStore.open(at: dir + "/s").count(set: "Products")
+            #expect(n % batch == 0, "round \(round): \(n) products after the kill, not a whole number of batches of \(batch)")
+            if n > 0 && n < rows { partial += 1 }
+        }
+        print("KillTests: a batched load killed 4 times; \(partial) kills left some batches and not all")
+        #expect(try CLI.run(["load", "--store", dir + "/s", "--set", "Products", "--batch", String(batch), dir + "/p.json"]).status == 0)
+        #expect(try OfflineStore.open(at: dir + "/s").count(set: "Products") == rows)
+        #expect(try CLI.run(["check", "--store", dir + "/s"]).status == 0)
+    }
 }

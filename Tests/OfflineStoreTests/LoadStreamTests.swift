@@ -275,4 +275,41 @@ import TestSupport
             #expect(try store.check().isConsistent)
         }
     }
+
+    /// `load --batch` holds a chunk of the file and a few batches, whatever the file's size: the
+    /// peak anonymous memory (RssAnon: not the mapped store) of loading three times the rows is
+    /// about the same.
+    @Test func aBatchedLoadRunsInMemoryFlatInTheFileSize() throws {
+        let dir = tempDir()
+        try write(SampleData.metadata, to: dir + "/m.xml")
+        var peaks: [Int: Int] = [:]
+        for rows in [40_000, 120_000] {
+            let store = dir + "/s\(rows)"
+            #expect(try CLI.run(["init", "--store", store, "--metadata", dir + "/m.xml"]).status == 0)
+            try write(Self.products(0..<rows), to: dir + "/p\(rows).json")
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: CLI.executable)
+            p.arguments = ["load", "--store", store, "--set", "Products", "--batch", "2000", dir + "/p\(rows).json"]
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            var peakKB = 0
+            while p.isRunning {
+                if let text = try? String(contentsOfFile: "/proc/\(p.processIdentifier)/status", encoding: .utf8),
+                   let line = text.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
+                   let kb = Int(line.split(separator: " ").dropFirst().first ?? "") {
+                    peakKB = max(peakKB, kb)
+                }
+                usleep(2_000)
+            }
+            #expect(p.terminationStatus == 0)
+            #expect(try OfflineStore.open(at: store).count(set: "Products") == rows)
+            peaks[rows] = peakKB
+        }
+        let small = peaks[40_000] ?? 0, large = peaks[120_000] ?? 0
+        let fileBytes = (try FileManager.default.attributesOfItem(atPath: dir + "/p120000.json")[.size] as? Int) ?? 0
+        print("LoadStreamTests: peak RssAnon of load --batch 2000: \(small / 1024) MiB for 40,000 rows, \(large / 1024) MiB for 120,000 (a \(fileBytes >> 20) MiB file)")
+        #expect(small > 0 && large > 0)
+        #expect(large < small + 6 * 1024, "peak RssAnon \(large) kB for 120,000 rows against \(small) kB for 40,000")
+    }
 }

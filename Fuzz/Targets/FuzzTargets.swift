@@ -62,8 +62,10 @@ public enum FuzzTargets {
         }
     }
 
-    /// A request or load body: JSON parsed, then read as an entity of a set and as a PATCH body.
+    /// A request or load body: JSON parsed, then read as an entity of a set and as a PATCH body;
+    /// and streamed as `load` streams a file, which must give the entities parsing it whole gives.
     static func json(_ data: UnsafeRawBufferPointer) {
+        stream(Array(data))
         guard let json = try? JSON.parse(Array(data)) else { return }
         let values = ValueJSON(schema: schema)
         for name in ["Products", "SalesOrderItems", "BusinessPartners"] {
@@ -76,6 +78,31 @@ public enum FuzzTargets {
                 }
             }
         }
+    }
+
+    /// `EntityObjectStream` with a chunk size taken from the input: a document that parses whole
+    /// streams to the same entities (a scalar is refused); one that does not may stream only as
+    /// JSON lines.
+    static func stream(_ bytes: [UInt8]) {
+        var streamed: [JSON] = []
+        let ok = (try? EntityObjectStream(bytes: bytes, chunkSize: bytes.count % 13 + 1).forEach { streamed.append(try $0.parse()) }) != nil
+        guard let doc = try? JSON.parse(bytes) else { return }
+        var expected: [JSON]
+        switch doc {
+        case .array(let a): expected = a
+        case .object:
+            // With both `value` and `d` the stream takes whichever comes first; whole, `value` wins.
+            if doc["value"] != nil && doc["d"] != nil { return }
+            expected = [doc]
+            if case .array(let a)? = doc["value"] { expected = a }
+            else if case .array(let a)? = doc["d"]?["results"] { expected = a }
+            else if let d = doc["d"], case .array(let a) = d { expected = a }
+            else if let d = doc["d"], case .object = d { expected = [d] }
+        default:
+            precondition(!ok, "a scalar document streamed")
+            return
+        }
+        precondition(ok && streamed == expected, "the stream gave \(streamed.count) entities, parsing whole \(expected.count)")
     }
 
     /// A `$metadata` document (CSDL XML).

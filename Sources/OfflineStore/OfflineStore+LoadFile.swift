@@ -91,24 +91,36 @@ extension OfflineStore {
                 report(LoadProgress(entities: written, committed: written, bytesRead: input.size ?? 0, inputBytes: input.size))
                 return written
             }
+            // A write per batch whose body takes the batch's chunks from the parser as it writes,
+            // so parsing goes on while the writer writes, as without batches. A body run again
+            // (the map grew) writes again the chunks the first run took, and then goes on.
             let parser = _LoadParser(input: input, set: set, reader: reader, batchSize: batchSize)
             defer { parser.stop() }
             var committed = 0
-            var pending: [ServerRow] = []
             do {
-                while let chunk = try parser.next() {
-                    pending += chunk.rows
-                    guard chunk.endsBatch else { continue }
-                    let rows = pending
-                    try store.write { t in
+                while true {
+                    let batch = _LoadBatch()
+                    let written = try store.write { t in
                         var handles: [String: EntitySetHandle] = [:]
-                        try Self.write(rows, t, store: store, handles: &handles)
+                        try Self.write(batch.rows, t, store: store, handles: &handles)
+                        while !batch.taken {
+                            guard let chunk = try parser.next() else {
+                                (batch.taken, batch.atEnd) = (true, true)
+                                break
+                            }
+                            batch.rows += chunk.rows
+                            batch.read = chunk.read
+                            batch.taken = chunk.endsBatch
+                            try Self.write(chunk.rows, t, store: store, handles: &handles)
+                        }
+                        return batch.rows.count
                     }
-                    committed += rows.count
-                    pending = []
-                    report(LoadProgress(entities: committed, committed: committed, bytesRead: chunk.read, inputBytes: input.size))
+                    committed += written
+                    if written > 0 {
+                        report(LoadProgress(entities: committed, committed: committed, bytesRead: batch.read, inputBytes: input.size))
+                    }
+                    if batch.atEnd { return committed }
                 }
-                return committed
             } catch {
                 throw LoadError(underlying: error, committed: committed)
             }
@@ -133,6 +145,18 @@ extension OfflineStore {
             throw EntityError.badInput("\(set)(\(key)): \(e)")
         }
     }
+}
+
+/// The rows one batch of a `load --batch` has taken from the parser, kept for a body that runs
+/// again. `@unchecked Sendable`: only the writer thread touches it while the write runs, and the
+/// caller reads it after.
+final class _LoadBatch: @unchecked Sendable {
+    var rows: [ServerRow] = []
+    /// How far into the input the batch goes.
+    var read = 0
+    /// The batch is complete (its last chunk taken), and the input has no more.
+    var taken = false
+    var atEnd = false
 }
 
 /// The input of a streaming load: a file read with `pread` from any offset, so a write body

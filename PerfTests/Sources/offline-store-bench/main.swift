@@ -90,7 +90,7 @@ struct Options {
 }
 
 /// `--profile` workloads: the basic ones and the queries (`q…`: OfflineStore through URLs) and the JSON stream.
-let profileWorkloads = ["read", "find", "scan", "load", "qkey", "qfind", "qrange", "qscan", "qcount", "json", "changes", "batch"]
+let profileWorkloads = ["read", "find", "scan", "load", "qkey", "qfind", "qrange", "qscan", "qcount", "qcover", "json", "changes", "batch"]
 
 /// A pointer that threads fill at disjoint indexes.
 struct Shared<T>: @unchecked Sendable {
@@ -512,10 +512,20 @@ func profile(_ workload: String, _ c: any Contestant, items: [Item], productIDs:
             + "ns/change (\(grouped(Double(ops))) changes)")
         return
     }
+    // `qcover`: the covering-index query (CoveringWorkload.swift), OfflineStore only.
+    let coverURLs = productIDs.map { "\(BenchSchema.set)?$filter=ProductID eq '\($0)'&$select=Quantity,NetAmount" }
+    if workload == "qcover" {
+        guard let offline = c as? OfflineStoreContestant else { throw BenchError("--profile qcover is for OfflineStore") }
+        try offline.store.addIndex(set: BenchSchema.set, definition: "ProductID INCLUDE Quantity, NetAmount")
+    }
     let start = now()
     var ops = 0
     while now() - start < 10_000_000_000 {
         switch workload {
+        case "qcover":
+            let store = (c as! OfflineStoreContestant).store
+            for _ in 0..<100 { blackHole(try store.entities(coverURLs[random.below(coverURLs.count)]).count) }
+            ops += 100
         case "read":
             for _ in 0..<10_000 {
                 let i = items[random.below(n)]

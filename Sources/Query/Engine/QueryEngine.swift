@@ -194,19 +194,32 @@ public struct QueryEngine: Sendable {
             switch try resolve(query, t) {
             case .missing, .empty, .noRelated: break
             case .single(let set, let eqs, _):
-                try executor.evaluator.navigator.find(set, eqs) { result.append(try $0.properties()); return false }
+                let read = Self.reader(query.options.select, set)
+                try executor.evaluator.navigator.find(set, eqs) { result.append(try read($0)); return false }
             case .collection(let set, let eqs):
                 let plan = Planner.plan(set, options: query.options, equalities: eqs, reading: query.options.select == nil ? .entities : .selected)
-                try executor.run(plan) { result.append(try $0.properties()); return true }
+                let read = Self.reader(query.options.select, set)
+                try executor.run(plan) { result.append(try read($0)); return true }
             }
-            guard let select = query.options.select else { return result }
-            var kept = Set(select.properties.compactMap { $0.steps.first?.name })
-            if let set = try? store.set(query.path.entitySet) { kept.formUnion(set.type.key) }
-            return result.map { entity in
-                var projected = Properties()
-                for (k, v) in entity where kept.contains(k) { projected.appendNew(k, v) }
-                return projected
+            return result
+        }
+    }
+
+    /// How `entities` turns a result into `Properties`: all of them decoded, or with `$select`
+    /// only the selected and key properties (non-null, in declaration order), each read from the
+    /// row or covering entry by its position — no whole row decoded, nothing hashed per entity.
+    static func reader(_ select: BoundSelect?, _ set: EntitySetHandle) -> (EntityRef) throws -> Properties {
+        guard let select else { return { try $0.properties() } }
+        let kept = Set(select.properties.compactMap { $0.steps.first?.name }).union(set.type.key)
+        let positions = set.type.properties.indices.filter { kept.contains(set.type.properties[$0].name) }
+        let names = positions.map { set.type.properties[$0].name }
+        return { entity in
+            var projected = Properties(minimumCapacity: positions.count)
+            for (name, i) in zip(names, positions) {
+                let v = try entity.value(at: i)
+                if !v.isNull { projected.appendNew(name, v) }
             }
+            return projected
         }
     }
 

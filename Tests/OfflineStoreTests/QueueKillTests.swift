@@ -33,11 +33,15 @@ import Samples
             p.standardOutput = out
             p.standardError = FileHandle.nullDevice
             try p.run()
-            usleep(UInt32.random(in: 30_000...160_000, using: &rng))
+            // The kill comes at a random instant after the worker's first line (it has opened
+            // the store and begun its first change), so a loaded machine's slow start does not
+            // leave rounds that kill before anything is written.
+            let first = out.fileHandleForReading.availableData
+            usleep(UInt32.random(in: 0...130_000, using: &rng))
             kill(p.processIdentifier, SIGKILL)
             p.waitUntilExit()
             totals.kills += 1
-            let lines = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+            let lines = String(decoding: first + out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
             // What the worker was told, and what was in flight when it died.
             var inFlight: [(kind: String, id: String)]? = nil
             for line in lines {

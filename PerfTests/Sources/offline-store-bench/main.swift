@@ -90,7 +90,7 @@ struct Options {
 }
 
 /// `--profile` workloads: the basic ones and the queries (`q…`: OfflineStore through URLs) and the JSON stream.
-let profileWorkloads = ["read", "find", "scan", "load", "qkey", "qfind", "qrange", "qscan", "qcount", "qcover", "json", "changes", "batch"]
+let profileWorkloads = ["read", "find", "scan", "load", "qkey", "qfind", "qrange", "qscan", "qcount", "qcover", "qprepared", "json", "changes", "batch"]
 
 /// A pointer that threads fill at disjoint indexes.
 struct Shared<T>: @unchecked Sendable {
@@ -522,6 +522,13 @@ func profile(_ workload: String, _ c: any Contestant, items: [Item], productIDs:
     var ops = 0
     while now() - start < 10_000_000_000 {
         switch workload {
+        case "qprepared":
+            let prepared = try (c as! OfflineStoreContestant).store.prepare("\(BenchSchema.set)(SalesOrderID=@id,ItemPosition=@pos)")
+            for _ in 0..<10_000 {
+                let i = items[random.below(n)]
+                blackHole(try prepared.entities(aliases: ["id": .string(i.salesOrderID), "pos": .int(Int64(i.itemPosition))]).count)
+            }
+            ops += 10_000
         case "qcover":
             let store = (c as! OfflineStoreContestant).store
             for _ in 0..<100 { blackHole(try store.entities(coverURLs[random.below(coverURLs.count)]).count) }

@@ -39,10 +39,11 @@ public struct RowCodec: Sendable {
         let offsetsAt = out.count
         out.append(contentsOf: repeatElement(0, count: 4 * (n + 1)))
         let dataAt = out.count
+        var cursor = 0
         for (i, p) in properties.enumerated() {
             let off = UInt32(out.count - dataAt)
             _storeU32(off, &out, offsetsAt + 4 * i)
-            let v = values[p.name] ?? .null
+            let v = values.value(p.name, cursor: &cursor) ?? .null
             if v.isNull {
                 out[bitmapAt + i / 8] |= 1 << (i % 8)
             } else {

@@ -108,6 +108,13 @@ public final class EntitySetHandle: Sendable {
     /// Checks an entity against the type: known properties, values fit, non-nullables present
     /// (unless `partial`, for a PATCH body), key present.
     public func validate(_ props: Properties, partial: Bool) throws(EntityError) {
+        if accepts(props, partial: partial) { return }
+        // Something is wrong: the checks one by one find it, in the order their errors have always come.
+        try validateEachCheck(props, partial: partial)
+    }
+
+    /// `validate`'s checks one at a time, throwing the first that fails.
+    package func validateEachCheck(_ props: Properties, partial: Bool) throws(EntityError) {
         if !partial {
             for k in type.key where props[k]?.isNull ?? true { throw .missingKey(set: name, property: k) }
         }
@@ -121,6 +128,27 @@ public final class EntitySetHandle: Sendable {
                 throw .nullNotAllowed(property: p.name)
             }
         }
+    }
+
+    /// Whether `validate` would accept `props`, found in one walk over the type's properties with
+    /// a cursor into `props` (no name searched for, no `Property` looked up by name): the same
+    /// conditions — keys present, every name a property, every value valid, no null where none
+    /// may be — without saying which one fails.
+    package func accepts(_ props: Properties, partial: Bool) -> Bool {
+        var cursor = 0
+        var found = 0
+        for p in type.properties {
+            // A key property is required even where the metadata let it be nullable.
+            let required = !partial && (!p.nullable || type.key.contains(p.name))
+            guard let v = props.value(p.name, cursor: &cursor) else {
+                if required { return false }
+                continue
+            }
+            found += 1
+            if required && v.isNull { return false }
+            guard (try? Validation.check(v, against: p, schema: schema)) != nil else { return false }
+        }
+        return found == props.count
     }
 
     // MARK: Reading

@@ -61,6 +61,20 @@ public struct Properties: Sendable, Hashable, ExpressibleByDictionaryLiteral, Se
         set { self[key] = newValue }
     }
 
+    /// The value named `key`, looked for first at `cursor`, which then moves past it: a caller
+    /// walking a type's properties in declaration order over properties in that order (decoded
+    /// rows, payloads, generated entities) compares one name per property instead of scanning.
+    @inline(__always)
+    public func value(_ key: String, cursor: inout Int) -> Value? {
+        if cursor < names.count && names[cursor] == key {
+            cursor += 1
+            return items[cursor - 1]
+        }
+        guard let i = position(of: key) else { return nil }
+        cursor = i + 1
+        return items[i]
+    }
+
     /// Appends a pair whose name is known not to be present (a decoder walking a type's properties).
     @inline(__always)
     public mutating func appendNew(_ key: String, _ value: Value) {

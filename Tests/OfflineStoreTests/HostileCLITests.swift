@@ -99,6 +99,12 @@ import Samples
             (["generate", "--store", store, "--set", "Products", "--count", "0"], 0, ""),
             (["generate", "--store", store, "--set", "Products", "--count=-5"], 64, "count"),
             (["generate", "--store", store, "--set", "Products", "--count", "1", "--batch", "0"], 64, "batch"),
+            (["load", "--store", store, "--set", "Products", "--batch", "0", dir + "/Products.json"], 64, "--batch needs a number ≥ 1"),
+            (["load", "--store", store, "--set", "Products", "--batch=-1", dir + "/Products.json"], 64, "--batch needs a number ≥ 1"),
+            (["load", "--store", store, "--set", "Products", "--batch=-9223372036854775808", dir + "/Products.json"], 64, "--batch"),
+            (["load", "--store", store, "--set", "Products", "--batch", "99999999999999999999", dir + "/Products.json"], 64, "batch"),
+            (["load", "--store", store, "--set", "Products", "--batch", "1", dir + "/Products.json"], 0, ""),
+            (["load", "--store", store, "--set", "Products", "--batch", "9223372036854775807", dir + "/Products.json"], 0, ""),
         ]
         for c in cases {
             let r = try CLI.run(c.args)

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// The entity row format: a version byte, a null bitmap and an offset table, then the values.
 ///
 /// ```
@@ -11,10 +17,17 @@ public struct RowCodec: Sendable {
     public static let formatVersion: UInt8 = 1
     public let schema: Schema
     public let properties: [Property]
+    /// Each property's primitive type, nil for complex, enum and collection types: `decode`
+    /// switches on these, which (unlike `TypeRef`) copy and retain nothing.
+    let primitives: [EDMPrimitive?]
+    /// The property names, which every decoded row without nulls shares.
+    let names: [String]
 
     public init(schema: Schema, properties: [Property]) {
         self.schema = schema
         self.properties = properties
+        primitives = properties.map { if case .primitive(let p) = $0.type { p } else { nil } }
+        names = properties.map(\.name)
     }
 
     public init(schema: Schema, entityType: EntityType) {
@@ -111,12 +124,24 @@ public struct RowCodec: Sendable {
     func decode(_ bytes: UnsafeRawBufferPointer, depth: Int) throws(RowCodecError) -> Properties {
         guard depth < Self.maxDepth else { throw .tooDeep }
         let row = try RowView(bytes)
-        var out = Properties(minimumCapacity: properties.count)
-        for (i, p) in properties.enumerated() {
-            let v = try row.value(at: i, type: p.type, schema: schema, depth: depth)
-            if !v.isNull { out.appendNew(p.name, v) }
+        let n = properties.count
+        var values: [Value] = []
+        values.reserveCapacity(n)
+        // The names of the values, built only once a property turns out null; until then `names`.
+        var present: [String]? = nil
+        for i in 0..<n {
+            guard let s = try row.slice(i) else {
+                if present == nil { present = Array(names[..<i]); present!.reserveCapacity(n) }
+                continue
+            }
+            if let p = primitives[i] {
+                values.append(try RowView.decodePrimitive(s, p))
+            } else {
+                values.append(try RowView.decodePayload(s, type: properties[i].type, schema: schema, depth: depth))
+            }
+            present?.append(names[i])
         }
-        return out
+        return Properties(uniqueNames: present ?? names, values: values)
     }
 
     public func decode(_ bytes: [UInt8]) throws(RowCodecError) -> Properties {
@@ -171,38 +196,7 @@ public struct RowView {
     static func decodePayload(_ s: UnsafeRawBufferPointer, type: TypeRef, schema: Schema, depth: Int) throws(RowCodecError) -> Value {
         func need(_ n: Int) throws(RowCodecError) { guard s.count == n else { throw .badLength(type.description) } }
         switch type {
-        case .primitive(let p):
-            switch p {
-            case .string, .json:
-                let str = try _decodeUTF8(s)
-                return p == .json ? .json(str) : .string(str)
-            case .boolean:
-                try need(1)
-                guard s[0] <= 1 else { throw .badLength(type.description) }
-                return .bool(s[0] == 1)
-            case .byte: try need(1); return .int(Int64(s[0]))
-            case .sbyte: try need(1); return .int(Int64(Int8(bitPattern: s[0])))
-            case .int16: try need(2); return .int(Int64(Int16(bitPattern: UInt16(_loadLE(s, 0, 2)))))
-            case .int32: try need(4); return .int(Int64(Int32(bitPattern: UInt32(_loadLE(s, 0, 4)))))
-            case .int64: try need(8); return .int(Int64(bitPattern: _loadLE(s, 0, 8)))
-            case .single: try need(4); return .double(Double(Float(bitPattern: UInt32(_loadLE(s, 0, 4)))))
-            case .double: try need(8); return .double(Double(bitPattern: _loadLE(s, 0, 8)))
-            case .decimal:
-                try need(18)
-                let scale = Int16(bitPattern: UInt16(_loadLE(s, 0, 2)))
-                let lo = _loadLE(s, 2, 8), hi = _loadLE(s, 10, 8)
-                let sig = Int128(bitPattern: UInt128(hi) << 64 | UInt128(lo))
-                return .decimal(EDMDecimal(significand: sig, scale: scale))
-            case .date: try need(4); return .date(EDMDate(days: Int32(bitPattern: UInt32(_loadLE(s, 0, 4)))))
-            case .dateTimeOffset, .dateTime:
-                try need(10)
-                return .dateTimeOffset(EDMDateTimeOffset(ticks: Int64(bitPattern: _loadLE(s, 0, 8)),
-                                                         offsetMinutes: Int16(bitPattern: UInt16(_loadLE(s, 8, 2)))))
-            case .timeOfDay, .time: try need(8); return .timeOfDay(EDMTimeOfDay(ticks: Int64(bitPattern: _loadLE(s, 0, 8))))
-            case .duration: try need(8); return .duration(EDMDuration(ticks: Int64(bitPattern: _loadLE(s, 0, 8))))
-            case .guid: try need(16); return .guid(EDMGuid(bytes: Array(s)))
-            case .binary: return .binary(Array(s))
-            }
+        case .primitive(let p): return try decodePrimitive(s, p)
         case .enumeration:
             try need(8)
             return .enumMember(Int64(bitPattern: _loadLE(s, 0, 8)))
@@ -229,6 +223,44 @@ public struct RowView {
             }
             guard at == s.count else { throw .badLength(type.description) }
             return .collection(items)
+        }
+    }
+    /// Decodes a primitive value's bytes.
+    @inline(__always)
+    static func decodePrimitive(_ s: UnsafeRawBufferPointer, _ p: EDMPrimitive) throws(RowCodecError) -> Value {
+        func need(_ n: Int) throws(RowCodecError) { guard s.count == n else { throw .badLength(TypeRef.primitive(p).description) } }
+        switch p {
+        case .string: return .string(try _decodeUTF8(s))
+        case .json: return .json(try _decodeUTF8(s))
+        case .boolean:
+            try need(1)
+            guard s[0] <= 1 else { throw .badLength(TypeRef.primitive(p).description) }
+            return .bool(s[0] == 1)
+        case .byte: try need(1); return .int(Int64(s[0]))
+        case .sbyte: try need(1); return .int(Int64(Int8(bitPattern: s[0])))
+        case .int16: try need(2); return .int(Int64(Int16(bitPattern: UInt16(_loadLE(s, 0, 2)))))
+        case .int32: try need(4); return .int(Int64(Int32(bitPattern: UInt32(_loadLE(s, 0, 4)))))
+        case .int64: try need(8); return .int(Int64(bitPattern: _loadLE(s, 0, 8)))
+        case .single: try need(4); return .double(Double(Float(bitPattern: UInt32(_loadLE(s, 0, 4)))))
+        case .double: try need(8); return .double(Double(bitPattern: _loadLE(s, 0, 8)))
+        case .decimal:
+            try need(18)
+            let scale = Int16(bitPattern: UInt16(_loadLE(s, 0, 2)))
+            let lo = _loadLE(s, 2, 8), hi = _loadLE(s, 10, 8)
+            let sig = Int128(bitPattern: UInt128(hi) << 64 | UInt128(lo))
+            return .decimal(EDMDecimal(significand: sig, scale: scale))
+        case .date: try need(4); return .date(EDMDate(days: Int32(bitPattern: UInt32(_loadLE(s, 0, 4)))))
+        case .dateTimeOffset, .dateTime:
+            try need(10)
+            return .dateTimeOffset(EDMDateTimeOffset(ticks: Int64(bitPattern: _loadLE(s, 0, 8)),
+                                                     offsetMinutes: Int16(bitPattern: UInt16(_loadLE(s, 8, 2)))))
+        case .timeOfDay, .time: try need(8); return .timeOfDay(EDMTimeOfDay(ticks: Int64(bitPattern: _loadLE(s, 0, 8))))
+        case .duration: try need(8); return .duration(EDMDuration(ticks: Int64(bitPattern: _loadLE(s, 0, 8))))
+        case .guid:
+            try need(16)
+            return .guid(EDMGuid(high: UInt64(bigEndian: s.loadUnaligned(as: UInt64.self)),
+                                 low: UInt64(bigEndian: s.loadUnaligned(fromByteOffset: 8, as: UInt64.self))))
+        case .binary: return .binary(Array(s))
         }
     }
 }
@@ -270,8 +302,13 @@ func _decodeUTF8(_ s: UnsafeRawBufferPointer) throws(RowCodecError) -> String {
     if ascii {
         while i < n { if s[i] >= 0x80 { ascii = false; break }; i += 1 }
     }
-    if ascii { return String(decoding: s, as: UTF8.self) }
-    guard let str = String(validating: s, as: UTF8.self) else { throw .invalidUTF8 }
+    var str = String(decoding: s, as: UTF8.self)
+    if ascii { return str }
+    // Decoding replaced any invalid sequence with U+FFFD, so the string is valid UTF-8 if and only
+    // if its bytes are the input's. (`String(validating:)` is generic over the encoding and looks
+    // its metadata up at run time: slower for the same answer.)
+    let same = str.withUTF8 { u in u.count == s.count && memcmp(u.baseAddress!, s.baseAddress!, s.count) == 0 }
+    guard same else { throw .invalidUTF8 }
     return str
 }
 
@@ -291,9 +328,16 @@ func _loadU32(_ b: UnsafeRawBufferPointer, _ at: Int) -> UInt32 {
     UInt32(b[at]) | UInt32(b[at + 1]) << 8 | UInt32(b[at + 2]) << 16 | UInt32(b[at + 3]) << 24
 }
 
+/// The `n`-byte little-endian integer at `at` (the caller has checked the bounds).
 @inline(__always)
 func _loadLE(_ b: UnsafeRawBufferPointer, _ at: Int, _ n: Int) -> UInt64 {
-    var v: UInt64 = 0
-    for k in (0..<n).reversed() { v = v << 8 | UInt64(b[at + k]) }
-    return v
+    switch n {
+    case 8: return UInt64(littleEndian: b.loadUnaligned(fromByteOffset: at, as: UInt64.self))
+    case 4: return UInt64(UInt32(littleEndian: b.loadUnaligned(fromByteOffset: at, as: UInt32.self)))
+    case 2: return UInt64(UInt16(littleEndian: b.loadUnaligned(fromByteOffset: at, as: UInt16.self)))
+    default:
+        var v: UInt64 = 0
+        for k in (0..<n).reversed() { v = v << 8 | UInt64(b[at + k]) }
+        return v
+    }
 }

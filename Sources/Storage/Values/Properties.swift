@@ -26,6 +26,12 @@ public struct Properties: Sendable, Hashable, ExpressibleByDictionaryLiteral, Se
         items.reserveCapacity(n)
     }
 
+    /// Pairs from parallel arrays of the same length whose names are distinct (a decoder's).
+    init(uniqueNames names: [String], values: [Value]) {
+        self.names = names
+        items = values
+    }
+
     /// Later duplicates replace earlier ones, as assignment would.
     public init(dictionaryLiteral elements: (String, Value)...) {
         self.init(minimumCapacity: elements.count)

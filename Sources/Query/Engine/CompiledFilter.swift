@@ -20,7 +20,9 @@ final class CompiledFilter {
     /// A node's result: `Value.bool` true/false, `.null`, or `other` (a non-boolean value the
     /// interpreter returned, which `and`/`or` skip and `not` turns to null, as the interpreter does).
     enum Truth: UInt8 { case no, yes, null, other }
-    typealias Node = (RowView, EntityRef) throws -> Truth
+    /// A node runs on the row and its primary key; only a leaf handed to the interpreter makes an
+    /// `EntityRef` of them, so a scan makes none for the rows the filter rejects.
+    typealias Node = (RowView, MappedBytes?) throws -> Truth
 
     let expression: TypedExpr
     let evaluator: ExpressionEvaluator
@@ -42,13 +44,13 @@ final class CompiledFilter {
     @inline(__always)
     func matches(_ entity: EntityRef) throws -> Bool {
         guard case .row(let row) = entity.source else { return try evaluator.matches(expression, entity) }
-        return try root(row, entity) == .yes
+        return try root(row, entity.primaryKey) == .yes
     }
 
     /// The three-valued result for `entity` (tests compare it with the interpreter's).
     func truth(_ entity: EntityRef) throws -> Truth {
         guard case .row(let row) = entity.source else { return Self.truth(try evaluator.evaluate(expression, entity)) }
-        return try root(row, entity)
+        return try root(row, entity.primaryKey)
     }
 
     static func truth(_ v: Value) -> Truth {
@@ -73,15 +75,15 @@ final class CompiledFilter {
                 return { _, _ in t }
             case .and(let xs):
                 compiled += 1
-                return Self.junction(xs.map { node($0) }, deciding: .no)
+                return junction(xs, deciding: .no)
             case .or(let xs):
                 compiled += 1
-                return Self.junction(xs.map { node($0) }, deciding: .yes)
+                return junction(xs, deciding: .yes)
             case .not(let x):
                 compiled += 1
                 let inner = node(x)
-                return { r, e in
-                    switch try inner(r, e) {
+                return { r, pk in
+                    switch try inner(r, pk) {
                     case .yes: .no
                     case .no: .yes
                     default: .null
@@ -91,8 +93,8 @@ final class CompiledFilter {
                 if let (i, _) = simpleProperty(x) {
                     compiled += 1
                     let fallback = interpret(e, counted: false)
-                    return { r, e in
-                        do { return try r.slice(i) == nil ? .yes : .no } catch { return try fallback(r, e) }
+                    return { r, pk in
+                        do { return try r.slice(i) == nil ? .yes : .no } catch { return try fallback(r, pk) }
                     }
                 }
             case .compare(let op, let a, let b):
@@ -108,31 +110,37 @@ final class CompiledFilter {
         /// A leaf the interpreter evaluates.
         mutating func interpret(_ e: TypedExpr, counted: Bool = true) -> Node {
             if counted { interpreted += 1 }
-            let evaluator = self.evaluator
-            return { _, entity in CompiledFilter.truth(try evaluator.evaluate(e, entity)) }
+            let evaluator = self.evaluator, set = self.set
+            return { r, pk in CompiledFilter.truth(try evaluator.evaluate(e, EntityRef(set: set, view: r, primaryKey: pk))) }
         }
 
-        /// Three-valued `and` (`deciding` .no) or `or` (.yes), as `ExpressionEvaluator.threeValued`.
-        static func junction(_ nodes: [Node], deciding: Truth) -> Node {
-            if nodes.count == 2 {
-                let a = nodes[0], b = nodes[1]
-                return { r, e in
-                    let x = try a(r, e)
-                    if x == deciding { return deciding }
-                    let y = try b(r, e)
-                    if y == deciding { return deciding }
-                    if x == .null || y == .null { return .null }
-                    return deciding == .no ? .yes : .no
+        /// Three-valued `and` (`deciding` .no) or `or` (.yes), as `ExpressionEvaluator.threeValued`,
+        /// folded from the left into pairs: `and(a, b, c)` is `and(and(a, b), c)`, which decides,
+        /// evaluates and throws in the same order. No array of nodes: an array holds closures at
+        /// its element type's most general abstraction, so each call through it took two thunks.
+        mutating func junction(_ xs: [TypedExpr], deciding: Truth) -> Node {
+            guard let first = xs.first else { return { _, _ in deciding == .no ? .yes : .no } }
+            var acc = node(first)
+            for x in xs.dropFirst() { acc = Self.pair(acc, node(x), deciding: deciding) }
+            if xs.count == 1 {
+                // One operand: its truth, with `other` taken as the non-deciding value, as a loop would.
+                let a = acc
+                return { r, pk in
+                    let x = try a(r, pk)
+                    return x == deciding || x == .null ? x : (deciding == .no ? .yes : .no)
                 }
             }
-            return { r, e in
-                var sawNull = false
-                for n in nodes {
-                    let x = try n(r, e)
-                    if x == deciding { return deciding }
-                    if x == .null { sawNull = true }
-                }
-                return sawNull ? .null : (deciding == .no ? .yes : .no)
+            return acc
+        }
+
+        static func pair(_ a: @escaping Node, _ b: @escaping Node, deciding: Truth) -> Node {
+            { r, pk in
+                let x = try a(r, pk)
+                if x == deciding { return deciding }
+                let y = try b(r, pk)
+                if y == deciding { return deciding }
+                if x == .null || y == .null { return .null }
+                return deciding == .no ? .yes : .no
             }
         }
 
@@ -176,11 +184,11 @@ final class CompiledFilter {
             // A null property: `eq` false, `ne` true, the orderings false (the literal is not null).
             let onNull: Truth = op == .ne ? .yes : .no
             @inline(__always) func node(_ test: @escaping (Int) -> Bool) -> Node {
-                { r, e in
+                { r, pk in
                     let s: UnsafeRawBufferPointer?
-                    do { s = try r.slice(i) } catch { return try fallback(r, e) }
+                    do { s = try r.slice(i) } catch { return try fallback(r, pk) }
                     guard let s else { return onNull }
-                    guard let c = cmp(s) else { return try fallback(r, e) }
+                    guard let c = cmp(s) else { return try fallback(r, pk) }
                     return test(c) ? .yes : .no
                 }
             }
@@ -197,19 +205,21 @@ final class CompiledFilter {
         /// `P in (v1, v2, …)`: true when `P eq v` for some `v` (every `v` non-null, so a null `P` is false).
         mutating func membership(_ x: TypedExpr, _ values: [Value], _ whole: TypedExpr) -> Node? {
             guard let operand = operand(x) else { return nil }
-            var cmps: [(UnsafeRawBufferPointer) -> Int?] = []
+            // Each in a struct: an array of bare closures would call each through two thunks.
+            struct Comparator { let order: (UnsafeRawBufferPointer) -> Int? }
+            var cmps: [Comparator] = []
             for v in values {
                 guard let c = Self.comparator(operand.stored, promotedTo: operand.promotedTo, v, stringsAsValues: true) else { return nil }
-                cmps.append(c)
+                cmps.append(Comparator(order: c))
             }
             let i = operand.position
             let fallback = interpret(whole, counted: false)
-            return { r, e in
+            return { r, pk in
                 let s: UnsafeRawBufferPointer?
-                do { s = try r.slice(i) } catch { return try fallback(r, e) }
+                do { s = try r.slice(i) } catch { return try fallback(r, pk) }
                 guard let s else { return .no }
                 for c in cmps {
-                    guard let d = c(s) else { return try fallback(r, e) }
+                    guard let d = c.order(s) else { return try fallback(r, pk) }
                     if d == 0 { return .yes }
                 }
                 return .no

@@ -12,9 +12,20 @@ package struct EntityRef {
     let source: Source
 
     package init(set: EntitySetHandle, row: MappedBytes, primaryKey: MappedBytes?) throws {
+        self.init(set: set, view: try Self.view(row, set: set), primaryKey: primaryKey)
+    }
+
+    /// A row whose header `view` checked already.
+    package init(set: EntitySetHandle, view: RowView, primaryKey: MappedBytes?) {
         self.set = set
         self.primaryKey = primaryKey
-        do { source = .row(try RowView(row)) } catch {
+        source = .row(view)
+    }
+
+    /// The row's header checked, or the error a corrupt row of `set` gives.
+    @inline(__always)
+    package static func view(_ row: MappedBytes, set: EntitySetHandle) throws -> RowView {
+        do { return try RowView(row) } catch {
             throw EntityError.corruptRow(set: set.name, key: "", reason: error.description)
         }
     }

@@ -31,15 +31,17 @@ package struct QueryExecutor {
         // A covering entry is a row of the same layout cut after its last carried property: the
         // compiled filter reads it like the entity's row (the planner covers only filters on carried properties).
         let filter = plan.residual.map { CompiledFilter($0, set: plan.set, evaluator: evaluator) }
-        let root = filter?.root
-        try AccessPath.run(plan.access, set: plan.set, t: t, covering: plan.covering) { pk, row in
-            let e = try EntityRef(set: plan.set, row: row, primaryKey: pk)
+        let set = plan.set
+        // A plain closure, not an optional one (called through a thunk) nor the class's property
+        // (retained and released around each call).
+        let root: CompiledFilter.Node
+        if let filter { root = filter.root } else { root = { _, _ in .yes } }
+        try AccessPath.run(plan.access, set: set, t: t, covering: plan.covering) { pk, row in
+            let view = try EntityRef.view(row, set: set)
+            // The compiled filter first, on the row: an entity is made only for the rows it passes.
+            if try root(view, pk) != .yes { return true }
+            let e = EntityRef(set: set, view: view, primaryKey: pk)
             for (name, v) in plan.residualEqualities where !odataEqual(try e.value(name), v) { return true }
-            if let root {
-                let pass: Bool
-                if case .row(let r) = e.source { pass = try root(r, e) == .yes } else { pass = try filter!.matches(e) }
-                if !pass { return true }
-            }
             return try body(e)
         }
     }

@@ -27,6 +27,17 @@ public struct PreparedStatement: Sendable {
     /// The schema the URL was bound against (for converting values to enum members).
     let schema: Schema
 
+    /// A point read by the full key of one entity set with no option but `$select`
+    /// (`Items(SalesOrderID=@id,ItemPosition=@pos)`), which `PreparedQuery.entities` runs without
+    /// binding a query or planning: the key with placeholders, and where each alias goes.
+    struct PointRead: Sendable {
+        let entitySet: String
+        let key: [Value]
+        let select: BoundSelect?
+        let slots: [(component: Int, alias: String, type: TypeRef)]
+    }
+    let pointRead: PointRead?
+
     init(url: String, schema: Schema, template: BoundQuery, parameters: [String: TypeRef], keySlots: [(Int, Int, String)], inOptions: Bool) {
         self.url = url
         self.schema = schema
@@ -34,19 +45,57 @@ public struct PreparedStatement: Sendable {
         self.parameters = parameters
         self.keySlots = keySlots.map { (segment: $0.0, component: $0.1, alias: $0.2) }
         self.inOptions = inOptions
+        var others = template.options
+        others.select = nil
+        if template.path.segments.count == 1, !template.path.isCount, let segment = template.path.segments.first,
+           segment.isSingle, segment.navigation == nil, let key = segment.key, others == BoundOptions(), !inOptions {
+            pointRead = PointRead(entitySet: segment.entitySet, key: key.map(\.value), select: template.options.select,
+                                  // In alias order, as `bind` converts: the first bad value is the same one.
+                                  slots: keySlots.sorted { $0.2 < $1.2 }.map { (component: $0.1, alias: $0.2, type: parameters[$0.2]!) })
+        } else {
+            pointRead = nil
+        }
+    }
+
+    /// The point read's key with `values` in place of its aliases: the checks and errors of `bind`.
+    func pointReadKey(_ read: PointRead, _ values: [String: Value]) throws(QueryError) -> [Value] {
+        var key = read.key
+        var found = 0
+        for (i, slot) in read.slots.enumerated() {
+            let given = values[slot.alias]
+            // An alias used twice is counted once: at its first slot.
+            if given != nil && !read.slots[..<i].contains(where: { $0.alias == slot.alias }) { found += 1 }
+            key[slot.component] = given ?? .null
+        }
+        // Every value named an alias of the key, or one did not: then `bind`'s error for it, first.
+        if found != values.count { try checkNames(values) }
+        for slot in read.slots {
+            key[slot.component] = try Self.convert(key[slot.component], to: slot.type, alias: slot.alias, schema: schema)
+        }
+        // The first null in key order, as `bind` finds it.
+        if let i = key.firstIndex(where: \.isNull), let slot = read.slots.first(where: { $0.component == i }) {
+            throw QueryError("a key value cannot be null", option: "@" + slot.alias, column: nil)
+        }
+        return key
+    }
+
+    /// Throws for a value whose name is not an alias of the query.
+    func checkNames(_ values: [String: Value]) throws(QueryError) {
+        for name in values.keys where parameters[name] == nil {
+            let known = parameters.keys.sorted().map { "@" + $0 }.joined(separator: ", ")
+            throw QueryError("the query has no alias '@\(name)' (it has \(known.isEmpty ? "none" : known))", option: "@" + name, column: nil)
+        }
     }
 
     /// The query with `values` (by alias name, without `@`) in place of the aliases. Throws a
     /// `QueryError` (option `@name`) for an alias the query does not use, a value that does not
     /// fit the alias's type, or a null key value.
     public func bind(_ values: [String: Value]) throws(QueryError) -> BoundQuery {
-        for name in values.keys where parameters[name] == nil {
-            let known = parameters.keys.sorted().map { "@" + $0 }.joined(separator: ", ")
-            throw QueryError("the query has no alias '@\(name)' (it has \(known.isEmpty ? "none" : known))", option: "@" + name, column: nil)
-        }
+        try checkNames(values)
         var converted: [String: Value] = [:]
         converted.reserveCapacity(parameters.count)
-        for (name, type) in parameters {
+        // In name order, so a call with two bad values always names the same one.
+        for (name, type) in parameters.sorted(by: { $0.key < $1.key }) {
             converted[name] = try Self.convert(values[name] ?? .null, to: type, alias: name, schema: schema)
         }
         var query = template

@@ -28,7 +28,8 @@ public struct PreparedQuery: Sendable {
 
     /// The matching entities, decoded (as `QueryEngine.entities(_:)`).
     public func entities(aliases: [String: Value] = [:]) throws -> [Properties] {
-        try engine.entities(try statement.bind(aliases))
+        if let read = statement.pointRead { return try engine.entities(read, key: try statement.pointReadKey(read, aliases)) }
+        return try engine.entities(try statement.bind(aliases))
     }
 
     /// Runs the query with `aliases` and hands the result to `writeBytes` (as `QueryEngine.execute`);
@@ -49,6 +50,18 @@ public struct PreparedQuery: Sendable {
 }
 
 extension QueryEngine {
+    /// A prepared point read (`PreparedStatement.PointRead`): the row under the key, decoded, and
+    /// nothing else — what `entities(_:)` gives for the bound query, without resolving its path.
+    func entities(_ read: PreparedStatement.PointRead, key: [Value]) throws -> [Properties] {
+        let set = try store.set(read.entitySet)
+        let decode = Self.reader(read.select, set)
+        let bytes = try set.encodeKey(key)
+        return try store.read { t in
+            guard let row = try set.row(t, key: bytes) else { return [] }
+            return try bytes.withUnsafeBytes { pk in [try decode(try EntityRef(set: set, row: row, primaryKey: pk))] }
+        }
+    }
+
     /// Parses, binds and checks `url` once: see `PreparedQuery`. Throws a `QueryError` as `bind`
     /// does, and where an alias's use does not tell its type (`@a eq @b`, `round(@p)`).
     public func prepare(_ url: String) throws -> PreparedQuery {

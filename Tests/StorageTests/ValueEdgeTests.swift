@@ -1,5 +1,6 @@
 import Testing
 @testable import Storage
+import TestSupport
 
 /// The value types at their bounds: parsing and arithmetic on text from a URL or a payload return
 /// nil (or throw) instead of trapping.
@@ -10,6 +11,24 @@ struct ValueEdgeTests {
         #expect(EDMDecimal("1e99999999999999999999") == nil)
         #expect(EDMDecimal("1e400")?.scale == -400)
         #expect(EDMDecimal("1e401") == nil)
+    }
+
+    /// The digit count validation uses is the length of `digitsAndExponent`'s digits, with its
+    /// exponent: at powers of ten and one below them, at Int128's bounds, and at random.
+    @Test func digitCountsAgreeWithTheDigits() {
+        var r = SeededRandom(seed: testSeed("digitCountsAgreeWithTheDigits"))
+        var significands: [Int128] = [0, 1, -1, 9, 10, Int128.max, Int128.min, Int128.min + 1]
+        var p: Int128 = 1
+        for _ in 0..<38 { p *= 10; significands += [p, p - 1, p + 1, -p, -(p - 1)] }
+        for _ in 0..<2_000 { significands.append(Int128(bitPattern: UInt128(r.next()) << UInt128.random(in: 0...64, using: &r) | UInt128(r.next()))) }
+        for s in significands {
+            for scale in [Int16(0), 3, -5, 40, Int16.random(in: -100...100, using: &r)] {
+                let d = EDMDecimal(significand: s, scale: scale)
+                let (digits, exponent) = d.digitsAndExponent
+                let counted = d.digitCountAndExponent
+                #expect(counted.count == digits.count && counted.exponent == exponent, "\(d)")
+            }
+        }
     }
 
     @Test func durationsAtTheTickBounds() {

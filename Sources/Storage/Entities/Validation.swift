@@ -31,8 +31,8 @@ public enum Validation {
             case (_, .int(let i)) where t.isInteger:
                 if !t.integerRange!.contains(i) { throw .outOfRange(property: p.name, type: t.rawValue, value: String(i)) }
             case (.decimal, .decimal(let d)):
-                let (digits, exponent) = d.digitsAndExponent
-                let fraction = max(0, digits.count - exponent)
+                let (digits, exponent) = d.digitCountAndExponent
+                let fraction = max(0, digits - exponent)
                 if let scale = p.scale, fraction > scale {
                     throw .outOfRange(property: p.name, type: "Edm.Decimal(scale \(scale))", value: d.description)
                 }

@@ -128,4 +128,17 @@ public struct EDMDecimal: Sendable, Hashable, Comparable, CustomStringConvertibl
         let digits = Array(String(n.significand.magnitude).utf8).map { $0 - 48 }
         return (digits, digits.count - Int(n.scale))
     }
+
+    /// How many digits `digitsAndExponent` has, and its exponent, without making them (validation
+    /// checks precision and scale on every write).
+    public var digitCountAndExponent: (count: Int, exponent: Int) {
+        let n = normalized
+        if n.significand == 0 { return (0, 0) }
+        let m = n.significand.magnitude
+        var count = 1
+        var power: UInt128 = 10
+        // UInt128.max has 39 digits; 10^39 does not fit.
+        while count < 39 && m >= power { count += 1; if count < 39 { power *= 10 } }
+        return (count, count - Int(n.scale))
+    }
 }

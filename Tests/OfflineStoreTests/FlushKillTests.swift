@@ -61,7 +61,7 @@ import Storage
                 totals.completions += 1
                 let queued = try Self.queued(store)
                 let done = try await store.flush(serviceRoot: server.url, category: nil, batchSize: 3, headers: [], reconcile: false, progress: nil)
-                #expect(done.stopped == nil && done.archived == 0 && done.left == 0, "\(context): \(done)")
+                #expect(done.stopped == nil && done.archived == 0 && done.left == 0, "\(context): \(done); \(done.stopped == nil ? "" : server.diagnosis())")
                 acknowledged.formUnion(queued.values)
                 try FlushFixture.expectInSync(store, served, context)
                 let records = try FlushFixture.repeatIDs(served)

@@ -104,6 +104,20 @@ final class ServerProcess: @unchecked Sendable {
         return status & 0x7F == 0 ? (status >> 8) & 0xFF : nil
     }
 
+    /// For a failure's message: whether the server still runs or how it ended (reaping it then, so
+    /// its PID is never signalled again), and the end of its standard error.
+    func diagnosis() -> String {
+        let state: String = lock.withLock {
+            if reaped { return "reaped already" }
+            var status: Int32 = 0
+            guard waitpid(pid, &status, WNOHANG) == pid else { return "running" }
+            reaped = true
+            return status & 0x7F == 0 ? "exited with status \((status >> 8) & 0xFF)" : "ended by signal \(status & 0x7F)"
+        }
+        let err = (try? String(contentsOfFile: logDir + "/err", encoding: .utf8)) ?? ""
+        return "server \(pid) \(state); its stderr ends: \(err.suffix(2_000))"
+    }
+
     /// SIGKILL, and reaps it (nothing when it was reaped already).
     func kill() {
         lock.withLock {

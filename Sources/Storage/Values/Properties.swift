@@ -70,14 +70,20 @@ public struct Properties: Sendable, Hashable, ExpressibleByDictionaryLiteral, Se
     /// The value named `key`, looked for first at `cursor`, which then moves past it: a caller
     /// walking a type's properties in declaration order over properties in that order (decoded
     /// rows, payloads, generated entities) compares one name per property instead of scanning.
+    /// One name in the way (a property the walk does not ask for) is stepped over; a name found
+    /// elsewhere (a property set out of order, as an optional one added last) leaves the cursor
+    /// where it was, so the properties after it are still found at the cursor.
     @inline(__always)
     public func value(_ key: String, cursor: inout Int) -> Value? {
         if cursor < names.count && names[cursor] == key {
             cursor += 1
             return items[cursor - 1]
         }
+        if cursor + 1 < names.count && names[cursor + 1] == key {
+            cursor += 2
+            return items[cursor - 1]
+        }
         guard let i = position(of: key) else { return nil }
-        cursor = i + 1
         return items[i]
     }
 

@@ -90,10 +90,12 @@ package final class EntityObjectStream {
             try end()
         case UInt8(ascii: "{")?:
             if try document(body) { return try end() }
-            // Not a wrapper: one entity object, or the first of JSON lines.
+            // Not a wrapper: one entity object, or the first of JSON lines. A line that is not an
+            // object is what follows a document, as parsing the whole file says.
             while true {
                 try skipSpace()
-                guard try peek() != nil else { return }
+                guard let next = try peek() else { return }
+                guard next == UInt8(ascii: "{") else { throw error("unexpected data after the JSON value") }
                 try emit(try capture(), body)
             }
         case nil:

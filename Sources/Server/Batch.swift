@@ -164,7 +164,7 @@ struct Batch {
         try store.query(url, format: .json, pageSize: pageSize, options: ResultOptions(serviceRoot: root, etags: true)) { chunk in
             body.append(contentsOf: chunk)
         }
-        if url.split(separator: "?")[0].hasSuffix("/$count") {
+        if url.split(separator: "?", omittingEmptySubsequences: false)[0].hasSuffix("/$count") {
             if body.last == UInt8(ascii: "\n") { body.removeLast() }
             return Answer(status: 200, headers: [("Content-Type", "text/plain")], body: body)
         }
@@ -193,7 +193,7 @@ struct Batch {
                         let (resource, query) = url.firstIndex(of: "?").map { (String(url[..<$0]), String(url[url.index(after: $0)...])) } ?? (url, "")
                         if !query.isEmpty { throw ODataFailure(.badRequest, "\(item.method.rawValue) takes no query options in a batch ('\(QueryError.quoting(query))')") }
                         if item.method != .delete, let type = item.header("Content-Type"),
-                           type.split(separator: ";")[0].trimmingCharacters(in: .whitespaces).lowercased() != "application/json" {
+                           type.split(separator: ";", omittingEmptySubsequences: false)[0].trimmingCharacters(in: .whitespaces).lowercased() != "application/json" {
                             throw ODataFailure(.unsupportedMediaType, "unsupported Content-Type '\(QueryError.quoting(type))' in request '\(item.id)'")
                         }
                         let op = try Writes.operation(store, method: item.method, resource: resource, body: item.body, ifMatch: item.header("If-Match"))

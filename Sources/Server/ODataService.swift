@@ -132,7 +132,7 @@ enum Negotiation {
         guard let accept = request.headers[.accept], !accept.isEmpty else { return }
         let major = type.split(separator: "/")[0]
         for part in accept.split(separator: ",") {
-            let media = part.split(separator: ";")[0].trimmingCharacters(in: .whitespaces).lowercased()
+            let media = part.split(separator: ";", omittingEmptySubsequences: false)[0].trimmingCharacters(in: .whitespaces).lowercased()
             if media == "*/*" || media == type || media == "\(major)/*" { return }
         }
         throw ODataFailure(.notAcceptable, "this resource is \(type); the request accepts only '\(QueryError.quoting(accept))'")

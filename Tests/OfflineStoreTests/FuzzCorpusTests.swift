@@ -45,3 +45,34 @@ struct FuzzServeTargetTests {
         #expect(String(decoding: batch.body, as: UTF8.self).contains("\"responses\""))
     }
 }
+
+/// The `Prefer` header, which the serve fuzzer crashed the server with (`Prefer: gdata.maxpagesize=1,=`:
+/// an empty preference split into nothing): every header made of its pieces is answered, and a
+/// page size among them is honoured.
+struct PreferHeaderTests {
+    @Test func everyHeaderOfItsPiecesIsAnswered() async {
+        let pieces = [",", "=", ";", " ", "\"", "odata.maxpagesize", "1", "return", "x"]
+        var headers: [String] = [""]
+        for _ in 0..<3 { headers = headers.flatMap { h in pieces.map { h + $0 } } }
+        headers += [",=", "=,", ";;", "=;=", "odata.maxpagesize=1,=", "odata.maxpagesize=;", "return=;representation"]
+        var answered = 0
+        for header in headers {
+            let reply = await FuzzTargets.serve(Array("GET /Products?$top=3\nPrefer: \(header)\n\n".utf8))
+            #expect(reply?.status == 200, "Prefer: \(header)")
+            if reply?.status == 200 { answered += 1 }
+        }
+        #expect(answered == headers.count)
+        // The other headers split the same way: Accept, and a batch request's Content-Type.
+        for header in headers {
+            let reply = await FuzzTargets.serve(Array("GET /Products?$top=1\nAccept: \(header)\n\n".utf8))
+            #expect(reply != nil && reply!.status != 500, "Accept: \(header)")
+        }
+        for type in [";", ";x", "=", ",", ";;", " ; "] {
+            let batch = #"{"requests":[{"id":"1","method":"PATCH","url":"Products('HT-1000')","headers":{"Content-Type":"\#(type)"},"body":{}}]}"#
+            let reply = await FuzzTargets.serve(Array("POST /$batch\nContent-Type: application/json\n\n\(batch)".utf8))
+            #expect(reply?.status == 200, "batch Content-Type \(type)")
+        }
+        let paged = await FuzzTargets.serve(Array("GET /Products\nPrefer: =, odata.maxpagesize=1 ;x\n\n".utf8))
+        #expect(paged.map { String(decoding: $0.body, as: UTF8.self).contains("@odata.nextLink") } == true, "a page size after an empty preference is honoured")
+    }
+}

@@ -24,7 +24,10 @@ import Storage
             let (served, store) = try FlushFixture.pair(notes: true, optimize: true)
             return (served, store.path)
         }()
-        let server = try await ServerProcess.start(store: served, lifetime: seconds * 4 + 120)
+        // The lifetime only bounds a server left behind. A CI run slowed this test to a minute a
+        // round, so a lifetime of 4 × `seconds` + 120 s ended the server (status 0, at exactly
+        // 360 s) before the final flush, which then found every connection refused.
+        let server = try await ServerProcess.start(store: served, lifetime: max(1_800, seconds * 10))
         var acknowledged: Set<String> = []
         var totals = (kills: 0, finished: 0, changes: 0, sentLeft: 0, ackedByKilled: 0, completions: 0)
         let start = Date()

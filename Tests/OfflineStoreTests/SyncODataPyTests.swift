@@ -323,7 +323,9 @@ struct ODataPy {
         let kills = env["SYNC_KILLS"].flatMap(Int.init) ?? 10
         let seconds = env["SYNC_KILL_SECONDS"].flatMap(Double.init) ?? 60
         let odatapy = try ODataPy.sample()
-        let server = try await odatapy.start(lifetime: seconds * 4 + 300)
+        // Only a bound on a server left behind: generous, as in FlushKillTests (a slowed run
+        // outlived a lifetime of 4 × `seconds` + 120 s there).
+        let server = try await odatapy.start(lifetime: max(1_800, seconds * 10))
         defer { server.kill() }
         let path = try await Self.offline(server.url).path
         let baseline = try odatapy.applied().count

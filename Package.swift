@@ -27,23 +27,25 @@ let package = Package(
             pkgConfig: "lmdb",
             providers: [.apt(["liblmdb-dev"])]
         ),
-        .target(name: "Storage", dependencies: ["CLMDB"], swiftSettings: strict),
-        .target(name: "Query", dependencies: ["Storage", .product(name: "HeapModule", package: "swift-collections")],
+        // The only module that imports CLMDB: environment, transactions, cursors, the writer thread.
+        .target(name: "LMDB", dependencies: ["CLMDB"], swiftSettings: strict),
+        .target(name: "Storage", dependencies: ["LMDB"], swiftSettings: strict),
+        .target(name: "Query", dependencies: ["LMDB", "Storage", .product(name: "HeapModule", package: "swift-collections")],
                 swiftSettings: strict),
-        .target(name: "Queue", dependencies: ["Storage", "Query"], swiftSettings: strict),
-        .target(name: "Remote", dependencies: ["Queue", "Query", "Storage",
+        .target(name: "Queue", dependencies: ["LMDB", "Storage", "Query"], swiftSettings: strict),
+        .target(name: "Remote", dependencies: ["LMDB", "Queue", "Query", "Storage",
                                               .product(name: "AsyncHTTPClient", package: "async-http-client")], swiftSettings: strict),
-        .target(name: "OfflineStore", dependencies: ["Storage", "Query", "Queue", "Remote"], swiftSettings: strict),
-        .target(name: "Samples", dependencies: ["OfflineStore", "Storage"], swiftSettings: strict),
+        .target(name: "OfflineStore", dependencies: ["LMDB", "Storage", "Query", "Queue", "Remote"], swiftSettings: strict),
+        .target(name: "Samples", dependencies: ["OfflineStore", "LMDB", "Storage"], swiftSettings: strict),
         .target(name: "Server", dependencies: [
-            "OfflineStore", "Storage", "Query",
+            "OfflineStore", "LMDB", "Storage", "Query",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
         .executableTarget(
             name: "offline-store",
             dependencies: [
-                "OfflineStore", "Samples", "Server", "Storage", "Queue", "Remote",
+                "OfflineStore", "Samples", "Server", "LMDB", "Storage", "Queue", "Remote",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -63,14 +65,14 @@ let package = Package(
             swiftSettings: strict
         ),
         // The inputs a hostile peer controls, for libFuzzer (scripts/fuzz.sh) and the corpus test.
-        .target(name: "FuzzTargets", dependencies: ["OfflineStore", "Storage", "Query", "Samples", "Server"], path: "Fuzz/Targets", swiftSettings: strict),
+        .target(name: "FuzzTargets", dependencies: ["OfflineStore", "LMDB", "Storage", "Query", "Samples", "Server"], path: "Fuzz/Targets", swiftSettings: strict),
         // libFuzzer's LLVMFuzzerRunDriver, declared for the driver (defined only in the fuzzing build's link).
         .target(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"),
         .executableTarget(name: "offline-store-fuzz", dependencies: ["FuzzTargets", "CLibFuzzer"], path: "Fuzz/Driver", swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
-        .testTarget(name: "StorageTests", dependencies: ["Storage", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "QueryTests", dependencies: ["Query", "Storage", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Remote", "Storage", "Query", "CLMDB", "offline-store", "embedded-service", "TestSupport", "FuzzTargets",
+        .testTarget(name: "StorageTests", dependencies: ["LMDB", "Storage", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "QueryTests", dependencies: ["LMDB", "Query", "Storage", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Remote", "LMDB", "Storage", "Query", "CLMDB", "offline-store", "embedded-service", "TestSupport", "FuzzTargets",
                                                                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                                                                .product(name: "ArgumentParser", package: "swift-argument-parser")], swiftSettings: strict),
     ]

@@ -1,3 +1,4 @@
+import LMDB
 import Query
 import Queue
 import Storage

@@ -1,3 +1,4 @@
+import LMDB
 import Query
 import Storage
 
@@ -32,7 +33,7 @@ public typealias Schema = Storage.Schema
 /// What `create(at:metadata:configuration:)` takes: indexes, durability, query limits, ….
 public typealias StoreConfiguration = Storage.StoreConfiguration
 /// `full` (a returned write survives power loss) or `noSync` (survives a process crash).
-public typealias Durability = Storage.Durability
+public typealias Durability = LMDB.Durability
 /// Bounds on the work of one query request: `StoreConfiguration.limits`.
 public typealias QueryLimits = Storage.QueryLimits
 
@@ -67,9 +68,9 @@ public typealias JSONError = Storage.JSONError
 /// A `$metadata` document the store cannot use.
 public typealias CSDLError = Storage.CSDLError
 /// A store directory that cannot be used as asked: not a directory, read-only, a full disk.
-public typealias EnvironmentError = Storage.EnvironmentError
+public typealias EnvironmentError = LMDB.EnvironmentError
 
 // MARK: For this package's other modules
 
 /// Keeps files off descriptors 0–2: the CLI and the server call it before they open anything.
-package typealias StandardDescriptors = Storage.StandardDescriptors
+package typealias StandardDescriptors = LMDB.StandardDescriptors

@@ -1,3 +1,4 @@
+import LMDB
 import Storage
 
 /// The answer a served write gave, recorded under its `Repeatability-Request-ID` and replayed when

@@ -1,3 +1,4 @@
+import LMDB
 import Storage
 
 /// A refusal from the service, as flush reports it.

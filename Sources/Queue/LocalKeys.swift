@@ -1,3 +1,4 @@
+import LMDB
 import Storage
 
 /// Keys the store makes for entities created without the key the service assigns, and what

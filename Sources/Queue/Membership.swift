@@ -1,3 +1,4 @@
+import LMDB
 import Storage
 
 /// Which entities each defining request holds, and the refresh state kept per request.

@@ -1,3 +1,4 @@
+import LMDB
 import Storage
 
 /// The ETag the service last gave for each entity (database `etags`: the set name as a key

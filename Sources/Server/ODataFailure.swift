@@ -1,3 +1,4 @@
+import LMDB
 import HTTPTypes
 import Hummingbird
 import NIOCore

@@ -1,3 +1,4 @@
+import LMDB
 import ArgumentParser
 import Foundation
 import OfflineStore

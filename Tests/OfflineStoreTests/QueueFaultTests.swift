@@ -1,5 +1,5 @@
 #if DEBUG  // the fault hook exists in debug builds only
-import CLMDB
+import LMDB
 import Foundation
 import Testing
 @testable import OfflineStore
@@ -15,7 +15,7 @@ import Samples
 /// so `check` also proves their carried values exact after every fault.
 @Suite(.checksStores) struct QueueFaultTests {
     static let codes: [(String, Int32)] = [
-        ("MDB_MAP_FULL", MDB_MAP_FULL), ("EIO", EIO), ("ENOSPC", ENOSPC), ("MDB_TXN_FULL", MDB_TXN_FULL), ("MDB_READERS_FULL", MDB_READERS_FULL),
+        ("MDB_MAP_FULL", LMDBError.mapFull.code), ("EIO", EIO), ("ENOSPC", ENOSPC), ("MDB_TXN_FULL", LMDBError.txnFull.code), ("MDB_READERS_FULL", LMDBError.readersFull.code),
     ]
 
     /// A change, with what must be pending before it so that it collapses (or not).

@@ -1,5 +1,5 @@
 #if DEBUG  // the fault hook exists in debug builds only
-import CLMDB
+import LMDB
 import Foundation
 import NIOHTTP1
 import Testing

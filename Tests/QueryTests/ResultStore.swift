@@ -1,3 +1,4 @@
+import LMDB
 import Foundation
 @testable import Query
 import Storage

@@ -1,3 +1,4 @@
+import LMDB
 import Foundation
 @_exported import TestSupport
 @testable import Storage

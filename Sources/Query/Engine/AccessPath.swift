@@ -1,3 +1,4 @@
+import LMDB
 import Storage
 
 /// How a plan reaches candidate entities.

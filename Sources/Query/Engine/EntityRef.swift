@@ -1,3 +1,4 @@
+import LMDB
 import Storage
 
 /// An entity being evaluated: either its row in the memory map (properties decoded one at a time,

@@ -1,3 +1,4 @@
+import LMDB
 import Storage
 
 /// Follows navigation properties through their referential constraints, using the target's key

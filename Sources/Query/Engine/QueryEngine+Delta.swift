@@ -1,3 +1,4 @@
+import LMDB
 import Storage
 
 /// OData V4 delta responses: what changed in a collection, from keys a change tracker recorded.

@@ -1,3 +1,4 @@
+import LMDB
 import Storage
 
 /// Answers OData request URLs from an `EntityStore`.

@@ -1,3 +1,4 @@
+import LMDB
 import Storage
 
 /// Control information an OData server wants in a response beyond what `offline-store query`

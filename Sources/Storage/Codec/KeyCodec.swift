@@ -1,3 +1,4 @@
+import LMDB
 /// The order-preserving tuple encoding of keys: `bytes(a) < bytes(b)` exactly when `a < b`.
 ///
 /// Each component is a type tag and a self-delimiting payload, so tuples concatenate (an index entry

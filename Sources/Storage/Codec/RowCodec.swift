@@ -1,3 +1,4 @@
+import LMDB
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

@@ -1,3 +1,4 @@
+import LMDB
 /// A write or read that the schema or the store's contents refuse. Nothing was changed.
 public enum EntityError: Error, Sendable, Hashable, CustomStringConvertible {
     case unknownEntitySet(String)

@@ -1,3 +1,4 @@
+import LMDB
 /// One entity set's storage: its rows database, its indexes and its codec.
 ///
 /// Every method takes the transaction to act in, so a caller can put an entity change, its index

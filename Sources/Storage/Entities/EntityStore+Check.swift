@@ -1,3 +1,4 @@
+import LMDB
 import Foundation
 
 extension EntityStore {

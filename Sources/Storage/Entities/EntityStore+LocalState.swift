@@ -1,3 +1,4 @@
+import LMDB
 /// What the request queue says of one entity: answers SAP's local-state functions in `$filter`
 /// (`offline.isLocal()`, `offline.hasPendingChanges()`, `offline.inErrorState()`).
 package struct LocalState: Sendable, Hashable {

@@ -1,3 +1,4 @@
+import LMDB
 import Synchronization
 
 /// The entity sets of one store, their indexes, and the store's metadata, in one LMDB environment.

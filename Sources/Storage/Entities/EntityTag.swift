@@ -1,3 +1,4 @@
+import LMDB
 /// The ETag of an entity: a weak validator derived from the bytes of its stored row.
 ///
 /// A row's bytes are its whole state (every property, in the row codec), so two rows with the same

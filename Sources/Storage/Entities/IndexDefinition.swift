@@ -1,3 +1,4 @@
+import LMDB
 /// A secondary index over one entity set: property paths in order, each ascending or descending.
 ///
 /// Written as SAP's `indexed_type` writes it: `"Quantity DESC, ProductID"`; `"UNIQUE Email"` makes it

@@ -1,3 +1,4 @@
+import LMDB
 /// One secondary index: its definition, its database, and how to read its components from a row.
 public struct IndexHandle: Sendable {
     public let definition: IndexDefinition

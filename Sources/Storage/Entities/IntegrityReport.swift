@@ -1,3 +1,4 @@
+import LMDB
 /// What `check` found: counts, and every inconsistency (empty when the store is consistent).
 public struct IntegrityReport: Sendable, CustomStringConvertible {
     public var entities = 0

@@ -1,3 +1,4 @@
+import LMDB
 /// Bounds on the work one request URL may ask of the query engine, so a short URL cannot run for
 /// minutes or fill memory (a `$expand` that follows a cyclic navigation ten levels deep, lambdas
 /// nested in lambdas). A request past a limit fails with an error naming it; nothing is written.

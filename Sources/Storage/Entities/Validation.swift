@@ -1,3 +1,4 @@
+import LMDB
 /// Checks values against their declared properties: kind, range, length, nullability.
 public enum Validation {
     /// Throws when `value` does not fit `property` (its type, MaxLength, Precision/Scale, Nullable).

@@ -1,3 +1,4 @@
+import LMDB
 import Foundation
 
 /// One entity object of an input, as bytes, with where it starts.

@@ -1,3 +1,4 @@
+import LMDB
 /// A parsed JSON value. Numbers keep their text, so `1249.000` and 20-digit integers stay exact.
 public indirect enum JSON: Sendable, Hashable {
     case null

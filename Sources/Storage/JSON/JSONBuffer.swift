@@ -1,3 +1,4 @@
+import LMDB
 /// A growing byte buffer that JSON is written into: no intermediate strings, digits and ISO dates
 /// formatted straight into bytes.
 public struct JSONBuffer: Sendable {

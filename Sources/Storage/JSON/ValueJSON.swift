@@ -1,3 +1,4 @@
+import LMDB
 import Foundation
 
 /// Converts between OData JSON (V4, and V2's `/Date(…)/` and string-typed numbers) and typed values.

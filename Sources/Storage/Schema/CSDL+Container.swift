@@ -1,3 +1,4 @@
+import LMDB
 /// Entity containers: entity sets, singletons, V4 bindings and V2/V3 association sets.
 extension CSDLReader {
     /// All entity sets and singletons of all containers, in document order (first of a name wins).

@@ -1,3 +1,4 @@
+import LMDB
 /// Navigation properties: V4 typed ones, V2/V3 association-based ones, partners and constraints.
 extension CSDLReader {
     mutating func readAssociations() throws(CSDLError) {

@@ -1,3 +1,4 @@
+import LMDB
 import Foundation
 
 /// Enum, complex and entity types, with base types flattened in.

@@ -1,3 +1,4 @@
+import LMDB
 import Foundation
 #if canImport(FoundationXML)
 import FoundationXML

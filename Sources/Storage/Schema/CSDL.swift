@@ -1,3 +1,4 @@
+import LMDB
 import Foundation
 
 /// Reads CSDL `$metadata` documents (EDMX for OData V2, V3 and V4) into a `Schema`.

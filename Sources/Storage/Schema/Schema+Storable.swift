@@ -1,3 +1,5 @@
+import LMDB
+
 extension Schema {
     /// Named databases a store may use (`mdb_env_set_maxdbs`).
     public static let maxDatabases = 1024

@@ -1,3 +1,4 @@
+import LMDB
 /// The OData protocol version a `$metadata` document was written for.
 public enum ODataVersion: String, Sendable, Hashable {
     case v2 = "2.0"

@@ -1,3 +1,4 @@
+import LMDB
 /// The store's own entity sets, read and queried like the service's: the request queue, the
 /// archive of requests the service refused, and the log of uploads and downloads. Their names
 /// are SAP Offline OData's, so `RequestQueue?$filter=CustomTag eq 'x'` means what its users expect.

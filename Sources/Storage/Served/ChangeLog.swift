@@ -1,3 +1,4 @@
+import LMDB
 /// The served role's change log: what changed since a delta token, for `@odata.deltaLink`.
 ///
 /// Layout, written in the same transaction as the entity change:

@@ -1,3 +1,4 @@
+import LMDB
 /// The recorded answer to a write with a `Repeatability-Request-ID` (OData 4.01): what a served
 /// store replays when the same request comes again, instead of applying it twice.
 package struct RepeatRecord: Sendable, Hashable {

@@ -1,3 +1,5 @@
+import LMDB
+
 extension EntityStore {
     /// The served role's invariants, in read transaction `t`; each problem as a sentence.
     ///

@@ -1,3 +1,4 @@
+import LMDB
 /// An exact decimal number: `significand × 10^(-scale)`, as `Edm.Decimal` requires for money.
 ///
 /// The scale written is kept, so `1249.000` reads back as `1249.000`; equality and ordering compare

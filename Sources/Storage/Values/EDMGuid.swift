@@ -1,3 +1,4 @@
+import LMDB
 /// `Edm.Guid`: 16 bytes, ordered as their canonical lower-case text orders.
 public struct EDMGuid: Sendable, Hashable, Comparable, CustomStringConvertible {
     public var high: UInt64

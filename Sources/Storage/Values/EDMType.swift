@@ -1,3 +1,4 @@
+import LMDB
 /// The primitive types of the Entity Data Model (OData V2 and V4).
 ///
 /// V2's `Edm.DateTime` and `Edm.Time` are kept as their own cases so output can name them, but they

@@ -1,3 +1,4 @@
+import LMDB
 /// The store's exact value types as `Codable` values, each as its OData literal text
 /// (`"956.00"`, `"2026-11-23"`, `"2026-11-23T10:00:00Z"`, `"PT1H"`, `"10:30:00"`, a GUID): what a
 /// typed collection's properties may use, and what JSON encoders write for them.

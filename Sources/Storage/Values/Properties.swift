@@ -1,3 +1,4 @@
+import LMDB
 /// An entity's (or complex value's) properties by name.
 ///
 /// A small array of name–value pairs, not a hash table: entities have tens of properties, so a

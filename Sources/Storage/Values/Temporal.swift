@@ -1,3 +1,4 @@
+import LMDB
 /// Ticks are 100-nanosecond units, as OData services (.NET, SAP) count them; 7 fractional digits.
 public let ticksPerSecond: Int64 = 10_000_000
 public let ticksPerDay: Int64 = 86_400 * ticksPerSecond

@@ -1,3 +1,4 @@
+import LMDB
 /// One property value of an entity, typed by the EDM.
 ///
 /// Only the recursive cases are `indirect`, so a scalar value lives inline with no allocation.

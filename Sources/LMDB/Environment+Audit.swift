@@ -15,7 +15,7 @@ extension Environment {
     ///
     /// - Throws: `DataFileError`: `.truncated`, `.tooShortForMetaPages`, `.badMetaPage` (a meta
     ///   page LMDB would refuse too, with less to say, or misread), `.unreadable`.
-    static func _refuseDamagedDataFile(in directory: String) throws(DataFileError) {
+    package static func _refuseDamagedDataFile(in directory: String) throws(DataFileError) {
         let path = directory + "/data.mdb"
         var attempt = 0
         while true {

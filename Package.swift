@@ -32,20 +32,25 @@ let package = Package(
         .target(name: "Storage", dependencies: ["LMDB"], swiftSettings: strict),
         .target(name: "Query", dependencies: ["LMDB", "Storage", .product(name: "HeapModule", package: "swift-collections")],
                 swiftSettings: strict),
+        // The durable request queue: records, collapse, error archive, undo, local keys, compaction.
         .target(name: "Queue", dependencies: ["LMDB", "Storage", "Query"], swiftSettings: strict),
-        .target(name: "Remote", dependencies: ["LMDB", "Queue", "Query", "Storage",
+        // The served role's durable state: the change log and the repeatability records, with their check.
+        .target(name: "Served", dependencies: ["LMDB", "Storage"], swiftSettings: strict),
+        // Talking to a service: flush, refresh, membership, server ETags, the Backend protocol.
+        .target(name: "Sync", dependencies: ["LMDB", "Storage", "Query", "Queue"], swiftSettings: strict),
+        .target(name: "Remote", dependencies: ["LMDB", "Queue", "Sync", "Query", "Storage",
                                               .product(name: "AsyncHTTPClient", package: "async-http-client")], swiftSettings: strict),
-        .target(name: "OfflineStore", dependencies: ["LMDB", "Storage", "Query", "Queue", "Remote"], swiftSettings: strict),
+        .target(name: "OfflineStore", dependencies: ["LMDB", "Storage", "Query", "Queue", "Served", "Sync", "Remote"], swiftSettings: strict),
         .target(name: "Samples", dependencies: ["OfflineStore", "LMDB", "Storage"], swiftSettings: strict),
         .target(name: "Server", dependencies: [
-            "OfflineStore", "LMDB", "Storage", "Query",
+            "OfflineStore", "LMDB", "Served", "Storage", "Query",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
         .executableTarget(
             name: "offline-store",
             dependencies: [
-                "OfflineStore", "Samples", "Server", "LMDB", "Storage", "Queue", "Remote",
+                "OfflineStore", "Samples", "Server", "LMDB", "Storage", "Queue", "Sync", "Remote",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -72,7 +77,7 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["LMDB", "Storage", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "QueryTests", dependencies: ["LMDB", "Query", "Storage", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Remote", "LMDB", "Storage", "Query", "CLMDB", "offline-store", "embedded-service", "TestSupport", "FuzzTargets",
+        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Served", "Sync", "Remote", "LMDB", "Storage", "Query", "CLMDB", "offline-store", "embedded-service", "TestSupport", "FuzzTargets",
                                                                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                                                                .product(name: "ArgumentParser", package: "swift-argument-parser")], swiftSettings: strict),
     ]

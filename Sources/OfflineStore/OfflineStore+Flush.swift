@@ -1,11 +1,12 @@
 import Queue
+import Sync
 import Remote
 import Storage
 import Synchronization
 
 /// What one flush did: requests sent, succeeded (of them reconciled), archived, round trips, why
 /// it stopped (nil when it ran to the end), requests left.
-public typealias FlushReport = Queue.FlushReport
+public typealias FlushReport = Sync.FlushReport
 
 extension OfflineStore {
     /// Uploads the request queue to the service at `serviceRoot` (default: the configuration's

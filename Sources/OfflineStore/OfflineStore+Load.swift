@@ -1,5 +1,6 @@
 import Foundation
 import Queue
+import Sync
 import Storage
 import Synchronization
 
@@ -15,7 +16,7 @@ extension OfflineStore {
         let reader = PayloadReader(schema: schema)
         var rows: [ServerRow] = []
         let stream = EntityObjectStream(bytes: bytes)
-        try stream.forEach { object in try Self.collect(object, set: set, reader: reader, into: &rows) }
+        try stream.forEach { object in try EntityLoader.collect(object, set: set, reader: reader, into: &rows) }
         return try load(rows: rows.map { (set: $0.set, entity: $0.entity) }, progress: progress)
     }
 
@@ -43,22 +44,11 @@ extension OfflineStore {
                 var handles: [String: EntitySetHandle] = [:]
                 for (n, row) in rows.enumerated() {
                     if n % 10_000 == 0 { report(n, rows.count) }
-                    try Self.upsert(row.entity, into: row.set, t, store: store, handles: &handles)
+                    try EntityLoader.upsert(row.entity, into: row.set, t, store: store, handles: &handles)
                 }
                 report(rows.count, rows.count)
                 return rows.count
             }
-        }
-    }
-
-    /// Converts one entity object of the input (and its expanded children) into rows; an
-    /// `EntityError` names the object's place and line in the input.
-    static func collect(_ object: EntityObjectBytes, set: String, reader: PayloadReader, into rows: inout [ServerRow]) throws {
-        let json = try object.parse()
-        do {
-            try reader.collect(json, set: set, into: &rows)
-        } catch let e as EntityError {
-            throw EntityError.badInput("entity \(object.number) of the input (line \(object.line)): \(e)")
         }
     }
 }

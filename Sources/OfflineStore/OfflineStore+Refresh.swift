@@ -1,4 +1,5 @@
 import Queue
+import Sync
 import Remote
 import Storage
 import Synchronization
@@ -6,13 +7,13 @@ import Synchronization
 /// A named read URL whose results the store keeps (`StoreConfiguration.DefiningRequest`).
 public typealias DefiningRequest = StoreConfiguration.DefiningRequest
 /// What a refresh did (`RefreshReport.Request` per defining request).
-public typealias RefreshReport = Queue.RefreshReport
+public typealias RefreshReport = Sync.RefreshReport
 /// Where a running refresh is.
-public typealias RefreshProgress = Queue.RefreshProgress
+public typealias RefreshProgress = Sync.RefreshProgress
 /// Why a refresh, define or undefine stopped.
-public typealias RefreshError = Queue.RefreshError
+public typealias RefreshError = Sync.RefreshError
 /// No answer, or one that cannot be read, from the service (what a refresh throws when it is down).
-package typealias BackendError = Queue.BackendError
+package typealias BackendError = Sync.BackendError
 
 /// Paths of the stores with a refresh, define or undefine running in this process.
 private let busyStores = Mutex<Set<String>>([])

@@ -1,5 +1,6 @@
 import LMDB
 import Foundation
+import Served
 import Storage
 import Synchronization
 

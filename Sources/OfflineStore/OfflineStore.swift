@@ -2,7 +2,9 @@ import LMDB
 import Foundation
 import Query
 import Queue
+import Served
 import Storage
+import Sync
 
 /// An offline OData store: a local copy of a service's data in LMDB, read with OData URLs and
 /// changed while offline.
@@ -31,6 +33,11 @@ public final class OfflineStore: Sendable {
 
     deinit { lifecycle.report(.init(state: .closed)) }
 
+    /// The modules that keep durable state in a store beside its entity sets, each with its own
+    /// databases and invariants (`StoreRole`): the request queue, sync (flush and refresh), and
+    /// the served role.
+    package static let roles: [any StoreRole.Type] = [QueueRole.self, SyncRole.self, ServedRole.self]
+
     /// Creates a store in directory `path` (which must not hold one) from a `$metadata` document.
     /// The configuration's defining requests are checked as `define` checks them.
     /// `lifecycle` reports `opening`, `initializing` and `open` (pass one to watch them; one
@@ -40,7 +47,7 @@ public final class OfflineStore: Sendable {
         lifecycle.report(.init(state: .opening, detail: path))
         try checkDefiningRequests(configuration.definingRequests, metadata: metadata)
         lifecycle.report(.init(state: .initializing, detail: path))
-        return OfflineStore(entities: try EntityStore.create(path: path, metadata: metadata, configuration: configuration), lifecycle: lifecycle)
+        return OfflineStore(entities: try EntityStore.create(path: path, metadata: metadata, configuration: configuration, roles: roles), lifecycle: lifecycle)
     }
 
     /// Opens the store in directory `path`. With `readOnly`, writes throw and nothing on disk is
@@ -51,7 +58,7 @@ public final class OfflineStore: Sendable {
                             maxSizeBytes: Int? = nil, lifecycle: Lifecycle = Lifecycle()) throws -> OfflineStore {
         lifecycle.report(.init(state: .opening, detail: path))
         return OfflineStore(entities: try EntityStore.open(path: path, durability: durability, readOnly: readOnly,
-                                                           maxSizeBytes: maxSizeBytes), lifecycle: lifecycle)
+                                                           maxSizeBytes: maxSizeBytes, roles: roles), lifecycle: lifecycle)
     }
 
     public var schema: Schema { entities.schema }
@@ -70,33 +77,18 @@ public final class OfflineStore: Sendable {
         return try entities.read { t in try h.count(t) }
     }
 
-    /// Verifies the store; see `EntityStore.check`.
-    /// Verifies the store: every entity set and index (`EntityStore.check`), then the request
-    /// queue's invariants (`RequestQueue.check`).
+    /// Verifies the store in one read transaction: every entity set and index, then each role's
+    /// invariants — the request queue's, sync's membership and ETags, the served role's change
+    /// log and repeatability records. See `EntityStore.check`.
     public func check() throws -> IntegrityReport {
-        var report = try entities.check()
-        report.add(try syncProblems())
-        return report
+        try entities.check()
     }
 
     /// Verifies the store in directory `path`, auditing `data.mdb`'s structure before LMDB
     /// reads it; a damaged file is reported, not opened. See `EntityStore.check(path:)`.
-    /// Opens nothing for writing: a diagnosis changes nothing. The request queue's invariants are
-    /// checked too once the file is sound.
+    /// Opens nothing for writing: a diagnosis changes nothing.
     public static func check(at path: String) throws -> IntegrityReport {
-        var report = try EntityStore.check(path: path)
-        guard report.isConsistent else { return report }
-        let store = try OfflineStore.open(at: path, readOnly: true)
-        report.add(try store.syncProblems())
-        return report
-    }
-
-    /// The request queue's invariants (`RequestQueue.check`) and the defining requests'
-    /// membership (`Membership.check`), in one read transaction.
-    func syncProblems() throws -> [String] {
-        let (queue, membership) = (RequestQueue(store: entities), Membership(store: entities))
-        let defined = Set(configuration.definingRequests.map(\.name))
-        return try entities.read { t in try queue.check(t) + membership.check(t, defined: defined) }
+        try EntityStore.check(path: path, roles: roles)
     }
 
     public func stats() throws -> StoreStats { try entities.stats() }

@@ -1,6 +1,7 @@
 import LMDB
 import Query
 import Storage
+import Sync
 
 // The vocabulary of the public API: the types its methods take, return and throw, and nothing
 // more. Each is defined in `Storage` or `Query`; a program that imports `OfflineStore` names them
@@ -74,3 +75,5 @@ public typealias EnvironmentError = LMDB.EnvironmentError
 
 /// Keeps files off descriptors 0–2: the CLI and the server call it before they open anything.
 package typealias StandardDescriptors = LMDB.StandardDescriptors
+public typealias LoadProgress = Sync.LoadProgress
+public typealias LoadError = Sync.LoadError

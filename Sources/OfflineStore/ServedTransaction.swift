@@ -1,4 +1,5 @@
 import LMDB
+import Served
 import Storage
 
 /// The answer a served write gave, recorded under its `Repeatability-Request-ID` and replayed when

@@ -24,7 +24,6 @@ extension RequestQueue {
         guard optimize else { return 0 }
         // The entities with requests, from q/by-entity (set ‖ key ‖ id).
         var entities: [(set: EntitySetHandle, keyBytes: [UInt8])] = []
-        let membership = Membership(store: store)
         try t.reader.withCursor(store.byEntity) { c in
             var previous: [UInt8]? = nil
             var e = try c.first()
@@ -34,7 +33,7 @@ extension RequestQueue {
                 let prefix = Array(k[..<(k.count - 8)])
                 if prefix == previous { continue }
                 previous = prefix
-                if let (set, keyBytes, length) = prefix.withUnsafeBytes({ membership.splitEntity($0) }), length == prefix.count {
+                if let (set, keyBytes, length) = prefix.withUnsafeBytes({ store.splitEntityKey($0) }), length == prefix.count {
                     entities.append((set, keyBytes))
                 }
             }
@@ -42,7 +41,7 @@ extension RequestQueue {
         var removed = 0
         for (set, keyBytes) in entities {
             while let n = try compactOnce(t, set: set, keyBytes: keyBytes) { removed += n }
-            if try chain(t.reader, set: set.name, keyBytes: keyBytes).isEmpty { try t.delete(store.bases[set.name]!, keyBytes) }
+            if try chain(t.reader, set: set.name, keyBytes: keyBytes).isEmpty { try t.delete(store.base(ofSet: set.name), keyBytes) }
         }
         return removed
     }
@@ -53,7 +52,7 @@ extension RequestQueue {
         let records = try chain.compactMap { try record(t.reader, id: $0.id) }
         guard records.count == chain.count, !records.isEmpty else { return nil }
         // images[i]: the entity before records[i] (images[0] the server image, nil if none).
-        var images: [Properties?] = [try t.get(store.bases[set.name]!, keyBytes).map { try set.codec.decode($0) }]
+        var images: [Properties?] = [try t.get(store.base(ofSet: set.name), keyBytes).map { try set.codec.decode($0) }]
         for r in records { images.append(try apply(r, to: images.last!)) }
         // 1. A pending PATCH that changes nothing.
         for (i, r) in records.enumerated() where r.method == .update && r.status == .pending && !r.nonMergeable && !chain[i].hasDependents {

@@ -58,7 +58,7 @@ extension RequestQueue {
         guard let r = try record(t.reader, id: id) else { throw EntityError.notFound(set: SystemSets.requestQueue, key: String(id)) }
         let set = try store.set(r.entitySet)
         // What the service held before this request (nil for an entity created here).
-        let serverBefore = try t.get(store.bases[set.name]!, r.keyBytes).map { try set.codec.decode($0) }
+        let serverBefore = try t.get(store.base(ofSet: set.name), r.keyBytes).map { try set.codec.decode($0) }
         let chain = try self.chain(t.reader, set: set.name, keyBytes: r.keyBytes)
         guard chain.first?.id == id else {
             throw EntityError.badInput("request \(id) is not the first pending request of \(r.entitySet)(\(r.entityKey))")
@@ -78,7 +78,7 @@ extension RequestQueue {
             }
         }
         // The new server image, and the entity rebuilt from it and what is still queued.
-        let base = store.bases[set.name]!
+        let base = store.base(ofSet: set.name)
         let remaining = try self.chain(t.reader, set: set.name, keyBytes: keyBytes).compactMap { try record(t.reader, id: $0.id) }
         // The service's answer, or (a 204 without a body) what it held with this request applied.
         var image: Properties? = nil
@@ -125,7 +125,7 @@ extension RequestQueue {
             try put(t, q, hasDependents: entry.hasDependents)
         }
         // Its server image (none for an entity created here, but a child moved by its parent may have one).
-        let base = store.bases[set.name]!
+        let base = store.base(ofSet: set.name)
         if let image = try t.get(base, oldBytes).map({ Array($0) }) {
             try t.delete(base, oldBytes)
             try t.put(base, newBytes, image)

@@ -12,9 +12,7 @@ extension RequestQueue {
     ///   and no image without requests;
     /// - a request is in state `error` exactly when ErrorArchive has an entry for it;
     /// - a request `sent` was sent at least once (`Attempts` > 0), and only one sent has a
-    ///   `FirstSentAt`;
-    /// - `etags` holds only entries of service entity sets' keys with sendable values
-    ///   (`ServerETags.check`).
+    ///   `FirstSentAt`.
     package func check(_ t: ReadView, maxProblems: Int = 100) throws -> [String] {
         var problems: [String] = []
         func problem(_ s: String) { if problems.count < maxProblems { problems.append(s) } }
@@ -100,7 +98,7 @@ extension RequestQueue {
             } else if lastRecord.method != .delete && !exists {
                 problem("\(chain.set)(\(lastRecord.entityKey)): its last request \(lastRecord.id) is a \(lastRecord.method.rawValue), yet it is absent")
             }
-            let hasBase = try t.get(store.bases[chain.set]!, chain.keyBytes) != nil
+            let hasBase = try t.get(store.base(ofSet: chain.set), chain.keyBytes) != nil
             if first.method == .create && hasBase {
                 problem("\(chain.set)(\(first.entityKey)): created locally (request \(first.id)) but has a server image in base/")
             } else if first.method != .create && !hasBase {
@@ -120,7 +118,6 @@ extension RequestQueue {
                 }
             }
         }
-        for p in try ServerETags(store: store).check(t, maxProblems: maxProblems) { problem(p) }
         return problems
     }
 }

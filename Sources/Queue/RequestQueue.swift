@@ -51,7 +51,7 @@ package struct RequestQueue: Sendable {
 
     package init(store: EntityStore) { self.store = store }
 
-    var records: EntitySetHandle { get throws { try store.set(SystemSets.requestQueue) } }
+    package var records: EntitySetHandle { get throws { try store.set(SystemSets.requestQueue) } }
 
     // MARK: q/by-entity
 
@@ -66,7 +66,7 @@ package struct RequestQueue: Sendable {
 
     /// The prefix of an entity's `q/by-entity` keys: the set name as a key component, then the key tuple.
     package static func entityPrefix(set: String, keyBytes: [UInt8]) -> [UInt8] {
-        EntityStore.byEntityPrefix(set: set, keyBytes: keyBytes)
+        EntityStore.entityKey(set: set, keyBytes: keyBytes)
     }
 
     static func byEntityKey(set: String, keyBytes: [UInt8], id: Int64) -> [UInt8] {
@@ -111,7 +111,7 @@ package struct RequestQueue: Sendable {
     }
 
     /// Writes (or rewrites) a record and its `q/by-entity` entry.
-    func put(_ t: WriteView, _ r: RequestRecord, hasDependents: Bool) throws {
+    package func put(_ t: WriteView, _ r: RequestRecord, hasDependents: Bool) throws {
         try records.upsert(t, r.properties)
         try t.put(store.byEntity, Self.byEntityKey(set: r.entitySet, keyBytes: r.keyBytes, id: r.id),
                   Self.byEntityValue(r.method, r.status, hasDependents: hasDependents))
@@ -165,7 +165,7 @@ package struct RequestQueue: Sendable {
 
     // MARK: Bodies
 
-    func json(_ set: EntitySetHandle, _ props: Properties, select: Set<String>? = nil) -> String {
+    package func json(_ set: EntitySetHandle, _ props: Properties, select: Set<String>? = nil) -> String {
         var out = ""
         ValueJSON(schema: store.schema).write(props, properties: set.type.properties, select: select, to: &out)
         return out
@@ -244,7 +244,7 @@ package struct RequestQueue: Sendable {
         let chain = try self.chain(t.reader, set: set.name, keyBytes: keyBytes)
         if chain.isEmpty, let previous {
             // The first local change of a server entity: keep its server image (undo, rebase).
-            try t.put(store.bases[set.name]!, keyBytes, set.codec.encode(previous))
+            try t.put(store.base(ofSet: set.name), keyBytes, set.codec.encode(previous))
         }
         let method = change.method
         var deps: [Int64] = []
@@ -284,7 +284,7 @@ package struct RequestQueue: Sendable {
             requestID = id
         case .cancel(let id):
             try remove(t, try record(t.reader, id: id)!)
-            if chain.count == 1 { try t.delete(store.bases[set.name]!, keyBytes) }
+            if chain.count == 1 { try t.delete(store.base(ofSet: set.name), keyBytes) }
         case .supersede(let id):
             try remove(t, try record(t.reader, id: id)!)
             requestID = try append(t, set: set, change: change, current: current, keyValues: keyValues, keyBytes: keyBytes, deps: deps, options: options)

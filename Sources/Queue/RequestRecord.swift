@@ -9,10 +9,10 @@ package struct RequestRecord: Sendable, Hashable {
         case replace = "PUT"
         case delete = "DELETE"
 
-        /// The code kept in `q/by-entity` (`EntityStore.ByEntityCode` reads it back).
+        /// The code kept in `q/by-entity` (`QueueRole.ByEntityCode` reads it back).
         var code: UInt8 {
             switch self {
-            case .create: EntityStore.ByEntityCode.create
+            case .create: QueueRole.ByEntityCode.create
             case .update: 2
             case .replace: 3
             case .delete: 4
@@ -37,7 +37,7 @@ package struct RequestRecord: Sendable, Hashable {
             switch self {
             case .pending: 0
             case .sent: 1
-            case .error: EntityStore.ByEntityCode.error
+            case .error: QueueRole.ByEntityCode.error
             }
         }
 

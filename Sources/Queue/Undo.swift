@@ -46,7 +46,7 @@ extension RequestQueue {
             dropped.append(r.id)
         }
         // The entity as the service has it plus what is still queued for it.
-        let base = store.bases[set.name]!
+        let base = store.base(ofSet: set.name)
         var image = try t.get(base, keyBytes).map { try set.codec.decode($0) }
         let remaining = try chain.filter { !going.contains($0) }.compactMap { try record(t.reader, id: $0.id) }
         for r in remaining { image = try apply(r, to: image) }

@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import Queue
+import Sync
 import Storage
 
 /// `Backend` over HTTP/1.1 with AsyncHTTPClient: an OData V4 JSON client.

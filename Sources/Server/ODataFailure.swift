@@ -4,6 +4,7 @@ import Hummingbird
 import NIOCore
 import OfflineStore
 import Query
+import Served
 import Storage
 
 /// An error as an OData JSON error response: `{"error":{"code","message","target","details"}}`.

@@ -4,6 +4,7 @@ import Hummingbird
 import NIOCore
 import OfflineStore
 import Query
+import Served
 import Storage
 
 /// GET (and HEAD) of a resource: an entity set, one entity, a navigation path, `/$count`, with

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import OfflineStore
 import Queue
+import Sync
 import Remote
 import Samples
 import Server

@@ -5,6 +5,7 @@ import Testing
 @testable import OfflineStore
 import Samples
 @testable import Queue
+@testable import Sync
 @testable import Storage
 
 /// Flush's two transactions as claims tested, not assumed: every `mdb_*` call of the one that

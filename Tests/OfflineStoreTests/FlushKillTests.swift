@@ -3,6 +3,7 @@ import Testing
 import TestSupport
 @testable import OfflineStore
 @testable import Queue
+@testable import Sync
 import Storage
 
 /// `offline-store flush` SIGKILLed at random instants while it uploads to a real `serve`, then

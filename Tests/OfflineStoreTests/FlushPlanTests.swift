@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import OfflineStore
 @testable import Queue
+@testable import Sync
 import Storage
 import TestSupport
 

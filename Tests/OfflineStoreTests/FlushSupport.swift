@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import OfflineStore
 import Queue
+import Sync
 import Remote
 import Samples
 import Storage

@@ -4,6 +4,7 @@ import NIOHTTP1
 import Testing
 @testable import OfflineStore
 @testable import Queue
+@testable import Sync
 import Remote
 import Samples
 import Storage

@@ -3,6 +3,7 @@ import Testing
 @testable import OfflineStore
 import Samples
 @testable import Queue
+@testable import Sync
 @testable import Storage
 
 /// Entities created without the key the service assigns: local keys that cannot clash, and what a

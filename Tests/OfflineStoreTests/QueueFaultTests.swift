@@ -5,6 +5,7 @@ import Testing
 @testable import OfflineStore
 import Samples
 @testable import Queue
+@testable import Sync
 @testable import Storage
 
 /// "The change and its request are in one transaction" as a claim tested, not assumed: every

@@ -5,6 +5,7 @@ import TestSupport
 @testable import OfflineStore
 import Samples
 @testable import Queue
+@testable import Sync
 @testable import Storage
 
 /// Random change sequences, applied to two stores — request-queue optimization on and off. The

@@ -4,6 +4,7 @@ import TestSupport
 @testable import OfflineStore
 import Samples
 @testable import Queue
+@testable import Sync
 @testable import Storage
 
 /// The request queue through the public API: each change and its request in one transaction,

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 @testable import OfflineStore
 import Queue
+import Sync
 import Samples
 import Storage
 
@@ -40,7 +41,7 @@ struct SampleBackend: Backend {
         return try store.check().problems
     }
 
-    static let product = EntityStore.byEntityPrefix(set: "Products", keyBytes: try! KeyCodec.encode([.string("HT-1000")]))
+    static let product = EntityStore.entityKey(set: "Products", keyBytes: try! KeyCodec.encode([.string("HT-1000")]))
 
     @Test func aMembershipEntryWithoutItsByEntityTwin() async throws {
         let problems = try await Self.damage { s, t in try t.delete(s.membershipByEntity, Self.product + Array("P".utf8)) }

@@ -5,6 +5,7 @@ import NIOHTTP1
 import Testing
 @testable import OfflineStore
 import Queue
+import Sync
 import Samples
 @testable import Storage
 import TestSupport

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import OfflineStore
 import Queue
+import Sync
 import Samples
 import Storage
 
@@ -171,7 +172,7 @@ import Storage
             let queue = RequestQueue(store: offline.entities)
             let set = try offline.entities.set("Products")
             func base(_ key: [Value]) throws -> Properties? {
-                try offline.entities.read { t in try t.get(offline.entities.bases["Products"]!, try set.encodeKey(key)).map { try set.codec.decode($0) } }
+                try offline.entities.read { t in try t.get(offline.entities.base(ofSet: "Products"), try set.encodeKey(key)).map { try set.codec.decode($0) } }
             }
             let newServerU = try #require(try served.get(set: "Products", key: ukey))
             #expect(try base(ukey).map { Self.same($0, newServerU) } == true, "base/ has the new server image")

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 @testable import OfflineStore
 import Samples
+@testable import Served
 @testable import Storage
 
 /// `check` on the served role's structures: each kind of damage, written directly into a store
@@ -19,7 +20,7 @@ import Samples
 
     static func seq(_ n: UInt64) -> [UInt8] { ChangeLog.sequenceKey(n) }
     static func entity(_ set: String, _ key: String) -> [UInt8] {
-        EntityStore.byEntityPrefix(set: set, keyBytes: try! KeyCodec.encode([.string(key)]))
+        EntityStore.entityKey(set: set, keyBytes: try! KeyCodec.encode([.string(key)]))
     }
     static func record(at ms: Int64) -> [UInt8] {
         try! RepeatRecord(status: 200, headers: [], body: [], recordedAt: ms, fingerprint: []).encoded()
@@ -40,7 +41,7 @@ import Samples
             try t.put(s.changes, seq(1), [1] + entity("Nope", "P-1"))
         },
         Damage(name: "a system set", expected: "names an unknown entity set 'RequestQueue'") { t, s in
-            try t.put(s.changes, seq(1), [1] + EntityStore.byEntityPrefix(set: "RequestQueue", keyBytes: try KeyCodec.encode([.int(1)])))
+            try t.put(s.changes, seq(1), [1] + EntityStore.entityKey(set: "RequestQueue", keyBytes: try KeyCodec.encode([.int(1)])))
         },
         Damage(name: "a sequence key of 3 bytes", expected: "changes: an entry under a 3-byte key does not decode") { t, s in
             try t.put(s.changes, [1, 2, 3], [1] + entity("Products", "P-1"))
@@ -49,7 +50,7 @@ import Samples
             try t.put(s.changes, seq(0), [1] + entity("Products", "P-1"))
         },
         Damage(name: "a key that is not the set's", expected: "changes: entry 1: its key does not decode as a key of Products") { t, s in
-            try t.put(s.changes, seq(1), [1] + EntityStore.byEntityPrefix(set: "Products", keyBytes: [0xEE, 1]))
+            try t.put(s.changes, seq(1), [1] + EntityStore.entityKey(set: "Products", keyBytes: [0xEE, 1]))
         },
         Damage(name: "a by-entity entry pointing to another entity's entry", expected: "points to entry 2, which is of another entity") { t, s in
             try t.put(s.changesByEntity, entity("Products", "P-1"), seq(2))

@@ -4,6 +4,8 @@ import Synchronization
 import Testing
 @testable import OfflineStore
 import Samples
+@testable import Served
+@testable import Sync
 @testable import Storage
 
 /// A value a served body hands out (bodies are `@Sendable` and may not capture a `var`).
@@ -127,7 +129,7 @@ extension OfflineStore {
         // Nothing went through the request queue.
         #expect(try store.pendingRequestCount() == 0)
         #expect(try store.entryCount(store.entities.byEntity) == 0)
-        #expect(try store.entryCount(store.entities.bases["Products"]!) == 0)
+        #expect(try store.entryCount(store.entities.base(ofSet: "Products")) == 0)
     }
 
     @Test func ifMatchIsCheckedAgainstTheCurrentTag() async throws {
@@ -464,14 +466,14 @@ extension OfflineStore {
         let path = store.path, env = store.entities.environment
         let meta = store.entities.meta
         _ = try await store.entities.write { t in try t.put(meta, EntityStore.formatKey, Array("offline-store 2".utf8)) }
-        for name in EntityStore.servedNames + EntityStore.syncNames { try env.dropDatabase(named: name) }
+        for name in (ServedRole.databaseNames(schema: store.schema) + SyncRole.databaseNames(schema: store.schema)) { try env.dropDatabase(named: name) }
         #expect(try !env.databaseNames().contains("changes"))
         #expect { try OfflineStore.open(at: path, readOnly: true) } throws: {
             "\($0)" == "the store in '\(path)' has format 2; open it writable once (any writing command) to upgrade it to format \(EntityStore.formatVersion)"
         }
         let upgraded = try OfflineStore.open(at: path)
         #expect(try upgraded.entities.read { t in try t.get(meta, EntityStore.formatKey).map { Array($0) } } == Array("offline-store \(EntityStore.formatVersion)".utf8))
-        #expect(try Set(upgraded.entities.environment.databaseNames()).isSuperset(of: EntityStore.servedNames + EntityStore.syncNames))
+        #expect(try Set(upgraded.entities.environment.databaseNames()).isSuperset(of: (ServedRole.databaseNames(schema: store.schema) + SyncRole.databaseNames(schema: store.schema))))
         let r = try await upgraded.served(repeatabilityID: "after-upgrade", fingerprint: []) { tx in
             _ = try tx.create(set: "Products", entity: ["ProductID": .string("U-1")])
             return Self.ok

@@ -3,6 +3,7 @@ import Testing
 import TestSupport
 @testable import OfflineStore
 @testable import Queue
+@testable import Sync
 import Remote
 import Samples
 import Storage

@@ -1,5 +1,6 @@
 import Foundation
 import Queue
+import Sync
 import Storage
 
 /// A `Codable` Swift type mapped onto one entity set: typed reads (`findAll`, `find(key:)`,

@@ -309,3 +309,15 @@ public struct NoRelatedEntity: Error, Sendable, Hashable, CustomStringConvertibl
     public var navigation: String
     public var description: String { "no entity is related through '\(navigation)' (its foreign key is null)" }
 }
+
+extension QueryEngine {
+    /// Parses `Set(key)` (single or composite key, V4 or V2 literals) into the set's name and typed
+    /// key values. Throws `QueryError` with the position for a bad path.
+    package func entityPath(_ text: String) throws -> (set: String, key: [Value]) {
+        let query = try bind(text)
+        guard query.path.segments.count == 1, let segment = query.path.segments.first, let key = segment.key else {
+            throw QueryError("expected Set(key), e.g. Products('HT-1000')", option: nil, column: 1)
+        }
+        return (segment.entitySet, key.map(\.value))
+    }
+}

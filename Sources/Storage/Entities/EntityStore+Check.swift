@@ -15,7 +15,7 @@ extension EntityStore {
     /// meta pages hold transactions of the wrong parity, which the audit reports.
     ///
     /// - Throws: `DataFileError.unreadable` when `data.mdb` cannot be read; what `open` throws.
-    public static func check(path: String, maxProblems: Int = 100) throws -> IntegrityReport {
+    package static func check(path: String, maxProblems: Int = 100, roles: [any StoreRole.Type] = []) throws -> IntegrityReport {
         let dataFile = path + "/data.mdb"
         guard let size = (try? FileManager.default.attributesOfItem(atPath: dataFile))?[.size] as? NSNumber else {
             throw EntityError.badInput("no store in '\(path)' (run 'offline-store init' first)")
@@ -35,7 +35,7 @@ extension EntityStore {
             return report
         }
         guard audit.isSound else { return IntegrityReport(damaged: audit) }
-        return try open(path: path, readOnly: true).check(maxProblems: maxProblems, audited: audit)
+        return try open(path: path, readOnly: true, roles: roles).check(maxProblems: maxProblems, audited: audit)
     }
 
     /// Verifies the whole store in one read transaction. First the structural audit of that
@@ -44,8 +44,9 @@ extension EntityStore {
     /// the logical check: every row decodes and fits the schema and sits under its own key; every
     /// index has exactly one entry per entity and each entry matches the entity it points to (a
     /// covering index's carried values too);
-    /// unique indexes hold no duplicates; the served role's change log and repeatability records
-    /// are consistent (`checkServed`).
+    /// unique indexes hold no duplicates; then each role's invariants (`StoreRole.check`: the
+    /// request queue's, sync's membership and ETags, the served role's change log and
+    /// repeatability records), in the same transaction.
     ///
     /// - Throws: `LMDBError`, `DataFileError.unreadable`, or `CheckInterrupted` when writes
     ///   replace the snapshot 100 times in a row before its audit begins.
@@ -118,7 +119,7 @@ extension EntityStore {
                 }
             }
         }
-        try checkServed(t, problem: problem)
+        for role in roles { try role.check(self, t, problem: problem) }
     }
 
     /// Entity and index counts per set, and the file's size.

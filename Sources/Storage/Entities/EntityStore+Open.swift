@@ -6,7 +6,8 @@ extension EntityStore {
     ///
     /// Throws `EntityError.badInput` if a store already exists there, `CSDLError` for a document
     /// it cannot use, `EntityError` for a bad index definition. Nothing is left behind on failure.
-    public static func create(path: String, metadata: [UInt8], configuration: StoreConfiguration) throws -> EntityStore {
+    package static func create(path: String, metadata: [UInt8], configuration: StoreConfiguration,
+                              roles: [any StoreRole.Type] = []) throws -> EntityStore {
         if FileManager.default.fileExists(atPath: path + "/data.mdb") {
             throw EntityError.badInput("a store already exists in '\(path)'")
         }
@@ -17,7 +18,7 @@ extension EntityStore {
         do {
             let env = try Environment(path: path, durability: configuration.durability)
             try env.setSizeCap(configuration.maxSizeBytes)
-            let store = try EntityStore(environment: env, schema: schema, metadata: metadata, configuration: configuration)
+            let store = try EntityStore(environment: env, schema: schema, metadata: metadata, configuration: configuration, roles: roles)
             let meta = store.meta
             let config = Array(store.configuration.json.text.utf8)
             try store.write { t in
@@ -42,8 +43,8 @@ extension EntityStore {
     /// `maxSizeBytes` changes the store's size cap (`StoreConfiguration.maxSizeBytes`; 0 lifts
     /// it) and records the change in its configuration, for every later open. It is applied
     /// before it is recorded, so raising the cap of a full store works.
-    public static func open(path: String, durability: Durability? = nil, readOnly: Bool = false,
-                            maxSizeBytes: Int? = nil) throws -> EntityStore {
+    package static func open(path: String, durability: Durability? = nil, readOnly: Bool = false,
+                            maxSizeBytes: Int? = nil, roles: [any StoreRole.Type] = []) throws -> EntityStore {
         if let cap = maxSizeBytes, cap != 0 { try StoreConfiguration.checkMaxSize(cap) }
         if maxSizeBytes != nil && readOnly { throw EntityError.badInput("the size cap of a store opened read-only cannot be changed") }
         var isDirectory: ObjCBool = false
@@ -77,7 +78,7 @@ extension EntityStore {
         let capChanged = maxSizeBytes.map { ($0 == 0 ? nil : $0) != configuration.maxSizeBytes } ?? false
         if let cap = maxSizeBytes { configuration.maxSizeBytes = cap == 0 ? nil : cap }
         try env.setSizeCap(configuration.maxSizeBytes)
-        let store = try EntityStore(environment: env, schema: try CSDL.parse(metadata), metadata: metadata, configuration: configuration)
+        let store = try EntityStore(environment: env, schema: try CSDL.parse(metadata), metadata: metadata, configuration: configuration, roles: roles)
         if capChanged { try store.saveConfiguration() }
         if version < formatVersion {
             // The new databases were created as the store opened; recording the format finishes the upgrade.

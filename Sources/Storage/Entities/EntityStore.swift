@@ -15,43 +15,18 @@ public final class EntityStore: Sendable {
     /// The `$metadata` document the schema was read from.
     public let metadata: [UInt8]
     package let meta: Database
-    /// `q/by-entity`: entity set ‖ key ‖ request id → the request's method and status; finds an
-    /// entity's pending requests without reading the queue.
-    package let byEntity: Database
-    /// `base/<Set>`: the last server image of each entity with pending local changes.
-    package let bases: [String: Database]
-    /// `changes`: the served role's change log (`ChangeLog`), sequence number → kind ‖ set ‖ key.
-    package let changes: Database
-    /// `changes/by-entity`: set ‖ key → the entity's entry in `changes`.
-    package let changesByEntity: Database
-    /// `repeat`: the served role's repeatability records (`RepeatRecords`), id → recorded answer.
-    package let repeatRecords: Database
-    /// `repeat/by-time`: time ‖ id → empty, oldest first, for purging expired records.
-    package let repeatRecordsByTime: Database
-    /// `etags`: set ‖ key → the ETag the service last gave for the entity (UTF-8), sent as
-    /// `If-Match` when flush changes it. Written by refresh and by flush's acknowledgments.
-    package let serverETags: Database
-    /// `membership`: defining-request name ‖ 0x00 ‖ set ‖ key → empty: which entities each
-    /// defining request brought, so refresh can remove what the service no longer returns.
-    package let membership: Database
-    /// `membership/by-entity`: set ‖ key ‖ name → empty: which defining requests hold an entity
-    /// (it is removed only when none does).
-    package let membershipByEntity: Database
+    /// The roles whose databases this store opened (`StoreRole`): the request queue, sync and
+    /// served roles for a store the facade opens; none for a bare store of entity sets.
+    package let roles: [any StoreRole.Type]
+    /// The roles' databases by name (`database(_:)`).
+    let roleDatabases: [String: Database]
     private let state: Mutex<State>
     /// Held while the configuration text in `meta` is written, so the text written last is
     /// always made from the newest configuration.
     private let configurationWriter = Mutex(())
 
-    static let byEntityName = "q/by-entity"
-    /// The served role's databases, in the order `init` opens them.
-    static let servedNames = ["changes", "changes/by-entity", "repeat", "repeat/by-time"]
-    /// The offline role's sync databases (flush and refresh), in the order `init` opens them.
-    static let syncNames = ["etags", "membership", "membership/by-entity"]
-
     /// The database of a set's rows: `e/<Set>`, or `q`, `errors`, `events` for the system sets.
     static func databaseName(ofSet set: String) -> String { SystemSets.databases[set] ?? "e/\(set)" }
-
-    static func baseDatabaseName(ofSet set: String) -> String { "base/\(set)" }
 
     struct State {
         var configuration: StoreConfiguration
@@ -72,7 +47,8 @@ public final class EntityStore: Sendable {
     /// Opens the store in `environment` with an already parsed schema; creates missing databases.
     /// Used by `create` and `open` once they have the schema. Every named database the store uses
     /// is opened here, in one transaction, so no write ever has to open one.
-    public init(environment: Environment, schema serviceSchema: Schema, metadata: [UInt8], configuration: StoreConfiguration) throws {
+    package init(environment: Environment, schema serviceSchema: Schema, metadata: [UInt8], configuration: StoreConfiguration,
+                roles: [any StoreRole.Type] = []) throws {
         let schema = try serviceSchema.withSystemSets()
         guard StoreConfiguration.repeatabilityWindowRange.contains(configuration.repeatabilityWindowSeconds) else {
             throw EntityError.badInput("configuration: repeatabilityWindowSeconds must be from \(StoreConfiguration.repeatabilityWindowRange.lowerBound) to \(StoreConfiguration.repeatabilityWindowRange.upperBound), not \(configuration.repeatabilityWindowSeconds)")
@@ -98,8 +74,8 @@ public final class EntityStore: Sendable {
             definitions.append(fk)
         }
         let setNames = schema.entitySetNames
-        let names = ["meta", Self.byEntityName] + Self.servedNames + Self.syncNames + setNames.map(Self.databaseName(ofSet:))
-            + schema.serviceSetNames.map(Self.baseDatabaseName(ofSet:)) + definitions.map(\.databaseName)
+        let roleNames = roles.flatMap { $0.databaseNames(schema: schema) }
+        let names = ["meta"] + roleNames + setNames.map(Self.databaseName(ofSet:)) + definitions.map(\.databaseName)
         let opened = try environment.databases(named: names, create: !environment.isReadOnly)
         var byName: [String: Database] = [:]
         for (name, db) in zip(names, opened) {
@@ -109,22 +85,14 @@ public final class EntityStore: Sendable {
             }
         }
         self.meta = byName["meta"]!
-        self.byEntity = byName[Self.byEntityName]!
-        self.changes = byName[Self.servedNames[0]]!
-        self.changesByEntity = byName[Self.servedNames[1]]!
-        self.repeatRecords = byName[Self.servedNames[2]]!
-        self.repeatRecordsByTime = byName[Self.servedNames[3]]!
-        self.serverETags = byName[Self.syncNames[0]]!
-        self.membership = byName[Self.syncNames[1]]!
-        self.membershipByEntity = byName[Self.syncNames[2]]!
+        self.roles = roles
+        let declared = Set(roleNames)
+        self.roleDatabases = byName.filter { declared.contains($0.key) }
         var handles: [String: EntitySetHandle] = [:]
-        var bases: [String: Database] = [:]
         for name in setNames {
             guard let type = schema.entityType(ofSet: name) else { throw EntityError.unknownEntitySet(name) }
             handles[name] = EntitySetHandle(name: name, type: type, schema: schema, entities: byName[Self.databaseName(ofSet: name)]!, indexes: [])
-            if !schema.isSystemSet(name) { bases[name] = byName[Self.baseDatabaseName(ofSet: name)]! }
         }
-        self.bases = bases
         state = Mutex(State(configuration: configuration, handles: handles))
         for d in definitions { try addIndex(d, persist: false) }
     }

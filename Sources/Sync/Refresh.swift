@@ -1,5 +1,6 @@
 import LMDB
 import Query
+import Queue
 import Storage
 
 /// What a refresh did, per defining request and in all.
@@ -334,7 +335,7 @@ package struct Refresher: Sendable {
                 case .written: c.written += 1
                 case .rebased: c.written += 1; c.rebased += 1
                 }
-                let entity = EntityStore.byEntityPrefix(set: set.name, keyBytes: keyBytes)
+                let entity = EntityStore.entityKey(set: set.name, keyBytes: keyBytes)
                 try m.hold(t, name: name, entity: entity, generation: generation)
                 try m.putETag(t, entity: entity, row.etag)
             }
@@ -377,7 +378,7 @@ package struct Refresher: Sendable {
             }
             return r
         }
-        let base = store.bases[set.name]!
+        let base = store.base(ofSet: set.name)
         if records[0].method == .create {
             // The service has the key too. A create that already left (or was refused) is flush's to settle.
             guard records[0].status == .pending else { return .keptLocal }

@@ -1,4 +1,5 @@
 import LMDB
+import Storage
 /// The served role's change log: what changed since a delta token, for `@odata.deltaLink`.
 ///
 /// Layout, written in the same transaction as the entity change:
@@ -48,7 +49,7 @@ package struct ChangeLog: Sendable {
     /// The `changes/by-entity` key of an entity (the `q/by-entity` prefix: set name, then key
     /// tuple). Throws when it is longer than an LMDB key may be.
     package static func entityKey(set: String, keyBytes: some Collection<UInt8>) throws(EntityError) -> [UInt8] {
-        let key = EntityStore.byEntityPrefix(set: set, keyBytes: keyBytes)
+        let key = EntityStore.entityKey(set: set, keyBytes: keyBytes)
         guard key.count <= KeyCodec.maxKeySize else {
             throw .badInput("the key of this \(set) entity is too long for the change log: the set name and key encode to \(key.count) bytes; the limit is \(KeyCodec.maxKeySize)")
         }
@@ -104,7 +105,7 @@ package struct ChangeLog: Sendable {
         let newest = try last(t)
         guard token <= newest else { throw ChangeTokenError(token: token, newest: newest) }
         var out: [Entry] = []
-        let prefix = set.map { EntityStore.byEntityPrefix(set: $0, keyBytes: []) }
+        let prefix = set.map { EntityStore.entityKey(set: $0, keyBytes: []) }
         try t.withCursor(store.changes) { c in
             guard token < UInt64.max else { return }
             var e = try c.seek(Self.sequenceKey(token + 1))

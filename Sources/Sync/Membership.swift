@@ -1,4 +1,5 @@
 import LMDB
+import Queue
 import Storage
 
 /// Which entities each defining request holds, and the refresh state kept per request.
@@ -13,7 +14,7 @@ import Storage
 /// | `meta` | `delta/<name>` | the request's `@odata.deltaLink` (relative to the service root when it was under it) |
 /// | `meta` | `refresh/generation/<name>` | the generation of the request's newest full read (UInt64, big-endian) |
 ///
-/// "set ‖ key" is `EntityStore.byEntityPrefix(set:keyBytes:)`: the set name as a key component,
+/// "set ‖ key" is `EntityStore.entityKey(set:keyBytes:)`: the set name as a key component,
 /// then the key tuple — the same prefix as `q/by-entity`'s and `etags`'. Names are 1 to 128
 /// characters of `A–Z a–z 0–9 _ - .`, so a name never holds `0x00`.
 ///
@@ -69,16 +70,6 @@ package struct Membership: Sendable {
     static func generation(of bytes: some Collection<UInt8>) -> UInt64? {
         guard bytes.count == 8 else { return nil }
         return bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-    }
-
-    /// Splits "set ‖ key" (an entity prefix) into the set and the key bytes, and tells how long
-    /// it is; nil when it does not decode for a known service set.
-    func splitEntity(_ bytes: UnsafeRawBufferPointer) -> (set: EntitySetHandle, keyBytes: [UInt8], length: Int)? {
-        guard let (values, n) = try? KeyCodec.decode(bytes, count: 1), case .string(let name)? = values.first,
-              !store.schema.isSystemSet(name), let set = try? store.set(name) else { return nil }
-        let rest = UnsafeRawBufferPointer(rebasing: bytes[n...])
-        guard let keyLength = try? KeyCodec.decode(rest, count: set.type.key.count).length else { return nil }
-        return (set, Array(rest[..<keyLength]), n + keyLength)
     }
 
     // MARK: meta
@@ -162,7 +153,7 @@ package struct Membership: Sendable {
     /// (with its ETag and any retained entries), unless it has pending local changes: then
     /// request `name` keeps a retained entry (or, with `retain` false — undefine — none).
     func release(_ t: WriteView, name: String, set: EntitySetHandle, keyBytes: [UInt8], retain: Bool = true) throws -> Released {
-        let entity = EntityStore.byEntityPrefix(set: set.name, keyBytes: keyBytes)
+        let entity = EntityStore.entityKey(set: set.name, keyBytes: keyBytes)
         let key = Self.memberKey(name: name, entity: entity)
         guard try t.get(store.membership, key) != nil else { return .notMember }
         let others = try holders(t.reader, entity: entity).filter { $0.name != name }
@@ -195,7 +186,7 @@ package struct Membership: Sendable {
     /// for it goes (the entity is gone here and there), and so does its ETag. Call it in the
     /// acknowledgment's transaction.
     package func entityDeleted(_ t: WriteView, set: String, keyBytes: [UInt8]) throws {
-        let entity = EntityStore.byEntityPrefix(set: set, keyBytes: keyBytes)
+        let entity = EntityStore.entityKey(set: set, keyBytes: keyBytes)
         for h in try holders(t.reader, entity: entity) { try drop(t, name: h.name, entity: entity) }
         try t.delete(store.serverETags, entity)
     }
@@ -288,7 +279,7 @@ package struct Membership: Sendable {
         for entity in stale {
             guard let value = try t.get(store.membership, Self.memberKey(name: name, entity: entity)),
                   (Self.generation(of: value) ?? 0) < below else { continue }
-            let split = entity.withUnsafeBytes { splitEntity($0) }
+            let split = entity.withUnsafeBytes { store.splitEntityKey($0) }
             guard let (set, keyBytes, _) = split else { continue }
             switch try release(t, name: name, set: set, keyBytes: keyBytes, retain: retain) {
             case .removed: removed += 1
@@ -321,7 +312,7 @@ package struct Membership: Sendable {
                 if !defined.contains(name) { problem("membership: an entry names '\(Self.quoted(name))', which is not a defining request") }
                 guard Self.generation(of: v) != nil else { problem("membership: the entry of '\(Self.quoted(name))' has a value of \(v.count) bytes, not a generation"); continue }
                 let rest = UnsafeRawBufferPointer(rebasing: k[(zero + 1)...])
-                guard let (set, keyBytes, length) = splitEntity(rest), length == rest.count else {
+                guard let (set, keyBytes, length) = store.splitEntityKey(rest), length == rest.count else {
                     problem("membership: an entry of '\(Self.quoted(name))' does not decode as an entity set and key"); continue
                 }
                 let entity = Array(rest)
@@ -339,7 +330,7 @@ package struct Membership: Sendable {
             var e = try c.first()
             while let (k, _) = e {
                 defer { e = try? c.next() }
-                guard let (_, _, length) = splitEntity(k), length < k.count else {
+                guard let (_, _, length) = store.splitEntityKey(k), length < k.count else {
                     problem("membership/by-entity: an entry does not decode as an entity set, key and name"); continue
                 }
                 let name = String(decoding: k[length...], as: UTF8.self)

@@ -1,5 +1,6 @@
 import LMDB
 import Foundation
+import Queue
 import Storage
 
 /// What one flush did.

@@ -1,4 +1,5 @@
 import LMDB
+import Storage
 
 extension EntityStore {
     /// The served role's invariants, in read transaction `t`; each problem as a sentence.
@@ -30,7 +31,7 @@ extension EntityStore {
             if decoded?.length != entry.keyBytes.count {
                 problem("\(name): its key does not decode as a key of \(entry.set)")
             }
-            let entity = EntityStore.byEntityPrefix(set: entry.set, keyBytes: entry.keyBytes)
+            let entity = EntityStore.entityKey(set: entry.set, keyBytes: entry.keyBytes)
             if let s = try t.get(changesByEntity, entity) {
                 if let m = ChangeLog.sequence(s), m != entry.sequence {
                     problem("\(name) (\(entry.set)(\(set.describeKeyBytes(entry.keyBytes)))): changes/by-entity points to entry \(m) instead")

@@ -1,4 +1,5 @@
 import LMDB
+import Queue
 import Storage
 
 /// The ETag the service last gave for each entity (database `etags`: the set name as a key
@@ -18,7 +19,7 @@ package struct ServerETags: Sendable {
 
     /// The database key of an entity: the same prefix `q/by-entity` uses.
     package static func key(set: String, keyBytes: some Collection<UInt8>) -> [UInt8] {
-        EntityStore.byEntityPrefix(set: set, keyBytes: keyBytes)
+        EntityStore.entityKey(set: set, keyBytes: keyBytes)
     }
 
     /// The ETag recorded for the entity, or nil.

@@ -1,4 +1,5 @@
 import Query
+import Queue
 import Storage
 
 /// One entity as the service sent it, ready to be written into its own set.

@@ -1,0 +1,88 @@
+import LMDB
+import Query
+import Storage
+
+/// The body of a local write (an entity to create or replace, or a PATCH's changes) read from
+/// OData JSON, with OData's rules for relating entities.
+///
+/// `Nav@odata.bind` (OData JSON 4.01 §8.5) on a single-valued navigation property with a
+/// referential constraint sets the foreign key from the bound entity's key; the entity must
+/// exist. Anything else that would relate entities — a bind of a collection-valued or
+/// unconstrained navigation property, or a navigation property with inline content (deep
+/// insert, deep update) — is refused rather than dropped.
+package struct LocalBody {
+    package let store: EntityStore
+    var schema: Schema { store.schema }
+
+    package init(store: EntityStore) { self.store = store }
+
+    /// Reads an entity (or a PATCH body) of `set` from an OData JSON object, checking each
+    /// property against the schema. Throws `JSONError` or `EntityError` naming the problem.
+    package func properties(set: String, json: [UInt8]) throws -> Properties {
+        let h = try store.set(set)
+        let navigation = h.type.navigationProperties
+        let document = try JSON.parse(json)
+        var out = try ValueJSON(schema: schema).properties(from: document, properties: h.type.properties,
+                                                           navigation: Set(navigation.map(\.name)), owner: set)
+        guard case .object(let members) = document else { return out }
+        for (name, value) in members {
+            if let nav = navigation.first(where: { $0.name == name }) {
+                throw EntityError.badInput("'\(name)' of \(set): inline related entities (deep insert or update) are not supported; "
+                                           + "create or change them with their own requests (a $batch change set keeps them atomic), "
+                                           + "or link an existing one with \(nav.name)@odata.bind")
+            }
+            guard name.hasSuffix("@odata.bind") else { continue }
+            let navName = String(name.dropLast("@odata.bind".count))
+            guard let nav = navigation.first(where: { $0.name == navName }) else {
+                throw EntityError.unknownProperty(set: set, property: navName)
+            }
+            try bind(nav, value, of: set, into: &out)
+        }
+        return out
+    }
+
+    /// Sets the foreign key of `nav` (single-valued, constrained) in `entity` from the key of the
+    /// entity that `value` (`"Set(key)"`, relative or absolute, or null) names.
+    func bind(_ nav: NavigationProperty, _ value: JSON, of set: String, into entity: inout Properties) throws {
+        let label = "\(nav.name)@odata.bind of \(set)"
+        guard !nav.isCollection, !nav.dependentConstraints.isEmpty else {
+            throw EntityError.badInput("\(label): binding \(nav.isCollection ? "a collection-valued" : "this") navigation property is not supported "
+                                       + "(only a single-valued one whose foreign key is on \(set)); change the related entities' own foreign keys")
+        }
+        var values: [String: Value] = [:]
+        switch value {
+        case .null:
+            guard nav.nullable else { throw EntityError.badInput("\(label): null, but \(nav.name) is not nullable") }
+            for c in nav.dependentConstraints { values[c.property] = .null }
+        case .string(let url):
+            // "Set(key)", "/Set(key)" or "http://host/root/Set(key)": the last segment before the key.
+            let paren = url.firstIndex(of: "(") ?? url.endIndex
+            let start = url[..<paren].lastIndex(of: "/").map { url.index(after: $0) } ?? url.startIndex
+            let target: (set: String, key: [Value])
+            do { target = try QueryEngine(store: store).entityPath(String(url[start...])) } catch {
+                throw EntityError.badInput("\(label): '\(url)' does not name an entity (Set(key)): \(error)")
+            }
+            guard let type = schema.entityType(ofSet: target.set), type.qualifiedName == nav.targetType else {
+                throw EntityError.badInput("\(label): '\(url)' is an entity of \(target.set), not of \(nav.targetType)")
+            }
+            let targetSet = try store.set(target.set)
+            guard try store.read({ t in try targetSet.get(t, key: target.key) }) != nil else {
+                throw EntityError.badInput("\(label): \(url) does not exist")
+            }
+            for c in nav.dependentConstraints {
+                guard let i = type.key.firstIndex(of: c.referencedProperty) else {
+                    throw EntityError.badInput("\(label): the constraint refers to \(c.referencedProperty), which is not a key property of \(target.set)")
+                }
+                values[c.property] = target.key[i]
+            }
+        default:
+            throw EntityError.badInput("\(label): expected an entity URL (a string) or null, got \(value.text)")
+        }
+        for (property, v) in values {
+            if let given = entity[property], given != v {
+                throw EntityError.badInput("\(label) sets \(property) to \(v), but the body gives \(given)")
+            }
+            entity[property] = v
+        }
+    }
+}

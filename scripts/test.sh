@@ -1,5 +1,6 @@
 #!/bin/sh
-# The test command: installs what is missing, then runs every test: the benchmarks' package builds
+# The test command: installs what is missing, then runs every test of every tier (TESTING.md): the
+# module walls (scripts/check-structure.sh), the benchmarks' package builds
 # and runs once at a tiny size (a smoke test; PerfTests/README.md says how to measure), the Swift
 # test suites, the cross-check of the query engine against odatapy (an independent OData V4
 # server, from PyPI), and the client check (odatapy's OData client driving `offline-store serve`);
@@ -8,8 +9,11 @@ set -e
 cd "$(dirname "$0")/.."
 sh scripts/setup.sh
 sh scripts/perf-smoke.sh
+sh scripts/check-structure.sh
 swift build --build-tests
-swift test --skip-build
+# Every tier of the Swift suites: fast (what a plain `swift test` runs), soak (kill, fault, process
+# and long property tests) and external (flush and refresh against odatapy).
+TEST_TIER=all swift test --skip-build
 OFFLINE_STORE="$(swift build --show-bin-path)/offline-store" sh scripts/crosscheck.sh
 OFFLINE_STORE="$(swift build --show-bin-path)/offline-store" sh scripts/client-check.sh
 # The crash test: 100 SIGKILLs across all phases (writes, flushes, refreshes, the server), each

@@ -10,7 +10,7 @@ import Samples
 /// a claim tested: every `mdb_*` call a served write makes is made to fail in turn, with each
 /// error LMDB can give on a write path. After each, the store passes `check`, and every database
 /// is exactly as before the write or exactly as after it.
-@Suite(.checksStores) struct ServedFaultTests {
+@Suite(.soak, .checksStores) struct ServedFaultTests {
     static let window: TimeInterval = 86_400
     static let start = Date(timeIntervalSince1970: 1_700_000_000)
 

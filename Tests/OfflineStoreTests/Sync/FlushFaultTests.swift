@@ -15,7 +15,7 @@ import Samples
 /// each error LMDB can give on a write path. After each: `check` passes, and the store is exactly
 /// as before the transaction (every request still queued, as it was) or exactly as after it
 /// (records gone with the answers applied) — and the transaction run again lands.
-@Suite(.checksStores) struct FlushFaultTests {
+@Suite(.soak, .checksStores) struct FlushFaultTests {
     static let now = EDMDateTimeOffset(ticks: 1_700_000_000 * ticksPerSecond)
 
     /// The notes fixture with changes of every kind queued: a create with a local key and a change

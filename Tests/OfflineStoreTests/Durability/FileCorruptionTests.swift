@@ -13,7 +13,7 @@ import TestSupport
 /// Bounded for CI by count and time: `CORRUPTION_TRIALS` (default 300) and
 /// `CORRUPTION_SECONDS` (default 60, none when `CORRUPTION_TRIALS` is given alone). The seed
 /// is printed; `TEST_SEED` replays a run.
-struct FileCorruptionTests {
+@Suite(.soak) struct FileCorruptionTests {
     struct Tally {
         var trials = 0, reported = 0, ok = 0, signals = 0, hangs = 0, missed = 0, falseAlarms = 0, badExits = 0
     }

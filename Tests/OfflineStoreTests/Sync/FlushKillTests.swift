@@ -15,7 +15,7 @@ import Storage
 /// for entity, and the service's repeatability records are exactly the requests that left the
 /// queue (one each). It runs until `FLUSH_KILLS` (default 24) flushes were killed or
 /// `FLUSH_KILL_SECONDS` (default 60) passed; set both to raise it.
-@Suite(.checksStores) struct FlushKillTests {
+@Suite(.soak, .checksStores) struct FlushKillTests {
     @Test func aFlushKilledAtRandomAppliesEveryChangeExactlyOnce() async throws {
         var rng = SeededRandom(seed: testSeed("aFlushKilledAtRandomAppliesEveryChangeExactlyOnce"))
         let env = ProcessInfo.processInfo.environment

@@ -119,7 +119,7 @@ struct ODataPy {
 /// SIGKILLed — with odatapy's own log of applied writes proving every change applied exactly once
 /// (odatapy ignores `Repeatability-Request-ID`, so a re-sent request is settled by flush's
 /// reconciliation). Every store a test made passes `check` afterwards (`.checksStores`).
-@Suite(.checksStores, .serialized) struct SyncODataPyTests {
+@Suite(.external, .checksStores, .serialized) struct SyncODataPyTests {
     static let requests = [("Partners", "BusinessPartners"), ("Products", "Products"), ("Orders", "SalesOrders?$expand=Items")]
 
     /// An empty offline store from the sample `$metadata`, the requests defined, refreshed from `url`.

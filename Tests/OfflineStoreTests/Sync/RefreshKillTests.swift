@@ -7,7 +7,7 @@ import TestSupport
 
 /// `offline-store refresh` as a child process, SIGKILLed at random instants; and a large refresh
 /// whose memory is measured.
-@Suite(.checksStores, .serialized) struct RefreshKillTests {
+@Suite(.soak, .checksStores, .serialized) struct RefreshKillTests {
     static func env(_ name: String, _ fallback: Int) -> Int {
         ProcessInfo.processInfo.environment[name].flatMap(Int.init) ?? fallback
     }

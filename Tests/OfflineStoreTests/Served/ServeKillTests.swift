@@ -15,7 +15,7 @@ import TestSupport
 /// record — and the store passes `check`.
 ///
 /// Bounded by `SERVE_KILLS` (default 30) and `SERVE_KILL_SECONDS` (default 90).
-@Suite(.checksStores) struct ServeKillTests {
+@Suite(.soak, .checksStores) struct ServeKillTests {
     enum Kind { case post, batch }
     struct Sent {
         var kind: Kind

@@ -10,7 +10,7 @@ import Samples
 /// `CRASHTEST_KILLS` (default 20) and `CRASHTEST_SECONDS` (default 60); scripts/test.sh runs a
 /// longer one. And the two things it relies on: that it reports a loss when there is one, and
 /// that a killed process's reader slot is cleared when the store is next opened.
-@Suite(.checksStores, .serialized) struct CrashTestTests {
+@Suite(.soak, .checksStores, .serialized) struct CrashTestTests {
     static func env(_ name: String, _ fallback: Int) -> Int {
         ProcessInfo.processInfo.environment[name].flatMap(Int.init) ?? fallback
     }

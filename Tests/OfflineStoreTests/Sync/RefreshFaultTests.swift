@@ -27,7 +27,7 @@ import TestSupport
 /// `base/` images, `q/by-entity`, the ETags, membership (without its generation numbers: a
 /// full read that failed takes a new one when read again) and the delta links; not the event log,
 /// which records the failures.
-@Suite(.checksStores) struct RefreshFaultTests {
+@Suite(.soak, .checksStores) struct RefreshFaultTests {
     /// How many calls to fail, spread evenly over all of them from a seeded offset (a refresh
     /// makes ~600; each trial refreshes twice over HTTP): `REFRESH_FAULT_TRIALS=N`, 0 for every call.
     static let trialLimit = ProcessInfo.processInfo.environment["REFRESH_FAULT_TRIALS"].flatMap(Int.init) ?? 150

@@ -9,7 +9,7 @@ import Samples
 /// refresh brings the products, a price change posted to it is queued, its background flush
 /// applies it on the service, and both processes stop cleanly on SIGTERM. Bounded: every wait is
 /// at most `EMBEDDED_SERVICE_SECONDS` (default 120) seconds, each process lives at most 900 s (a safety bound: both are stopped by PID; under a full parallel CI run a test took over 300 s).
-@Suite(.checksStores) struct EmbeddedServiceTests {
+@Suite(.soak, .checksStores) struct EmbeddedServiceTests {
     static let seconds = Double(ProcessInfo.processInfo.environment["EMBEDDED_SERVICE_SECONDS"] ?? "") ?? 120
 
     /// Polls `condition` every 100 ms until it holds, for at most `seconds`.

@@ -192,7 +192,8 @@ package struct RequestQueue: Sendable {
                 byReferenced[c.referencedProperty] = v
             }
             guard !byReferenced.isEmpty, Set(byReferenced.keys) == Set(target.type.key) else { continue }
-            guard let keyBytes = try? target.encodeKey(target.type.key.map { byReferenced[$0]! }) else { continue }
+            // Every key property of the target has a value (the guard above): `compactMap` drops none.
+            guard let keyBytes = try? target.encodeKey(target.type.key.compactMap { byReferenced[$0] }) else { continue }
             if let first = try chain(t, set: targetName, keyBytes: keyBytes).first, first.method == .create {
                 out.append(first.id)
             }
@@ -208,11 +209,58 @@ package struct RequestQueue: Sendable {
     /// Request ids, the repeatability id and the time are taken here, inside the transaction: if
     /// the writer runs the body again (after growing the map) it takes them again, consistently.
     package func apply(_ change: LocalChange, options: ChangeOptions, optimize: Bool, in t: WriteView) throws -> AppliedChange {
-        let set = try store.set(change.set)
+        let set = try changeableSet(change.set)
+        // 1. The entity (and its indexes).
+        let entity = try writeEntity(change, to: set, in: t)
+        // 2. Its request.
+        let chain = try self.chain(t.reader, set: set.name, keyBytes: entity.keyBytes)
+        if chain.isEmpty, let previous = entity.previous {
+            // The first local change of a server entity: keep its server image (undo, rebase).
+            try t.put(store.base(ofSet: set.name), entity.keyBytes, set.codec.encode(previous))
+        }
+        let deps = try dependencies(of: change, entity, set: set, in: t.reader)
+        let last = try lastRequest(chain, in: t.reader)
+        let decision = Collapse.decide(pending: last?.pending, new: change.method, dependencies: deps, options: options, optimize: optimize)
+        let requestID = try enqueue(change, as: decision, entity, set: set, chain: chain, last: last, deps: deps, options: options, in: t)
+        return AppliedChange(requestID: requestID, decision: decision, entity: entity.current, previous: entity.previous)
+    }
+
+    /// An entity as a local change left it.
+    private struct ChangedEntity {
+        var keyValues: [Value]
+        var keyBytes: [UInt8]
+        /// Before the change (nil for a create).
+        var previous: Properties?
+        /// As stored after the change (nil after a delete).
+        var current: Properties?
+        /// A create whose key the store filled in with a local key (`fillLocalKey`).
+        var localKey: Bool
+    }
+
+    /// The entity's last request, as `q/by-entity` lists it and as its record reads.
+    private struct LastRequest {
+        var entry: ChainEntry
+        var record: RequestRecord
+
+        /// What `Collapse` weighs.
+        var pending: Collapse.Pending {
+            Collapse.Pending(id: record.id, method: record.method, status: record.status, nonMergeable: record.nonMergeable,
+                             transactionID: record.transactionID, uploadCategory: record.uploadCategory, hasDependents: entry.hasDependents)
+        }
+    }
+
+    /// The entity set a local change may change: any but the store's own.
+    private func changeableSet(_ name: String) throws -> EntitySetHandle {
+        let set = try store.set(name)
         guard !store.schema.isSystemSet(set.name) else {
             throw EntityError.badInput("'\(set.name)' is one of the store's own sets; it cannot be changed directly")
         }
-        // 1. The entity.
+        return set
+    }
+
+    /// Writes `change` to its entity (and the set's indexes): a create takes a local key where its
+    /// key is missing; an update, replace or delete of an entity that is not there throws.
+    private func writeEntity(_ change: LocalChange, to set: EntitySetHandle, in t: WriteView) throws -> ChangedEntity {
         let keyValues: [Value]
         let previous: Properties?
         let current: Properties?
@@ -239,71 +287,93 @@ package struct RequestQueue: Sendable {
             }
             (previous, current) = (old, nil)
         }
-        let keyBytes = try set.encodeKey(keyValues)
-        // 2. Its request.
-        let chain = try self.chain(t.reader, set: set.name, keyBytes: keyBytes)
-        if chain.isEmpty, let previous {
-            // The first local change of a server entity: keep its server image (undo, rebase).
-            try t.put(store.base(ofSet: set.name), keyBytes, set.codec.encode(previous))
-        }
-        let method = change.method
-        var deps: [Int64] = []
-        if let current, method != .delete {
-            var refs = current
-            if case .update(_, _, let changes) = change { refs = changes }
-            deps = try dependencies(t.reader, set: set, props: refs)
-        }
-        var pending: Collapse.Pending? = nil
-        if let last = chain.last, let r = try record(t.reader, id: last.id) {
-            pending = Collapse.Pending(id: r.id, method: r.method, status: r.status, nonMergeable: r.nonMergeable,
-                                       transactionID: r.transactionID, uploadCategory: r.uploadCategory, hasDependents: last.hasDependents)
-        }
-        let decision = Collapse.decide(pending: pending, new: method, dependencies: deps, options: options, optimize: optimize)
-        var requestID: Int64? = nil
-        switch decision {
-        case .append:
-            requestID = try append(t, set: set, change: change, current: current, keyValues: keyValues, keyBytes: keyBytes,
-                                   deps: deps, options: options, localKey: localKey)
-        case .merge(let id, let newMethod):
-            var r = try record(t.reader, id: id)!
-            switch newMethod {
-            case .update:
-                guard case .update(_, _, let changes) = change else { break }
-                var merged = try body(of: r)
-                for (k, v) in changes { merged[k] = v }
-                r.body = json(set, merged, select: Set(merged.map(\.key)))
-            default:
-                r.body = json(set, current ?? [:])
-            }
-            r.method = newMethod
-            r.customTag = Collapse.joinTags(r.customTag, options.customTag)
-            r.customHeaders.merge(options.customHeaders) { _, new in new }
-            r.dependencies = Array(Set(r.dependencies + deps)).sorted()
-            try put(t, r, hasDependents: chain.last!.hasDependents)
-            for d in deps { try markDepended(t, id: d) }
-            requestID = id
-        case .cancel(let id):
-            try remove(t, try record(t.reader, id: id)!)
-            if chain.count == 1 { try t.delete(store.base(ofSet: set.name), keyBytes) }
-        case .supersede(let id):
-            try remove(t, try record(t.reader, id: id)!)
-            requestID = try append(t, set: set, change: change, current: current, keyValues: keyValues, keyBytes: keyBytes, deps: deps, options: options)
-        }
-        return AppliedChange(requestID: requestID, decision: decision, entity: current, previous: previous)
+        return ChangedEntity(keyValues: keyValues, keyBytes: try set.encodeKey(keyValues), previous: previous, current: current,
+                             localKey: localKey)
     }
 
-    private func append(_ t: WriteView, set: EntitySetHandle, change: LocalChange, current: Properties?, keyValues: [Value],
-                        keyBytes: [UInt8], deps: [Int64], options: ChangeOptions, localKey: Bool = false) throws -> Int64 {
+    /// The pending creates the changed entity refers to (an update: those its changes refer to);
+    /// none for a delete.
+    private func dependencies(of change: LocalChange, _ entity: ChangedEntity, set: EntitySetHandle, in t: ReadView) throws -> [Int64] {
+        guard let current = entity.current, change.method != .delete else { return [] }
+        var refs = current
+        if case .update(_, _, let changes) = change { refs = changes }
+        return try dependencies(t, set: set, props: refs)
+    }
+
+    /// The last of `chain` with its record; nil when the entity has no request (or, in a damaged
+    /// store, its record is missing: then nothing collapses and the change gets a request of its own).
+    private func lastRequest(_ chain: [ChainEntry], in t: ReadView) throws -> LastRequest? {
+        guard let entry = chain.last, let r = try record(t, id: entry.id) else { return nil }
+        return LastRequest(entry: entry, record: r)
+    }
+
+    /// Records the change as `decision` says: a new request, or merged into `last`, or cancelling
+    /// or superseding it. Returns the request now carrying the change (nil when it cancelled one).
+    private func enqueue(_ change: LocalChange, as decision: Collapse.Decision, _ entity: ChangedEntity, set: EntitySetHandle,
+                        chain: [ChainEntry], last: LastRequest?, deps: [Int64], options: ChangeOptions, in t: WriteView) throws -> Int64? {
+        /// `Collapse.decide` merges, cancels or supersedes only the pending request it was given,
+        /// `last`: the record read in this transaction and not written since.
+        func collapsing(_ id: Int64) -> LastRequest {
+            guard let last, last.record.id == id else {
+                let lastID = last.map { String($0.record.id) } ?? "(none)"
+                preconditionFailure("Collapse decided on request \(id), not the entity's last request \(lastID)")
+            }
+            return last
+        }
+        switch decision {
+        case .append:
+            return try append(t, set: set, change: change, entity, deps: deps, options: options)
+        case .merge(let id, let newMethod):
+            try merge(change, into: collapsing(id), becoming: newMethod, entity, set: set, deps: deps, options: options, in: t)
+            return id
+        case .cancel(let id):
+            try remove(t, collapsing(id).record)
+            // The cancelled create was the entity's only request: no server image to keep.
+            if chain.count == 1 { try t.delete(store.base(ofSet: set.name), entity.keyBytes) }
+            return nil
+        case .supersede(let id):
+            // Collapse supersedes only with a delete, so the appended request has no local key.
+            try remove(t, collapsing(id).record)
+            return try append(t, set: set, change: change, entity, deps: deps, options: options)
+        }
+    }
+
+    /// Merges `change` into the pending request `last`, which becomes `newMethod` and keeps its
+    /// place in the queue.
+    private func merge(_ change: LocalChange, into last: LastRequest, becoming newMethod: RequestRecord.Method, _ entity: ChangedEntity,
+                       set: EntitySetHandle, deps: [Int64], options: ChangeOptions, in t: WriteView) throws {
+        var r = last.record
+        switch newMethod {
+        case .update:
+            // Only an update merges into an update: the body takes its changes, later values win.
+            guard case .update(_, _, let changes) = change else { break }
+            var merged = try body(of: r)
+            for (k, v) in changes { merged[k] = v }
+            r.body = json(set, merged, select: Set(merged.map(\.key)))
+        default:
+            r.body = json(set, entity.current ?? [:])
+        }
+        r.method = newMethod
+        r.customTag = Collapse.joinTags(r.customTag, options.customTag)
+        r.customHeaders.merge(options.customHeaders) { _, new in new }
+        r.dependencies = Array(Set(r.dependencies + deps)).sorted()
+        try put(t, r, hasDependents: last.entry.hasDependents)
+        for d in deps { try markDepended(t, id: d) }
+    }
+
+    /// Appends a new request for `change` at the end of the queue. Returns its id.
+    private func append(_ t: WriteView, set: EntitySetHandle, change: LocalChange, _ entity: ChangedEntity, deps: [Int64],
+                        options: ChangeOptions) throws -> Int64 {
         let id = try allocateID(t)
         let body: String?
         switch change {
-        case .create, .replace: body = json(set, current ?? [:])
+        case .create, .replace: body = json(set, entity.current ?? [:])
         case .update(_, _, let changes): body = json(set, changes, select: Set(changes.map(\.key)))
         case .delete: body = nil
         }
-        let r = RequestRecord(id: id, method: change.method, entitySet: set.name, entityKey: Self.entityKey(set, keyValues), keyBytes: keyBytes,
-                              body: body, options: options, repeatabilityID: EDMGuid.random(), createdAt: .now,
-                              dependencies: deps, localKey: localKey)
+        let r = RequestRecord(id: id, method: change.method, entitySet: set.name, entityKey: Self.entityKey(set, entity.keyValues),
+                              keyBytes: entity.keyBytes, body: body, options: options, repeatabilityID: EDMGuid.random(), createdAt: .now,
+                              dependencies: deps, localKey: entity.localKey)
         try put(t, r, hasDependents: false)
         for d in deps { try markDepended(t, id: d) }
         return id

@@ -223,171 +223,33 @@ package struct Flush: Sendable {
 
     /// The next round's requests (see `Flush`), marked sent in `t`, with what goes over the wire.
     package static func prepare(_ t: WriteView, queue: RequestQueue, options: Options, now: EDMDateTimeOffset = .now) throws -> [Outgoing] {
-        let ids = try plan(t.reader, queue: queue, options: options)
-        if ids.isEmpty { return [] }
+        let planned = try plan(t.reader, queue: queue, options: options)  // FlushPlan.swift
+        if planned.isEmpty { return [] }
         let etags = ServerETags(store: queue.store)
         var out: [Outgoing] = []
-        var position: [Int64: Int] = [:]
-        for (id, group, preds, ifMatch) in ids {
-            let r = try queue.markSent(t, id: id, at: now)
-            let etag = ifMatch ? try etags.get(t.reader, set: r.entitySet, keyBytes: r.keyBytes) : nil
+        var position: [Int64: Int] = [:]  // where each request of the round stands in `out`
+        for p in planned {
+            // Planned from this transaction's reading of the queue: the record is there.
+            let r = try queue.markSent(t, id: p.id, at: now)
+            let etag = p.ifMatch ? try etags.get(t.reader, set: r.entitySet, keyBytes: r.keyBytes) : nil
             var request = try Self.request(r, queue: queue, etag: etag)
-            request.group = group
-            request.id = String(id)
-            request.dependsOn = preds.filter { position[$0] != nil && out[position[$0]!].request.group.map { $0 != group } ?? true }.map(String.init)
-            position[id] = out.count
+            request.group = p.group
+            request.id = String(p.id)
+            request.dependsOn = dependsOn(p, earlier: out, position: position)
+            position[p.id] = out.count
             out.append(Outgoing(record: r, request: request))
         }
         return out
     }
 
-    /// The ids of the next round, in order, each with its atomicity group, its predecessors, and
-    /// whether it goes with `If-Match` (the ETag held).
-    ///
-    /// A change of an entity whose ETag the store holds never goes in the round trip of an earlier
-    /// change of the same entity: its `If-Match` would carry the ETag from before that change, and
-    /// the service would refuse it (412). It goes in the next one, when the answer to the earlier
-    /// one has brought the new ETag. In a change set (one atomicity group, all or nothing, nothing
-    /// in between) it goes along without `If-Match`: the first change of the entity checks it.
-    ///
-    /// The queue is read in id order only as far as the round needs (a flush with batch size 1
-    /// reads one record a round, not the whole queue); a change set needs all its members, so
-    /// meeting one reads the whole queue and plans again from the start.
-    static func plan(_ t: ReadView, queue: RequestQueue, options: Options) throws -> [(Int64, String?, [Int64], Bool)] {
-        var round = RoundPlanner(t, queue: queue, options: options)
-        var complete = true  // every record read, or the round filled, before a change set
-        try queue.records.scan(t) { p in
-            let r = try RequestRecord(p)
-            if r.transactionID != nil, r.status != .error { complete = false; return false }
-            round.add(r)
-            try round.consider(r.id)
-            return !round.isFull
-        }
-        return complete ? round.batch : try planFully(t, queue: queue, options: options)
-    }
-
-    /// `plan` from the whole queue (what it does when it meets a change set).
-    static func planFully(_ t: ReadView, queue: RequestQueue, options: Options) throws -> [(Int64, String?, [Int64], Bool)] {
-        var round = RoundPlanner(t, queue: queue, options: options)
-        try queue.records.scan(t) { p in round.add(try RequestRecord(p)); return true }
-        for id in round.order.sorted() {
-            if round.isFull { break }
-            try round.consider(id)
-        }
-        return round.batch
-    }
-
-    /// The state of planning one round: the records read so far (in id order) and the round.
-    private struct RoundPlanner {
-        let t: ReadView
-        let queue: RequestQueue
-        let options: Options
-        let etags: ServerETags
-        /// Records read, and records fetched by id (a dependency on a later record).
-        var all: [Int64: RequestRecord] = [:]
-        var order: [Int64] = []
-        var chains: [[UInt8]: [Int64]] = [:]
-        var byTransaction: [String: [Int64]] = [:]
-        var batch: [(Int64, String?, [Int64], Bool)] = []
-        var inBatch: Set<Int64> = []
-        var visitedTransactions: Set<String> = []
-        /// A change set did not fit: the round ends here.
-        var isClosed = false
-
-        init(_ t: ReadView, queue: RequestQueue, options: Options) {
-            (self.t, self.queue, self.options, etags) = (t, queue, options, ServerETags(store: queue.store))
-        }
-
-        /// The round takes no more: the batch size reached, or a change set that did not fit.
-        var isFull: Bool { isClosed || batch.count >= options.batchSize }
-
-        /// Takes in the next record in id order.
-        mutating func add(_ r: RequestRecord) {
-            all[r.id] = r
-            order.append(r.id)
-            chains[RequestQueue.entityPrefix(set: r.entitySet, keyBytes: r.keyBytes), default: []].append(r.id)
-            if let tx = r.transactionID, r.status != .error { byTransaction[tx, default: []].append(r.id) }
-        }
-
-        /// The record `id`, read or fetched; nil when it is not queued.
-        mutating func record(_ id: Int64) throws -> RequestRecord? {
-            if let r = all[id] { return r }
-            let r = try queue.record(t, id: id)
-            all[id] = r
-            return r
-        }
-
-        func inFlush(_ r: RequestRecord) -> Bool {
-            r.status != .error && (options.category == nil || r.uploadCategory == options.category)
-        }
-
-        /// Requests that must be done before `r`: earlier ones of its entity, and the creates it
-        /// refers to — those still queued.
-        mutating func predecessors(_ r: RequestRecord) throws -> [Int64] {
-            let chain = chains[RequestQueue.entityPrefix(set: r.entitySet, keyBytes: r.keyBytes)] ?? []
-            let queued = try r.dependencies.filter { try record($0) != nil }
-            return Array(Set(chain.filter { $0 < r.id } + queued)).sorted()
-        }
-
-        mutating func localCreate(_ id: Int64) throws -> Bool { try record(id).map { $0.method == .create && $0.localKey } ?? false }
-
-        /// Whether `r` can go in this round after `staged` (more of its own group): every
-        /// predecessor is done, or goes before it in this round and is not a create with a local key.
-        mutating func ready(_ preds: [Int64], staged: Set<Int64> = []) throws -> Bool {
-            for p in preds {
-                guard inBatch.contains(p) || staged.contains(p) else { return false }
-                if try localCreate(p) { return false }
-            }
-            return true
-        }
-
-        /// Whether an earlier change of `r`'s entity is in this round.
-        func followsInRound(_ r: RequestRecord, staged: Set<Int64> = []) -> Bool {
-            (chains[RequestQueue.entityPrefix(set: r.entitySet, keyBytes: r.keyBytes)] ?? []).contains { $0 < r.id && (inBatch.contains($0) || staged.contains($0)) }
-        }
-
-        func hasETag(_ r: RequestRecord) throws -> Bool {
-            guard r.method != .create else { return false }
-            return try etags.get(t, set: r.entitySet, keyBytes: r.keyBytes) != nil
-        }
-
-        /// Adds request `id` to the round if it can go (with its change set, if it is in one).
-        mutating func consider(_ id: Int64) throws {
-            let r = all[id]!
-            guard inFlush(r), !inBatch.contains(id) else { return }
-            if let tx = r.transactionID {
-                guard visitedTransactions.insert(tx).inserted else { return }
-                var members = byTransaction[tx] ?? []
-                // A change set not wholly in this flush (another category) waits.
-                if members.contains(where: { !inFlush(all[$0]!) }) { return }
-                // A change set once sent goes again exactly as it went: its sent members.
-                if members.contains(where: { all[$0]!.status == .sent }) { members = members.filter { all[$0]!.status == .sent } }
-                let memberSet = Set(members)
-                var stage: [(Int64, [Int64], Bool)] = []
-                var staged: Set<Int64> = []
-                for m in members {
-                    let preds = try predecessors(all[m]!)
-                    if preds.contains(where: { !memberSet.contains($0) && !inBatch.contains($0) }) { return }
-                    if try ready(preds, staged: staged) {
-                        stage.append((m, preds, !followsInRound(all[m]!, staged: staged)))
-                        staged.insert(m)
-                    }
-                }
-                if stage.isEmpty { return }
-                if !batch.isEmpty && batch.count + stage.count > options.batchSize { isClosed = true; return }
-                let group = "t\(stage[0].0)"
-                for (m, preds, ifMatch) in stage {
-                    batch.append((m, group, preds, ifMatch))
-                    inBatch.insert(m)
-                }
-            } else {
-                let preds = try predecessors(r)
-                guard try ready(preds) else { return }
-                if followsInRound(r), try hasETag(r) { return }
-                batch.append((id, nil, preds, true))
-                inBatch.insert(id)
-            }
-        }
+    /// The `$batch` ids `planned` names in `dependsOn`: its predecessors, which the planner put
+    /// earlier in the round (`position` finds them in `earlier`), except those of its own change
+    /// set (members of one atomicity group are not linked by `dependsOn`).
+    static func dependsOn(_ planned: PlannedRequest, earlier: [Outgoing], position: [Int64: Int]) -> [String] {
+        planned.predecessors.filter { pred in
+            guard let i = position[pred] else { return false }
+            return earlier[i].request.group.map { $0 != planned.group } ?? true
+        }.map(String.init)
     }
 
     /// What goes over the wire for `r`.

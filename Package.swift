@@ -47,9 +47,26 @@ let package = Package(
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
+        // What the tool's verbs share: --store, error lines, input files, Output.
+        .target(name: "CommandSupport", dependencies: [
+            "OfflineStore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ], swiftSettings: strict),
+        // `crashtest` and its hidden workers: SIGKILL at random instants, then verify.
+        .target(name: "CrashHarness", dependencies: [
+            "CommandSupport", "OfflineStore", "Samples", "Server",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ], swiftSettings: strict),
+        // `demo`: the whole offline story, through the public API and a plain HTTP client.
+        .target(name: "Demo", dependencies: [
+            "CommandSupport", "OfflineStore", "Samples", "Server", "Storage",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
         .executableTarget(
             name: "offline-store",
             dependencies: [
+                "CommandSupport", "CrashHarness", "Demo",
                 "OfflineStore", "Samples", "Server", "LMDB", "Storage", "Queue", "Sync", "Remote",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

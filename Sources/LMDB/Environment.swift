@@ -22,11 +22,11 @@ public enum Durability: String, Sendable, Codable {
 /// try env.write { txn in try txn.view.put(db, key, value) }
 /// let n = try env.read { txn in try txn.view.count(db) }
 /// ```
-public final class Environment: @unchecked Sendable {
+package final class Environment: @unchecked Sendable {
     // @unchecked: MDB_env is thread-safe under MDB_NOTLS; our mutable state is behind `state` and
     // `resize` (a reader/writer lock: read transactions share it, a map resize takes it alone).
     package let raw: OpaquePointer
-    public let path: String
+    package let path: String
     private let resize = _RWLock()
     private let state = Mutex<[String: Database]>([:])
     /// Serializes `mdb_dbi_open` in read-only environments (writable ones open on the writer thread).
@@ -35,14 +35,14 @@ public final class Environment: @unchecked Sendable {
     package let _commits = Atomic<Int>(0)
     package var commitCount: Int { _commits.load(ordering: .relaxed) }
     /// The limit given to `mdb_env_set_maxdbs`.
-    public let maxDatabases: Int
+    package let maxDatabases: Int
     private let writer: _Writer
     /// Reset read transactions kept for reuse (`mdb_txn_reset` / `mdb_txn_renew`): renewing keeps
     /// the reader slot and the allocation, which makes a short read several times cheaper.
     private let idleReaders = Mutex<[UInt]>([])  // MDB_txn pointers' bit patterns (Sendable)
     /// The size cap in bytes (`setSizeCap`), or nil: the map then grows without bound.
     private let _sizeCap = Atomic<Int>(0)
-    public var sizeCap: Int? { let c = _sizeCap.load(ordering: .relaxed); return c == 0 ? nil : c }
+    package var sizeCap: Int? { let c = _sizeCap.load(ordering: .relaxed); return c == 0 ? nil : c }
     static let maxIdleReaders = 32
 
     /// Opens (creating if needed) the environment in directory `path` (`mdb_env_open`).
@@ -56,7 +56,7 @@ public final class Environment: @unchecked Sendable {
     /// - Throws: `LMDBError`, `StorageSystemError`, `EnvironmentError`, or `DataFileError` for a
     ///   truncated or damaged `data.mdb` (found before LMDB maps it). On failure the environment
     ///   is closed again (`mdb_env_close`).
-    public init(path: String, durability: Durability = .full, mapSize: Int = Environment.defaultMapSize,
+    package init(path: String, durability: Durability = .full, mapSize: Int = Environment.defaultMapSize,
                 maxDatabases: Int = 1024, fileMode: mode_t = 0o644, readOnly: Bool = false) throws {
         // Before any file of ours is opened: a closed standard descriptor must not become data.mdb.
         try StandardDescriptors.reserve()
@@ -85,7 +85,7 @@ public final class Environment: @unchecked Sendable {
     /// A private scratch environment in one file under `directory` (the sort spill): no lock file
     /// (`MDB_NOLOCK`, only this process uses it), no fsync, and the file is unlinked as soon as it
     /// is open, so neither a normal end nor a SIGKILL leaves anything behind.
-    public init(scratchIn directory: String, mapSize: Int = 1 << 30, maxDatabases: Int = 2) throws {
+    package init(scratchIn directory: String, mapSize: Int = 1 << 30, maxDatabases: Int = 2) throws {
         try StandardDescriptors.reserve()
         var template = Array((directory.hasSuffix("/") ? directory : directory + "/").utf8CString.dropLast())
             + Array("offline-store-scratch-XXXXXX".utf8CString)
@@ -171,40 +171,40 @@ public final class Environment: @unchecked Sendable {
     /// The map reserved at open: 64 GiB of address space, not of disk (the file grows only as pages
     /// are written). So large a map almost never fills, so writers almost never wait for every
     /// reader to finish before a resize — a long streaming read would otherwise stall them.
-    public static let defaultMapSize = 64 << 30
+    package static let defaultMapSize = 64 << 30
 
     /// True when opened with `readOnly`: writes throw.
-    public let isReadOnly: Bool
+    package let isReadOnly: Bool
     /// The scratch file of an `init(scratchIn:)` environment (already unlinked).
     let temporaryFile: String?
 
     /// The durability in force (`mdb_env_get_flags`).
-    public var durability: Durability {
+    package var durability: Durability {
         var flags: UInt32 = 0
         _ = _lmdb.envGetFlags(raw, &flags)
         return flags & UInt32(MDB_NOSYNC) != 0 ? .noSync : .full
     }
 
     /// Changes the durability of later commits (`mdb_env_set_flags` with `MDB_NOSYNC`).
-    public func setDurability(_ d: Durability) throws {
+    package func setDurability(_ d: Durability) throws {
         try _check(_lmdb.envSetFlags(raw, UInt32(MDB_NOSYNC), d == .noSync), "mdb_env_set_flags")
     }
 
     /// The current map size in bytes (`mdb_env_info`).
-    public var mapSize: Int {
+    package var mapSize: Int {
         var info = MDB_envinfo()
         _ = _lmdb.envInfo(raw, &info)
         return info.me_mapsize
     }
 
     /// Size of the data file in bytes.
-    public var fileSize: Int {
+    package var fileSize: Int {
         let attrs = try? FileManager.default.attributesOfItem(atPath: path + "/data.mdb")
         return (attrs?[.size] as? NSNumber)?.intValue ?? 0
     }
 
     /// Flushes buffers to disk (`mdb_env_sync` with force), for `noSync` stores that want a checkpoint.
-    public func sync() throws {
+    package func sync() throws {
         try _check(_lmdb.envSync(raw, force: true), "mdb_env_sync")
     }
 
@@ -213,7 +213,7 @@ public final class Environment: @unchecked Sendable {
     /// Runs `body` in a read-only transaction and returns its result; the transaction ends with it.
     ///
     /// Do not start a write from inside `body`: a map resize waits for readers to finish.
-    public func read<R>(_ body: (borrowing ReadTransaction) throws -> R) throws -> R {
+    package func read<R>(_ body: (borrowing ReadTransaction) throws -> R) throws -> R {
         resize.lockShared()
         defer { resize.unlock() }
         let t = ReadTransaction(raw: try beginRead(), environment: self)
@@ -262,7 +262,7 @@ public final class Environment: @unchecked Sendable {
     /// `body` may run more than once (it is re-run after the map grows), so it must only act
     /// through the transaction. Throwing from `body` undoes exactly its own changes.
     @discardableResult
-    public func write<R: Sendable>(_ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R) throws -> R {
+    package func write<R: Sendable>(_ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R) throws -> R {
         precondition(!writer.isCurrentThread, "Environment.write called from inside a write")
         if isReadOnly { throw EnvironmentError.readOnly(path) }
         return try runAndWait(_WriteJob<R>(body: body, exclusive: false))
@@ -270,7 +270,7 @@ public final class Environment: @unchecked Sendable {
 
     /// Runs `body` in a write transaction on the writer thread; resumes after the durable commit.
     @discardableResult
-    public func write<R: Sendable>(_ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R) async throws -> R {
+    package func write<R: Sendable>(_ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R) async throws -> R {
         if isReadOnly { throw EnvironmentError.readOnly(path) }
         let job = _WriteJob<R>(body: body, exclusive: false)
         return try await withCheckedThrowingContinuation { (c: CheckedContinuation<R, Error>) in
@@ -304,13 +304,13 @@ public final class Environment: @unchecked Sendable {
     /// any other may call it: every open runs in a transaction of its own on the writer thread
     /// (or, read-only, under `dbiLock`). Handles are cached. Call it when the store opens, not
     /// from inside a write body (that throws rather than wait for itself).
-    public func database(named name: String, create: Bool) throws -> Database? {
+    package func database(named name: String, create: Bool) throws -> Database? {
         try databases(named: [name], create: create)[0]
     }
 
     /// Opens several named databases in one transaction; nil for each that is absent when
     /// `create` is false.
-    public func databases(named names: [String], create: Bool) throws -> [Database?] {
+    package func databases(named names: [String], create: Bool) throws -> [Database?] {
         let cached = state.withLock { cache in names.map { cache[$0] } }
         let missing = zip(names, cached).filter { $0.1 == nil }.map(\.0)
         if missing.isEmpty { return cached }
@@ -350,7 +350,7 @@ public final class Environment: @unchecked Sendable {
     }
 
     /// Deletes the named database and its contents (`mdb_drop` with del = 1).
-    public func dropDatabase(named name: String) throws {
+    package func dropDatabase(named name: String) throws {
         guard let db = try database(named: name, create: false) else { return }
         let dropped = Result { try runAndWait(_WriteJob<Void>(body: { txn in
             try _check(_lmdb.drop(txn.view.raw, db.dbi, delete: true), "mdb_drop \(name)")
@@ -360,7 +360,7 @@ public final class Environment: @unchecked Sendable {
     }
 
     /// Names of all named databases (the keys of LMDB's main database).
-    public func databaseNames() throws -> [String] {
+    package func databaseNames() throws -> [String] {
         try read { txn in
             // The main database is always handle 1 (MAIN_DBI): no mdb_dbi_open needed.
             var names: [String] = []
@@ -384,7 +384,7 @@ public final class Environment: @unchecked Sendable {
     /// uses more than `bytes`, LMDB keeps the map at the size in use (every write then fails
     /// until enough is freed). Call it before writing from other threads (the store does so as it
     /// opens): it remaps, which must not race a write transaction.
-    public func setSizeCap(_ bytes: Int?) throws {
+    package func setSizeCap(_ bytes: Int?) throws {
         guard !isReadOnly else { return }
         resize.lockExclusive()
         defer { resize.unlock() }
@@ -401,7 +401,7 @@ public final class Environment: @unchecked Sendable {
     /// Room above the size cap that only a write removing more entries than it adds may use
     /// (1/16 of the cap, at least 64 KiB): without it a full store could not even delete, since
     /// LMDB copies every page it changes.
-    public var sizeReserve: Int { sizeCap.map { max($0 / 16, 64 << 10) & ~4095 } ?? 0 }
+    package var sizeReserve: Int { sizeCap.map { max($0 / 16, 64 << 10) & ~4095 } ?? 0 }
 
     /// Sets the map to the cap plus the reserve (`true`) or back to the cap (LMDB keeps it at
     /// least as large as the pages in use). Called by the writer with no transaction open.

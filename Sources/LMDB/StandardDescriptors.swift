@@ -12,7 +12,7 @@ import Synchronization
 /// program's own output — a `print`, a log line — is written over the database's pages. SQLite
 /// guards against the same thing. Before the store opens a file, every closed standard descriptor
 /// is taken by `/dev/null`, so output to it is discarded instead.
-public enum StandardDescriptors {
+package enum StandardDescriptors {
     private static let lock = Mutex(())
 
     /// Opens `/dev/null` on each of descriptors 0–2 that is closed (`fcntl(F_GETFD)` fails with
@@ -20,7 +20,7 @@ public enum StandardDescriptors {
     ///
     /// - Throws: `StorageSystemError` when `/dev/null` cannot be opened and a standard descriptor
     ///   is free — opening a store then would risk it, so the store refuses to open.
-    public static func reserve() throws(StorageSystemError) {
+    package static func reserve() throws(StorageSystemError) {
         if (0...2).allSatisfy({ fcntl($0, F_GETFD) != -1 }) { return }
         try lock.withLock { _ throws(StorageSystemError) in
             // `open` returns the lowest free descriptor: keep taking them until one lands above 2.
@@ -42,14 +42,14 @@ public enum StandardDescriptors {
 }
 
 /// A system call that failed, with its `errno` and the operation it was part of.
-public struct StorageSystemError: Error, Sendable, CustomStringConvertible {
-    public let operation: String
-    public let errno: Int32
+package struct StorageSystemError: Error, Sendable, CustomStringConvertible {
+    package let operation: String
+    package let errno: Int32
 
-    public init(operation: String, errno: Int32) {
+    package init(operation: String, errno: Int32) {
         self.operation = operation
         self.errno = errno
     }
 
-    public var description: String { "\(operation): \(String(cString: strerror(errno)))" }
+    package var description: String { "\(operation): \(String(cString: strerror(errno)))" }
 }

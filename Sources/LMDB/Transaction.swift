@@ -1,13 +1,13 @@
 import CLMDB
 
 /// A handle to one named database inside an environment (`MDB_dbi`).
-public struct Database: Sendable, Hashable {
+package struct Database: Sendable, Hashable {
     package let dbi: MDB_dbi
-    public let name: String
+    package let name: String
 }
 
 /// Bytes borrowed from LMDB's memory map: valid only until the transaction that produced them ends.
-public typealias MappedBytes = UnsafeRawBufferPointer
+package typealias MappedBytes = UnsafeRawBufferPointer
 
 @inline(__always)
 func _val(_ bytes: UnsafeRawBufferPointer) -> MDB_val {
@@ -248,7 +248,7 @@ package struct Cursor {
 /// A read-only transaction (`mdb_txn_begin` with `MDB_RDONLY`). Ended when it goes out of scope.
 ///
 /// Not `Sendable`: use it on the thread that opened it, inside `Environment.read`.
-public struct ReadTransaction: ~Copyable {
+package struct ReadTransaction: ~Copyable {
     package let view: ReadView
     private let environment: Environment
 
@@ -266,7 +266,7 @@ public struct ReadTransaction: ~Copyable {
 
 /// A read-write transaction. Only the environment's writer thread makes one; commit and abort are
 /// the environment's job (`Environment.write` commits when the closure returns and aborts on throw).
-public struct WriteTransaction: ~Copyable {
+package struct WriteTransaction: ~Copyable {
     package let view: WriteView
 
     init(raw: OpaquePointer, state: _WriteState) {

@@ -43,7 +43,7 @@ public typealias QueryLimits = Storage.QueryLimits
 /// A bound of `IndexCondition.range`: a value, inclusive or not.
 public typealias ValueBound = Storage.ValueBound
 /// The shape `query(_:format:…)` writes: `json` (OData V4), `jsonl` or `table`.
-public typealias QueryFormat = QueryEngine.Format
+public typealias QueryFormat = Query.QueryFormat
 /// What `query(_:…options:…)` and `delta` add for a server: service root, ETags, a delta link.
 public typealias ResultOptions = Query.ResultOptions
 /// What `query` read besides the body: a single entity's ETag.

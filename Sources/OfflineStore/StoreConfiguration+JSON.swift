@@ -13,4 +13,7 @@ extension StoreConfiguration {
     public init(json bytes: [UInt8]) throws {
         try self.init(json: JSON.parse(bytes))
     }
+
+    /// The configuration as the JSON text `init(json:)` reads (for an `--config` file).
+    public var jsonText: String { json.text }
 }

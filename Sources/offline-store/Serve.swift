@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import Logging
+import CommandSupport
 import OfflineStore
 import Server
 import Synchronization
@@ -55,16 +56,4 @@ struct Serve: ParsableCommand {
             }
         }
     }
-}
-
-/// Runs `body` on the concurrency pool and waits for it on this (synchronous) thread.
-func blocking(_ body: @escaping @Sendable () async throws -> Void) throws {
-    let done = DispatchSemaphore(value: 0)
-    let failure = Mutex<(any Error)?>(nil)
-    Task {
-        do { try await body() } catch { failure.withLock { $0 = error } }
-        done.signal()
-    }
-    done.wait()
-    if let error = failure.withLock({ $0 }) { throw error }
 }

@@ -29,7 +29,7 @@ enum CLILoad {
         let label = "\(workload), \(grouped(Double(bytes) / Double(1 << 20))) MiB"
 
         try Data(BenchSchema.metadata.utf8).write(to: URL(fileURLWithPath: dir + "/bench-metadata.xml"))
-        try Data(StoreConfiguration(indexes: [BenchSchema.set: BenchSchema.indexes]).json.text.utf8)
+        try Data(StoreConfiguration(indexes: [BenchSchema.set: BenchSchema.indexes]).jsonText.utf8)
             .write(to: URL(fileURLWithPath: dir + "/bench-config.json"))
         for (name, extra) in [("OfflineStore CLI", [String]()), ("OfflineStore CLI, --batch 50000", ["--batch", "50000"])] {
             let path = dir + "/cli-load-\(extra.isEmpty ? "all" : "batch")"

@@ -5,24 +5,24 @@ import Storage
 ///
 ///     let binder = Binder(schema: schema)
 ///     let query = try binder.bind("SalesOrders?$filter=Items/any(i:i/Quantity gt 10)&$expand=Items")
-public struct Binder: Sendable {
-    public let schema: Schema
+package struct Binder: Sendable {
+    package let schema: Schema
     /// The URL's parameter alias values, while it is bound.
     var aliases: [String: Expr] = [:]
     /// Binding for `prepare`: an alias without a value becomes a placeholder to fill in later
     /// (`PreparedStatement`), typed by its use, instead of null.
     var preparing = false
 
-    public init(schema: Schema) {
+    package init(schema: Schema) {
         self.schema = schema
     }
 
     /// Parses (with the schema's OData version) and binds a relative URL.
-    public func bind(_ url: String, serviceRoot: String? = nil) throws(QueryError) -> BoundQuery {
+    package func bind(_ url: String, serviceRoot: String? = nil) throws(QueryError) -> BoundQuery {
         try bind(ODataURL.parse(url, serviceRoot: serviceRoot, version: schema.version))
     }
 
-    public func bind(_ url: ODataURL) throws(QueryError) -> BoundQuery {
+    package func bind(_ url: ODataURL) throws(QueryError) -> BoundQuery {
         var binder = self
         binder.aliases = url.aliases
         try Self.checkAliasExpansion(url)
@@ -56,7 +56,7 @@ public struct Binder: Sendable {
     }
 
     /// Binds a Boolean expression against an entity set, e.g. for a filter given on its own.
-    public func bindFilter(_ expr: Expr, entitySet: String, option: String = "$filter") throws(QueryError) -> TypedExpr {
+    package func bindFilter(_ expr: Expr, entitySet: String, option: String = "$filter") throws(QueryError) -> TypedExpr {
         guard let type = schema.entityType(ofSet: entitySet) else {
             throw QueryError("unknown entity set '\(entitySet)'", option: option, column: nil)
         }

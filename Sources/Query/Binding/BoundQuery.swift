@@ -1,78 +1,78 @@
 import Storage
 
 /// A key property and its value, converted to the property's type.
-public struct KeyComponent: Sendable, Hashable {
-    public var name: String
-    public var value: Value
+package struct KeyComponent: Sendable, Hashable {
+    package var name: String
+    package var value: Value
 
-    public init(name: String, value: Value) {
+    package init(name: String, value: Value) {
         self.name = name
         self.value = value
     }
 }
 
 /// One resolved resource path segment: the entity set it addresses, how it was reached, and its key.
-public struct BoundSegment: Sendable, Hashable {
+package struct BoundSegment: Sendable, Hashable {
     /// nil for the first segment (the entity set itself).
-    public var navigation: NavigationProperty?
-    public var entitySet: String
+    package var navigation: NavigationProperty?
+    package var entitySet: String
     /// Qualified name of the entity type.
-    public var entityType: String
+    package var entityType: String
     /// Key values in key order, when the segment has a key predicate.
-    public var key: [KeyComponent]?
+    package var key: [KeyComponent]?
     /// Whether the segment addresses at most one entity (key, singleton, single-valued navigation).
-    public var isSingle: Bool
+    package var isSingle: Bool
 }
 
 /// The resolved resource path.
-public struct BoundPath: Sendable, Hashable {
-    public var segments: [BoundSegment]
+package struct BoundPath: Sendable, Hashable {
+    package var segments: [BoundSegment]
     /// `…/$count`: the request asks for the number of entities only.
-    public var isCount: Bool
+    package var isCount: Bool
 
     /// The entity set of the last segment: where the result entities live.
-    public var entitySet: String { segments.last?.entitySet ?? "" }
-    public var isSingle: Bool { segments.last?.isSingle ?? false }
+    package var entitySet: String { segments.last?.entitySet ?? "" }
+    package var isSingle: Bool { segments.last?.isSingle ?? false }
 }
 
 /// One bound `$orderby` item.
-public struct BoundOrderBy: Sendable, Hashable {
-    public var expression: TypedExpr
-    public var descending: Bool
+package struct BoundOrderBy: Sendable, Hashable {
+    package var expression: TypedExpr
+    package var descending: Bool
 }
 
 /// A bound `$select` (absent or `*` means every structural property: `BoundOptions.select` is nil).
-public struct BoundSelect: Sendable, Hashable {
+package struct BoundSelect: Sendable, Hashable {
     /// Selected structural properties, each a path of `.property` steps (through complex types).
-    public var properties: [PropertyPath] = []
+    package var properties: [PropertyPath] = []
     /// Navigation properties named in `$select`.
-    public var navigations: [String] = []
+    package var navigations: [String] = []
 }
 
 /// A bound `$expand` item: the navigation property, where its targets live, and nested options.
 /// V2 paths (`SalesOrders/Items`) become nested expands.
-public struct BoundExpand: Sendable, Hashable {
-    public var navigation: NavigationProperty
-    public var entitySet: String
-    public var entityType: String
-    public var options: BoundOptions
-    public var position: Int
+package struct BoundExpand: Sendable, Hashable {
+    package var navigation: NavigationProperty
+    package var entitySet: String
+    package var entityType: String
+    package var options: BoundOptions
+    package var position: Int
 }
 
 /// The options that apply to a collection, at the top level or nested in `$expand`.
-public struct BoundOptions: Sendable, Hashable {
-    public var filter: TypedExpr?
-    public var orderBy: [BoundOrderBy] = []
+package struct BoundOptions: Sendable, Hashable {
+    package var filter: TypedExpr?
+    package var orderBy: [BoundOrderBy] = []
     /// nil: all structural properties.
-    public var select: BoundSelect?
-    public var expand: [BoundExpand] = []
-    public var top: Int?
-    public var skip: Int?
+    package var select: BoundSelect?
+    package var expand: [BoundExpand] = []
+    package var top: Int?
+    package var skip: Int?
     /// `$count=true` / `$inlinecount=allpages`: include the total count.
-    public var count = false
-    public var search: String?
+    package var count = false
+    package var search: String?
 
-    public init() {}
+    package init() {}
 
     /// Whether any option besides `expand` is set.
     var hasOwnOptions: Bool {
@@ -86,14 +86,14 @@ public struct BoundOptions: Sendable, Hashable {
 ///     query.path.entitySet      // "BusinessPartners"
 ///     query.filter?.description // "(eq Country 'US')"
 @dynamicMemberLookup
-public struct BoundQuery: Sendable, Hashable {
-    public var path: BoundPath
-    public var options: BoundOptions
-    public var skipToken: String?
-    public var format: String?
-    public var customOptions: [CustomOption]
+package struct BoundQuery: Sendable, Hashable {
+    package var path: BoundPath
+    package var options: BoundOptions
+    package var skipToken: String?
+    package var format: String?
+    package var customOptions: [CustomOption]
 
-    public subscript<T>(dynamicMember keyPath: WritableKeyPath<BoundOptions, T>) -> T {
+    package subscript<T>(dynamicMember keyPath: WritableKeyPath<BoundOptions, T>) -> T {
         get { options[keyPath: keyPath] }
         set { options[keyPath: keyPath] = newValue }
     }

@@ -12,13 +12,13 @@ import Storage
 /// member, a date to a DateTimeOffset) and refuses one that does not fit. An alias left out is
 /// null, as in a URL (a key value cannot be null). Aliases given a value in the prepared URL
 /// itself (`&@c='Notebooks'`) are fixed, like literals.
-public struct PreparedStatement: Sendable {
+package struct PreparedStatement: Sendable {
     /// The URL as prepared.
-    public let url: String
+    package let url: String
     /// The bound query with a placeholder where each alias is used.
     let template: BoundQuery
     /// Each alias and the type its uses require.
-    public let parameters: [String: TypeRef]
+    package let parameters: [String: TypeRef]
     /// Where aliases stand in key predicates: segment, key component, alias.
     let keySlots: [(segment: Int, component: Int, alias: String)]
     /// Whether an alias stands in `$filter`, `$orderby` or `$expand`'s options.
@@ -90,7 +90,7 @@ public struct PreparedStatement: Sendable {
     /// The query with `values` (by alias name, without `@`) in place of the aliases. Throws a
     /// `QueryError` (option `@name`) for an alias the query does not use, a value that does not
     /// fit the alias's type, or a null key value.
-    public func bind(_ values: [String: Value]) throws(QueryError) -> BoundQuery {
+    package func bind(_ values: [String: Value]) throws(QueryError) -> BoundQuery {
         try checkNames(values)
         var converted: [String: Value] = [:]
         converted.reserveCapacity(parameters.count)
@@ -215,7 +215,7 @@ extension Binder {
     /// Parses and binds `url` once for `PreparedStatement.bind`: each alias without a value in the
     /// URL becomes a parameter typed by its use. Throws a `QueryError` where a use does not tell
     /// the type (`@a eq @b`, `round(@p)`), or one alias is used with two types.
-    public func prepare(_ url: String, serviceRoot: String? = nil) throws(QueryError) -> PreparedStatement {
+    package func prepare(_ url: String, serviceRoot: String? = nil) throws(QueryError) -> PreparedStatement {
         let parsed = try ODataURL.parse(url, serviceRoot: serviceRoot, version: schema.version)
         var binder = self
         binder.aliases = parsed.aliases

@@ -1,10 +1,10 @@
 import Storage
 
-public enum ComparisonOperator: String, Sendable, Hashable, CaseIterable {
+package enum ComparisonOperator: String, Sendable, Hashable, CaseIterable {
     case eq, ne, gt, ge, lt, le
 }
 
-public enum ArithmeticOperator: String, Sendable, Hashable, CaseIterable {
+package enum ArithmeticOperator: String, Sendable, Hashable, CaseIterable {
     /// `div` on integers truncates; `divby` always divides exactly (Decimal for integers).
     case add, sub, mul, div, divby, mod
 }
@@ -26,8 +26,8 @@ public enum ArithmeticOperator: String, Sendable, Hashable, CaseIterable {
 /// - `isNull(x)` is true exactly when x is null; `in` is true when `eq` is true for some item.
 /// - An arithmetic result that does not fit its type (overflow) is null too; division by an integer
 ///   or decimal zero fails the request (see `Arithmetic`).
-public struct TypedExpr: Sendable, Hashable, CustomStringConvertible {
-    public indirect enum Kind: Sendable, Hashable {
+package struct TypedExpr: Sendable, Hashable, CustomStringConvertible {
+    package indirect enum Kind: Sendable, Hashable {
         case literal(Value)
         case property(PropertyPath)
         case compare(ComparisonOperator, TypedExpr, TypedExpr)
@@ -56,11 +56,11 @@ public struct TypedExpr: Sendable, Hashable, CustomStringConvertible {
         case count(PropertyPath)
     }
 
-    public var kind: Kind
-    public var type: TypeRef?
-    public var position: Int
+    package var kind: Kind
+    package var type: TypeRef?
+    package var position: Int
 
-    public init(_ kind: Kind, type: TypeRef?, at position: Int) {
+    package init(_ kind: Kind, type: TypeRef?, at position: Int) {
         self.kind = kind
         self.type = type
         self.position = position
@@ -70,7 +70,7 @@ public struct TypedExpr: Sendable, Hashable, CustomStringConvertible {
 
     /// An S-expression: `(eq Country 'US')`, `(Edm.Decimal Quantity)` for a conversion,
     /// `(any SalesOrders d (gt d/GrossAmount 100M))`.
-    public var description: String {
+    package var description: String {
         switch kind {
         case .literal(let v): return Self.format(v, type)
         case .property(let p): return p.description

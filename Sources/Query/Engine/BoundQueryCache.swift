@@ -3,12 +3,12 @@ import Synchronization
 /// Parsed and bound request URLs by their text, so a URL asked again skips parsing and binding
 /// (like a prepared statement). Bounded: when full it starts over; URLs longer than
 /// `maxURLLength` bytes are bound every time, so the cache holds at most `capacity × maxURLLength`.
-public final class BoundQueryCache: Sendable {
+package final class BoundQueryCache: Sendable {
     private let entries = Mutex<[String: BoundQuery]>([:])
-    public let capacity: Int
-    public let maxURLLength: Int
+    package let capacity: Int
+    package let maxURLLength: Int
 
-    public init(capacity: Int = 512, maxURLLength: Int = 8192) {
+    package init(capacity: Int = 512, maxURLLength: Int = 8192) {
         self.capacity = capacity
         self.maxURLLength = maxURLLength
     }

@@ -24,7 +24,7 @@ extension QueryEngine {
     /// navigation, `/$count`, a singleton), and `$orderby`, `$top`, `$skip`, `$count` and
     /// `$skiptoken`, which have no meaning for a list of changes (entries are in change order,
     /// and a cut-off or skipped change would be lost to the client for good).
-    public func delta(_ url: String, changed: [[Value]], options: ResultOptions = ResultOptions(),
+    package func delta(_ url: String, changed: [[Value]], options: ResultOptions = ResultOptions(),
                       writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
         try delta(url, changes: { _ in changed }, options: options, writeBytes: write)
     }

@@ -18,8 +18,8 @@ import Storage
 /// A value equal to null makes `X eq @p` the test `X eq null` is. `Sendable`: prepare once, run
 /// from any thread; each run is its own read transaction, as `execute(_:)` is.
 public struct PreparedQuery: Sendable {
-    public let engine: QueryEngine
-    public let statement: PreparedStatement
+    package let engine: QueryEngine
+    package let statement: PreparedStatement
 
     /// The parameters (alias names without `@`) and the type each takes.
     public var parameters: [String: TypeRef] { statement.parameters }
@@ -35,7 +35,7 @@ public struct PreparedQuery: Sendable {
     /// Runs the query with `aliases` and hands the result to `writeBytes` (as `QueryEngine.execute`);
     /// a next link carries the alias values as `@name=literal` options.
     @discardableResult
-    public func execute(aliases: [String: Value] = [:], format: QueryEngine.Format = .json, pageSize: Int? = nil,
+    public func execute(aliases: [String: Value] = [:], format: QueryFormat = .json, pageSize: Int? = nil,
                         options: ResultOptions = ResultOptions(),
                         writeBytes: @escaping (UnsafeRawBufferPointer) throws -> Void) throws -> ResultSummary {
         let query = try statement.bind(aliases)
@@ -64,7 +64,7 @@ extension QueryEngine {
 
     /// Parses, binds and checks `url` once: see `PreparedQuery`. Throws a `QueryError` as `bind`
     /// does, and where an alias's use does not tell its type (`@a eq @b`, `round(@p)`).
-    public func prepare(_ url: String) throws -> PreparedQuery {
+    package func prepare(_ url: String) throws -> PreparedQuery {
         let statement = try Binder(schema: store.schema).prepare(url)
         try check(statement.template)
         return PreparedQuery(engine: self, statement: statement)

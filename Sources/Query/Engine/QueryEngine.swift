@@ -13,18 +13,18 @@ import Storage
 /// A request is refused, with a `QueryError` and before any output, when it asks for what the
 /// engine does not do (`$search`, a `$format` other than JSON, a skip token it did not write) or
 /// for more work than `limits` allow.
-public struct QueryEngine: Sendable {
-    public let store: EntityStore
+package struct QueryEngine: Sendable {
+    package let store: EntityStore
     /// Sort entries kept in memory before a sort spills to a temporary LMDB database.
-    public let memorySortLimit: Int
+    package let memorySortLimit: Int
     /// Bound queries by URL, shared by engines over the same store; nil binds every time.
-    public let cache: BoundQueryCache?
+    package let cache: BoundQueryCache?
     /// Where a spilling sort puts its scratch file; nil is `TMPDIR` (else `/tmp`).
-    public let scratchDirectory: String?
+    package let scratchDirectory: String?
     /// Bounds on the work of one request; by default the store configuration's.
-    public let limits: QueryLimits
+    package let limits: QueryLimits
 
-    public init(store: EntityStore, memorySortLimit: Int = 200_000, cache: BoundQueryCache? = nil,
+    package init(store: EntityStore, memorySortLimit: Int = 200_000, cache: BoundQueryCache? = nil,
                 limits: QueryLimits? = nil, scratchDirectory: String? = nil) {
         self.store = store
         self.memorySortLimit = max(1, memorySortLimit)
@@ -34,18 +34,11 @@ public struct QueryEngine: Sendable {
     }
 
     /// Output shapes of `execute`.
-    public enum Format: String, Sendable, CaseIterable {
-        /// OData V4 JSON: `{"@odata.context":…,"value":[…]}`.
-        case json
-        /// One entity per line.
-        case jsonl
-        /// An aligned text table.
-        case table
-    }
+    package typealias Format = QueryFormat
 
     /// Parses and binds `url` against the store's schema, and checks it against what the engine
     /// runs and its `limits`. Throws `QueryError` with the position.
-    public func bind(_ url: String) throws -> BoundQuery {
+    package func bind(_ url: String) throws -> BoundQuery {
         let query = try cache.map { cache in try cache.query(url) { try Binder(schema: store.schema).bind(url) } }
             ?? Binder(schema: store.schema).bind(url)
         try check(query)
@@ -53,7 +46,7 @@ public struct QueryEngine: Sendable {
     }
 
     /// The plan chosen for `url`, as text: access path, index, residual filter, sort.
-    public func explain(_ url: String) throws -> String { try explain(try bind(url)) }
+    package func explain(_ url: String) throws -> String { try explain(try bind(url)) }
 
     func explain(_ query: BoundQuery) throws -> String {
         try store.read { t in
@@ -77,7 +70,7 @@ public struct QueryEngine: Sendable {
     /// Runs `url` and writes the result in `format`; with `pageSize`, at most that many entities
     /// and an `@odata.nextLink` to the rest. `options` adds what a server needs (see `ResultOptions`).
     @discardableResult
-    public func execute(_ url: String, format: Format = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions(),
+    package func execute(_ url: String, format: Format = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions(),
                         write: @escaping (String) throws -> Void) throws -> ResultSummary {
         try execute(url, format: format, pageSize: pageSize, options: options, writeBytes: { try write(String(decoding: $0, as: UTF8.self)) })
     }
@@ -90,7 +83,7 @@ public struct QueryEngine: Sendable {
     /// last page of a collection ends with `@odata.deltaLink` when `options.deltaLink` is set.
     /// Returns the ETag of a single entity (`Set(key)`), read with the body.
     @discardableResult
-    public func execute(_ url: String, format: Format = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions(),
+    package func execute(_ url: String, format: Format = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions(),
                         writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void) throws -> ResultSummary {
         try Paging.check(pageSize: pageSize)
         return try execute(try bind(url), url: { url }, format: format, pageSize: pageSize, options: options, writeBytes: write)
@@ -178,7 +171,7 @@ public struct QueryEngine: Sendable {
     /// nil when there is none. For a response header or an `If-None-Match` check on a read; a
     /// write must compare `If-Match` inside its own write transaction. `execute` returns the tag
     /// of a single-entity response read with the body, which is what `GET Set(key)` should send.
-    public func etag(set: String, key: [Value]) throws -> String? {
+    package func etag(set: String, key: [Value]) throws -> String? {
         let handle = try store.set(set)
         let keyBytes = try handle.encodeKey(key)
         return try store.read { t in try handle.row(t, key: keyBytes).map { EntityTag.of(row: $0) } }
@@ -186,7 +179,7 @@ public struct QueryEngine: Sendable {
 
     /// The matching entities, decoded (for tests and small results); with `$select`, only the
     /// selected properties and the key properties.
-    public func entities(_ url: String) throws -> [Properties] { try entities(try bind(url)) }
+    package func entities(_ url: String) throws -> [Properties] { try entities(try bind(url)) }
 
     func entities(_ query: BoundQuery) throws -> [Properties] {
         try store.read { t in
@@ -225,7 +218,7 @@ public struct QueryEngine: Sendable {
     }
 
     /// The number of entities `url` addresses, ignoring `$top`/`$skip`.
-    public func count(_ url: String) throws -> Int {
+    package func count(_ url: String) throws -> Int {
         let query = try bind(url)
         return try store.read { t in
             let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory)
@@ -305,9 +298,9 @@ public struct QueryEngine: Sendable {
 
 /// A read of a single-valued navigation property whose foreign key is null: no entity is related.
 /// `serve` answers it with 204 No Content (OData 4.01 Part 1, "Requesting Related Entities").
-public struct NoRelatedEntity: Error, Sendable, Hashable, CustomStringConvertible {
-    public var navigation: String
-    public var description: String { "no entity is related through '\(navigation)' (its foreign key is null)" }
+package struct NoRelatedEntity: Error, Sendable, Hashable, CustomStringConvertible {
+    package var navigation: String
+    package var description: String { "no entity is related through '\(navigation)' (its foreign key is null)" }
 }
 
 extension QueryEngine {
@@ -320,4 +313,14 @@ extension QueryEngine {
         }
         return (segment.entitySet, key.map(\.value))
     }
+}
+
+/// The shape a query's answer is written in.
+public enum QueryFormat: String, Sendable, CaseIterable {
+    /// OData V4 JSON: `{"@odata.context":…,"value":[…]}`.
+    case json
+    /// One entity per line.
+    case jsonl
+    /// An aligned text table.
+    case table
 }

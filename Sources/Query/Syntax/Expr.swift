@@ -1,23 +1,23 @@
 /// One segment of a member path, with its 1-based column: a property or navigation name, a
 /// qualified name (type cast), `$it`, `$count` or `*`.
-public struct PathSegment: Sendable, Hashable, CustomStringConvertible {
-    public var name: String
-    public var position: Int
+package struct PathSegment: Sendable, Hashable, CustomStringConvertible {
+    package var name: String
+    package var position: Int
 
-    public init(_ name: String, at position: Int) {
+    package init(_ name: String, at position: Int) {
         self.name = name
         self.position = position
     }
 
-    public var description: String { name }
+    package var description: String { name }
 }
 
 /// Binary operators of `$filter`, besides `and`/`or` (which are n-ary nodes).
-public enum BinaryOperator: String, Sendable, Hashable, CaseIterable {
+package enum BinaryOperator: String, Sendable, Hashable, CaseIterable {
     case eq, ne, gt, ge, lt, le, has
     case add, sub, mul, div, divby, mod
 
-    public var isComparison: Bool {
+    package var isComparison: Bool {
         switch self {
         case .eq, .ne, .gt, .ge, .lt, .le: true
         default: false
@@ -25,7 +25,7 @@ public enum BinaryOperator: String, Sendable, Hashable, CaseIterable {
     }
 }
 
-public enum LambdaKind: String, Sendable, Hashable {
+package enum LambdaKind: String, Sendable, Hashable {
     case any, all
 }
 
@@ -33,8 +33,8 @@ public enum LambdaKind: String, Sendable, Hashable {
 ///
 /// The position of an operator node is its operator's column; of a path, call or lambda, the
 /// column of its first segment or name.
-public struct Expr: Sendable, Hashable, CustomStringConvertible {
-    public indirect enum Kind: Sendable, Hashable {
+package struct Expr: Sendable, Hashable, CustomStringConvertible {
+    package indirect enum Kind: Sendable, Hashable {
         case literal(Literal)
         /// `Name`, `Address/City`, `$it/Name`, `d/Price` (lambda variable), `Orders/$count`.
         case path([PathSegment])
@@ -54,12 +54,12 @@ public struct Expr: Sendable, Hashable, CustomStringConvertible {
         case alias(String)
     }
 
-    public var kind: Kind
-    public var position: Int
+    package var kind: Kind
+    package var position: Int
     /// Height of the tree below this node, bounded so evaluation cannot exhaust the stack.
     let depth: Int
 
-    public init(_ kind: Kind, at position: Int) {
+    package init(_ kind: Kind, at position: Int) {
         self.kind = kind
         self.position = position
         var children: [Expr] = []
@@ -75,7 +75,7 @@ public struct Expr: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// A compact S-expression: `(eq Country 'US')`, `(and a b)`, `(any Orders d (gt d/Total 5))`.
-    public var description: String {
+    package var description: String {
         switch kind {
         case .literal(let l): return l.description
         case .path(let segments): return segments.map(\.name).joined(separator: "/")

@@ -6,19 +6,19 @@ import Storage
 /// `1.5` is `Edm.Decimal`, `2.5e3`, `INF` and `NaN` are `Edm.Double`. V2 suffixes pick the type
 /// explicitly (`12L`, `1.5M`, `2.0d`, `1.5f`). Values follow `Storage.Value` conventions (all
 /// integers are `.int`, `Edm.DateTime` is `.dateTimeOffset`, `Edm.Time` is `.timeOfDay`).
-public enum Literal: Sendable, Hashable, CustomStringConvertible {
+package enum Literal: Sendable, Hashable, CustomStringConvertible {
     case null
     case primitive(Value, EDMPrimitive)
     /// `Namespace.Enum'Member'` or `Namespace.Enum'A,B'` (flags) or `Namespace.Enum'32'`.
     case enumeration(type: String, members: String)
 
     /// The primitive type, or nil for `null` and enum literals.
-    public var primitiveType: EDMPrimitive? {
+    package var primitiveType: EDMPrimitive? {
         if case .primitive(_, let type) = self { return type }
         return nil
     }
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .null: "null"
         case .primitive(let value, let type): Literal.format(value, type)
@@ -28,7 +28,7 @@ public enum Literal: Sendable, Hashable, CustomStringConvertible {
 
     /// A compact OData-like rendering of a typed value: `'O''Neil'`, `12`, `12L`, `1.5M`, `2.5D`,
     /// `1.5F`, `2021-01-01`, `datetime'…'`, `duration'P1D'`, `X'0A0B'`.
-    public static func format(_ value: Value, _ type: EDMPrimitive?) -> String {
+    package static func format(_ value: Value, _ type: EDMPrimitive?) -> String {
         switch value {
         case .null: return "null"
         case .bool(let b): return b ? "true" : "false"

@@ -1,12 +1,12 @@
 import Storage
 
 /// A query option without `$` (custom options, and `@alias` parameter values), kept as written.
-public struct CustomOption: Sendable, Hashable {
-    public var name: String
+package struct CustomOption: Sendable, Hashable {
+    package var name: String
     /// nil when the option has no `=`.
-    public var value: String?
+    package var value: String?
 
-    public init(name: String, value: String?) {
+    package init(name: String, value: String?) {
         self.name = name
         self.value = value
     }
@@ -23,19 +23,19 @@ public struct CustomOption: Sendable, Hashable {
 /// case-insensitive. The shared options (`$filter`, `$top`, …) live in `options` and can be read
 /// directly on the URL (`url.top`).
 @dynamicMemberLookup
-public struct ODataURL: Sendable, Hashable, CustomStringConvertible {
-    public var path: ResourcePath
-    public var options: QueryOptions
-    public var skipToken: String?
-    public var format: String?
-    public var customOptions: [CustomOption]
+package struct ODataURL: Sendable, Hashable, CustomStringConvertible {
+    package var path: ResourcePath
+    package var options: QueryOptions
+    package var skipToken: String?
+    package var format: String?
+    package var customOptions: [CustomOption]
     /// Parameter alias values by name without `@` (`@p='HT-1001'` is `["p": 'HT-1001']`), each
     /// parsed as an expression whose columns count within its own value (errors name the option
     /// `@p`). OData URL Conventions 5.1.1.13: an alias stands for its value wherever it is used
     /// (`$filter`, `$orderby`, function arguments, key predicates); one used without a value is null.
-    public var aliases: [String: Expr]
+    package var aliases: [String: Expr]
 
-    public init(path: ResourcePath, options: QueryOptions = QueryOptions(), skipToken: String? = nil,
+    package init(path: ResourcePath, options: QueryOptions = QueryOptions(), skipToken: String? = nil,
                 format: String? = nil, customOptions: [CustomOption] = [], aliases: [String: Expr] = [:]) {
         self.path = path
         self.options = options
@@ -45,7 +45,7 @@ public struct ODataURL: Sendable, Hashable, CustomStringConvertible {
         self.aliases = aliases
     }
 
-    public subscript<T>(dynamicMember keyPath: WritableKeyPath<QueryOptions, T>) -> T {
+    package subscript<T>(dynamicMember keyPath: WritableKeyPath<QueryOptions, T>) -> T {
         get { options[keyPath: keyPath] }
         set { options[keyPath: keyPath] = newValue }
     }
@@ -53,7 +53,7 @@ public struct ODataURL: Sendable, Hashable, CustomStringConvertible {
     /// Parses a relative URL (`Set?$top=1`, `/Set(1)`), or an absolute one under `serviceRoot`
     /// (`http://host/service/`). `version` decides how `binary'…'` is read (V4 base64url, V2/V3 hex);
     /// all other V2 literal forms are accepted in any version.
-    public static func parse(_ url: String, serviceRoot: String? = nil,
+    package static func parse(_ url: String, serviceRoot: String? = nil,
                              version: ODataVersion = .v4) throws(QueryError) -> ODataURL {
         var rest = Substring(url)
         // Byte searches: ASCII delimiters never occur inside a multi-byte UTF-8 character.
@@ -203,7 +203,7 @@ public struct ODataURL: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The URL with decoded option values: `Set(1)/Nav?$filter=(eq a 1)&$top=2`.
-    public var description: String {
+    package var description: String {
         var parts: [String] = []
         if let filter = options.filter { parts.append("$filter=\(filter)") }
         if !options.orderBy.isEmpty { parts.append("$orderby=" + options.orderBy.map(\.description).joined(separator: ",")) }

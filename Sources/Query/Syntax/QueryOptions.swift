@@ -1,38 +1,38 @@
 /// One `$orderby` item: an expression and its direction.
-public struct OrderByItem: Sendable, Hashable, CustomStringConvertible {
-    public var expression: Expr
-    public var descending: Bool
+package struct OrderByItem: Sendable, Hashable, CustomStringConvertible {
+    package var expression: Expr
+    package var descending: Bool
 
-    public init(_ expression: Expr, descending: Bool = false) {
+    package init(_ expression: Expr, descending: Bool = false) {
         self.expression = expression
         self.descending = descending
     }
 
-    public var description: String { expression.description + (descending ? " desc" : "") }
+    package var description: String { expression.description + (descending ? " desc" : "") }
 }
 
 /// One `$select` item: a path (`Name`, `Address/City`) or `*`.
-public struct SelectItem: Sendable, Hashable, CustomStringConvertible {
-    public var path: [PathSegment]
+package struct SelectItem: Sendable, Hashable, CustomStringConvertible {
+    package var path: [PathSegment]
 
-    public init(_ path: [PathSegment]) { self.path = path }
+    package init(_ path: [PathSegment]) { self.path = path }
 
-    public var position: Int { path.first?.position ?? 1 }
-    public var description: String { path.map(\.name).joined(separator: "/") }
+    package var position: Int { path.first?.position ?? 1 }
+    package var description: String { path.map(\.name).joined(separator: "/") }
 }
 
 /// One `$expand` item: a path (V4 `Address/Country`, V2 `SalesOrders/Items`, or `*`) and the
 /// options nested in parentheses (V4 `SalesOrders($top=2;$expand=Items)`).
-public struct ExpandItem: Sendable, Hashable, CustomStringConvertible {
-    public var path: [PathSegment]
-    public var options: QueryOptions
+package struct ExpandItem: Sendable, Hashable, CustomStringConvertible {
+    package var path: [PathSegment]
+    package var options: QueryOptions
 
-    public init(_ path: [PathSegment], options: QueryOptions = QueryOptions()) {
+    package init(_ path: [PathSegment], options: QueryOptions = QueryOptions()) {
         self.path = path
         self.options = options
     }
 
-    public var description: String {
+    package var description: String {
         let name = path.map(\.name).joined(separator: "/")
         let nested = options.description
         return nested.isEmpty ? name : name + "(" + nested + ")"
@@ -40,22 +40,22 @@ public struct ExpandItem: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// The system query options that may appear both at the top level and nested in `$expand`.
-public struct QueryOptions: Sendable, Hashable, CustomStringConvertible {
-    public var filter: Expr?
-    public var orderBy: [OrderByItem] = []
+package struct QueryOptions: Sendable, Hashable, CustomStringConvertible {
+    package var filter: Expr?
+    package var orderBy: [OrderByItem] = []
     /// nil when `$select` is absent.
-    public var select: [SelectItem]?
-    public var expand: [ExpandItem] = []
-    public var top: Int?
-    public var skip: Int?
+    package var select: [SelectItem]?
+    package var expand: [ExpandItem] = []
+    package var top: Int?
+    package var skip: Int?
     /// `$count=true|false`, or V2 `$inlinecount=allpages|none` at the top level.
-    public var count: Bool?
-    public var search: String?
+    package var count: Bool?
+    package var search: String?
 
-    public init() {}
+    package init() {}
 
     /// `$filter=…;$orderby=…` in nested-option form, omitting absent options.
-    public var description: String {
+    package var description: String {
         var parts: [String] = []
         if let filter { parts.append("$filter=\(filter)") }
         if !orderBy.isEmpty { parts.append("$orderby=" + orderBy.map(\.description).joined(separator: ",")) }

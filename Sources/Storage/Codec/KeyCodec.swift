@@ -8,9 +8,9 @@ import LMDB
 /// - decimals are sign, exponent and digits (exact at any scale: `1.50` and `1.5` encode alike);
 /// - strings and binaries are their bytes with `0x00` escaped as `00 FF` and ended by `00 00`;
 /// - a descending component is the complement of its ascending bytes.
-public enum KeyCodec {
+package enum KeyCodec {
     /// LMDB's largest key (`mdb_env_get_maxkeysize` with the default build).
-    public static let maxKeySize = 511
+    package static let maxKeySize = 511
 
     enum Tag: UInt8 {
         case null = 0x05
@@ -30,7 +30,7 @@ public enum KeyCodec {
 
     /// Appends one component. Throws for values that cannot be key components (complex,
     /// collection, JSON).
-    public static func append(_ value: Value, descending: Bool = false, to out: inout [UInt8]) throws(KeyCodecError) {
+    package static func append(_ value: Value, descending: Bool = false, to out: inout [UInt8]) throws(KeyCodecError) {
         let start = out.count
         switch value {
         case .null: out.append(Tag.null.rawValue)
@@ -54,7 +54,7 @@ public enum KeyCodec {
     }
 
     /// Encodes a tuple; `descending[i]` (default false) flips component `i`.
-    public static func encode(_ values: [Value], descending: [Bool] = []) throws(KeyCodecError) -> [UInt8] {
+    package static func encode(_ values: [Value], descending: [Bool] = []) throws(KeyCodecError) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(16 * values.count)
         for (i, v) in values.enumerated() {
@@ -66,7 +66,7 @@ public enum KeyCodec {
     /// Decodes `count` components from the front of `bytes`, typed by `types` (needed to tell the
     /// integer widths and V2 date-times apart; `nil` reads the natural type of the tag).
     /// Returns the values and the number of bytes used.
-    public static func decode(_ bytes: UnsafeRawBufferPointer, count: Int, descending: [Bool] = []) throws(KeyCodecError) -> (values: [Value], length: Int) {
+    package static func decode(_ bytes: UnsafeRawBufferPointer, count: Int, descending: [Bool] = []) throws(KeyCodecError) -> (values: [Value], length: Int) {
         var values: [Value] = []
         var i = 0
         for c in 0..<count {
@@ -79,7 +79,7 @@ public enum KeyCodec {
     }
 
     /// The byte length of the first `count` components, found without decoding them.
-    public static func tupleLength(_ bytes: UnsafeRawBufferPointer, count: Int, descending: [Bool] = []) throws(KeyCodecError) -> Int {
+    package static func tupleLength(_ bytes: UnsafeRawBufferPointer, count: Int, descending: [Bool] = []) throws(KeyCodecError) -> Int {
         var i = 0
         for c in 0..<count {
             let flip: UInt8 = c < descending.count && descending[c] ? 0xFF : 0
@@ -104,7 +104,7 @@ public enum KeyCodec {
     }
 
     /// The byte length of the component that starts at `offset`.
-    public static func componentLength(_ bytes: UnsafeRawBufferPointer, at offset: Int, descending: Bool) throws(KeyCodecError) -> Int {
+    package static func componentLength(_ bytes: UnsafeRawBufferPointer, at offset: Int, descending: Bool) throws(KeyCodecError) -> Int {
         try decodeOne(bytes, at: offset, descending: descending).1
     }
 
@@ -228,13 +228,13 @@ public enum KeyCodec {
 }
 
 /// Why a key could not be encoded or decoded.
-public enum KeyCodecError: Error, Sendable, Hashable, CustomStringConvertible {
+package enum KeyCodecError: Error, Sendable, Hashable, CustomStringConvertible {
     case notKeyable
     case truncated
     case badTag
     case invalidUTF8
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .notKeyable: "a complex, collection or untyped value cannot be part of a key"
         case .truncated: "key bytes end too early"

@@ -14,29 +14,29 @@ import Musl
 /// decoding the rest — `$filter` reads the bytes in the memory map. Properties are in the order of
 /// the entity (or complex) type's declaration; a row written before a property was added simply
 /// has fewer entries and reads the rest as null.
-public struct RowCodec: Sendable {
-    public static let formatVersion: UInt8 = 1
-    public let schema: Schema
-    public let properties: [Property]
+package struct RowCodec: Sendable {
+    package static let formatVersion: UInt8 = 1
+    package let schema: Schema
+    package let properties: [Property]
     /// Each property's primitive type, nil for complex, enum and collection types: `decode`
     /// switches on these, which (unlike `TypeRef`) copy and retain nothing.
     let primitives: [EDMPrimitive?]
     /// The property names, which every decoded row without nulls shares.
     let names: [String]
 
-    public init(schema: Schema, properties: [Property]) {
+    package init(schema: Schema, properties: [Property]) {
         self.schema = schema
         self.properties = properties
         primitives = properties.map { if case .primitive(let p) = $0.type { p } else { nil } }
         names = properties.map(\.name)
     }
 
-    public init(schema: Schema, entityType: EntityType) {
+    package init(schema: Schema, entityType: EntityType) {
         self.init(schema: schema, properties: entityType.properties)
     }
 
     /// Encodes `values` (validated already) in property order; absent names are null.
-    public func encode(_ values: Properties) -> [UInt8] {
+    package func encode(_ values: Properties) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(64 + 16 * properties.count)
         encode(values, into: &out)
@@ -114,7 +114,7 @@ public struct RowCodec: Sendable {
     // MARK: - Decoding
 
     /// Decodes every property of a row. Throws `RowCodecError` for bytes that are not a valid row.
-    public func decode(_ bytes: UnsafeRawBufferPointer) throws(RowCodecError) -> Properties {
+    package func decode(_ bytes: UnsafeRawBufferPointer) throws(RowCodecError) -> Properties {
         try decode(bytes, depth: 0)
     }
 
@@ -145,7 +145,7 @@ public struct RowCodec: Sendable {
         return Properties(uniqueNames: present ?? names, values: values)
     }
 
-    public func decode(_ bytes: [UInt8]) throws(RowCodecError) -> Properties {
+    package func decode(_ bytes: [UInt8]) throws(RowCodecError) -> Properties {
         let r: Result<Properties, RowCodecError> = bytes.withUnsafeBytes { b in
             do throws(RowCodecError) { return .success(try decode(b)) } catch { return .failure(error) }
         }
@@ -154,9 +154,9 @@ public struct RowCodec: Sendable {
 }
 
 /// A row in place (usually in the memory map): reads one property at a time, checking bounds.
-public struct RowView {
-    public let bytes: UnsafeRawBufferPointer
-    public let count: Int
+package struct RowView {
+    package let bytes: UnsafeRawBufferPointer
+    package let count: Int
     @usableFromInline let bitmapAt: Int
     @usableFromInline let offsetsAt: Int
     @usableFromInline let dataAt: Int
@@ -164,7 +164,7 @@ public struct RowView {
     /// Checks the header; throws when the bytes cannot be a row. Inlinable, as `slice`: a scan
     /// calls both for every row from another module.
     @inlinable
-    public init(_ bytes: UnsafeRawBufferPointer) throws(RowCodecError) {
+    package init(_ bytes: UnsafeRawBufferPointer) throws(RowCodecError) {
         guard bytes.count >= 3 else { throw .truncated }
         guard bytes[0] == RowCodec.formatVersion else { throw .unsupportedVersion(bytes[0]) }
         let n = Int(bytes[1]) | Int(bytes[2]) << 8
@@ -179,7 +179,7 @@ public struct RowView {
 
     /// The payload of property `i`, or nil when it is null or beyond the row's properties.
     @inlinable @inline(__always)
-    public func slice(_ i: Int) throws(RowCodecError) -> UnsafeRawBufferPointer? {
+    package func slice(_ i: Int) throws(RowCodecError) -> UnsafeRawBufferPointer? {
         guard i < count else { return nil }
         if bytes[bitmapAt + i / 8] & (1 << (i % 8)) != 0 { return nil }
         let start = Int(_loadU32(bytes, offsetsAt + 4 * i))
@@ -189,7 +189,7 @@ public struct RowView {
     }
 
     /// Decodes property `i` as `type`.
-    public func value(at i: Int, type: TypeRef, schema: Schema, depth: Int = 0) throws(RowCodecError) -> Value {
+    package func value(at i: Int, type: TypeRef, schema: Schema, depth: Int = 0) throws(RowCodecError) -> Value {
         guard let s = try slice(i) else { return .null }
         return try RowView.decodePayload(s, type: type, schema: schema, depth: depth)
     }
@@ -267,7 +267,7 @@ public struct RowView {
 }
 
 /// Why bytes could not be read as a row.
-public enum RowCodecError: Error, Sendable, Hashable, CustomStringConvertible {
+package enum RowCodecError: Error, Sendable, Hashable, CustomStringConvertible {
     case truncated
     case unsupportedVersion(UInt8)
     case badOffsets
@@ -276,7 +276,7 @@ public enum RowCodecError: Error, Sendable, Hashable, CustomStringConvertible {
     case unknownType(String)
     case tooDeep
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .truncated: "row bytes end too early"
         case .unsupportedVersion(let v): "row format version \(v) is not supported"

@@ -7,17 +7,17 @@ import LMDB
 ///
 /// A final class with only constant members (so `Sendable`): the query engine copies a handle into
 /// every row it looks at, and a class reference costs one retain where a struct of this size cost ten.
-public final class EntitySetHandle: Sendable {
-    public let name: String
-    public let type: EntityType
-    public let schema: Schema
-    public let codec: RowCodec
+package final class EntitySetHandle: Sendable {
+    package let name: String
+    package let type: EntityType
+    package let schema: Schema
+    package let codec: RowCodec
     package let entities: Database
-    public let indexes: [IndexHandle]
+    package let indexes: [IndexHandle]
     /// Positions of the key properties in the row.
-    public let keyPositions: [Int]
+    package let keyPositions: [Int]
     /// Position of each structural property in the row.
-    public let propertyPositions: [String: Int]
+    package let propertyPositions: [String: Int]
     /// Property names in row order.
     let propertyNames: [String]
     /// Row positions bucketed by a cheap key of the name (length, first and last byte): a lookup
@@ -40,7 +40,7 @@ public final class EntitySetHandle: Sendable {
         self.positionBuckets = buckets
     }
 
-    public func index(named name: String) -> IndexHandle? { indexes.first { $0.definition.name == name } }
+    package func index(named name: String) -> IndexHandle? { indexes.first { $0.definition.name == name } }
 
     @inline(__always)
     static func bucket(_ name: String) -> Int {
@@ -51,7 +51,7 @@ public final class EntitySetHandle: Sendable {
 
     /// The row position of property `name`, or nil.
     @inline(__always)
-    public func position(of name: String) -> Int? {
+    package func position(of name: String) -> Int? {
         for i in positionBuckets[Self.bucket(name)] where propertyNames[i] == name { return i }
         return nil
     }
@@ -59,7 +59,7 @@ public final class EntitySetHandle: Sendable {
     // MARK: Keys
 
     /// The key values of an entity, in key order. Throws when one is missing or null.
-    public func keyValues(_ props: Properties) throws(EntityError) -> [Value] {
+    package func keyValues(_ props: Properties) throws(EntityError) -> [Value] {
         var out: [Value] = []
         for k in type.key {
             guard let v = props[k], !v.isNull else { throw .missingKey(set: name, property: k) }
@@ -69,7 +69,7 @@ public final class EntitySetHandle: Sendable {
     }
 
     /// The encoded primary-key tuple. Throws for a null or oversized key.
-    public func encodeKey(_ values: [Value]) throws(EntityError) -> [UInt8] {
+    package func encodeKey(_ values: [Value]) throws(EntityError) -> [UInt8] {
         guard values.count == type.key.count else {
             throw .badKeyPredicate("entity set '\(name)' has \(type.key.count) key properties; got \(values.count) values")
         }
@@ -81,7 +81,7 @@ public final class EntitySetHandle: Sendable {
     }
 
     /// Human-readable key, as in a URL: `'0500000001'` or `SalesOrderID='05',ItemPosition='10'`.
-    public func describeKey(_ values: [Value]) -> String {
+    package func describeKey(_ values: [Value]) -> String {
         let parts = values.map(Self.literal)
         if parts.count == 1 { return parts[0] }
         return zip(type.key, parts).map { "\($0)=\($1)" }.joined(separator: ",")
@@ -108,7 +108,7 @@ public final class EntitySetHandle: Sendable {
 
     /// Checks an entity against the type: known properties, values fit, non-nullables present
     /// (unless `partial`, for a PATCH body), key present.
-    public func validate(_ props: Properties, partial: Bool) throws(EntityError) {
+    package func validate(_ props: Properties, partial: Bool) throws(EntityError) {
         if accepts(props, partial: partial) { return }
         // Something is wrong: the checks one by one find it, in the order their errors have always come.
         try validateEachCheck(props, partial: partial)

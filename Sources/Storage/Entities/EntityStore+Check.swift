@@ -50,7 +50,7 @@ extension EntityStore {
     ///
     /// - Throws: `LMDBError`, `DataFileError.unreadable`, or `CheckInterrupted` when writes
     ///   replace the snapshot 100 times in a row before its audit begins.
-    public func check(maxProblems: Int = 100) throws -> IntegrityReport {
+    package func check(maxProblems: Int = 100) throws -> IntegrityReport {
         try check(maxProblems: maxProblems, audited: nil)
     }
 
@@ -123,7 +123,7 @@ extension EntityStore {
     }
 
     /// Entity and index counts per set, and the file's size.
-    public func stats() throws -> StoreStats {
+    package func stats() throws -> StoreStats {
         try read { t in
             var sets: [StoreStats.SetStats] = []
             for name in setNames {
@@ -138,7 +138,7 @@ extension EntityStore {
     /// Imports server data into `set`: every entity is upserted, all in one transaction (all or
     /// nothing). Returns how many were written.
     @discardableResult
-    public func load(set name: String, entities: [Properties]) throws -> Int {
+    package func load(set name: String, entities: [Properties]) throws -> Int {
         let set = try self.set(name)
         return try write { t in
             for e in entities { try set.upsert(t, e) }

@@ -9,11 +9,11 @@ import Synchronization
 /// let p = try store.read { t in try store.set("Products").get(t, key: [.string("HT-1000")]) }
 /// ```
 /// `Sendable`: the environment is; the set handles change only under `handles`' lock.
-public final class EntityStore: Sendable {
-    public let environment: Environment
-    public let schema: Schema
+package final class EntityStore: Sendable {
+    package let environment: Environment
+    package let schema: Schema
     /// The `$metadata` document the schema was read from.
-    public let metadata: [UInt8]
+    package let metadata: [UInt8]
     package let meta: Database
     /// The roles whose databases this store opened (`StoreRole`): the request queue, sync and
     /// served roles for a store the facade opens; none for a bare store of entity sets.
@@ -42,7 +42,7 @@ public final class EntityStore: Sendable {
     /// `repeat/by-time`. 4: the sync databases `etags`, `membership`, `membership/by-entity`.
     /// An older store is upgraded when opened writable (the new databases are created empty,
     /// nothing is rewritten).
-    public static let formatVersion = 4
+    package static let formatVersion = 4
 
     /// Opens the store in `environment` with an already parsed schema; creates missing databases.
     /// Used by `create` and `open` once they have the schema. Every named database the store uses
@@ -113,15 +113,15 @@ public final class EntityStore: Sendable {
         return out
     }
 
-    public var configuration: StoreConfiguration { state.withLock { $0.configuration } }
+    package var configuration: StoreConfiguration { state.withLock { $0.configuration } }
 
     /// The handle of entity set `name`; throws `unknownEntitySet`.
-    public func set(_ name: String) throws(EntityError) -> EntitySetHandle {
+    package func set(_ name: String) throws(EntityError) -> EntitySetHandle {
         guard let h = state.withLock({ $0.handles[name] }) else { throw .unknownEntitySet(name) }
         return h
     }
 
-    public var setNames: [String] { schema.entitySetNames }
+    package var setNames: [String] { schema.entitySetNames }
 
     // MARK: Transactions
 
@@ -148,7 +148,7 @@ public final class EntityStore: Sendable {
     /// in the configuration. Adding an index that exists is a no-op; adding one that exists with
     /// another `INCLUDE` list rebuilds it with the new list (the old entries go in the same
     /// transaction).
-    public func addIndex(_ definition: IndexDefinition) throws {
+    package func addIndex(_ definition: IndexDefinition) throws {
         try addIndex(definition, persist: true)
     }
 
@@ -229,7 +229,7 @@ public final class EntityStore: Sendable {
     }
 
     /// Drops index `name` of `set` and its entries.
-    public func dropIndex(set setName: String, name: String) throws {
+    package func dropIndex(set setName: String, name: String) throws {
         let set = try self.set(setName)
         guard let index = set.index(named: name) else { throw EntityError.unknownIndex(set: setName, index: name) }
         state.withLock { s in

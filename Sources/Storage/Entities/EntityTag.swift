@@ -11,24 +11,24 @@ import LMDB
 /// ```swift
 /// let tag = EntityTag.of(row: bytes)   // W/"8c1f0a2b3d4e5f60"
 /// ```
-public enum EntityTag {
+package enum EntityTag {
     /// The tag of a row, `W/"` + 16 lowercase hex digits + `"`.
-    public static func of(row: UnsafeRawBufferPointer) -> String {
+    package static func of(row: UnsafeRawBufferPointer) -> String {
         format(hash(row))
     }
 
-    public static func of(row: [UInt8]) -> String {
+    package static func of(row: [UInt8]) -> String {
         row.withUnsafeBytes { of(row: $0) }
     }
 
     /// FNV-1a, 64 bits.
-    public static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+    package static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
         for b in bytes { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01b3 }
         return h
     }
 
-    public static func format(_ hash: UInt64) -> String {
+    package static func format(_ hash: UInt64) -> String {
         let hex = String(hash, radix: 16)
         return "W/\"" + String(repeating: "0", count: 16 - hex.count) + hex + "\""
     }
@@ -36,7 +36,7 @@ public enum EntityTag {
     /// Whether an `If-Match` / `If-None-Match` header value matches `tag`: `*` matches any
     /// existing entity; otherwise a comma-separated list of tags, compared weakly (a `W/` prefix on
     /// either side is ignored, as RFC 9110's weak comparison does).
-    public static func header(_ value: String, matches tag: String) -> Bool {
+    package static func header(_ value: String, matches tag: String) -> Bool {
         let opaque = { (s: Substring) -> Substring in
             let t = s.trimmingWhitespace()
             return t.hasPrefix("W/") ? t.dropFirst(2) : t

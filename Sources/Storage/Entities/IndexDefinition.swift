@@ -8,28 +8,28 @@ import LMDB
 /// NetAmount"`. Its value is then a row (the entity row format) holding the key properties, the
 /// index's own properties and the included ones, kept exact by every write; a query needing no
 /// other property is answered from the index without reading the entity rows.
-public struct IndexDefinition: Sendable, Hashable {
-    public struct Component: Sendable, Hashable {
+package struct IndexDefinition: Sendable, Hashable {
+    package struct Component: Sendable, Hashable {
         /// Property path: `["Country"]`, or `["Address", "City"]` into a complex property.
-        public var path: [String]
-        public var descending: Bool
+        package var path: [String]
+        package var descending: Bool
 
-        public init(path: [String], descending: Bool = false) {
+        package init(path: [String], descending: Bool = false) {
             self.path = path
             self.descending = descending
         }
     }
 
-    public var entitySet: String
-    public var components: [Component]
-    public var unique: Bool
+    package var entitySet: String
+    package var components: [Component]
+    package var unique: Bool
     /// Made by the store for a navigation property's foreign key, not by the configuration.
-    public var automatic: Bool
+    package var automatic: Bool
     /// Top-level properties carried in the entries' values (`INCLUDE`), in the order given; empty
     /// for a plain index.
-    public var included: [String]
+    package var included: [String]
 
-    public init(entitySet: String, components: [Component], unique: Bool = false, automatic: Bool = false, included: [String] = []) {
+    package init(entitySet: String, components: [Component], unique: Bool = false, automatic: Bool = false, included: [String] = []) {
         self.entitySet = entitySet
         self.components = components
         self.unique = unique
@@ -40,13 +40,13 @@ public struct IndexDefinition: Sendable, Hashable {
 
     /// The index's name: its definition in canonical form, e.g. `Quantity DESC,ProductID`. The
     /// `INCLUDE` list is not part of it: the name (and the database) stay when the list changes.
-    public var name: String {
+    package var name: String {
         (unique ? "UNIQUE " : "") + components.map { $0.path.joined(separator: "/") + ($0.descending ? " DESC" : "") }
             .joined(separator: ",")
     }
 
     /// The `INCLUDE` list in canonical form (`Quantity,NetAmount`), empty for a plain index.
-    public var includedText: String { included.joined(separator: ",") }
+    package var includedText: String { included.joined(separator: ",") }
 
     /// What an index's ready marker records of its INCLUDE list: the names sorted (the carried
     /// row does not depend on their order). Empty for a plain index.
@@ -54,14 +54,14 @@ public struct IndexDefinition: Sendable, Hashable {
 
     /// The whole definition in canonical form, as the configuration keeps it:
     /// `ProductID INCLUDE Quantity,NetAmount`, or just the name.
-    public var text: String { included.isEmpty ? name : name + " INCLUDE " + includedText }
+    package var text: String { included.isEmpty ? name : name + " INCLUDE " + includedText }
 
     /// Name of the LMDB database holding the entries.
-    public var databaseName: String { "i/\(entitySet)/\(name)" }
+    package var databaseName: String { "i/\(entitySet)/\(name)" }
 
     /// Parses `"Quantity DESC, ProductID"` (optionally prefixed `UNIQUE`, optionally followed by
     /// `INCLUDE Prop, …`).
-    public init(entitySet: String, definition: String, automatic: Bool = false) throws(EntityError) {
+    package init(entitySet: String, definition: String, automatic: Bool = false) throws(EntityError) {
         var text = definition.trimmingCharacters(in: .whitespaces)
         var included: [String] = []
         let words = text.split(separator: " ", omittingEmptySubsequences: true)

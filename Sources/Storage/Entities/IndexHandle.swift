@@ -1,14 +1,14 @@
 import LMDB
 /// One secondary index: its definition, its database, and how to read its components from a row.
-public struct IndexHandle: Sendable {
-    public let definition: IndexDefinition
+package struct IndexHandle: Sendable {
+    package let definition: IndexDefinition
     package let database: Database
     /// The declared type of each component's property.
-    public let componentTypes: [TypeRef]
-    public var descending: [Bool] { definition.components.map(\.descending) }
+    package let componentTypes: [TypeRef]
+    package var descending: [Bool] { definition.components.map(\.descending) }
     /// For a covering index (`INCLUDE`): the top-level properties its entries' values carry — the
     /// key properties, the first property of each component and the included ones. Empty otherwise.
-    public let carried: Set<String>
+    package let carried: Set<String>
     /// Encodes an entry's value: the carried properties in the entity row format, cut after the
     /// last carried one (a row that ends early reads the rest as null). Nil for a plain index.
     let carriedCodec: RowCodec?
@@ -51,11 +51,11 @@ public struct IndexHandle: Sendable {
     }
 
     /// Whether the entries carry properties (`INCLUDE`), so a query may be answered from them.
-    public var isCovering: Bool { carriedCodec != nil }
+    package var isCovering: Bool { carriedCodec != nil }
 
     /// The value of `props`' entry: empty for a plain index; for a covering one the carried
     /// properties as a row.
-    public func entryValue(_ props: Properties) -> [UInt8] {
+    package func entryValue(_ props: Properties) -> [UInt8] {
         guard let carriedCodec else { return [] }
         var subset = Properties()
         for (k, v) in props where carried.contains(k) { subset.appendNew(k, v) }
@@ -63,7 +63,7 @@ public struct IndexHandle: Sendable {
     }
 
     /// The index's component values for an entity (null where a path is absent).
-    public func componentValues(_ props: Properties) -> [Value] {
+    package func componentValues(_ props: Properties) -> [Value] {
         definition.components.map { c in
             var v = props[c.path[0]] ?? .null
             for segment in c.path.dropFirst() {
@@ -75,7 +75,7 @@ public struct IndexHandle: Sendable {
     }
 
     /// Encodes just the index tuple (no primary key): the prefix that equality look-ups seek.
-    public func encodeTuple(_ values: [Value]) throws(EntityError) -> [UInt8] {
+    package func encodeTuple(_ values: [Value]) throws(EntityError) -> [UInt8] {
         var out: [UInt8] = []
         for (n, v) in values.enumerated() {
             do { try KeyCodec.append(v, descending: definition.components[n].descending, to: &out) } catch {
@@ -86,7 +86,7 @@ public struct IndexHandle: Sendable {
     }
 
     /// The full entry key: index tuple followed by the primary-key tuple.
-    public func entryKey(_ props: Properties, primaryKey: [UInt8]) throws(EntityError) -> [UInt8] {
+    package func entryKey(_ props: Properties, primaryKey: [UInt8]) throws(EntityError) -> [UInt8] {
         var out = try encodeTuple(componentValues(props))
         out.append(contentsOf: primaryKey)
         guard out.count <= KeyCodec.maxKeySize else { throw .indexKeyTooLong(index: definition.name, length: out.count) }
@@ -94,7 +94,7 @@ public struct IndexHandle: Sendable {
     }
 
     /// Splits an entry key into the byte length of its index tuple (the rest is the primary key).
-    public func tupleLength(_ entry: UnsafeRawBufferPointer) throws -> Int {
+    package func tupleLength(_ entry: UnsafeRawBufferPointer) throws -> Int {
         try KeyCodec.decode(entry, count: definition.components.count, descending: descending).length
     }
 

@@ -41,7 +41,7 @@ public struct QueryLimits: Sendable, Hashable {
 
     /// Reads `{"maxExpansionDepth": 5, …}`: members left out keep their defaults; unknown members,
     /// non-integers and negative values are errors.
-    public init(json: JSON) throws(EntityError) {
+    package init(json: JSON) throws(EntityError) {
         self.init()
         guard case .object(let items) = json else { throw .badInput("configuration: limits must be a JSON object") }
         for (name, value) in items {
@@ -55,7 +55,7 @@ public struct QueryLimits: Sendable, Hashable {
         }
     }
 
-    public var json: JSON {
+    package var json: JSON {
         .object(Self.members.map { ($0.name, .number(String(self[keyPath: $0.path]))) })
     }
 }

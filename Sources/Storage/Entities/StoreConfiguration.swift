@@ -55,7 +55,7 @@ public struct StoreConfiguration: Sendable, Hashable {
     }
 
     /// Reads the JSON form documented in the README. Unknown members are errors, so typos surface.
-    public init(json: JSON) throws(EntityError) {
+    package init(json: JSON) throws(EntityError) {
         self.init()
         guard case .object(let members) = json else { throw .badInput("configuration: expected a JSON object") }
         for (name, value) in members {
@@ -100,7 +100,7 @@ public struct StoreConfiguration: Sendable, Hashable {
         }
     }
 
-    public var json: JSON {
+    package var json: JSON {
         var members: [(String, JSON)] = []
         if let serviceRoot { members.append(("serviceRoot", .string(serviceRoot))) }
         members.append(("definingRequests", .array(definingRequests.map { .object([("name", .string($0.name)), ("url", .string($0.url))]) })))

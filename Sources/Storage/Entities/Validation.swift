@@ -1,8 +1,8 @@
 import LMDB
 /// Checks values against their declared properties: kind, range, length, nullability.
-public enum Validation {
+package enum Validation {
     /// Throws when `value` does not fit `property` (its type, MaxLength, Precision/Scale, Nullable).
-    public static func check(_ value: Value, against property: Property, schema: Schema) throws(EntityError) {
+    package static func check(_ value: Value, against property: Property, schema: Schema) throws(EntityError) {
         if value.isNull {
             if !property.nullable { throw .nullNotAllowed(property: property.name) }
             return

@@ -1,6 +1,6 @@
 import LMDB
 /// A parsed JSON value. Numbers keep their text, so `1249.000` and 20-digit integers stay exact.
-public indirect enum JSON: Sendable, Hashable {
+package indirect enum JSON: Sendable, Hashable {
     case null
     case bool(Bool)
     case number(String)
@@ -9,7 +9,7 @@ public indirect enum JSON: Sendable, Hashable {
     /// Members in document order.
     case object([(String, JSON)])
 
-    public static func == (a: JSON, b: JSON) -> Bool {
+    package static func == (a: JSON, b: JSON) -> Bool {
         switch (a, b) {
         case (.null, .null): true
         case (.bool(let x), .bool(let y)): x == y
@@ -21,7 +21,7 @@ public indirect enum JSON: Sendable, Hashable {
         }
     }
 
-    public func hash(into h: inout Hasher) {
+    package func hash(into h: inout Hasher) {
         switch self {
         case .null: h.combine(0)
         case .bool(let b): h.combine(b)
@@ -33,7 +33,7 @@ public indirect enum JSON: Sendable, Hashable {
     }
 
     /// The member named `key` of an object.
-    public subscript(key: String) -> JSON? {
+    package subscript(key: String) -> JSON? {
         if case .object(let members) = self { return members.first { $0.0 == key }?.1 }
         return nil
     }
@@ -41,7 +41,7 @@ public indirect enum JSON: Sendable, Hashable {
     /// Parses one JSON document from UTF-8 bytes. Throws `JSONError` with the byte offset.
     /// A leading UTF-8 byte order mark is skipped (RFC 8259 §8.1 lets a parser ignore it, and
     /// files saved by some editors start with one).
-    public static func parse(_ bytes: [UInt8]) throws(JSONError) -> JSON {
+    package static func parse(_ bytes: [UInt8]) throws(JSONError) -> JSON {
         var p = _JSONParser(bytes: bytes)
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { p.i = 3 }
         p.skipSpace()
@@ -51,10 +51,10 @@ public indirect enum JSON: Sendable, Hashable {
         return v
     }
 
-    public static func parse(_ text: String) throws(JSONError) -> JSON { try parse(Array(text.utf8)) }
+    package static func parse(_ text: String) throws(JSONError) -> JSON { try parse(Array(text.utf8)) }
 
     /// Serializes compactly, with correct escaping.
-    public var text: String {
+    package var text: String {
         var out = ""
         JSONWriter.write(self, to: &out)
         return out
@@ -242,8 +242,8 @@ struct _JSONParser {
 }
 
 /// Writes JSON text with correct escaping.
-public enum JSONWriter {
-    public static func write(_ v: JSON, to out: inout String) {
+package enum JSONWriter {
+    package static func write(_ v: JSON, to out: inout String) {
         switch v {
         case .null: out += "null"
         case .bool(let b): out += b ? "true" : "false"
@@ -269,7 +269,7 @@ public enum JSONWriter {
     }
 
     /// Appends `s` as a JSON string literal: quotes, backslashes and control characters escaped.
-    public static func writeString(_ s: String, to out: inout String) {
+    package static func writeString(_ s: String, to out: inout String) {
         out += "\""
         var needsEscape = false
         for b in s.utf8 where b < 0x20 || b == 0x22 || b == 0x5C { needsEscape = true; break }

@@ -1,36 +1,36 @@
 import LMDB
 /// A growing byte buffer that JSON is written into: no intermediate strings, digits and ISO dates
 /// formatted straight into bytes.
-public struct JSONBuffer: Sendable {
-    public var bytes: [UInt8]
+package struct JSONBuffer: Sendable {
+    package var bytes: [UInt8]
 
-    public init(capacity: Int = 256) {
+    package init(capacity: Int = 256) {
         bytes = []
         bytes.reserveCapacity(capacity)
     }
 
-    public var count: Int { bytes.count }
-    public var isEmpty: Bool { bytes.isEmpty }
-    public mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
+    package var count: Int { bytes.count }
+    package var isEmpty: Bool { bytes.isEmpty }
+    package mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
 
     /// The bytes as a String (they are always valid UTF-8).
-    public var string: String { String(decoding: bytes, as: UTF8.self) }
+    package var string: String { String(decoding: bytes, as: UTF8.self) }
 
-    @inline(__always) public mutating func append(_ b: UInt8) { bytes.append(b) }
+    @inline(__always) package mutating func append(_ b: UInt8) { bytes.append(b) }
 
-    @inline(__always) public mutating func append(_ s: StaticString) {
+    @inline(__always) package mutating func append(_ s: StaticString) {
         s.withUTF8Buffer { bytes.append(contentsOf: $0) }
     }
 
-    @inline(__always) public mutating func appendRaw(_ s: String) {
+    @inline(__always) package mutating func appendRaw(_ s: String) {
         var s = s
         s.withUTF8 { bytes.append(contentsOf: $0) }
     }
 
-    public mutating func append(contentsOf other: JSONBuffer) { bytes.append(contentsOf: other.bytes) }
+    package mutating func append(contentsOf other: JSONBuffer) { bytes.append(contentsOf: other.bytes) }
 
     /// A JSON string literal: quotes, backslashes and control characters escaped.
-    public mutating func appendString(_ s: String) {
+    package mutating func appendString(_ s: String) {
         var s = s
         s.withUTF8 { appendEscaped(UnsafeRawBufferPointer($0)) }
     }
@@ -40,7 +40,7 @@ public struct JSONBuffer: Sendable {
     /// A JSON string literal from UTF-8 bytes; returns false (writing nothing) if they are not
     /// valid UTF-8. Bytes that need neither escaping nor validation (printable ASCII but `"` and
     /// `\\`, checked eight at a time) are copied in one piece.
-    public mutating func appendString(utf8 raw: UnsafeRawBufferPointer) -> Bool {
+    package mutating func appendString(utf8 raw: UnsafeRawBufferPointer) -> Bool {
         if Self.isPlainASCII(raw) {
             bytes.append(0x22)
             bytes.append(contentsOf: raw)
@@ -109,12 +109,12 @@ public struct JSONBuffer: Sendable {
     }
 
     /// Decimal digits of an integer.
-    public mutating func appendInt(_ v: Int64) {
+    package mutating func appendInt(_ v: Int64) {
         if v < 0 { bytes.append(UInt8(ascii: "-")) }
         appendUInt(v.magnitude)
     }
 
-    public mutating func appendUInt(_ v: UInt64) {
+    package mutating func appendUInt(_ v: UInt64) {
         if v < 10 { bytes.append(0x30 + UInt8(v)); return }
         var tmp: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for 20 digits
         var n = 0
@@ -130,7 +130,7 @@ public struct JSONBuffer: Sendable {
     }
 
     /// An exact decimal with its scale (`1249.000`), as its description writes it.
-    public mutating func appendDecimal(_ d: EDMDecimal) {
+    package mutating func appendDecimal(_ d: EDMDecimal) {
         let sig = d.significand
         guard let mag = UInt64(exactly: sig.magnitude) else { appendRaw(d.description); return }
         if sig < 0 { bytes.append(UInt8(ascii: "-")) }
@@ -166,7 +166,7 @@ public struct JSONBuffer: Sendable {
     }
 
     /// `v` zero-padded to `width` digits (for dates and times).
-    @inline(__always) public mutating func appendPadded(_ v: Int, _ width: Int) {
+    @inline(__always) package mutating func appendPadded(_ v: Int, _ width: Int) {
         var v = v
         if v < 0 { bytes.append(UInt8(ascii: "-")); v = -v }
         var digits = 1, p = 10
@@ -177,7 +177,7 @@ public struct JSONBuffer: Sendable {
     }
 
     /// `.fffffff` without trailing zeros, nothing for zero ticks.
-    public mutating func appendFraction(_ ticks: Int64) {
+    package mutating func appendFraction(_ ticks: Int64) {
         guard ticks != 0 else { return }
         var t = ticks
         var digits = 7
@@ -186,19 +186,19 @@ public struct JSONBuffer: Sendable {
         appendPadded(Int(t), digits)
     }
 
-    public mutating func appendDate(_ d: EDMDate) {
+    package mutating func appendDate(_ d: EDMDate) {
         let (y, m, day) = d.components
         appendPadded(y, 4); bytes.append(0x2D); appendPadded(m, 2); bytes.append(0x2D); appendPadded(day, 2)
     }
 
-    public mutating func appendTime(ticks: Int64) {
+    package mutating func appendTime(ticks: Int64) {
         let secs = Int(ticks / ticksPerSecond)
         appendPadded(secs / 3600, 2); bytes.append(0x3A); appendPadded(secs / 60 % 60, 2); bytes.append(0x3A)
         appendPadded(secs % 60, 2)
         appendFraction(ticks % ticksPerSecond)
     }
 
-    public mutating func appendDateTimeOffset(_ d: EDMDateTimeOffset) {
+    package mutating func appendDateTimeOffset(_ d: EDMDateTimeOffset) {
         let local = d.localTicks
         let days = local >= 0 ? local / ticksPerDay : (local - ticksPerDay + 1) / ticksPerDay
         appendDate(EDMDate(days: Int32(clamping: days)))
@@ -213,7 +213,7 @@ public struct JSONBuffer: Sendable {
         }
     }
 
-    public mutating func appendGuid(_ g: EDMGuid) {
+    package mutating func appendGuid(_ g: EDMGuid) {
         appendHexWord(g.high, dashesAfter: 8, 12)
         bytes.append(0x2D)
         appendHexWord(g.low, dashesAfter: 4, 16)

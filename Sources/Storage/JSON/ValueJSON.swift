@@ -2,16 +2,16 @@ import LMDB
 import Foundation
 
 /// Converts between OData JSON (V4, and V2's `/Date(…)/` and string-typed numbers) and typed values.
-public struct ValueJSON: Sendable {
-    public let schema: Schema
+package struct ValueJSON: Sendable {
+    package let schema: Schema
 
-    public init(schema: Schema) { self.schema = schema }
+    package init(schema: Schema) { self.schema = schema }
 
     /// Reads an entity's properties from a JSON object, checking each against `properties`.
     ///
     /// Annotations (`@odata.*`, `__metadata`) and navigation properties (`navigation`) are skipped;
     /// any other unknown name is an error.
-    public func properties(from json: JSON, properties: [Property], navigation: Set<String> = [], owner: String) throws(EntityError) -> Properties {
+    package func properties(from json: JSON, properties: [Property], navigation: Set<String> = [], owner: String) throws(EntityError) -> Properties {
         guard case .object(let members) = json else {
             throw .badInput("expected a JSON object for an entity of '\(owner)'")
         }
@@ -32,7 +32,7 @@ public struct ValueJSON: Sendable {
     }
 
     /// Reads one value of `type` from JSON.
-    public func value(from json: JSON, type: TypeRef, property: String) throws(EntityError) -> Value {
+    package func value(from json: JSON, type: TypeRef, property: String) throws(EntityError) -> Value {
         if case .null = json { return .null }
         func mismatch() -> EntityError { .typeMismatch(property: property, expected: type.description, got: json.text) }
         switch type {
@@ -147,13 +147,13 @@ public struct ValueJSON: Sendable {
 
     /// Writes an entity's (or complex value's) properties in declaration order as a JSON object,
     /// only those in `select` when given.
-    public func write(_ props: Properties, properties: [Property], select: Set<String>? = nil, to out: inout String) {
+    package func write(_ props: Properties, properties: [Property], select: Set<String>? = nil, to out: inout String) {
         var buffer = JSONBuffer()
         write(props, properties: properties, select: select, to: &buffer)
         out += buffer.string
     }
 
-    public func write(_ props: Properties, properties: [Property], select: Set<String>? = nil, to out: inout JSONBuffer) {
+    package func write(_ props: Properties, properties: [Property], select: Set<String>? = nil, to out: inout JSONBuffer) {
         out.append(UInt8(ascii: "{"))
         var first = true
         for p in properties {
@@ -168,14 +168,14 @@ public struct ValueJSON: Sendable {
     }
 
     /// Writes one value as OData V4 JSON.
-    public func write(_ v: Value, type: TypeRef, to out: inout String) {
+    package func write(_ v: Value, type: TypeRef, to out: inout String) {
         var buffer = JSONBuffer(capacity: 32)
         write(v, type: type, to: &buffer)
         out += buffer.string
     }
 
     /// Writes one value as OData V4 JSON, straight into bytes.
-    public func write(_ v: Value, type: TypeRef, to out: inout JSONBuffer) {
+    package func write(_ v: Value, type: TypeRef, to out: inout JSONBuffer) {
         switch v {
         case .null: out.append("null")
         case .bool(let b): out.append(b ? "true" : "false")

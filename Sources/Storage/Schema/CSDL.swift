@@ -2,16 +2,16 @@ import LMDB
 import Foundation
 
 /// Reads CSDL `$metadata` documents (EDMX for OData V2, V3 and V4) into a `Schema`.
-public enum CSDL {
+package enum CSDL {
     /// Parses a CSDL document (EDMX V2/V3/V4).
-    public static func parse(_ data: [UInt8]) throws(CSDLError) -> Schema {
+    package static func parse(_ data: [UInt8]) throws(CSDLError) -> Schema {
         let root = try CSDLNode.parse(data)
         var reader = CSDLReader()
         return try reader.read(root)
     }
 
     /// Parses a CSDL document (EDMX V2/V3/V4) given as text.
-    public static func parse(_ text: String) throws(CSDLError) -> Schema {
+    package static func parse(_ text: String) throws(CSDLError) -> Schema {
         try parse(Array(text.utf8))
     }
 }

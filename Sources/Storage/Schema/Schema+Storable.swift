@@ -2,7 +2,7 @@ import LMDB
 
 extension Schema {
     /// Named databases a store may use (`mdb_env_set_maxdbs`).
-    public static let maxDatabases = 1024
+    package static let maxDatabases = 1024
     /// Databases kept apart for the store's own structures, whatever the schema: 9 are used
     /// (`meta`; `q`, `q/by-entity`, `errors`, `events`; `changes`, `changes/by-entity`, `repeat`,
     /// `repeat/by-time`), the rest is headroom for later formats.
@@ -17,7 +17,7 @@ extension Schema {
     /// - `MaxLength`, `Precision` below 1, a negative `Scale`, or a `Scale` above the `Precision`;
     /// - more entity sets than the store has databases for (each set has a database for its
     ///   entities and one for the server images of changed entities, plus its indexes).
-    public func checkStorable(indexCount: Int = 0) throws(EntityError) {
+    package func checkStorable(indexCount: Int = 0) throws(EntityError) {
         for setName in entitySetNames {
             guard let type = entityType(ofSet: setName) else { continue }
             for k in type.key {

@@ -2,12 +2,12 @@ import LMDB
 /// The store's own entity sets, read and queried like the service's: the request queue, the
 /// archive of requests the service refused, and the log of uploads and downloads. Their names
 /// are SAP Offline OData's, so `RequestQueue?$filter=CustomTag eq 'x'` means what its users expect.
-public enum SystemSets {
-    public static let namespace = "OfflineStore"
-    public static let requestQueue = "RequestQueue"
-    public static let errorArchive = "ErrorArchive"
-    public static let eventLog = "EventLog"
-    public static let names = [requestQueue, errorArchive, eventLog]
+package enum SystemSets {
+    package static let namespace = "OfflineStore"
+    package static let requestQueue = "RequestQueue"
+    package static let errorArchive = "ErrorArchive"
+    package static let eventLog = "EventLog"
+    package static let names = [requestQueue, errorArchive, eventLog]
 
     /// The database holding each system set's rows.
     static let databases = [requestQueue: "q", errorArchive: "errors", eventLog: "events"]
@@ -74,7 +74,7 @@ public enum SystemSets {
 extension Schema {
     /// The schema with the system sets added. Throws when the service's own schema already has a
     /// set by one of their names.
-    public func withSystemSets() throws(EntityError) -> Schema {
+    package func withSystemSets() throws(EntityError) -> Schema {
         var s = self
         for name in SystemSets.names where s.entitySets[name] != nil && !isSystemSet(name) {
             throw .badInput("the service has an entity set named '\(name)', which is the name of one of the store's own sets")
@@ -88,10 +88,10 @@ extension Schema {
     }
 
     /// Whether `set` is one of the store's own sets (not the service's).
-    public func isSystemSet(_ set: String) -> Bool {
+    package func isSystemSet(_ set: String) -> Bool {
         entitySets[set]?.entityType.hasPrefix(SystemSets.namespace + ".") == true && SystemSets.names.contains(set)
     }
 
     /// The service's entity sets, without the system sets.
-    public var serviceSetNames: [String] { entitySetNames.filter { !isSystemSet($0) } }
+    package var serviceSetNames: [String] { entitySetNames.filter { !isSystemSet($0) } }
 }

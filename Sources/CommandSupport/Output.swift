@@ -6,9 +6,9 @@ import OfflineStore
 /// `FileHandle.write` ends the process with a fatal error when a write fails (a full disk, a
 /// closed pipe with SIGPIPE ignored, a closed descriptor); a tool must instead say so on stderr
 /// and exit non-zero.
-enum Output {
+package enum Output {
     /// Writes all of `bytes` to `fd`, retrying short writes and `EINTR`.
-    static func write(_ bytes: UnsafeRawBufferPointer, to fd: Int32) throws {
+    package static func write(_ bytes: UnsafeRawBufferPointer, to fd: Int32) throws {
         var offset = 0
         while offset < bytes.count {
             let n = Foundation.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
@@ -20,25 +20,25 @@ enum Output {
         }
     }
 
-    static func write(_ text: String, to fd: Int32) throws {
+    package static func write(_ text: String, to fd: Int32) throws {
         var text = text
         try text.withUTF8 { try write(UnsafeRawBufferPointer($0), to: fd) }
     }
 
     /// Progress and other notes on stderr; a failure to write them is not worth failing for.
-    static func note(_ text: String) {
+    package static func note(_ text: String) {
         try? write(text, to: 2)
     }
 
     /// The one line a failed command prints: control characters escaped (an error must not carry
     /// terminal escapes out of its input) and the length bounded.
-    static func errorLine(_ error: Error) -> String {
+    package static func errorLine(_ error: Error) -> String {
         "offline-store: " + sanitized("\(error)", limit: 2_000) + "\n"
     }
 
     /// `text` with C0/C1 control characters other than tab written as `\u{…}`, cut to `limit`
     /// characters with a note of how much was left out.
-    static func sanitized(_ text: String, limit: Int) -> String {
+    package static func sanitized(_ text: String, limit: Int) -> String {
         var out = ""
         var count = 0
         for scalar in text.unicodeScalars {
@@ -59,6 +59,6 @@ enum Output {
 }
 
 /// Writes a line to stdout; throws when it cannot be written.
-func output(_ s: String) throws {
+package func output(_ s: String) throws {
     try Output.write(s + "\n", to: 1)
 }

@@ -1,16 +1,18 @@
 import ArgumentParser
+import AsyncHTTPClient
+import CommandSupport
 import Foundation
 import OfflineStore
-import Queue
-import Sync
-import Remote
 import Samples
 import Server
-import Storage
+import Storage  // JSON: reading back the OData JSON that the public query API wrote
 import Synchronization
 
-struct Demo: ParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct Demo: ParsableCommand {
+    package init() {}
+
+    package static let configuration = CommandConfiguration(
+
         abstract: "The whole offline story, against a server in this process.",
         discussion: """
             Generates an EPM data set (business partners, products, sales orders, items; --size partners, \
@@ -31,7 +33,7 @@ struct Demo: ParsableCommand {
     /// The whole story in under a minute in a debug build on 2 busy cores (43 s measured, load 6–7).
     static let defaultSize = 4_000
 
-    func run() throws {
+    package func run() throws {
         try runReportingErrors {
             guard (10...200_000).contains(size) else { throw CLIError("--size must be 10…200000, not \(size)") }
             if let store, FileManager.default.fileExists(atPath: store) { throw CLIError("--store '\(store)' exists; give a new directory") }
@@ -90,7 +92,7 @@ final class DemoStory {
     static let salesURL = "BusinessPartners?$filter=Country eq 'US'&$expand=SalesOrders($expand=Items)"
     static let productURL = "Products"
 
-    func run() async throws {
+    package func run() async throws {
         let (server, served) = try await step1Server()
         do {
             try await story(url: server.url, server: served)
@@ -387,22 +389,33 @@ final class DemoStory {
                                            options: ChangeOptions(customTag: "rename-offline"))
             try out.line("local, pending: update Products('\(deleted)') Name → 'Renamed offline' [tag rename-offline] → request #\(b.requestID ?? -1)")
             // Another client: plain HTTP to the served store.
-            let other = HTTPBackend(serviceRoot: url)
-            let (patch, delete): (BackendResponse, BackendResponse)
-            do {
-                patch = try await other.send(BackendRequest(method: "PATCH", url: "Products('\(rebased)')",
-                                                            body: Array(#"{"Name":"Renamed on the server"}"#.utf8)))
-                delete = try await other.send(BackendRequest(method: "DELETE", url: "Products('\(deleted)')"))
-                try await other.shutdown()
-            } catch {
-                try? await other.shutdown()
-                throw error
-            }
-            try out.line("another client: PATCH Products('\(rebased)') {\"Name\":\"Renamed on the server\"} → \(patch.status)")
-            try out.line("another client: DELETE Products('\(deleted)') → \(delete.status)")
-            guard patch.isSuccess, delete.isSuccess else { throw DemoFailure("the server refused the other client's changes") }
+            let (patch, delete) = try await Self.otherClient(url: url, rebased: rebased, deleted: deleted)
+            try out.line("another client: PATCH Products('\(rebased)') {\"Name\":\"Renamed on the server\"} → \(patch)")
+            try out.line("another client: DELETE Products('\(deleted)') → \(delete)")
+            guard (200..<300).contains(patch), (200..<300).contains(delete) else { throw DemoFailure("the server refused the other client's changes") }
             guard try server.get(set: "Products", key: [.string(deleted)]) == nil else { throw DemoFailure("the server still has Products('\(deleted)')") }
             return [a.requestID ?? -1, b.requestID ?? -1]
+        }
+    }
+
+    /// Another client of the served store: a PATCH and a DELETE with AsyncHTTPClient, as any HTTP
+    /// client would send them; returns their status codes.
+    static func otherClient(url: String, rebased: String, deleted: String) async throws -> (patch: Int, delete: Int) {
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        do {
+            var patch = HTTPClientRequest(url: url + "Products('\(rebased)')")
+            patch.method = .PATCH
+            patch.headers.add(name: "Content-Type", value: "application/json")
+            patch.body = .bytes(Array(#"{"Name":"Renamed on the server"}"#.utf8))
+            let patched = try await client.execute(patch, timeout: .seconds(30))
+            var delete = HTTPClientRequest(url: url + "Products('\(deleted)')")
+            delete.method = .DELETE
+            let deleted = try await client.execute(delete, timeout: .seconds(30))
+            try await client.shutdown()
+            return (Int(patched.status.code), Int(deleted.status.code))
+        } catch {
+            try? await client.shutdown()
+            throw error
         }
     }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandSupport
 import Foundation
 import OfflineStore
 import Samples
@@ -17,8 +18,11 @@ import Synchronization
 ///
 /// A refresh or flush that meets no server (the parent kills it too) is reported and retried; any
 /// other error ends the worker with status 2 and the error on stderr.
-struct CrashWorker: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "_crash-worker", shouldDisplay: false)
+package struct CrashWorker: ParsableCommand {
+    package init() {}
+
+    package static let configuration = CommandConfiguration(commandName: "_crash-worker", shouldDisplay: false)
+
     @OptionGroup var options: StoreOption
     @Option var serviceFile: String
     @Option var seed: UInt64 = 1
@@ -29,7 +33,7 @@ struct CrashWorker: ParsableCommand {
     /// a change it never made.
     @Option var falseAckAfter: Int?
 
-    func run() throws {
+    package func run() throws {
         try runReportingErrors {
             guard writers >= 1, keys >= writers else { throw CLIError("need --writers ≥ 1 and --keys ≥ --writers") }
             let store = try OfflineStore.open(at: options.store)
@@ -68,39 +72,11 @@ struct CrashWorker: ParsableCommand {
             // Before the write numbered `falseAckAfter` of each life (0: first thing), so the
             // test of the check does not depend on how long a worker lives between kills.
             if n == falseAckAfter, let falseKey { try lines.emit("ack \(writer) \(n) \(falseKey)=never-written/-") }
-            let batch = rng.below(5) == 0 ? 2 + rng.below(2) : 1
-            var changes: [OfflineStore.Change] = []
-            var described: [String] = []
-            var touched: [String] = []
-            for _ in 0..<batch {
-                let id = ids[rng.below(ids.count)]
-                guard !touched.contains(id) else { continue }
-                touched.append(id)
-                let key: [Value] = [.string(id)]
-                let exists = try store.get(set: "Products", key: key) != nil
-                let roll = rng.below(100)
-                let name = Value.string("s\(seed % 10_000)-\(n)")
-                let change: OfflineStore.Change
-                let kind: String
-                if !exists {
-                    var entity: Properties = ["ProductID": .string(id), "Name": name]
-                    if rng.below(2) == 0 { entity["Price"] = .decimal(EDMDecimal("\(n % 1000).\(rng.below(100))")!) }
-                    (change, kind) = (.create(set: "Products", entity: entity), "create")
-                } else if roll < 55 {
-                    var changes: Properties = ["Name": name]
-                    if rng.below(2) == 0 { changes["Price"] = rng.below(3) == 0 ? .null : .decimal(EDMDecimal("\(n % 1000).\(rng.below(100))")!) }
-                    (change, kind) = (.update(set: "Products", key: key, changes: changes), "update")
-                } else if roll < 70 {
-                    (change, kind) = (.replace(set: "Products", key: key, entity: ["Name": name]), "replace")
-                } else {
-                    (change, kind) = (.delete(set: "Products", key: key), "delete")
-                }
-                changes.append(change)
-                described.append("\(kind):\(id)")
-            }
-            try lines.emit("op \(writer) \(n) \(described.joined(separator: ","))")
-            try store.apply(changes, options: ChangeOptions(customTag: "crash", nonMergeable: rng.below(3) == 0))
-            let after = try touched.map { "\($0)=\(try CrashModel.state(store, $0))" }
+            let batch = try RandomChanges.next(store, ids: ids, size: rng.below(5) == 0 ? 2 + rng.below(2) : 1, n: n,
+                                               name: .string("s\(seed % 10_000)-\(n)"), rng: &rng)
+            try lines.emit("op \(writer) \(n) \(batch.described.joined(separator: ","))")
+            try store.apply(batch.changes, options: ChangeOptions(customTag: "crash", nonMergeable: rng.below(3) == 0))
+            let after = try batch.touched.map { "\($0)=\(try CrashModel.state(store, $0))" }
             try lines.emit("ack \(writer) \(n) \(after.joined(separator: ";"))")
             n += 1
             // A pace a flush keeps up with: the queue stays short, so flushes and refreshes are

@@ -1,5 +1,6 @@
 import LMDB
 import ArgumentParser
+import CommandSupport
 import Foundation
 import OfflineStore
 import Samples
@@ -8,8 +9,11 @@ import Synchronization
 /// `offline-store crashtest`: SIGKILL at random instants of writes, flushes, refreshes and the
 /// server's own work, then the checks that nothing acknowledged was lost and nothing applied
 /// twice. See README.md, "Crash testing", and `CrashHarness`.
-struct CrashTest: ParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct CrashTest: ParsableCommand {
+    package init() {}
+
+    package static let configuration = CommandConfiguration(
+
         commandName: "crashtest",
         abstract: "Kill -9 worker processes and the server at random instants; check that nothing acknowledged is lost and nothing applied twice.",
         discussion: """
@@ -33,7 +37,7 @@ struct CrashTest: ParsableCommand {
     @Option(help: .hidden) var falseAckAfter: Int?
     @Option(help: "The stores' durability: full (fsync every commit) or noSync (survives a process crash, which is all a kill tests; faster).") var durability = "full"
 
-    func run() throws {
+    package func run() throws {
         try runReportingErrors {
             guard kills >= 1 else { throw CLIError("--kills must be at least 1") }
             guard (1...16).contains(workers) else { throw CLIError("--workers must be 1…16") }
@@ -123,7 +127,7 @@ final class CrashHarness {
     // MARK: The run
 
     /// Runs the rounds and the final check; false when anything was violated.
-    func run() throws -> Bool {
+    package func run() throws -> Bool {
         try setUp()
         defer { tearDown() }
         while totals.kills < killTarget && elapsed < (seconds ?? .infinity) && violations.isEmpty {

@@ -18,7 +18,7 @@
 # PC tables, comparison tracing) and linked with libFuzzer's no-main runtime — the driver keeps its
 # own main (FuzzDriver.swift says why). Debug, without AddressSanitizer: the debug standard
 # library traps on out-of-bounds unsafe-buffer access, which is where a Swift parser could go
-# wrong, and a cold debug build costs a fraction of a release or ASan build (README: Fuzzing).
+# wrong, and a cold debug build costs a fraction of a release or ASan build (DocC: "Bad input and hostile environments", Fuzzing).
 set -e
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-60}

@@ -20,6 +20,6 @@ OFFLINE_STORE="$(swift build --show-bin-path)/offline-store" sh scripts/client-c
 # followed by the checks; about a minute in a debug build (the time bound is a safety net only).
 "$(swift build --show-bin-path)/offline-store" crashtest --kills 100 --seconds 600 --phase all --seed "${CRASHTEST_SEED:-$(date +%s)}"
 # Fuzzing: every libFuzzer target for a bounded time (FUZZ_SECONDS, 15 s each), after its own
-# instrumented debug build in .build-fuzz (cold: about 12 CPU-minutes, README: Fuzzing); fails on a crash,
+# instrumented debug build in .build-fuzz (cold: about 12 CPU-minutes, DocC: Fuzzing); fails on a crash,
 # with the input in Fuzz/crashes/
 sh scripts/fuzz.sh "${FUZZ_SECONDS:-15}"

@@ -8,7 +8,7 @@ import Synchronization
 
 /// `offline-store crashtest`: SIGKILL at random instants of writes, flushes, refreshes and the
 /// server's own work, then the checks that nothing acknowledged was lost and nothing applied
-/// twice. See README.md, "Crash testing", and `CrashHarness`.
+/// twice. See the DocC article "Durability and crash recovery" and `CrashHarness`.
 package struct CrashTest: ParsableCommand {
     package init() {}
 

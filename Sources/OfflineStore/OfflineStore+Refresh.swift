@@ -66,7 +66,7 @@ extension OfflineStore {
 
     /// Refreshes the store from the service at `serviceRoot` (default: the configuration's): runs
     /// every defining request, or those named in `subset`, then rebases and compacts the request
-    /// queue — see `README.md`, "Refresh and defining requests". `headers` go with every request
+    /// queue — see the DocC article "Refresh and defining requests". `headers` go with every request
     /// (an `Authorization`, say); `pageSize` is asked as `Prefer: odata.maxpagesize` (default
     /// 1,000). Each page is written in its own transaction; a refresh that fails or is killed
     /// leaves a consistent store, and the next one converges.

@@ -1,7 +1,7 @@
 import Storage
 
 extension StoreConfiguration {
-    /// Reads a configuration file: the JSON form in the README (`serviceRoot`, `definingRequests`,
+    /// Reads a configuration file: the JSON form of the DocC article "Configuration" (`serviceRoot`, `definingRequests`,
     /// `indexes`, `requestQueueOptimization`, `durability`, `limits`,
     /// `repeatabilityWindowSeconds`).
     ///

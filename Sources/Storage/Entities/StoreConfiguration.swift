@@ -54,7 +54,7 @@ public struct StoreConfiguration: Sendable, Hashable {
         self.maxSizeBytes = maxSizeBytes
     }
 
-    /// Reads the JSON form documented in the README. Unknown members are errors, so typos surface.
+    /// Reads the JSON form the DocC article "Configuration" documents. Unknown members are errors, so typos surface.
     package init(json: JSON) throws(EntityError) {
         self.init()
         guard case .object(let members) = json else { throw .badInput("configuration: expected a JSON object") }

@@ -24,7 +24,8 @@ struct EmbeddedService: AsyncParsableCommand {
 
     @Option(help: "The offline store's directory.") var store: String
     @Option(help: "A $metadata file: creates the store when --store is missing or empty.") var metadata: String?
-    @Option(help: "The OData service to refresh from and flush to (default: the store's configured serviceRoot).") var service: String?
+    @Option(help: "The OData service to refresh from and flush to (default: the store's configured serviceRoot).")
+    var service: String?
     @Option(help: "Seconds between background rounds (refresh, then flush).") var interval: Double = 30
     @Option(help: "The address to bind (loopback by default).") var host = "127.0.0.1"
     @Option(help: "The port (0: a free one).") var port = 8080
@@ -40,7 +41,7 @@ struct EmbeddedService: AsyncParsableCommand {
 
     func run() async throws {
         let level = Logger.Level(rawValue: logLevel) ?? .info
-        LoggingSystem.bootstrap { label in                              // logs on stderr; stdout has the URL line
+        LoggingSystem.bootstrap { label in  // logs on stderr; stdout has the URL line
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
@@ -50,7 +51,7 @@ struct EmbeddedService: AsyncParsableCommand {
         guard service ?? store.configuration.serviceRoot != nil else {
             throw ValidationError("no --service and the store has no serviceRoot")
         }
-        let products = try store.collection(Product.self, set: "Products")    // a type not fitting the schema throws here
+        let products = try store.collection(Product.self, set: "Products")  // a type not fitting the schema throws here
         let prices = try store.collection(ProductPrice.self, set: "Products")
         let sync = SyncLoop(store: store, serviceRoot: service, interval: interval, logger: logger)
 
@@ -68,7 +69,9 @@ struct EmbeddedService: AsyncParsableCommand {
         app.addServices(sync)
         if let lifetime {
             // Stopping by signal takes the same path as a SIGTERM from outside: a graceful shutdown.
-            Task { try await Task.sleep(for: .seconds(lifetime)); kill(getpid(), SIGTERM) }
+            Task {
+                try await Task.sleep(for: .seconds(lifetime)); kill(getpid(), SIGTERM)
+            }
         }
         try await app.runService(gracefulShutdownSignals: [.sigterm, .sigint])
         logger.info("stopped", metadata: ["rounds": "\(sync.status.rounds)"])
@@ -79,7 +82,9 @@ struct EmbeddedService: AsyncParsableCommand {
         let contents = (try? FileManager.default.contentsOfDirectory(atPath: store)) ?? []
         guard contents.isEmpty else { return try OfflineStore.open(at: store) }
         guard let metadata else { throw ValidationError("\(store) holds no store: give --metadata to create one") }
-        guard let bytes = FileManager.default.contents(atPath: metadata) else { throw ValidationError("cannot read \(metadata)") }
+        guard let bytes = FileManager.default.contents(atPath: metadata) else {
+            throw ValidationError("cannot read \(metadata)")
+        }
         var configuration = StoreConfiguration()
         configuration.serviceRoot = service
         configuration.definingRequests = [DefiningRequest(name: "Products", url: "Products")]

@@ -20,7 +20,9 @@ struct Routes: Sendable {
         }
         router.get("products/:id") { _, context in
             let id = try context.parameters.require("id")
-            guard let product = try products.find(key: id) else { throw HTTPError(.notFound, message: "no product \(id)") }
+            guard let product = try products.find(key: id) else {
+                throw HTTPError(.notFound, message: "no product \(id)")
+            }
             return try json(product)
         }
         // POST /products/:id/price {"price": "1234.50"}: a typed update, queued; the background flush sends it.
@@ -34,7 +36,7 @@ struct Routes: Sendable {
             guard try prices.find(key: id) != nil else { throw HTTPError(.notFound, message: "no product \(id)") }
             let receipt: OfflineStore.ChangeReceipt
             do { receipt = try await prices.update(ProductPrice(ProductID: id, Price: change.price)) } catch {
-                throw HTTPError(.badRequest, message: "\(error)")    // out of the schema's range or scale: nothing changed
+                throw HTTPError(.badRequest, message: "\(error)")  // out of the schema's range or scale: nothing changed
             }
             return try json(Queued(product: try products.find(key: id), requestID: receipt.requestID))
         }
@@ -65,8 +67,10 @@ struct PriceChange: Decodable {
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         if let text = try? c.decode(String.self, forKey: .price) {
-            guard let value = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")), "\(value)" != "NaN" else {
-                throw DecodingError.dataCorruptedError(forKey: .price, in: c, debugDescription: "'\(text)' is not a decimal")
+            guard let value = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")), "\(value)" != "NaN"
+            else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .price, in: c, debugDescription: "'\(text)' is not a decimal")
             }
             price = value
         } else {

@@ -47,7 +47,9 @@ final class SyncLoop: Service, Sendable {
             state.withLock { $0.lastRefresh = "\(refresh)" }
             let flush = try await store.flush(serviceRoot: serviceRoot)
             logger.info("flush: \(flush)")
-            state.withLock { $0.lastFlush = "\(flush)"; $0.lastError = nil }
+            state.withLock {
+                $0.lastFlush = "\(flush)"; $0.lastError = nil
+            }
         } catch is CancellationError {
             logger.info("round cancelled")
             return

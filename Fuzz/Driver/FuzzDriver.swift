@@ -31,19 +31,24 @@ struct FuzzDriver {
         }
         #if FUZZING
         guard let name = ProcessInfo.processInfo.environment["FUZZ_TARGET"], FuzzTargets.names.contains(name) else {
-            FileHandle.standardError.write(Data("FUZZ_TARGET must name a target: \(FuzzTargets.names.joined(separator: ", "))\n".utf8))
+            FileHandle.standardError.write(
+                Data("FUZZ_TARGET must name a target: \(FuzzTargets.names.joined(separator: ", "))\n".utf8))
             exit(2)
         }
         Fuzzing.target = name
         var argc = CommandLine.argc
         var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
-        exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in
-            FuzzTargets.run(Fuzzing.target, UnsafeRawBufferPointer(start: data, count: size))
-            return 0
-        })
+        exit(
+            LLVMFuzzerRunDriver(&argc, &argv) { data, size in
+                FuzzTargets.run(Fuzzing.target, UnsafeRawBufferPointer(start: data, count: size))
+                return 0
+            })
         #else
         guard let name = args.first, FuzzTargets.names.contains(name) else {
-            FileHandle.standardError.write(Data("usage: offline-store-fuzz \(FuzzTargets.names.joined(separator: "|")) FILE... | --write-seeds DIR\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "usage: offline-store-fuzz \(FuzzTargets.names.joined(separator: "|")) FILE... | --write-seeds DIR\n"
+                        .utf8))
             exit(2)
         }
         for path in args.dropFirst() {

@@ -43,7 +43,9 @@ public enum FuzzTargets {
     }
 
     static let schema: Schema = {
-        do { return try CSDL.parse(Array(SampleData.metadata.utf8)).withSystemSets() } catch { fatalError("the sample $metadata does not parse: \(error)") }
+        do { return try CSDL.parse(Array(SampleData.metadata.utf8)).withSystemSets() } catch {
+            fatalError("the sample $metadata does not parse: \(error)")
+        }
     }()
 
     /// An OData request URL (resource path and every query option), parsed and bound against the
@@ -74,7 +76,8 @@ public enum FuzzTargets {
             _ = try? values.properties(from: json, properties: type.properties, navigation: navigation, owner: name)
             if case .array(let items)? = json["value"] {
                 for item in items.prefix(64) {
-                    _ = try? values.properties(from: item, properties: type.properties, navigation: navigation, owner: name)
+                    _ = try? values.properties(
+                        from: item, properties: type.properties, navigation: navigation, owner: name)
                 }
             }
         }
@@ -85,7 +88,10 @@ public enum FuzzTargets {
     /// JSON lines.
     static func stream(_ bytes: [UInt8]) {
         var streamed: [JSON] = []
-        let ok = (try? EntityObjectStream(bytes: bytes, chunkSize: bytes.count % 13 + 1).forEach { streamed.append(try $0.parse()) }) != nil
+        let ok =
+            (try? EntityObjectStream(bytes: bytes, chunkSize: bytes.count % 13 + 1).forEach {
+                streamed.append(try $0.parse())
+            }) != nil
         guard let doc = try? JSON.parse(bytes) else { return }
         var expected: [JSON]
         switch doc {
@@ -94,15 +100,21 @@ public enum FuzzTargets {
             // With both `value` and `d` the stream takes whichever comes first; whole, `value` wins.
             if doc["value"] != nil && doc["d"] != nil { return }
             expected = [doc]
-            if case .array(let a)? = doc["value"] { expected = a }
-            else if case .array(let a)? = doc["d"]?["results"] { expected = a }
-            else if let d = doc["d"], case .array(let a) = d { expected = a }
-            else if let d = doc["d"], case .object = d { expected = [d] }
+            if case .array(let a)? = doc["value"] {
+                expected = a
+            } else if case .array(let a)? = doc["d"]?["results"] {
+                expected = a
+            } else if let d = doc["d"], case .array(let a) = d {
+                expected = a
+            } else if let d = doc["d"], case .object = d {
+                expected = [d]
+            }
         default:
             precondition(!ok, "a scalar document streamed")
             return
         }
-        precondition(ok && streamed == expected, "the stream gave \(streamed.count) entities, parsing whole \(expected.count)")
+        precondition(
+            ok && streamed == expected, "the stream gave \(streamed.count) entities, parsing whole \(expected.count)")
     }
 
     /// A `$metadata` document (CSDL XML).
@@ -124,7 +136,8 @@ public enum FuzzTargets {
     @discardableResult
     public static func serve(_ bytes: [UInt8]) async -> (status: Int, body: [UInt8])? {
         let request = ServeRequest(bytes)
-        return await served.server.respond(method: request.method, target: request.target, headers: request.headers, body: request.body)
+        return await served.server.respond(
+            method: request.method, target: request.target, headers: request.headers, body: request.body)
     }
 
     static let served: (server: InMemoryServer, path: String) = {
@@ -135,7 +148,8 @@ public enum FuzzTargets {
         var configuration = SampleData.configuration
         configuration.durability = .noSync
         do {
-            let store = try OfflineStore.create(at: path + "/store", metadata: Array(SampleData.metadata.utf8), configuration: configuration)
+            let store = try OfflineStore.create(
+                at: path + "/store", metadata: Array(SampleData.metadata.utf8), configuration: configuration)
             for set in SampleData.setsInLoadOrder { try store.load(set: set, json: Array(SampleData.json(set).utf8)) }
             var options = ServeOptions()
             options.maxRequestBytes = 1 << 20
@@ -159,7 +173,9 @@ struct ServeRequest: Sendable {
         var i = 0
         while i + 1 < bytes.count {
             if bytes[i] == 10, bytes[i + 1] == 10 { headEnd = i; bodyStart = i + 2; break }
-            if bytes[i] == 10, bytes[i + 1] == 13, i + 2 < bytes.count, bytes[i + 2] == 10 { headEnd = i; bodyStart = i + 3; break }
+            if bytes[i] == 10, bytes[i + 1] == 13, i + 2 < bytes.count, bytes[i + 2] == 10 {
+                headEnd = i; bodyStart = i + 3; break
+            }
             i += 1
         }
         body = Array(bytes[bodyStart...])

@@ -34,7 +34,9 @@ package func readFile(_ path: String) throws -> [UInt8] {
     guard fd >= 0 else { throw CLIError("cannot read '\(path)': \(String(cString: strerror(errno)))") }
     defer { if fd != 0 { close(fd) } }
     var st = stat()
-    if fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFDIR { throw CLIError("cannot read '\(path)': it is a directory") }
+    if fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFDIR {
+        throw CLIError("cannot read '\(path)': it is a directory")
+    }
     var out: [UInt8] = []
     if st.st_mode & S_IFMT == S_IFREG { out.reserveCapacity(Int(st.st_size)) }
     var chunk = [UInt8](repeating: 0, count: 1 << 16)
@@ -62,7 +64,9 @@ package func makeTemporaryDirectory(prefix: String) throws -> String {
     let made = template.withUnsafeMutableBufferPointer { buf in
         buf.withMemoryRebound(to: CChar.self) { mkdtemp($0.baseAddress!) != nil }
     }
-    guard made else { throw CLIError("cannot create a temporary directory in '\(base)': \(String(cString: strerror(errno)))") }
+    guard made else {
+        throw CLIError("cannot create a temporary directory in '\(base)': \(String(cString: strerror(errno)))")
+    }
     return String(decoding: template.dropLast(), as: UTF8.self)
 }
 

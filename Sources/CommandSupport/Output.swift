@@ -14,7 +14,9 @@ package enum Output {
             let n = Foundation.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
             if n < 0 {
                 if errno == EINTR { continue }
-                throw CLIError("cannot write to \(fd == 1 ? "standard output" : "standard error"): \(String(cString: strerror(errno)))")
+                throw CLIError(
+                    "cannot write to \(fd == 1 ? "standard output" : "standard error"): \(String(cString: strerror(errno)))"
+                )
             }
             offset += n
         }

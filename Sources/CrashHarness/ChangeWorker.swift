@@ -24,10 +24,12 @@ package struct ChangeWorker: ParsableCommand {
             var rng = _SplitMix(state: seed)
             let ids = (0..<keys).map { "K-\($0)" } + (1001...1005).map { "HT-\($0)" }
             for n in 0..<count {
-                let batch = try RandomChanges.next(store, ids: ids, size: rng.below(10) == 0 ? 3 : 1, n: n,
-                                                   name: .string("w\(seed)-\(n)"), rng: &rng)
+                let batch = try RandomChanges.next(
+                    store, ids: ids, size: rng.below(10) == 0 ? 3 : 1, n: n,
+                    name: .string("w\(seed)-\(n)"), rng: &rng)
                 try output("op \(n) \(batch.described.joined(separator: ","))")
-                try store.apply(batch.changes, options: ChangeOptions(customTag: "w\(seed)", nonMergeable: rng.below(8) == 0))
+                try store.apply(
+                    batch.changes, options: ChangeOptions(customTag: "w\(seed)", nonMergeable: rng.below(8) == 0))
                 var after: [String] = []
                 for id in batch.touched.sorted() {
                     let e = try store.get(set: "Products", key: [.string(id)])

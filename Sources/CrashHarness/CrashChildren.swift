@@ -8,13 +8,16 @@ enum Spawn {
     static let executable: String = {
         var buffer = [CChar](repeating: 0, count: 4096)
         let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        return n > 0 ? String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
+        return n > 0
+            ? String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
     }()
 
     /// Starts `offline-store args`: stdin from /dev/null, stdout to `stdoutFD` (dup'ed) or the file
     /// `stdoutPath`, stderr appended to `stderrPath`. Swift's backtracer is off in the child, so a
     /// crash ends it at once.
-    static func start(_ args: [String], stdoutFD: Int32? = nil, stdoutPath: String? = nil, stderrPath: String) throws -> pid_t {
+    static func start(
+        _ args: [String], stdoutFD: Int32? = nil, stdoutPath: String? = nil, stderrPath: String
+    ) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -22,7 +25,8 @@ enum Spawn {
         if let stdoutFD {
             posix_spawn_file_actions_adddup2(&actions, stdoutFD, 1)
         } else {
-            posix_spawn_file_actions_addopen(&actions, 1, stdoutPath ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            posix_spawn_file_actions_addopen(
+                &actions, 1, stdoutPath ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         }
         posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         var environment = ProcessInfo.processInfo.environment
@@ -57,12 +61,15 @@ final class ServerChild {
     /// Starts it and waits (at most 60 s) for its first line, which names the URL.
     static func start(store: String, lifetime: Double, logDir: String, number: Int) throws -> ServerChild {
         let out = logDir + "/serve-\(number).out", err = logDir + "/serve.err"
-        let pid = try Spawn.start(["serve", "--store", store, "--host", "127.0.0.1", "--port", "0", "--lifetime", String(Int(lifetime))],
-                                  stdoutPath: out, stderrPath: err)
+        let pid = try Spawn.start(
+            ["serve", "--store", store, "--host", "127.0.0.1", "--port", "0", "--lifetime", String(Int(lifetime))],
+            stdoutPath: out, stderrPath: err)
         let start = Date()
         while true {
-            if let text = try? String(contentsOfFile: out, encoding: .utf8), let line = text.split(separator: "\n").first,
-               let at = line.range(of: " at ") {
+            if let text = try? String(contentsOfFile: out, encoding: .utf8),
+                let line = text.split(separator: "\n").first,
+                let at = line.range(of: " at ")
+            {
                 return ServerChild(pid: pid, url: String(line[at.upperBound...]))
             }
             var status: Int32 = 0
@@ -216,10 +223,11 @@ final class WorkerLog: Sendable {
             switch parts[0] {
             case "op" where parts.count == 4:
                 guard let t = Int(parts[1]) else { return }
-                s.inFlight[t] = InFlight(ops: parts[3].split(separator: ",").compactMap { op in
-                    let kv = op.split(separator: ":", maxSplits: 1)
-                    return kv.count == 2 ? (String(kv[0]), String(kv[1])) : nil
-                })
+                s.inFlight[t] = InFlight(
+                    ops: parts[3].split(separator: ",").compactMap { op in
+                        let kv = op.split(separator: ":", maxSplits: 1)
+                        return kv.count == 2 ? (String(kv[0]), String(kv[1])) : nil
+                    })
                 s.opStarted[t] = now
                 s.begins["op", default: 0] += 1
             case "ack" where parts.count == 4:
@@ -243,7 +251,11 @@ final class WorkerLog: Sendable {
     }
 
     /// A new process: nothing of it is in flight yet.
-    func restarted() { state.withLock { $0.inFlight = [:]; $0.opStarted = [:] } }
+    func restarted() {
+        state.withLock {
+            $0.inFlight = [:]; $0.opStarted = [:]
+        }
+    }
 
     var acks: Int { state.withLock { $0.acks } }
     var model: [String: String] { state.withLock { $0.model } }

@@ -15,7 +15,8 @@ package struct CrashTest: ParsableCommand {
     package static let configuration = CommandConfiguration(
 
         commandName: "crashtest",
-        abstract: "Kill -9 worker processes and the server at random instants; check that nothing acknowledged is lost and nothing applied twice.",
+        abstract:
+            "Kill -9 worker processes and the server at random instants; check that nothing acknowledged is lost and nothing applied twice.",
         discussion: """
             Workers (this tool, hidden verb) make seeded random changes to their own offline stores and \
             flush them to, and refresh them from, an `offline-store serve` child on a free loopback port. \
@@ -27,24 +28,40 @@ package struct CrashTest: ParsableCommand {
             Example: offline-store crashtest --kills 100 --seed 7 --phase all
             """)
     @Option(help: "Kills to make (workers and server together).") var kills = 100
-    @Option(help: "The seed of the workload and of the kill instants (default: from the clock; printed).") var seed: UInt64?
-    @Option(help: "Worker processes, each with its own offline store (request-queue optimization on in even ones, off in odd ones).") var workers = 2
+    @Option(help: "The seed of the workload and of the kill instants (default: from the clock; printed).") var seed:
+        UInt64?
+    @Option(
+        help:
+            "Worker processes, each with its own offline store (request-queue optimization on in even ones, off in odd ones)."
+    ) var workers = 2
     @Option(help: "What the kills aim at: write, flush, refresh, serve or all.") var phase = "all"
     @Option(help: "A time bound in seconds: stop killing after it, even with kills left.") var seconds: Double?
-    @Option(help: "Keep the stores and logs in this directory (new or empty) instead of a temporary one.") var dir: String?
+    @Option(help: "Keep the stores and logs in this directory (new or empty) instead of a temporary one.") var dir:
+        String?
     @Option(help: "Products each worker changes.") var keys = 12
     @Option(help: "Writer threads in each worker.") var writers = 2
     @Option(help: .hidden) var falseAckAfter: Int?
-    @Option(help: "The stores' durability: full (fsync every commit) or noSync (survives a process crash, which is all a kill tests; faster).") var durability = "full"
+    @Option(
+        help:
+            "The stores' durability: full (fsync every commit) or noSync (survives a process crash, which is all a kill tests; faster)."
+    ) var durability = "full"
 
     package func run() throws {
         try runReportingErrors {
             guard kills >= 1 else { throw CLIError("--kills must be at least 1") }
             guard (1...16).contains(workers) else { throw CLIError("--workers must be 1…16") }
-            guard (1...8).contains(writers), keys >= writers, keys <= 1000 else { throw CLIError("--writers must be 1…8 and --keys from --writers to 1000") }
-            guard let phase = CrashHarness.Phase(rawValue: phase) else { throw CLIError("--phase must be write, flush, refresh, serve or all, not '\(phase)'") }
-            guard let durability = Durability(rawValue: durability) else { throw CLIError("--durability must be full or noSync, not '\(durability)'") }
-            if let seconds, !(seconds > 0 && seconds <= 30 * 86_400) { throw CLIError("--seconds must be a positive number up to 2592000 (30 days), not \(seconds)") }
+            guard (1...8).contains(writers), keys >= writers, keys <= 1000 else {
+                throw CLIError("--writers must be 1…8 and --keys from --writers to 1000")
+            }
+            guard let phase = CrashHarness.Phase(rawValue: phase) else {
+                throw CLIError("--phase must be write, flush, refresh, serve or all, not '\(phase)'")
+            }
+            guard let durability = Durability(rawValue: durability) else {
+                throw CLIError("--durability must be full or noSync, not '\(durability)'")
+            }
+            if let seconds, !(seconds > 0 && seconds <= 30 * 86_400) {
+                throw CLIError("--seconds must be a positive number up to 2592000 (30 days), not \(seconds)")
+            }
             let seed = self.seed ?? UInt64(Date().timeIntervalSince1970 * 1000) % 1_000_000_000
             let directory: String
             if let dir {
@@ -56,10 +73,13 @@ package struct CrashTest: ParsableCommand {
             } else {
                 directory = try makeTemporaryDirectory(prefix: "offline-store-crashtest-")
             }
-            let harness = CrashHarness(directory: directory, seed: seed, phase: phase, workers: workers, keys: keys, writers: writers,
-                                       kills: kills, seconds: seconds, durability: durability,
-                                       falseAckAfter: falseAckAfter)
-            try output("crashtest: seed \(seed), phase \(phase.rawValue), \(workers) workers × \(writers) writers, \(kills) kills\(seconds.map { " or \($0) s" } ?? ""), durability \(durability.rawValue), in \(directory)")
+            let harness = CrashHarness(
+                directory: directory, seed: seed, phase: phase, workers: workers, keys: keys, writers: writers,
+                kills: kills, seconds: seconds, durability: durability,
+                falseAckAfter: falseAckAfter)
+            try output(
+                "crashtest: seed \(seed), phase \(phase.rawValue), \(workers) workers × \(writers) writers, \(kills) kills\(seconds.map { " or \($0) s" } ?? ""), durability \(durability.rawValue), in \(directory)"
+            )
             let ok = try harness.run()
             if ok {
                 if dir == nil { try? FileManager.default.removeItem(atPath: directory) }
@@ -105,7 +125,10 @@ final class CrashHarness {
         var landed = 0, notLanded = 0, sentLeft = 0, unaimed = 0
     }
 
-    init(directory: String, seed: UInt64, phase: Phase, workers: Int, keys: Int, writers: Int, kills: Int, seconds: Double?, durability: Durability, falseAckAfter: Int? = nil) {
+    init(
+        directory: String, seed: UInt64, phase: Phase, workers: Int, keys: Int, writers: Int, kills: Int,
+        seconds: Double?, durability: Durability, falseAckAfter: Int? = nil
+    ) {
         self.falseAckAfter = falseAckAfter
         self.durability = durability
         self.directory = directory
@@ -135,16 +158,24 @@ final class CrashHarness {
             let p = phase == .all ? [Phase.write, .flush, .refresh, .serve][rng.below(4)] : phase
             let line = p == .serve ? try killServer() : try killWorker(p, rng.below(workerCount))
             try output("round \(round) [\(String(format: "%.1f", elapsed)) s]: \(line)")
-            for (w, worker) in workers.enumerated() { if let worker, let why = worker.endedOnItsOwn() { violations.append("worker \(w) \(why)") } }
+            for (w, worker) in workers.enumerated() {
+                if let worker, let why = worker.endedOnItsOwn() { violations.append("worker \(w) \(why)") }
+            }
         }
         if violations.isEmpty { try finish() }
         let t = totals
         let acks = logs.reduce(0) { $0 + $1.acks }
-        try output("\(t.kills) kills, \(acks) operations acknowledged, \(t.lost) lost, \(t.duplicated) duplicated, \(String(format: "%.1f", elapsed)) s")
-        try output("  (\(t.workerKills) worker kills: the change in flight landed \(t.landed) times, did not \(t.notLanded); a request was left sent \(t.sentLeft) times; \(t.serverKills) server kills; \(t.unaimed) kills at plain random instants; \(t.halfThere) half there)")
+        try output(
+            "\(t.kills) kills, \(acks) operations acknowledged, \(t.lost) lost, \(t.duplicated) duplicated, \(String(format: "%.1f", elapsed)) s"
+        )
+        try output(
+            "  (\(t.workerKills) worker kills: the change in flight landed \(t.landed) times, did not \(t.notLanded); a request was left sent \(t.sentLeft) times; \(t.serverKills) server kills; \(t.unaimed) kills at plain random instants; \(t.halfThere) half there)"
+        )
         if !violations.isEmpty {
             for v in violations.prefix(20) { Output.note("violation: \(v)\n") }
-            Output.note("crashtest FAILED in round \(round) with seed \(seed) (phase \(phase.rawValue), \(workerCount) workers): rerun with --seed \(seed) --phase \(phase.rawValue) --workers \(workerCount) --kills \(round); kill instants depend on timing, so a rerun aims at the same phases but not the same instants\n")
+            Output.note(
+                "crashtest FAILED in round \(round) with seed \(seed) (phase \(phase.rawValue), \(workerCount) workers): rerun with --seed \(seed) --phase \(phase.rawValue) --workers \(workerCount) --kills \(round); kill instants depend on timing, so a rerun aims at the same phases but not the same instants\n"
+            )
             return false
         }
         return true
@@ -156,18 +187,27 @@ final class CrashHarness {
         servedConfiguration.durability = durability
         do {
             let served = try OfflineStore.create(at: servedPath, metadata: metadata, configuration: servedConfiguration)
-            for set in SampleData.setsInLoadOrder { _ = try served.load(set: set, json: Array(SampleData.json(set).utf8)) }
+            for set in SampleData.setsInLoadOrder {
+                _ = try served.load(set: set, json: Array(SampleData.json(set).utf8))
+            }
             baseline = (try served.changeToken(), try served.repeatRecordCount())
         }
         for w in 0..<workerCount {
             var configuration = SampleData.configuration
             configuration.requestQueueOptimization = w % 2 == 0
             configuration.durability = durability
-            configuration.definingRequests = [DefiningRequest(name: "Products", url: "Products"),
-                                              DefiningRequest(name: "Orders", url: "SalesOrders?$expand=Items")]
+            configuration.definingRequests = [
+                DefiningRequest(name: "Products", url: "Products"),
+                DefiningRequest(name: "Orders", url: "SalesOrders?$expand=Items"),
+            ]
             let client = try OfflineStore.create(at: clientPath(w), metadata: metadata, configuration: configuration)
-            for set in SampleData.setsInLoadOrder { _ = try client.load(set: set, json: Array(SampleData.json(set).utf8)) }
-            logs.append(WorkerLog(acked: Dictionary(uniqueKeysWithValues: CrashModel.keys(worker: w, count: keys).map { ($0, "absent") })))
+            for set in SampleData.setsInLoadOrder {
+                _ = try client.load(set: set, json: Array(SampleData.json(set).utf8))
+            }
+            logs.append(
+                WorkerLog(
+                    acked: Dictionary(
+                        uniqueKeysWithValues: CrashModel.keys(worker: w, count: keys).map { ($0, "absent") })))
         }
         try startServer()
         for w in 0..<workerCount { workers.append(try startWorker(w)) }
@@ -181,17 +221,26 @@ final class CrashHarness {
 
     func startServer() throws {
         let lifetime = max(60, (seconds ?? 3 * 3600) - elapsed + 600)
-        server = try ServerChild.start(store: servedPath, lifetime: lifetime, logDir: directory, number: totals.serverKills)
+        server = try ServerChild.start(
+            store: servedPath, lifetime: lifetime, logDir: directory, number: totals.serverKills)
         let tmp = serviceFile + ".tmp"
         try Array(server.url.utf8).withUnsafeBytes { bytes in
-            guard FileManager.default.createFile(atPath: tmp, contents: Data(bytes)) else { throw CLIError("cannot write '\(tmp)'") }
+            guard FileManager.default.createFile(atPath: tmp, contents: Data(bytes)) else {
+                throw CLIError("cannot write '\(tmp)'")
+            }
         }
-        guard rename(tmp, serviceFile) == 0 else { throw CLIError("cannot rename '\(tmp)': \(String(cString: strerror(errno)))") }
+        guard rename(tmp, serviceFile) == 0 else {
+            throw CLIError("cannot rename '\(tmp)': \(String(cString: strerror(errno)))")
+        }
     }
 
     func startWorker(_ w: Int) throws -> WorkerChild {
-        let args: [String] = ["_crash-worker", "--store", clientPath(w), "--service-file", serviceFile, "--seed", String(rng.next() % 1_000_000_000),
-                    "--worker", String(w), "--keys", String(keys), "--writers", String(writers)]
+        let args: [String] =
+            [
+                "_crash-worker", "--store", clientPath(w), "--service-file", serviceFile, "--seed",
+                String(rng.next() % 1_000_000_000),
+                "--worker", String(w), "--keys", String(keys), "--writers", String(writers),
+            ]
             + (w == 0 ? falseAckAfter.map { ["--false-ack-after", String($0)] } ?? [] : [])
         return try WorkerChild.start(args, log: logs[w], stderr: directory + "/worker-\(w).err")
     }
@@ -216,7 +265,8 @@ final class CrashHarness {
         let delay = Double(rng.next() >> 11) * 0x1p-53 * last * 1.1
         usleep(UInt32(delay * 1e6))
         let what = activity == "op" ? "a write" : "a " + activity
-        return "\(String(format: "%.1f", delay * 1000)) ms into \(what) of worker \(w) (the last took \(String(format: "%.1f", last * 1000)) ms)"
+        return
+            "\(String(format: "%.1f", delay * 1000)) ms into \(what) of worker \(w) (the last took \(String(format: "%.1f", last * 1000)) ms)"
     }
 
     func killServer() throws -> String {
@@ -227,7 +277,8 @@ final class CrashHarness {
         let report = try OfflineStore.check(at: servedPath)
         if !report.isConsistent { violations.append("round \(round): the served store after a kill: \(report)") }
         try startServer()
-        return "server killed \(how); served store \(report.isConsistent ? "consistent" : "INCONSISTENT"); restarted at \(server.url)"
+        return
+            "server killed \(how); served store \(report.isConsistent ? "consistent" : "INCONSISTENT"); restarted at \(server.url)"
     }
 
     func killWorker(_ p: Phase, _ w: Int) throws -> String {
@@ -236,7 +287,9 @@ final class CrashHarness {
         let signal = worker.kill()
         workers[w] = nil
         if signal != SIGKILL {
-            violations.append("round \(round): worker \(w) had ended before the kill (\(worker.endDescription)): \(worker.stderrTail)")
+            violations.append(
+                "round \(round): worker \(w) had ended before the kill (\(worker.endDescription)): \(worker.stderrTail)"
+            )
         }
         totals.kills += 1
         totals.workerKills += 1
@@ -268,25 +321,34 @@ final class CrashHarness {
             let changed = f.ops.filter { actual[$0.id] != model[$0.id] }
             if changed.isEmpty {
                 totals.notLanded += 1
-            } else if changed.count == f.ops.count && f.ops.allSatisfy({ ($0.kind == "delete") == (actual[$0.id] == "absent") }) {
+            } else if changed.count == f.ops.count
+                && f.ops.allSatisfy({ ($0.kind == "delete") == (actual[$0.id] == "absent") })
+            {
                 totals.landed += 1
                 landed += 1
                 for op in f.ops { model[op.id] = actual[op.id] }
             } else {
                 totals.halfThere += 1
-                violations.append("round \(round): worker \(w): the change in flight (\(f.ops.map { "\($0.kind):\($0.id)" })) is half there: \(f.ops.map { "\($0.id)=\(actual[$0.id]!) (was \(model[$0.id]!))" })")
+                violations.append(
+                    "round \(round): worker \(w): the change in flight (\(f.ops.map { "\($0.kind):\($0.id)" })) is half there: \(f.ops.map { "\($0.id)=\(actual[$0.id]!) (was \(model[$0.id]!))" })"
+                )
             }
         }
         logs[w].setModel(model)
         let queue = try store.entities("RequestQueue?$filter=EntitySet eq 'Products'")
         func text(_ p: Properties, _ name: String) -> String { if case .string(let s)? = p[name] { s } else { "" } }
-        let queued = Set(ids.filter { id in queue.contains { text($0, "EntityKey").contains("'\(id)'") && text($0, "Status") != "error" } })
+        let queued = Set(
+            ids.filter { id in
+                queue.contains { text($0, "EntityKey").contains("'\(id)'") && text($0, "Status") != "error" }
+            })
         let sent = queue.filter { text($0, "Status") == "sent" }.count
         totals.sentLeft += sent > 0 ? 1 : 0
         let refused = try store.entities("ErrorArchive")
         if !refused.isEmpty {
             totals.duplicated += refused.count
-            violations.append("round \(round): worker \(w): the service refused \(refused.count) requests (applied twice?): \(refused.prefix(3).map(\.description))")
+            violations.append(
+                "round \(round): worker \(w): the service refused \(refused.count) requests (applied twice?): \(refused.prefix(3).map(\.description))"
+            )
         }
         let served = try OfflineStore.open(at: servedPath, readOnly: true)
         var unqueued = 0
@@ -294,11 +356,14 @@ final class CrashHarness {
             let theirs = try CrashModel.state(served, id)
             if theirs != actual[id] && !queued.contains(id) {
                 unqueued += 1
-                violations.append("round \(round): worker \(w): \(id) is \(actual[id]!) here and \(theirs) on the service, and no request is queued for it")
+                violations.append(
+                    "round \(round): worker \(w): \(id) is \(actual[id]!) here and \(theirs) on the service, and no request is queued for it"
+                )
             }
         }
         totals.lost += unqueued
-        return "check \(report.isConsistent ? "ok" : "FAILED"), \(logs[w].acks) acknowledged, in flight \(inFlight.isEmpty ? "nothing" : "\(inFlight.count) (\(landed) landed)"), \(queue.count) queued (\(sent) sent)"
+        return
+            "check \(report.isConsistent ? "ok" : "FAILED"), \(logs[w].acks) acknowledged, in flight \(inFlight.isEmpty ? "nothing" : "\(inFlight.count) (\(landed) landed)"), \(queue.count) queued (\(sent) sent)"
     }
 
     /// The end: every worker stopped (and checked), each store flushed to the end and then
@@ -318,8 +383,11 @@ final class CrashHarness {
                 let store = try OfflineStore.open(at: clientPath(w))
                 let line: String = try waitFor {
                     if pass == "flush" {
-                        let r = try await store.flush(serviceRoot: url, category: nil, batchSize: 50, headers: [], reconcile: false, progress: nil)
-                        return r.stopped == nil && r.archived == 0 && r.left == 0 ? "flushed: \(r)" : "FLUSH INCOMPLETE: \(r)"
+                        let r = try await store.flush(
+                            serviceRoot: url, category: nil, batchSize: 50, headers: [], reconcile: false, progress: nil
+                        )
+                        return r.stopped == nil && r.archived == 0 && r.left == 0
+                            ? "flushed: \(r)" : "FLUSH INCOMPLETE: \(r)"
                     }
                     return "refreshed: \(try await store.refresh(serviceRoot: url))"
                 }
@@ -338,26 +406,37 @@ final class CrashHarness {
                     totals.lost += 1
                     violations.append("final: the service has \(id) as \(s); acknowledged \(model[id]!)")
                 }
-                if mine != model[id] { violations.append("final: worker \(w)'s store has \(id) as \(mine); acknowledged \(model[id]!)") }
+                if mine != model[id] {
+                    violations.append("final: worker \(w)'s store has \(id) as \(mine); acknowledged \(model[id]!)")
+                }
             }
             let mine = try Self.contents(store, set: "Products")
             if mine != theirs {
-                violations.append("final: worker \(w)'s Products differ from the service's: only here \(mine.subtracting(theirs).sorted().prefix(5)), only there \(theirs.subtracting(mine).sorted().prefix(5))")
+                violations.append(
+                    "final: worker \(w)'s Products differ from the service's: only here \(mine.subtracting(theirs).sorted().prefix(5)), only there \(theirs.subtracting(mine).sorted().prefix(5))"
+                )
             }
             let pending = try store.pendingRequestCount(), refused = try store.entities("ErrorArchive").count
-            if pending != 0 || refused != 0 { violations.append("final: worker \(w): \(pending) requests still queued, \(refused) refused") }
+            if pending != 0 || refused != 0 {
+                violations.append("final: worker \(w): \(pending) requests still queued, \(refused) refused")
+            }
             totals.duplicated += refused
             let report = try store.check()
             if !report.isConsistent { violations.append("final: check of client store \(w): \(report)") }
         }
-        let changes = Int(try served.changeToken() - baseline.changes), records = try served.repeatRecordCount() - baseline.records
+        let changes = Int(try served.changeToken() - baseline.changes),
+            records = try served.repeatRecordCount() - baseline.records
         try output("final: the service applied \(changes) changes and recorded \(records) repeatable requests")
         if changes != records {
             totals.duplicated += max(0, changes - records)
-            violations.append("final: the service's change log grew by \(changes) entries but it recorded \(records) repeatable requests: \(changes > records ? "a request was applied more than once or without its record" : "a record without its change")")
+            violations.append(
+                "final: the service's change log grew by \(changes) entries but it recorded \(records) repeatable requests: \(changes > records ? "a request was applied more than once or without its record" : "a record without its change")"
+            )
         }
         let status = server.stop()
-        if status != 0 { violations.append("final: serve did not stop cleanly (status \(status.map(String.init) ?? "none"))") }
+        if status != 0 {
+            violations.append("final: serve did not stop cleanly (status \(status.map(String.init) ?? "none"))")
+        }
         let report = try OfflineStore.check(at: servedPath)
         if !report.isConsistent { violations.append("final: check of the served store: \(report)") }
     }
@@ -377,7 +456,9 @@ final class CrashHarness {
 func waitFor<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
     let result = Mutex<Result<T, any Error>?>(nil)
     try blocking {
-        do { let v = try await body(); result.withLock { $0 = .success(v) } } catch { result.withLock { $0 = .failure(error) } }
+        do { let v = try await body(); result.withLock { $0 = .success(v) } } catch {
+            result.withLock { $0 = .failure(error) }
+        }
     }
     return try result.withLock { $0! }.get()
 }

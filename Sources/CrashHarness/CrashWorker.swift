@@ -44,14 +44,19 @@ package struct CrashWorker: ParsableCommand {
                 let mine = ids.enumerated().filter { $0.offset % writers == t }.map(\.element)
                 let seed = self.seed &+ UInt64(t) &* 0x9E37
                 let thread = Thread {
-                    do { try Self.write(store, ids: mine, writer: t, seed: seed, lines: lines, hold: hold, falseAckAfter: t == 0 ? falseAckAfter : nil) } catch { Self.fail("writer \(t)", error) }
+                    do {
+                        try Self.write(
+                            store, ids: mine, writer: t, seed: seed, lines: lines, hold: hold,
+                            falseAckAfter: t == 0 ? falseAckAfter : nil)
+                    } catch { Self.fail("writer \(t)", error) }
                 }
                 thread.stackSize = 1 << 22
                 thread.start()
             }
             let (file, seed) = (serviceFile, self.seed)
             try blocking {
-                do { try await Self.synchronize(store, serviceFile: file, seed: seed, lines: lines, hold: hold) } catch { Self.fail("sync", error) }
+                do { try await Self.synchronize(store, serviceFile: file, seed: seed, lines: lines, hold: hold) } catch
+                { Self.fail("sync", error) }
             }
         }
     }
@@ -62,7 +67,10 @@ package struct CrashWorker: ParsableCommand {
     }
 
     /// One writer: change after change, reported before and after.
-    static func write(_ store: OfflineStore, ids: [String], writer: Int, seed: UInt64, lines: CrashLines, hold: Hold, falseAckAfter: Int?) throws {
+    static func write(
+        _ store: OfflineStore, ids: [String], writer: Int, seed: UInt64, lines: CrashLines, hold: Hold,
+        falseAckAfter: Int?
+    ) throws {
         var rng = _SplitMix(state: seed)
         var n = 0
         // The key a false acknowledgement names is never really written: nothing mends the model.
@@ -72,8 +80,9 @@ package struct CrashWorker: ParsableCommand {
             // Before the write numbered `falseAckAfter` of each life (0: first thing), so the
             // test of the check does not depend on how long a worker lives between kills.
             if n == falseAckAfter, let falseKey { try lines.emit("ack \(writer) \(n) \(falseKey)=never-written/-") }
-            let batch = try RandomChanges.next(store, ids: ids, size: rng.below(5) == 0 ? 2 + rng.below(2) : 1, n: n,
-                                               name: .string("s\(seed % 10_000)-\(n)"), rng: &rng)
+            let batch = try RandomChanges.next(
+                store, ids: ids, size: rng.below(5) == 0 ? 2 + rng.below(2) : 1, n: n,
+                name: .string("s\(seed % 10_000)-\(n)"), rng: &rng)
             try lines.emit("op \(writer) \(n) \(batch.described.joined(separator: ","))")
             try store.apply(batch.changes, options: ChangeOptions(customTag: "crash", nonMergeable: rng.below(3) == 0))
             let after = try batch.touched.map { "\($0)=\(try CrashModel.state(store, $0))" }
@@ -88,18 +97,23 @@ package struct CrashWorker: ParsableCommand {
 
     /// URLs the extra defining request takes in turn: each holds some of what `Products` holds,
     /// or another set, so undefining it never removes a product the worker made.
-    static let extraURLs = ["Products?$filter=startswith(ProductID,'W')", "Products?$filter=Price gt 500",
-                            "SalesOrders?$expand=Items", "BusinessPartners"]
+    static let extraURLs = [
+        "Products?$filter=startswith(ProductID,'W')", "Products?$filter=Price gt 500",
+        "SalesOrders?$expand=Items", "BusinessPartners",
+    ]
 
     /// Flushes, refreshes and defining-request changes, one after another.
-    static func synchronize(_ store: OfflineStore, serviceFile: String, seed: UInt64, lines: CrashLines, hold: Hold) async throws {
+    static func synchronize(
+        _ store: OfflineStore, serviceFile: String, seed: UInt64, lines: CrashLines, hold: Hold
+    ) async throws {
         var rng = _SplitMix(state: seed ^ 0x5EED)
         let parent = getppid()
         var flushes = 0
         while true {
             // Orphaned (the crash test itself was killed): stop rather than run on.
             if getppid() != parent { Foundation.exit(0) }
-            let url = try String(decoding: readFile(serviceFile), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            let url = try String(decoding: readFile(serviceFile), as: UTF8.self).trimmingCharacters(
+                in: .whitespacesAndNewlines)
             let roll = rng.below(100)
             let start = Date()
             func ms() -> Int { Int(Date().timeIntervalSince(start) * 1000) }
@@ -119,19 +133,22 @@ package struct CrashWorker: ParsableCommand {
                 let report = try await store.quickFlush(serviceRoot: url, batchSize: size, connectTimeout: 1)
                 holding.cancel()
                 hold.ended()
-                try lines.emit("end flush \(ms()) size \(size): \(report.description.replacingOccurrences(of: "\n", with: " "))")
+                try lines.emit(
+                    "end flush \(ms()) size \(size): \(report.description.replacingOccurrences(of: "\n", with: " "))")
                 if report.stopped != nil { try await Task.sleep(for: .milliseconds(20)) }
             } else if roll < 88 {
                 try lines.emit("begin refresh")
                 do {
-                    let report = try await store.quickRefresh(serviceRoot: url, pageSize: rng.below(2) == 0 ? 7 : 1_000, connectTimeout: 1)
+                    let report = try await store.quickRefresh(
+                        serviceRoot: url, pageSize: rng.below(2) == 0 ? 7 : 1_000, connectTimeout: 1)
                     try lines.emit("end refresh \(ms()) \(report.requests.count) requests")
                 } catch let e as BackendError {
                     // No server: the parent killed it (and starts it again).
                     try lines.emit("end refresh \(ms()) failed: \(Output.sanitized("\(e)", limit: 200))")
                     try await Task.sleep(for: .milliseconds(20))
                 } catch RefreshError.service(let request, let status, let message) where status >= 500 {
-                    try lines.emit("end refresh \(ms()) failed: \(request) \(status) \(Output.sanitized(message, limit: 200))")
+                    try lines.emit(
+                        "end refresh \(ms()) failed: \(request) \(status) \(Output.sanitized(message, limit: 200))")
                     try await Task.sleep(for: .milliseconds(20))
                 }
             } else {

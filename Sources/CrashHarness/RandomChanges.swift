@@ -16,7 +16,9 @@ enum RandomChanges {
 
     /// Up to `size` changes (fewer when a key comes up twice). `n` numbers the batch: it goes into
     /// prices (`n % 1000` units, so every price fits the sample's `Price` facets).
-    static func next(_ store: OfflineStore, ids: [String], size: Int, n: Int, name: Value, rng: inout _SplitMix) throws -> Batch {
+    static func next(
+        _ store: OfflineStore, ids: [String], size: Int, n: Int, name: Value, rng: inout _SplitMix
+    ) throws -> Batch {
         var batch = Batch()
         for _ in 0..<size {
             let id = ids[rng.below(ids.count)]

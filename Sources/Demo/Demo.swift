@@ -25,7 +25,10 @@ package struct Demo: ParsableCommand {
             when every step did what it shows.
             Example: offline-store demo --size 40 --store /tmp/demo
             """)
-    @Option(help: "Keep the demo's two stores (server, offline) in this new directory (default: a temporary one, removed at the end).")
+    @Option(
+        help:
+            "Keep the demo's two stores (server, offline) in this new directory (default: a temporary one, removed at the end)."
+    )
     var store: String?
     @Option(help: "Business partners in the generated data set (10…200000); the rest scales with it.")
     var size = Demo.defaultSize
@@ -36,7 +39,9 @@ package struct Demo: ParsableCommand {
     package func run() throws {
         try runReportingErrors {
             guard (10...200_000).contains(size) else { throw CLIError("--size must be 10…200000, not \(size)") }
-            if let store, FileManager.default.fileExists(atPath: store) { throw CLIError("--store '\(store)' exists; give a new directory") }
+            if let store, FileManager.default.fileExists(atPath: store) {
+                throw CLIError("--store '\(store)' exists; give a new directory")
+            }
             // A fresh private directory (mkdtemp: unpredictable name, mode 0700), never a fixed
             // name that a planted symlink could redirect.
             let scratch = store == nil ? try makeTemporaryDirectory(prefix: "offline-store-demo-") : nil
@@ -48,7 +53,9 @@ package struct Demo: ParsableCommand {
             let size = self.size
             let failure = Mutex<(any Error)?>(nil)
             try blocking {
-                do { try await DemoStory(out: out, dir: dir, size: size).run() } catch { failure.withLock { $0 = error } }
+                do { try await DemoStory(out: out, dir: dir, size: size).run() } catch {
+                    failure.withLock { $0 = error }
+                }
             }
             if let error = failure.withLock({ $0 }) { throw error }
         }
@@ -109,7 +116,9 @@ final class DemoStory {
         try await step3Find(store)
         let order = try await step4Items(store)
         let products = try store.entities("Products?$orderby=ProductID&$top=3&$select=ProductID")
-        guard products.count == 3, let partner = try store.entities("BusinessPartners?$orderby=BusinessPartnerID&$top=1").first else {
+        guard products.count == 3,
+            let partner = try store.entities("BusinessPartners?$orderby=BusinessPartnerID&$top=1").first
+        else {
             throw DemoFailure("the download brought too few products or partners for the story; use a larger --size")
         }
         let ids = products.map { Self.string($0["ProductID"]) }
@@ -133,8 +142,12 @@ final class DemoStory {
             let path = dir + "/server"
             var configuration = SampleData.configuration
             configuration.durability = .noSync  // the demo's server: a crash loses nothing worth keeping
-            let server = try OfflineStore.create(at: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration)
-            let plan = [("BusinessPartners", size), ("Products", max(size / 2, 20)), ("SalesOrders", size * 5), ("SalesOrderItems", size * 15)]
+            let server = try OfflineStore.create(
+                at: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration)
+            let plan = [
+                ("BusinessPartners", size), ("Products", max(size / 2, 20)), ("SalesOrders", size * 5),
+                ("SalesOrderItems", size * 15),
+            ]
             for (set, count) in plan {
                 let start = ContinuousClock.now
                 try server.generate(set: set, count: count, seed: 11, batchSize: 10_000) { [out] done, total in
@@ -146,7 +159,8 @@ final class DemoStory {
                 try out.line("\(set): \(n) generated (\(DemoOutput.seconds(ContinuousClock.now - start)))")
             }
             let us = try server.find(set: "BusinessPartners", index: "Country", where: .equals([.string("US")])).count
-            try out.line("each BusinessPartner has an Address (City, PostalCode, Street, Country); \(us) of them are in the US")
+            try out.line(
+                "each BusinessPartner has an Address (City, PostalCode, Street, Country); \(us) of them are in the US")
             guard us > 0 else { throw DemoFailure("no US partner in the data set; use a larger --size") }
             let running = try await InProcessServer.start(store: server)
             try out.line("serving \(path) at \(running.url) (offline-store serve, in this process)")
@@ -164,12 +178,16 @@ final class DemoStory {
             let lifecycle = Lifecycle()
             let watcher = LifecycleWatcher(lifecycle, out: out)
             self.watcher = watcher
-            let configuration = StoreConfiguration(serviceRoot: url,
-                                                   definingRequests: [.init(name: "SG_Sales", url: Self.salesURL),
-                                                                      .init(name: "SG_Product", url: Self.productURL)],
-                                                   indexes: SampleData.configuration.indexes)
-            let store = try OfflineStore.create(at: dir + "/offline", metadata: Array(SampleData.metadata.utf8), configuration: configuration,
-                                                lifecycle: lifecycle)
+            let configuration = StoreConfiguration(
+                serviceRoot: url,
+                definingRequests: [
+                    .init(name: "SG_Sales", url: Self.salesURL),
+                    .init(name: "SG_Product", url: Self.productURL),
+                ],
+                indexes: SampleData.configuration.indexes)
+            let store = try OfflineStore.create(
+                at: dir + "/offline", metadata: Array(SampleData.metadata.utf8), configuration: configuration,
+                lifecycle: lifecycle)
             try await watcher.settle(past: 0)
             try out.line("created, empty; its service: \(url)")
             let start = ContinuousClock.now
@@ -186,7 +204,9 @@ final class DemoStory {
             var counts: [String] = []
             for (set, query) in expected {
                 let (local, remote) = (try store.count(set: set), try server.entities(query).count)
-                guard local == remote else { throw DemoFailure("\(set): \(local) downloaded, the server selects \(remote)") }
+                guard local == remote else {
+                    throw DemoFailure("\(set): \(local) downloaded, the server selects \(remote)")
+                }
                 counts.append("\(set) \(local)")
             }
             try out.line("local: " + counts.joined(separator: ", ") + " (each as many as the server selects)")
@@ -211,15 +231,25 @@ final class DemoStory {
             var start = ContinuousClock.now
             let all = try store.entities("Products")
             try out.line("findAll Products: \(all.count) entities (\(DemoOutput.seconds(ContinuousClock.now - start)))")
-            guard all.count == (try store.count(set: "Products")) else { throw DemoFailure("findAll disagrees with the count") }
+            guard all.count == (try store.count(set: "Products")) else {
+                throw DemoFailure("findAll disagrees with the count")
+            }
             start = ContinuousClock.now
             let us = try store.find(set: "BusinessPartners", index: "Country", where: .equals([.string("US")]))
-            try out.line("findBy BusinessPartners, index Country = 'US': \(us.count) entities (\(DemoOutput.seconds(ContinuousClock.now - start)))")
-            guard us.count == (try store.count(set: "BusinessPartners")) else { throw DemoFailure("findBy Country = 'US' is not every local partner") }
-            guard let category = all.lazy.compactMap({ $0["Category"] }).first else { throw DemoFailure("no product has a category") }
+            try out.line(
+                "findBy BusinessPartners, index Country = 'US': \(us.count) entities (\(DemoOutput.seconds(ContinuousClock.now - start)))"
+            )
+            guard us.count == (try store.count(set: "BusinessPartners")) else {
+                throw DemoFailure("findBy Country = 'US' is not every local partner")
+            }
+            guard let category = all.lazy.compactMap({ $0["Category"] }).first else {
+                throw DemoFailure("no product has a category")
+            }
             start = ContinuousClock.now
             let inCategory = try store.find(set: "Products", index: "Category,Price DESC", where: .equals([category]))
-            try out.line("findBy Products, index (Category, Price DESC), Category = \(demoText(category)): \(inCategory.count) entities, dearest first (\(DemoOutput.seconds(ContinuousClock.now - start)))")
+            try out.line(
+                "findBy Products, index (Category, Price DESC), Category = \(demoText(category)): \(inCategory.count) entities, dearest first (\(DemoOutput.seconds(ContinuousClock.now - start)))"
+            )
             for p in inCategory.prefix(3) {
                 try out.line("  \(demoText(p["ProductID"])) \(demoText(p["Name"])) \(demoText(p["Price"]))")
             }
@@ -234,8 +264,11 @@ final class DemoStory {
                 throw DemoFailure("no sales order was downloaded; use a larger --size")
             }
             let id = Self.string(order["SalesOrderID"])
-            try out.line("SQL did: SELECT … FROM SalesOrderItems i LEFT JOIN Products p ON p.ProductID = i.ProductID WHERE i.SalesOrderID = ?")
-            let url = "SalesOrders('\(id)')/Items?$select=ItemPosition,ProductID,Quantity,NetAmount&$expand=Product($select=Name,Category,Price)"
+            try out.line(
+                "SQL did: SELECT … FROM SalesOrderItems i LEFT JOIN Products p ON p.ProductID = i.ProductID WHERE i.SalesOrderID = ?"
+            )
+            let url =
+                "SalesOrders('\(id)')/Items?$select=ItemPosition,ProductID,Quantity,NetAmount&$expand=Product($select=Name,Category,Price)"
             try out.line("OData: \(url)")
             try out.line("plan: " + (try store.explain(url)).replacingOccurrences(of: "\n", with: "\n         "))
             var text = ""
@@ -246,8 +279,13 @@ final class DemoStory {
             var positions: [Int64] = []
             for item in items {
                 let product = item["Product"]
-                let described = product.map { p in p == .null ? "(no product)" : "\(demoText(p["Name"])), \(demoText(p["Category"])), \(demoText(p["Price"]))" }
-                try out.line("  item \(demoText(item["ItemPosition"])): \(demoText(item["Quantity"])) × \(demoText(item["ProductID"])) → \(described ?? "(no product)")")
+                let described = product.map { p in
+                    p == .null
+                        ? "(no product)" : "\(demoText(p["Name"])), \(demoText(p["Category"])), \(demoText(p["Price"]))"
+                }
+                try out.line(
+                    "  item \(demoText(item["ItemPosition"])): \(demoText(item["Quantity"])) × \(demoText(item["ProductID"])) → \(described ?? "(no product)")"
+                )
                 if case .number(let n)? = item["ItemPosition"], let position = Int64(n) { positions.append(position) }
             }
             try out.line("\(items.count) items of SalesOrders('\(id)'), each with its product, in one read")
@@ -258,7 +296,9 @@ final class DemoStory {
     // MARK: 5. Offline changes
 
     /// The changes made in step 5, with their tags, and the requests that hold them.
-    func step5Changes(_ store: OfflineStore, product: String, partner: String, order: (id: String, items: [Int64])) async throws -> [Int64] {
+    func step5Changes(
+        _ store: OfflineStore, product: String, partner: String, order: (id: String, items: [Int64])
+    ) async throws -> [Int64] {
         try await out.step(5, "offline changes with custom tags (no connection needed)") {
             var requests: [Int64] = []
             func record(_ what: String, _ receipt: OfflineStore.ChangeReceipt) throws {
@@ -268,33 +308,53 @@ final class DemoStory {
                 try out.line("\(what) → request #\(id)")
             }
             let price = try store.get(set: "Products", key: [.string(product)])?["Price"]
-            try record("create Products('DEMO-1') [tag new-product]",
-                       try await store.create(set: "Products", entity: ["ProductID": .string("DEMO-1"), "Name": .string("Demo Headset"),
-                                                                       "Category": .string("Headsets"), "SupplierID": .string(partner),
-                                                                       "Price": .decimal(EDMDecimal("129.00")!), "CurrencyCode": .string("USD")],
-                                              options: ChangeOptions(customTag: "new-product")))
-            try record("update Products('\(product)') Price \(demoText(price)) → 499.00 [tag price-change]",
-                       try await store.update(set: "Products", key: [.string(product)], changes: ["Price": .decimal(EDMDecimal("499.00")!)],
-                                              options: ChangeOptions(customTag: "price-change")))
-            try record("create SalesOrders('DEMO-SO-1') for BusinessPartners('\(partner)') [tag new-order]",
-                       try await store.create(set: "SalesOrders", entity: ["SalesOrderID": .string("DEMO-SO-1"), "CustomerID": .string(partner),
-                                                                          "GrossAmount": .decimal(EDMDecimal("757.00")!), "CurrencyCode": .string("USD"),
-                                                                          "LifecycleStatus": .string("N"), "Note": .string("created offline")],
-                                              options: ChangeOptions(customTag: "new-order")))
+            try record(
+                "create Products('DEMO-1') [tag new-product]",
+                try await store.create(
+                    set: "Products",
+                    entity: [
+                        "ProductID": .string("DEMO-1"), "Name": .string("Demo Headset"),
+                        "Category": .string("Headsets"), "SupplierID": .string(partner),
+                        "Price": .decimal(EDMDecimal("129.00")!), "CurrencyCode": .string("USD"),
+                    ],
+                    options: ChangeOptions(customTag: "new-product")))
+            try record(
+                "update Products('\(product)') Price \(demoText(price)) → 499.00 [tag price-change]",
+                try await store.update(
+                    set: "Products", key: [.string(product)], changes: ["Price": .decimal(EDMDecimal("499.00")!)],
+                    options: ChangeOptions(customTag: "price-change")))
+            try record(
+                "create SalesOrders('DEMO-SO-1') for BusinessPartners('\(partner)') [tag new-order]",
+                try await store.create(
+                    set: "SalesOrders",
+                    entity: [
+                        "SalesOrderID": .string("DEMO-SO-1"), "CustomerID": .string(partner),
+                        "GrossAmount": .decimal(EDMDecimal("757.00")!), "CurrencyCode": .string("USD"),
+                        "LifecycleStatus": .string("N"), "Note": .string("created offline"),
+                    ],
+                    options: ChangeOptions(customTag: "new-order")))
             for (position, item, quantity, amount) in [(10, "DEMO-1", 2, "258.00"), (20, product, 1, "499.00")] {
-                try record("create SalesOrderItems(SalesOrderID='DEMO-SO-1',ItemPosition=\(position)) [tag new-order]",
-                           try await store.create(set: "SalesOrderItems",
-                                                  entity: ["SalesOrderID": .string("DEMO-SO-1"), "ItemPosition": .int(Int64(position)),
-                                                           "ProductID": .string(item), "Quantity": .int(Int64(quantity)),
-                                                           "NetAmount": .decimal(EDMDecimal(amount)!), "CurrencyCode": .string("USD")],
-                                                  options: ChangeOptions(customTag: "new-order")))
+                try record(
+                    "create SalesOrderItems(SalesOrderID='DEMO-SO-1',ItemPosition=\(position)) [tag new-order]",
+                    try await store.create(
+                        set: "SalesOrderItems",
+                        entity: [
+                            "SalesOrderID": .string("DEMO-SO-1"), "ItemPosition": .int(Int64(position)),
+                            "ProductID": .string(item), "Quantity": .int(Int64(quantity)),
+                            "NetAmount": .decimal(EDMDecimal(amount)!), "CurrencyCode": .string("USD"),
+                        ],
+                        options: ChangeOptions(customTag: "new-order")))
             }
             let dropped = order.items.last!
-            try record("delete SalesOrderItems(SalesOrderID='\(order.id)',ItemPosition=\(dropped)) [tag drop-item]",
-                       try await store.delete(set: "SalesOrderItems", key: [.string(order.id), .int(dropped)], options: ChangeOptions(customTag: "drop-item")))
+            try record(
+                "delete SalesOrderItems(SalesOrderID='\(order.id)',ItemPosition=\(dropped)) [tag drop-item]",
+                try await store.delete(
+                    set: "SalesOrderItems", key: [.string(order.id), .int(dropped)],
+                    options: ChangeOptions(customTag: "drop-item")))
             let local = try store.entities("SalesOrders('DEMO-SO-1')/Items").count
-            try out.line("read back at once: SalesOrders('DEMO-SO-1') has \(local) items; offline.isLocal() holds for "
-                + "\(try store.entities("SalesOrders?$filter=offline.isLocal()").count) order")
+            try out.line(
+                "read back at once: SalesOrders('DEMO-SO-1') has \(local) items; offline.isLocal() holds for "
+                    + "\(try store.entities("SalesOrders?$filter=offline.isLocal()").count) order")
             return requests
         }
     }
@@ -306,28 +366,43 @@ final class DemoStory {
             let before = try queue(store)
             try out.line("before: \(before.count) requests for \(changesMade) changes")
             for r in before { try out.line("  " + describe(r)) }
-            guard before.count == firstRequests.count else { throw DemoFailure("\(before.count) requests queued for \(firstRequests.count) changes") }
+            guard before.count == firstRequests.count else {
+                throw DemoFailure("\(before.count) requests queued for \(firstRequests.count) changes")
+            }
             try out.line("4 more changes, each folded into what is pending:")
-            let rename = try await store.update(set: "Products", key: [.string("DEMO-1")], changes: ["Name": .string("Demo Headset Pro")],
-                                                options: ChangeOptions(customTag: "rename"))
-            try out.line("  update Products('DEMO-1') Name [tag rename] → merged into request #\(rename.requestID ?? -1) (still one create)")
-            let again = try await store.update(set: "Products", key: [.string(product)], changes: ["Price": .decimal(EDMDecimal("449.00")!)],
-                                               options: ChangeOptions(customTag: "price-change"))
-            try out.line("  update Products('\(product)') Price → 449.00 [tag price-change] → merged into request #\(again.requestID ?? -1)")
-            let scratch = try await store.create(set: "Products", entity: ["ProductID": .string("DEMO-2"), "Name": .string("Mistake")],
-                                                 options: ChangeOptions(customTag: "scratch"))
+            let rename = try await store.update(
+                set: "Products", key: [.string("DEMO-1")], changes: ["Name": .string("Demo Headset Pro")],
+                options: ChangeOptions(customTag: "rename"))
+            try out.line(
+                "  update Products('DEMO-1') Name [tag rename] → merged into request #\(rename.requestID ?? -1) (still one create)"
+            )
+            let again = try await store.update(
+                set: "Products", key: [.string(product)], changes: ["Price": .decimal(EDMDecimal("449.00")!)],
+                options: ChangeOptions(customTag: "price-change"))
+            try out.line(
+                "  update Products('\(product)') Price → 449.00 [tag price-change] → merged into request #\(again.requestID ?? -1)"
+            )
+            let scratch = try await store.create(
+                set: "Products", entity: ["ProductID": .string("DEMO-2"), "Name": .string("Mistake")],
+                options: ChangeOptions(customTag: "scratch"))
             try out.line("  create Products('DEMO-2') [tag scratch] → request #\(scratch.requestID ?? -1)")
-            let gone = try await store.delete(set: "Products", key: [.string("DEMO-2")], options: ChangeOptions(customTag: "scratch"))
-            try out.line("  delete Products('DEMO-2') → cancels request #\(scratch.requestID ?? -1): \(gone.requestID == nil ? "no request at all" : "request #\(gone.requestID!)")")
+            let gone = try await store.delete(
+                set: "Products", key: [.string("DEMO-2")], options: ChangeOptions(customTag: "scratch"))
+            try out.line(
+                "  delete Products('DEMO-2') → cancels request #\(scratch.requestID ?? -1): \(gone.requestID == nil ? "no request at all" : "request #\(gone.requestID!)")"
+            )
             changesMade += 4
-            guard rename.requestID == firstRequests[0], again.requestID == firstRequests[1], gone.requestID == nil else {
+            guard rename.requestID == firstRequests[0], again.requestID == firstRequests[1], gone.requestID == nil
+            else {
                 throw DemoFailure("the changes did not collapse as the table says")
             }
             let after = try queue(store)
             requestsAfterCollapse = after.count
             try out.line("after: \(after.count) requests for \(changesMade) changes")
             for r in after { try out.line("  " + describe(r)) }
-            guard after.count == before.count else { throw DemoFailure("collapse left \(after.count) requests, not \(before.count)") }
+            guard after.count == before.count else {
+                throw DemoFailure("collapse left \(after.count) requests, not \(before.count)")
+            }
         }
     }
 
@@ -335,10 +410,13 @@ final class DemoStory {
 
     /// `#3 POST SalesOrderItems(…) [new-order] pending, after #2`.
     func describe(_ r: Properties) -> String {
-        var s = "#\(demoText(r["RequestID"])) \(Self.string(r["Method"])) \(Self.string(r["EntitySet"]))(\(Self.string(r["EntityKey"])))"
+        var s =
+            "#\(demoText(r["RequestID"])) \(Self.string(r["Method"])) \(Self.string(r["EntitySet"]))(\(Self.string(r["EntityKey"])))"
         if case .string(let tag)? = r["CustomTag"] { s += " [\(tag)]" }
         s += " \(Self.string(r["Status"]))"
-        if case .collection(let deps)? = r["Dependencies"], !deps.isEmpty { s += ", after " + deps.map { "#" + demoText($0) }.joined(separator: ", ") }
+        if case .collection(let deps)? = r["Dependencies"], !deps.isEmpty {
+            s += ", after " + deps.map { "#" + demoText($0) }.joined(separator: ", ")
+        }
         if case .string(let body)? = r["Body"], Self.string(r["Method"]) == "PATCH" { s += " " + body }
         return s
     }
@@ -356,8 +434,10 @@ final class DemoStory {
             let items = try server.entities("SalesOrders('DEMO-SO-1')/Items").count
             let dropped = try server.get(set: "SalesOrderItems", key: [.string(order.id), .int(order.items.last!)])
             let scratch = try server.get(set: "Products", key: [.string("DEMO-2")])
-            try out.line("on the server now: Products('DEMO-1') \(demoText(product?["Name"])), SalesOrders('DEMO-SO-1') with \(items) items, "
-                + "the deleted item \(dropped == nil ? "gone" : "still there"), Products('DEMO-2') \(scratch == nil ? "never sent" : "there")")
+            try out.line(
+                "on the server now: Products('DEMO-1') \(demoText(product?["Name"])), SalesOrders('DEMO-SO-1') with \(items) items, "
+                    + "the deleted item \(dropped == nil ? "gone" : "still there"), Products('DEMO-2') \(scratch == nil ? "never sent" : "there")"
+            )
             guard product?["Name"] == .string("Demo Headset Pro"), items == 2, dropped == nil, scratch == nil else {
                 throw DemoFailure("the server does not hold what was flushed")
             }
@@ -380,20 +460,32 @@ final class DemoStory {
     // MARK: 8. Meanwhile, on the server
 
     /// Returns the ids of the two pending requests.
-    func step8ServerChange(_ store: OfflineStore, url: String, server: OfflineStore, rebased: String, deleted: String) async throws -> [Int64] {
+    func step8ServerChange(
+        _ store: OfflineStore, url: String, server: OfflineStore, rebased: String, deleted: String
+    ) async throws -> [Int64] {
         try await out.step(8, "meanwhile: new local changes wait, and another client changes the server") {
-            let a = try await store.update(set: "Products", key: [.string(rebased)], changes: ["Price": .decimal(EDMDecimal("19.99")!)],
-                                           options: ChangeOptions(customTag: "discount"))
-            try out.line("local, pending: update Products('\(rebased)') Price → 19.99 [tag discount] → request #\(a.requestID ?? -1)")
-            let b = try await store.update(set: "Products", key: [.string(deleted)], changes: ["Name": .string("Renamed offline")],
-                                           options: ChangeOptions(customTag: "rename-offline"))
-            try out.line("local, pending: update Products('\(deleted)') Name → 'Renamed offline' [tag rename-offline] → request #\(b.requestID ?? -1)")
+            let a = try await store.update(
+                set: "Products", key: [.string(rebased)], changes: ["Price": .decimal(EDMDecimal("19.99")!)],
+                options: ChangeOptions(customTag: "discount"))
+            try out.line(
+                "local, pending: update Products('\(rebased)') Price → 19.99 [tag discount] → request #\(a.requestID ?? -1)"
+            )
+            let b = try await store.update(
+                set: "Products", key: [.string(deleted)], changes: ["Name": .string("Renamed offline")],
+                options: ChangeOptions(customTag: "rename-offline"))
+            try out.line(
+                "local, pending: update Products('\(deleted)') Name → 'Renamed offline' [tag rename-offline] → request #\(b.requestID ?? -1)"
+            )
             // Another client: plain HTTP to the served store.
             let (patch, delete) = try await Self.otherClient(url: url, rebased: rebased, deleted: deleted)
             try out.line("another client: PATCH Products('\(rebased)') {\"Name\":\"Renamed on the server\"} → \(patch)")
             try out.line("another client: DELETE Products('\(deleted)') → \(delete)")
-            guard (200..<300).contains(patch), (200..<300).contains(delete) else { throw DemoFailure("the server refused the other client's changes") }
-            guard try server.get(set: "Products", key: [.string(deleted)]) == nil else { throw DemoFailure("the server still has Products('\(deleted)')") }
+            guard (200..<300).contains(patch), (200..<300).contains(delete) else {
+                throw DemoFailure("the server refused the other client's changes")
+            }
+            guard try server.get(set: "Products", key: [.string(deleted)]) == nil else {
+                throw DemoFailure("the server still has Products('\(deleted)')")
+            }
             return [a.requestID ?? -1, b.requestID ?? -1]
         }
     }
@@ -425,37 +517,59 @@ final class DemoStory {
         try await out.step(9, "refresh: the pending change is rebased on the server's new image") {
             let report = try await refresh(store)
             let local = try store.get(set: "Products", key: [.string(rebased)])
-            try out.line("Products('\(rebased)'): Name \(demoText(local?["Name"])) from the server, Price \(demoText(local?["Price"])) from request #\(pending[0]), still pending")
-            guard local?["Name"] == .string("Renamed on the server"), local?["Price"] == .decimal(EDMDecimal("19.99")!) else {
+            try out.line(
+                "Products('\(rebased)'): Name \(demoText(local?["Name"])) from the server, Price \(demoText(local?["Price"])) from request #\(pending[0]), still pending"
+            )
+            guard local?["Name"] == .string("Renamed on the server"), local?["Price"] == .decimal(EDMDecimal("19.99")!)
+            else {
                 throw DemoFailure("Products('\(rebased)') was not rebased")
             }
             let kept = try store.get(set: "Products", key: [.string(deleted)])
             let retained = report.requests.reduce(0) { $0 + $1.retained }
-            try out.line("Products('\(deleted)'): deleted on the server, kept locally (\(retained) retained) while request #\(pending[1]) is pending: Name \(demoText(kept?["Name"]))")
-            guard report.rebased >= 1, kept != nil else { throw DemoFailure("the refresh did not rebase and retain as told: \(report)") }
+            try out.line(
+                "Products('\(deleted)'): deleted on the server, kept locally (\(retained) retained) while request #\(pending[1]) is pending: Name \(demoText(kept?["Name"]))"
+            )
+            guard report.rebased >= 1, kept != nil else {
+                throw DemoFailure("the refresh did not rebase and retain as told: \(report)")
+            }
             let queued = try queue(store)
-            try out.line("queue: " + queued.map { "#\(demoText($0["RequestID"])) \(Self.string($0["Method"])) \(Self.string($0["EntitySet"]))(\(Self.string($0["EntityKey"])))" }.joined(separator: ", "))
+            try out.line(
+                "queue: "
+                    + queued.map {
+                        "#\(demoText($0["RequestID"])) \(Self.string($0["Method"])) \(Self.string($0["EntitySet"]))(\(Self.string($0["EntityKey"])))"
+                    }.joined(separator: ", "))
         }
     }
 
     // MARK: 10. A refusal
 
-    func step10Refused(_ store: OfflineStore, server: OfflineStore, rebased: String, deleted: String) async throws -> Int64 {
+    func step10Refused(
+        _ store: OfflineStore, server: OfflineStore, rebased: String, deleted: String
+    ) async throws -> Int64 {
         try await out.step(10, "flush: the server refuses one request; it goes to the ErrorArchive") {
             let report = try await flush(store)
-            guard report.succeeded == 1, report.archived == 1 else { throw DemoFailure("expected one success and one refusal: \(report)") }
+            guard report.succeeded == 1, report.archived == 1 else {
+                throw DemoFailure("expected one success and one refusal: \(report)")
+            }
             let onServer = try server.get(set: "Products", key: [.string(rebased)])
-            try out.line("server: Products('\(rebased)') Name \(demoText(onServer?["Name"])), Price \(demoText(onServer?["Price"])): both changes kept (If-Match had the refreshed ETag)")
-            guard onServer?["Price"] == .decimal(EDMDecimal("19.99")!), onServer?["Name"] == .string("Renamed on the server") else {
+            try out.line(
+                "server: Products('\(rebased)') Name \(demoText(onServer?["Name"])), Price \(demoText(onServer?["Price"])): both changes kept (If-Match had the refreshed ETag)"
+            )
+            guard onServer?["Price"] == .decimal(EDMDecimal("19.99")!),
+                onServer?["Name"] == .string("Renamed on the server")
+            else {
                 throw DemoFailure("the server does not have the rebased change")
             }
             let errors = try store.entities("ErrorArchive")
             guard errors.count == 1, let e = errors.first, case .int(let id)? = e["RequestID"] else {
                 throw DemoFailure("expected one ErrorArchive entry, found \(errors.count)")
             }
-            try out.line("ErrorArchive: request #\(id) \(Self.string(e["RequestMethod"])) \(Self.string(e["RequestURL"])) [\(Self.string(e["CustomTag"]))]: "
-                + "HTTP \(demoText(e["HTTPStatusCode"])) \(Self.string(e["Code"])) \(Self.string(e["Message"]))")
-            let inError = try store.entities("Products?$filter=offline.inErrorState()&$select=ProductID").map { Self.string($0["ProductID"]) }
+            try out.line(
+                "ErrorArchive: request #\(id) \(Self.string(e["RequestMethod"])) \(Self.string(e["RequestURL"])) [\(Self.string(e["CustomTag"]))]: "
+                    + "HTTP \(demoText(e["HTTPStatusCode"])) \(Self.string(e["Code"])) \(Self.string(e["Message"]))")
+            let inError = try store.entities("Products?$filter=offline.inErrorState()&$select=ProductID").map {
+                Self.string($0["ProductID"])
+            }
             try out.line("Products?$filter=offline.inErrorState(): \(inError.joined(separator: ", "))")
             guard inError == [deleted] else { throw DemoFailure("the entity in error is not Products('\(deleted)')") }
             return id
@@ -468,13 +582,19 @@ final class DemoStory {
         try await out.step(11, "resolve the error: give the change up, and the next refresh settles the entity") {
             let dropped = try store.resolveError(requestID: refused)
             resolved += 1
-            try out.line("resolveError(requestID: \(refused)): dropped " + dropped.map { "#\($0)" }.joined(separator: ", ")
-                + "; ErrorArchive \(try store.count(set: "ErrorArchive")) entries, queue \(try store.pendingRequestCount()) requests")
-            guard try store.count(set: "ErrorArchive") == 0, try store.pendingRequestCount() == 0 else { throw DemoFailure("the error is not resolved") }
+            try out.line(
+                "resolveError(requestID: \(refused)): dropped " + dropped.map { "#\($0)" }.joined(separator: ", ")
+                    + "; ErrorArchive \(try store.count(set: "ErrorArchive")) entries, queue \(try store.pendingRequestCount()) requests"
+            )
+            guard try store.count(set: "ErrorArchive") == 0, try store.pendingRequestCount() == 0 else {
+                throw DemoFailure("the error is not resolved")
+            }
             let report = try await refresh(store)
             let gone = try store.get(set: "Products", key: [.string(deleted)]) == nil
             try out.line("Products('\(deleted)'): \(gone ? "gone locally too, as on the server" : "still here")")
-            guard gone, report.removed >= 1 else { throw DemoFailure("Products('\(deleted)') was not removed by the refresh: \(report)") }
+            guard gone, report.removed >= 1 else {
+                throw DemoFailure("Products('\(deleted)') was not removed by the refresh: \(report)")
+            }
         }
     }
 
@@ -487,13 +607,16 @@ final class DemoStory {
                 var counts: [String] = []
                 if case .int(let n)? = e["Requests"] { counts.append("\(n) requests") }
                 if case .int(let n)? = e["Entities"] { counts.append("\(n) entities") }
-                try out.line("#\(demoText(e["EventID"])) \(Self.string(e["Type"])) \(Self.string(e["Outcome"])), \(counts.joined(separator: ", ")): "
-                    + Self.string(e["Details"]))
+                try out.line(
+                    "#\(demoText(e["EventID"])) \(Self.string(e["Type"])) \(Self.string(e["Outcome"])), \(counts.joined(separator: ", ")): "
+                        + Self.string(e["Details"]))
             }
             let uploads = events.filter { Self.string($0["Type"]).lowercased() == "upload" }.count
             let downloads = events.filter { Self.string($0["Type"]).lowercased() == "download" }.count
             try out.line("\(uploads) uploads, \(downloads) downloads")
-            guard uploads == 2, downloads == refreshes else { throw DemoFailure("the EventLog has \(uploads) uploads and \(downloads) downloads") }
+            guard uploads == 2, downloads == refreshes else {
+                throw DemoFailure("the EventLog has \(uploads) uploads and \(downloads) downloads")
+            }
         }
     }
 
@@ -507,13 +630,17 @@ final class DemoStory {
             try out.line("server store: \(remote)")
             guard local.isConsistent, remote.isConsistent else { throw DemoFailure("check found problems") }
             // The offline copy is exactly what the defining requests select on the server.
-            for (set, query) in [("BusinessPartners", "BusinessPartners?$filter=Country eq 'US'"),
-                                 ("SalesOrders", "SalesOrders?$filter=BusinessPartner/Country eq 'US'"),
-                                 ("SalesOrderItems", "SalesOrderItems?$filter=SalesOrder/BusinessPartner/Country eq 'US'"),
-                                 ("Products", "Products")] {
+            for (set, query) in [
+                ("BusinessPartners", "BusinessPartners?$filter=Country eq 'US'"),
+                ("SalesOrders", "SalesOrders?$filter=BusinessPartner/Country eq 'US'"),
+                ("SalesOrderItems", "SalesOrderItems?$filter=SalesOrder/BusinessPartner/Country eq 'US'"),
+                ("Products", "Products"),
+            ] {
                 let mine = Set(try store.entities(set)), theirs = Set(try server.entities(query))
                 guard mine == theirs else {
-                    throw DemoFailure("\(set): the offline copy differs from the server (\(mine.subtracting(theirs).count) local only, \(theirs.subtracting(mine).count) server only)")
+                    throw DemoFailure(
+                        "\(set): the offline copy differs from the server (\(mine.subtracting(theirs).count) local only, \(theirs.subtracting(mine).count) server only)"
+                    )
                 }
                 try out.line("\(set): \(mine.count) entities, the same on both sides")
             }
@@ -525,7 +652,9 @@ final class DemoStory {
         try out.line("server: " + serverCounts.map { "\($0.0) \($0.1)" }.joined(separator: ", "))
         try out.line("download: \(downloaded) entities in \(DemoOutput.seconds(downloadTime))")
         try out.line("changes: \(changesMade) made offline, \(requestsAfterCollapse) requests after collapse")
-        try out.line("flush: \(flushed) requests applied by the server, \(archived) refused and \(resolved) resolved; \(refreshes) refreshes")
+        try out.line(
+            "flush: \(flushed) requests applied by the server, \(archived) refused and \(resolved) resolved; \(refreshes) refreshes"
+        )
         try out.line("total: \(DemoOutput.seconds(ContinuousClock.now - started))")
         try out.write("ok: the whole story ran")
     }

@@ -82,7 +82,9 @@ struct InProcessServer {
         let stopper = ServerStop()
         let task = Task {
             defer { continuation.finish() }
-            try await ODataServer.run(store: store, options: options, logger: logger, stop: stopper) { port in continuation.yield(port) }
+            try await ODataServer.run(store: store, options: options, logger: logger, stop: stopper) { port in
+                continuation.yield(port)
+            }
         }
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next() else {
@@ -182,9 +184,13 @@ final class LifecycleWatcher: Sendable {
         var figures: [String] = []
         if e.entities > 0 { figures.append("\(e.entities) entities") }
         if e.bytes > 0 {
-            figures.append(e.bytes >= 1 << 20 ? String(format: "%.1f MiB", Double(e.bytes) / 1_048_576) : e.bytes >= 1_024 ? "\(e.bytes / 1_024) KiB" : "\(e.bytes) bytes")
+            figures.append(
+                e.bytes >= 1 << 20
+                    ? String(format: "%.1f MiB", Double(e.bytes) / 1_048_576)
+                    : e.bytes >= 1_024 ? "\(e.bytes / 1_024) KiB" : "\(e.bytes) bytes")
         }
         if e.requests > 0 { figures.append("\(e.requests) requests sent") }
-        return e.state.rawValue + (e.detail.map { " " + $0 } ?? "") + (figures.isEmpty ? "" : ": " + figures.joined(separator: ", "))
+        return e.state.rawValue + (e.detail.map { " " + $0 } ?? "")
+            + (figures.isEmpty ? "" : ": " + figures.joined(separator: ", "))
     }
 }

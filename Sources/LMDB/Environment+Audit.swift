@@ -27,7 +27,9 @@ extension Environment {
             guard let truncated = _truncation(file, meta) else { return }
             // The same file, size and snapshot still: the verdict stands.
             guard attempt < 100, let again = try _DataFile.open(path), again.size > 0 else { throw truncated }
-            if again.size == file.size, (try? _MetaPages.read(again))?.chosen?.meta.txnid == meta.txnid { throw truncated }
+            if again.size == file.size, (try? _MetaPages.read(again))?.chosen?.meta.txnid == meta.txnid {
+                throw truncated
+            }
         }
     }
 
@@ -36,9 +38,12 @@ extension Environment {
         let wholePages = UInt64(file.size / meta.pageSize)
         guard wholePages < meta.pages else { return nil }
         // A free list that cannot be read whole cannot vouch for the missing pages.
-        let truncated = DataFileError.truncated(path: file.path, pages: meta.pages, pageSize: meta.pageSize, fileSize: file.size)
-        guard case .success(let free) = _PageAuditor(file: file, meta: meta, maxProblems: 1).freeListOnly() else { return truncated }
-        for page in wholePages ..< meta.pages where !free.contains(page) { return truncated }
+        let truncated = DataFileError.truncated(
+            path: file.path, pages: meta.pages, pageSize: meta.pageSize, fileSize: file.size)
+        guard case .success(let free) = _PageAuditor(file: file, meta: meta, maxProblems: 1).freeListOnly() else {
+            return truncated
+        }
+        for page in wholePages..<meta.pages where !free.contains(page) { return truncated }
         return nil
     }
 
@@ -48,8 +53,10 @@ extension Environment {
     ///
     /// - Throws: `CheckInterrupted` when writers replace the snapshot 100 times running before
     ///   its audit finds its meta page; what `PageAudit.run` and `body` throw.
-    package func readAudited<R>(maxProblems: Int = 100, reusing audited: PageAuditReport? = nil,
-                                _ body: (ReadView, PageAuditReport) throws -> R) throws -> R {
+    package func readAudited<R>(
+        maxProblems: Int = 100, reusing audited: PageAuditReport? = nil,
+        _ body: (ReadView, PageAuditReport) throws -> R
+    ) throws -> R {
         let attempts = 100
         for _ in 0..<attempts {
             // nil when two commits came before the audit read the meta pages: the snapshot's
@@ -58,7 +65,9 @@ extension Environment {
                 let audit: PageAuditReport
                 if let audited, audited.txnid == txn.view.id {
                     audit = audited
-                } else if let fresh = try PageAudit.run(path: path + "/data.mdb", snapshot: txn.view.id, maxProblems: maxProblems) {
+                } else if let fresh = try PageAudit.run(
+                    path: path + "/data.mdb", snapshot: txn.view.id, maxProblems: maxProblems)
+                {
                     audit = fresh
                 } else {
                     return nil

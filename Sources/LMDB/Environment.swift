@@ -56,8 +56,10 @@ package final class Environment: @unchecked Sendable {
     /// - Throws: `LMDBError`, `StorageSystemError`, `EnvironmentError`, or `DataFileError` for a
     ///   truncated or damaged `data.mdb` (found before LMDB maps it). On failure the environment
     ///   is closed again (`mdb_env_close`).
-    package init(path: String, durability: Durability = .full, mapSize: Int = Environment.defaultMapSize,
-                maxDatabases: Int = 1024, fileMode: mode_t = 0o644, readOnly: Bool = false) throws {
+    package init(
+        path: String, durability: Durability = .full, mapSize: Int = Environment.defaultMapSize,
+        maxDatabases: Int = 1024, fileMode: mode_t = 0o644, readOnly: Bool = false
+    ) throws {
         // Before any file of ours is opened: a closed standard descriptor must not become data.mdb.
         try StandardDescriptors.reserve()
         try Self._prepareDirectory(path, create: !readOnly)
@@ -69,8 +71,9 @@ package final class Environment: @unchecked Sendable {
         do {
             env = try Self._open(path, flags: flags, mapSize: mapSize, maxDatabases: maxDatabases, fileMode: fileMode)
         } catch let e as LMDBError where readOnly && (e.code == EROFS || e.code == EACCES) {
-            env = try Self._open(path, flags: flags | UInt32(MDB_NOLOCK), mapSize: mapSize,
-                                 maxDatabases: maxDatabases, fileMode: fileMode)
+            env = try Self._open(
+                path, flags: flags | UInt32(MDB_NOLOCK), mapSize: mapSize,
+                maxDatabases: maxDatabases, fileMode: fileMode)
         }
         self.raw = env
         self.path = path
@@ -87,7 +90,8 @@ package final class Environment: @unchecked Sendable {
     /// is open, so neither a normal end nor a SIGKILL leaves anything behind.
     package init(scratchIn directory: String, mapSize: Int = 1 << 30, maxDatabases: Int = 2) throws {
         try StandardDescriptors.reserve()
-        var template = Array((directory.hasSuffix("/") ? directory : directory + "/").utf8CString.dropLast())
+        var template =
+            Array((directory.hasSuffix("/") ? directory : directory + "/").utf8CString.dropLast())
             + Array("offline-store-scratch-XXXXXX".utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else {
@@ -108,7 +112,9 @@ package final class Environment: @unchecked Sendable {
     }
 
     /// `mdb_env_create`, the limits, `mdb_env_open`; `mdb_env_close` again if any of it fails.
-    private static func _open(_ path: String, flags: UInt32, mapSize: Int, maxDatabases: Int, fileMode: mode_t) throws -> OpaquePointer {
+    private static func _open(
+        _ path: String, flags: UInt32, mapSize: Int, maxDatabases: Int, fileMode: mode_t
+    ) throws -> OpaquePointer {
         var env: OpaquePointer?
         try _check(_lmdb.envCreate(&env), "mdb_env_create")
         do {
@@ -155,14 +161,16 @@ package final class Environment: @unchecked Sendable {
         guard fd >= 0 else { throw StorageSystemError(operation: "open '\(lock)'", errno: errno) }
         defer { close(fd) }
         let rc = posix_fallocate(fd, 0, Self.lockFileBytes)
-        if rc == ENOSPC || rc == EDQUOT { throw EnvironmentError.diskFull(path: path, operation: "allocate the lock file") }
+        if rc == ENOSPC || rc == EDQUOT {
+            throw EnvironmentError.diskFull(path: path, operation: "allocate the lock file")
+        }
         // Other failures (a file system without fallocate) leave LMDB to size the file as before.
     }
 
     /// Room for LMDB's reader table of `mdb_env_set_maxreaders(510)` (64 bytes a slot) and header.
     static let lockFileBytes = 64 << 10
 
-        deinit {
+    deinit {
         writer.stop()
         for bits in idleReaders.withLock({ $0 }) { _lmdb.txnAbort(OpaquePointer(bitPattern: bits)!) }
         _lmdb.envClose(raw)
@@ -270,7 +278,9 @@ package final class Environment: @unchecked Sendable {
 
     /// Runs `body` in a write transaction on the writer thread; resumes after the durable commit.
     @discardableResult
-    package func write<R: Sendable>(_ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R) async throws -> R {
+    package func write<R: Sendable>(
+        _ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R
+    ) async throws -> R {
         if isReadOnly { throw EnvironmentError.readOnly(path) }
         let job = _WriteJob<R>(body: body, exclusive: false)
         return try await withCheckedThrowingContinuation { (c: CheckedContinuation<R, Error>) in
@@ -282,7 +292,9 @@ package final class Environment: @unchecked Sendable {
     /// Like `write`, but in a transaction of its own rather than group-committed with others:
     /// for work that changes what later writes must do (adding an index).
     @discardableResult
-    package func writeAlone<R: Sendable>(_ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R) throws -> R {
+    package func writeAlone<R: Sendable>(
+        _ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R
+    ) throws -> R {
         precondition(!writer.isCurrentThread, "Environment.write called from inside a write")
         if isReadOnly { throw EnvironmentError.readOnly(path) }
         return try runAndWait(_WriteJob<R>(body: body, exclusive: true))
@@ -335,7 +347,9 @@ package final class Environment: @unchecked Sendable {
                 try _check(_lmdb.txnBegin(raw, parent: nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin (open databases)")
                 let result = Result { try open(txn!) }
                 // The transaction must commit, not abort, for the handles to stay open.
-                if case .failure = result { _lmdb.txnAbort(txn!) } else {
+                if case .failure = result {
+                    _lmdb.txnAbort(txn!)
+                } else {
                     try _check(_lmdb.txnCommit(txn!), "mdb_txn_commit (open databases)")
                 }
                 return try result.get()
@@ -352,9 +366,13 @@ package final class Environment: @unchecked Sendable {
     /// Deletes the named database and its contents (`mdb_drop` with del = 1).
     package func dropDatabase(named name: String) throws {
         guard let db = try database(named: name, create: false) else { return }
-        let dropped = Result { try runAndWait(_WriteJob<Void>(body: { txn in
-            try _check(_lmdb.drop(txn.view.raw, db.dbi, delete: true), "mdb_drop \(name)")
-        }, exclusive: true)) }
+        let dropped = Result {
+            try runAndWait(
+                _WriteJob<Void>(
+                    body: { txn in
+                        try _check(_lmdb.drop(txn.view.raw, db.dbi, delete: true), "mdb_drop \(name)")
+                    }, exclusive: true))
+        }
         state.withLock { _ = $0.removeValue(forKey: name) }
         try dropped.get()
     }

@@ -25,10 +25,12 @@ public enum EnvironmentError: Error, Sendable, Equatable, CustomStringConvertibl
         case .notADirectory(let p): "'\(p)' is not a directory (a store is a directory holding data.mdb and lock.mdb)"
         case .readOnly(let p): "the store '\(p)' is open read-only"
         case .databaseOpenInsideWrite(let n): "the database '\(n)' must be opened before a write, not inside one"
-        case .tooManyDatabases(let n, let limit): "cannot open database '\(n)': the store holds at most \(limit) named databases"
+        case .tooManyDatabases(let n, let limit):
+            "cannot open database '\(n)': the store holds at most \(limit) named databases"
         case .sizeCapReached(let p, let cap):
             "the store '\(p)' reached its size cap of \(Self.mebibytes(cap)) (maxSizeBytes \(cap)); the failed write changed nothing — delete entities to free room, or raise the cap"
-        case .diskFull(let p, let op): "the disk is full: no space left on the file system of '\(p)' (\(op)); the failed write changed nothing"
+        case .diskFull(let p, let op):
+            "the disk is full: no space left on the file system of '\(p)' (\(op)); the failed write changed nothing"
         }
     }
 
@@ -42,7 +44,9 @@ public enum EnvironmentError: Error, Sendable, Equatable, CustomStringConvertibl
 /// part of a page run. Either one, on a file system with less than a megabyte left, is a full disk.
 func _diskFull(_ error: LMDBError, path: String) -> Error {
     guard error.code == ENOSPC || error.code == EIO || error.code == EDQUOT else { return error }
-    if error.code == ENOSPC || error.code == EDQUOT { return EnvironmentError.diskFull(path: path, operation: error.context) }
+    if error.code == ENOSPC || error.code == EDQUOT {
+        return EnvironmentError.diskFull(path: path, operation: error.context)
+    }
     var fs = statvfs()
     guard statvfs(path, &fs) == 0 else { return error }
     let free = UInt64(fs.f_bavail) * UInt64(fs.f_frsize)

@@ -53,7 +53,9 @@ package enum FaultInjection {
         if !replaced { armed.add(1, ordering: .relaxed) }
     }
 
-    private static func key(_ env: OpaquePointer?) -> UInt { UInt(bitPattern: env.map { Int(bitPattern: UnsafeRawPointer($0)) } ?? 0) }
+    private static func key(_ env: OpaquePointer?) -> UInt {
+        UInt(bitPattern: env.map { Int(bitPattern: UnsafeRawPointer($0)) } ?? 0)
+    }
 
     static func intercept(_ name: StaticString, env: OpaquePointer?) -> Int32? {
         plans.withLock { plans -> Int32? in

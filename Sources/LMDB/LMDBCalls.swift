@@ -47,8 +47,16 @@ enum _lmdb {
 
     // MARK: Transactions
 
-    static func txnBegin(_ env: OpaquePointer, parent: OpaquePointer?, _ flags: UInt32, _ txn: inout OpaquePointer?) -> Int32 {
-        if let rc = _fault(parent == nil ? (flags & UInt32(MDB_RDONLY) != 0 ? "mdb_txn_begin(read)" : "mdb_txn_begin") : "mdb_txn_begin(nested)", env: env) { return rc }
+    static func txnBegin(
+        _ env: OpaquePointer, parent: OpaquePointer?, _ flags: UInt32, _ txn: inout OpaquePointer?
+    ) -> Int32 {
+        if let rc = _fault(
+            parent == nil
+                ? (flags & UInt32(MDB_RDONLY) != 0 ? "mdb_txn_begin(read)" : "mdb_txn_begin") : "mdb_txn_begin(nested)",
+            env: env)
+        {
+            return rc
+        }
         return mdb_txn_begin(env, parent, flags, &txn)
     }
 
@@ -96,7 +104,9 @@ enum _lmdb {
         return mdb_get(txn, dbi, &key, &value)
     }
 
-    static func put(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ key: inout MDB_val, _ value: inout MDB_val, _ flags: UInt32) -> Int32 {
+    static func put(
+        _ txn: OpaquePointer, _ dbi: MDB_dbi, _ key: inout MDB_val, _ value: inout MDB_val, _ flags: UInt32
+    ) -> Int32 {
         if let rc = _fault("mdb_put", txn: txn) { return rc }
         return mdb_put(txn, dbi, &key, &value, flags)
     }
@@ -116,9 +126,15 @@ enum _lmdb {
     static func cursorClose(_ cursor: OpaquePointer?) { mdb_cursor_close(cursor) }
 
     @inline(__always)
-    static func cursorGet(_ cursor: OpaquePointer, _ key: inout MDB_val, _ value: inout MDB_val, _ op: MDB_cursor_op) -> Int32 {
+    static func cursorGet(
+        _ cursor: OpaquePointer, _ key: inout MDB_val, _ value: inout MDB_val, _ op: MDB_cursor_op
+    ) -> Int32 {
         #if DEBUG
-        if FaultInjection.isArmed, let rc = FaultInjection.intercept("mdb_cursor_get", env: mdb_txn_env(mdb_cursor_txn(cursor))) { return rc }
+        if FaultInjection.isArmed,
+            let rc = FaultInjection.intercept("mdb_cursor_get", env: mdb_txn_env(mdb_cursor_txn(cursor)))
+        {
+            return rc
+        }
         #endif
         return mdb_cursor_get(cursor, &key, &value, op)
     }

@@ -31,7 +31,9 @@ package enum PageAudit {
     /// - Returns: the report, or nil when `snapshot` is given and neither meta page holds it any
     ///   more (two commits since it began): begin a new read transaction and ask again.
     /// - Throws: `DataFileError.unreadable` if the file cannot be opened or read.
-    package static func run(path: String, snapshot: UInt64? = nil, maxProblems: Int = 100) throws(DataFileError) -> PageAuditReport? {
+    package static func run(
+        path: String, snapshot: UInt64? = nil, maxProblems: Int = 100
+    ) throws(DataFileError) -> PageAuditReport? {
         guard let file = try _DataFile.open(path) else {
             throw .unreadable(path: path, operation: "open", errno: ENOENT)
         }

@@ -28,7 +28,8 @@ package enum StandardDescriptors {
                 let fd = open("/dev/null", O_RDWR | O_CLOEXEC)
                 if fd < 0 {
                     if (0...2).allSatisfy({ fcntl($0, F_GETFD) != -1 }) { return }
-                    throw StorageSystemError(operation: "open /dev/null to cover a closed standard descriptor", errno: errno)
+                    throw StorageSystemError(
+                        operation: "open /dev/null to cover a closed standard descriptor", errno: errno)
                 }
                 if fd > 2 {
                     close(fd)

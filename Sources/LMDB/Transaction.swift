@@ -138,7 +138,9 @@ package struct WriteView {
 
     /// Stores `value` under `key` (`mdb_put`). With `noOverwrite`, returns false if the key exists.
     @discardableResult
-    package func put(_ db: Database, _ key: [UInt8], _ value: [UInt8], noOverwrite: Bool = false) throws(LMDBError) -> Bool {
+    package func put(
+        _ db: Database, _ key: [UInt8], _ value: [UInt8], noOverwrite: Bool = false
+    ) throws(LMDBError) -> Bool {
         reader.assertLive()
         let rc = key.withUnsafeBytes { kb in
             value.withUnsafeBytes { vb in

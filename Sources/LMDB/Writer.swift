@@ -138,7 +138,8 @@ final class _Writer: @unchecked Sendable {
                 let failed = batch[0].run(WriteTransaction(raw: parent!, state: state)) != nil
                 if reserve && !failed && !state.mapFull && environment._entryCount(parent!) >= before {
                     _lmdb.txnAbort(parent!)
-                    batch[0].fail(EnvironmentError.sizeCapReached(path: environment.path, capBytes: environment.sizeCap ?? 0))
+                    batch[0].fail(
+                        EnvironmentError.sizeCapReached(path: environment.path, capBytes: environment.sizeCap ?? 0))
                     return
                 }
                 if failed || state.mapFull {

@@ -51,7 +51,8 @@ final class _DataFile {
             } else if n == 0 {
                 break
             } else if errno != EINTR {
-                throw .unreadable(path: path, operation: "read \(buffer.count) bytes at offset \(offset) of", errno: errno)
+                throw .unreadable(
+                    path: path, operation: "read \(buffer.count) bytes at offset \(offset) of", errno: errno)
             }
         }
         return done

@@ -38,15 +38,15 @@ enum _Layout {
     static let pageSizes = 512...0x8000
 
     // Page flags (`mp_flags`).
-    static let branch: UInt16 = 0x01     // P_BRANCH
-    static let leaf: UInt16 = 0x02       // P_LEAF
-    static let overflow: UInt16 = 0x04   // P_OVERFLOW
-    static let meta: UInt16 = 0x08       // P_META
+    static let branch: UInt16 = 0x01  // P_BRANCH
+    static let leaf: UInt16 = 0x02  // P_LEAF
+    static let overflow: UInt16 = 0x04  // P_OVERFLOW
+    static let meta: UInt16 = 0x08  // P_META
 
     // Leaf node flags (`mn_flags`).
-    static let bigData: UInt16 = 0x01    // F_BIGDATA: the data is on overflow pages
-    static let subData: UInt16 = 0x02    // F_SUBDATA: the data is a named database's MDB_db
-    static let dupData: UInt16 = 0x04    // F_DUPDATA: duplicates (MDB_DUPSORT), never ours
+    static let bigData: UInt16 = 0x01  // F_BIGDATA: the data is on overflow pages
+    static let subData: UInt16 = 0x02  // F_SUBDATA: the data is a named database's MDB_db
+    static let dupData: UInt16 = 0x04  // F_DUPDATA: duplicates (MDB_DUPSORT), never ours
 
     /// The free list's database flags (`md_flags`), which double as the environment's persistent
     /// ones: `MDB_INTEGERKEY`, and nothing else in a store we made (no `MDB_FIXEDMAP`).
@@ -113,7 +113,9 @@ struct _Meta: Sendable {
     /// `mdb_env_read_header` does (no `P_META` flag, magic number or version wrong), or when the
     /// file ends first; anything else wrong is the meta page's `implausibility`.
     static func parse(_ bytes: UnsafeRawBufferPointer, index: Int) -> Result<_Meta, _MetaProblem> {
-        guard bytes.count >= _Layout.metaReadSize else { return .failure(.init("meta page \(index) is cut off by the end of the file")) }
+        guard bytes.count >= _Layout.metaReadSize else {
+            return .failure(.init("meta page \(index) is cut off by the end of the file"))
+        }
         let h = _Layout.pageHeaderSize
         let pgno = bytes._u64(_Layout.pageNumberOffset), flags = bytes._u16(_Layout.pageFlagsOffset)
         let magic = bytes._u32(h), version = bytes._u32(h + 4)
@@ -121,14 +123,19 @@ struct _Meta: Sendable {
             return .failure(.init("meta page \(index) has magic number 0x\(String(magic, radix: 16)), not 0xbeefc0de"))
         }
         guard version == _Layout.dataVersion else {
-            return .failure(.init("meta page \(index) has format version \(version); LMDB 0.9 writes \(_Layout.dataVersion)"))
+            return .failure(
+                .init("meta page \(index) has format version \(version); LMDB 0.9 writes \(_Layout.dataVersion)"))
         }
         guard flags & _Layout.meta != 0 else {
-            return .failure(.init("meta page \(index) has page flags 0x\(String(flags, radix: 16)), without that of a meta page (0x8)"))
+            return .failure(
+                .init(
+                    "meta page \(index) has page flags 0x\(String(flags, radix: 16)), without that of a meta page (0x8)"
+                ))
         }
         let pageSize = Int(bytes._u32(h + 24))  // md_pad of the free list's record
-        var meta = _Meta(pageSize: pageSize, lastPage: bytes._u64(h + 120), txnid: bytes._u64(h + 128),
-                         free: _DatabaseRecord(bytes, at: h + 24), main: _DatabaseRecord(bytes, at: h + 72))
+        var meta = _Meta(
+            pageSize: pageSize, lastPage: bytes._u64(h + 120), txnid: bytes._u64(h + 128),
+            free: _DatabaseRecord(bytes, at: h + 24), main: _DatabaseRecord(bytes, at: h + 72))
         let (bytesNeeded, overflow) = meta.pages.multipliedReportingOverflow(by: UInt64(pageSize))
         if !_Layout.pageSizes.contains(pageSize) || pageSize & (pageSize - 1) != 0 {
             meta.flaw = .pageSize(pageSize)
@@ -167,7 +174,8 @@ enum _MetaFlaw: Sendable, Equatable {
         switch self {
         case .pageSize(let size): "meta page \(index) gives a page size of \(size) bytes"
         case .lastPage(let page): "meta page \(index) gives \(page) as the last page"
-        case .flags(let flags): "meta page \(index) has page flags 0x\(String(flags, radix: 16)), not just those of a meta page (0x8)"
+        case .flags(let flags):
+            "meta page \(index) has page flags 0x\(String(flags, radix: 16)), not just those of a meta page (0x8)"
         case .pageNumber(let page): "meta page \(index) says it is page \(page)"
         }
     }

@@ -10,7 +10,9 @@ struct _MetaPages {
     /// - Throws: `DataFileError.tooShortForMetaPages` when the file ends before meta page 1 does,
     ///   or `.unreadable` when `pread` fails.
     static func read(_ file: _DataFile) throws(DataFileError) -> _MetaPages {
-        guard file.size >= _Layout.metaReadSize else { throw .tooShortForMetaPages(path: file.path, fileSize: file.size) }
+        guard file.size >= _Layout.metaReadSize else {
+            throw .tooShortForMetaPages(path: file.path, fileSize: file.size)
+        }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: _Layout.metaReadSize, alignment: 8)
         defer { buffer.deallocate() }
         func meta(_ index: Int, at offset: Int) throws(DataFileError) -> Result<_Meta, _MetaProblem> {
@@ -91,7 +93,9 @@ struct _MetaPages {
     /// Two meta pages giving different page sizes: LMDB reads meta page 1 at meta page 0's size
     /// and then uses the newer one's, so every page would be read at the wrong place.
     var pageSizeMismatch: String? {
-        guard case .success(let m0) = pages[0], case .success(let m1) = pages[1], m0.pageSize != m1.pageSize else { return nil }
+        guard case .success(let m0) = pages[0], case .success(let m1) = pages[1], m0.pageSize != m1.pageSize else {
+            return nil
+        }
         return "the meta pages disagree on the page size (\(m0.pageSize) and \(m1.pageSize) bytes)"
     }
 }

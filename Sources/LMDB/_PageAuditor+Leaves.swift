@@ -11,14 +11,19 @@ extension _PageAuditor {
             switch tree.kind {
             case .main:
                 guard flags == _Layout.subData, size == _Layout.databaseRecordSize else {
-                    problem("\(tree.name): \(here) is not a named database (node flags 0x\(String(flags, radix: 16)), \(size) bytes of data)")
+                    problem(
+                        "\(tree.name): \(here) is not a named database (node flags 0x\(String(flags, radix: 16)), \(size) bytes of data)"
+                    )
                     tree.damaged = true
                     continue
                 }
-                tree.subDatabases.append((String(decoding: key(p, i), as: UTF8.self), _DatabaseRecord(p, at: dataStart)))
+                tree.subDatabases.append(
+                    (String(decoding: key(p, i), as: UTF8.self), _DatabaseRecord(p, at: dataStart)))
             case .named, .freeList:
                 guard flags & ~_Layout.bigData == 0 else {
-                    problem("\(tree.name): \(here) has node flags 0x\(String(flags, radix: 16)); only F_BIGDATA (0x1) belongs here")
+                    problem(
+                        "\(tree.name): \(here) has node flags 0x\(String(flags, radix: 16)); only F_BIGDATA (0x1) belongs here"
+                    )
                     tree.damaged = true
                     continue
                 }
@@ -48,12 +53,14 @@ extension _PageAuditor {
             return false
         }
         let h = UnsafeRawBufferPointer(header)
-        let count = UInt64(h._u32(_Layout.overflowCountOffset)), needed = _Layout.overflowPages(size, pageSize: pageSize)
+        let count = UInt64(h._u32(_Layout.overflowCountOffset)),
+            needed = _Layout.overflowPages(size, pageSize: pageSize)
         var wrong: String?
         if h._u64(_Layout.pageNumberOffset) != pgno {
             wrong = "says it is page \(h._u64(_Layout.pageNumberOffset))"
         } else if h._u16(_Layout.pageFlagsOffset) != _Layout.overflow {
-            wrong = "has page flags 0x\(String(h._u16(_Layout.pageFlagsOffset), radix: 16)), not those of an overflow page (0x4)"
+            wrong =
+                "has page flags 0x\(String(h._u16(_Layout.pageFlagsOffset), radix: 16)), not those of an overflow page (0x4)"
         } else if count < UInt64(needed) {
             wrong = "counts \(count) page(s); the \(size) bytes of data need \(needed)"
         }
@@ -70,8 +77,10 @@ extension _PageAuditor {
     /// Reads one free-list entry: its key is the transaction that freed the pages, its data a
     /// count and then that many page numbers in descending order (an `MDB_IDL`). The data is in
     /// the page at `inline`, or read piece by piece from the overflow run at `run`.
-    func freeListEntry(_ p: UnsafeRawBufferPointer, node i: Int, inline: Int?, run: UInt64, size: Int,
-                       _ tree: inout _Tree, from: _Origin) {
+    func freeListEntry(
+        _ p: UnsafeRawBufferPointer, node i: Int, inline: Int?, run: UInt64, size: Int,
+        _ tree: inout _Tree, from: _Origin
+    ) {
         let key = key(p, i)
         guard key.count == 8 else { return }  // a key of another size was reported with its page
         let txn = key._u64(0)
@@ -79,11 +88,18 @@ extension _PageAuditor {
             problem("\(tree.name): \(from) (transaction \(txn)) \(what)")
             tree.damaged = true
         }
-        guard txn >= 1, txn <= meta.txnid else { return bad("is keyed after the snapshot's own transaction \(meta.txnid)") }
-        guard size >= 8, size % 8 == 0 else { return bad("has \(size) bytes of data, not a list of 8-byte page numbers") }
+        guard txn >= 1, txn <= meta.txnid else {
+            return bad("is keyed after the snapshot's own transaction \(meta.txnid)")
+        }
+        guard size >= 8, size % 8 == 0 else {
+            return bad("has \(size) bytes of data, not a list of 8-byte page numbers")
+        }
         var list = _FreeList(expected: UInt64(size / 8 - 1))
         if let inline {
-            guard list.take(UnsafeRawBufferPointer(rebasing: p[inline ..< inline + size]), into: &free, lastPage: meta.lastPage) else {
+            guard
+                list.take(
+                    UnsafeRawBufferPointer(rebasing: p[inline..<inline + size]), into: &free, lastPage: meta.lastPage)
+            else {
                 return bad(list.problem)
             }
             return
@@ -99,7 +115,9 @@ extension _PageAuditor {
             } catch {
                 return bad("cannot be read: \(error)")
             }
-            guard list.take(UnsafeRawBufferPointer(piece), into: &free, lastPage: meta.lastPage) else { return bad(list.problem) }
+            guard list.take(UnsafeRawBufferPointer(piece), into: &free, lastPage: meta.lastPage) else {
+                return bad(list.problem)
+            }
             done += n
         }
     }

@@ -15,13 +15,17 @@ extension _PageAuditor {
             return
         }
         if tree.kind != .freeList, r.flags != 0 {
-            problem("\(tree.name) has database flags 0x\(String(r.flags, radix: 16)); OfflineStore opens every database without flags (no DUPSORT, INTEGERKEY or REVERSEKEY)")
+            problem(
+                "\(tree.name) has database flags 0x\(String(r.flags, radix: 16)); OfflineStore opens every database without flags (no DUPSORT, INTEGERKEY or REVERSEKEY)"
+            )
             tree.damaged = true
             return
         }
         if r.root == _Layout.invalidPage {
             if r.depth != 0 || r.entries != 0 || r.branchPages != 0 || r.leafPages != 0 || r.overflowPages != 0 {
-                problem("\(tree.name) has no root page, yet its record gives depth \(r.depth), \(r.entries) entries and \(r.branchPages + r.leafPages + r.overflowPages) pages")
+                problem(
+                    "\(tree.name) has no root page, yet its record gives depth \(r.depth), \(r.entries) entries and \(r.branchPages + r.leafPages + r.overflowPages) pages"
+                )
                 tree.damaged = true
             }
             return
@@ -35,9 +39,13 @@ extension _PageAuditor {
         guard !tree.damaged else { return }
         var wrong: [String] = []
         if tree.entries != r.entries { wrong.append("\(r.entries) entries (found \(tree.entries))") }
-        if tree.branchPages != r.branchPages { wrong.append("\(r.branchPages) branch pages (found \(tree.branchPages))") }
+        if tree.branchPages != r.branchPages {
+            wrong.append("\(r.branchPages) branch pages (found \(tree.branchPages))")
+        }
         if tree.leafPages != r.leafPages { wrong.append("\(r.leafPages) leaf pages (found \(tree.leafPages))") }
-        if tree.overflowPages != r.overflowPages { wrong.append("\(r.overflowPages) overflow pages (found \(tree.overflowPages))") }
+        if tree.overflowPages != r.overflowPages {
+            wrong.append("\(r.overflowPages) overflow pages (found \(tree.overflowPages))")
+        }
         if !wrong.isEmpty {
             problem("\(tree.name): its record gives " + wrong.joined(separator: ", "))
             tree.damaged = true
@@ -52,18 +60,26 @@ extension _PageAuditor {
         let depth = tree.record.depth
         let isLeaf = level == depth
         func bad(_ what: String) {
-            problem("\(tree.name): \(isLeaf ? "leaf" : "branch") page \(pgno) (level \(level) of \(depth), from \(from)) \(what)")
+            problem(
+                "\(tree.name): \(isLeaf ? "leaf" : "branch") page \(pgno) (level \(level) of \(depth), from \(from)) \(what)"
+            )
             tree.damaged = true
         }
-        if p._u64(_Layout.pageNumberOffset) != pgno { return bad("says it is page \(p._u64(_Layout.pageNumberOffset))") }
+        if p._u64(_Layout.pageNumberOffset) != pgno {
+            return bad("says it is page \(p._u64(_Layout.pageNumberOffset))")
+        }
         let flags = p._u16(_Layout.pageFlagsOffset), expected = isLeaf ? _Layout.leaf : _Layout.branch
         guard flags == expected else {
-            return bad("has page flags 0x\(String(flags, radix: 16)); a \(isLeaf ? "leaf (0x2)" : "branch (0x1)") page belongs at this level")
+            return bad(
+                "has page flags 0x\(String(flags, radix: 16)); a \(isLeaf ? "leaf (0x2)" : "branch (0x1)") page belongs at this level"
+            )
         }
         let lowerEdge = Int(p._u16(_Layout.lowerOffset)), upperEdge = Int(p._u16(_Layout.upperOffset))
         guard lowerEdge >= _Layout.pageHeaderSize, (lowerEdge - _Layout.pageHeaderSize) % 2 == 0,
-              lowerEdge <= upperEdge, upperEdge <= pageSize else {
-            return bad("has mp_lower \(lowerEdge) and mp_upper \(upperEdge): no valid layout of a \(pageSize)-byte page")
+            lowerEdge <= upperEdge, upperEdge <= pageSize
+        else {
+            return bad(
+                "has mp_lower \(lowerEdge) and mp_upper \(upperEdge): no valid layout of a \(pageSize)-byte page")
         }
         let n = (lowerEdge - _Layout.pageHeaderSize) / 2
         let fewest = isLeaf || tree.kind == .freeList ? 1 : 2  // LMDB asserts a branch has two (ITS#8336 spares the free list)
@@ -83,7 +99,9 @@ extension _PageAuditor {
             filled += (size + 1) & ~1
         }
         guard filled == pageSize - upperEdge else {
-            return bad("has nodes filling \(filled) bytes where mp_upper leaves \(pageSize - upperEdge): nodes overlap or are lost")
+            return bad(
+                "has nodes filling \(filled) bytes where mp_upper leaves \(pageSize - upperEdge): nodes overlap or are lost"
+            )
         }
 
         // Keys: sizes, order within the page, and inside the bounds the separators above give.
@@ -121,8 +139,9 @@ extension _PageAuditor {
             children.append((child, i == 0 ? [] : Array(key(p, i))))
         }
         for (i, child) in children.enumerated() {
-            visit(child.pgno, level: level + 1, lower: i == 0 ? lower : child.key,
-                  upper: i + 1 < n ? children[i + 1].key : upper, from: .branch(pgno, i), &tree)
+            visit(
+                child.pgno, level: level + 1, lower: i == 0 ? lower : child.key,
+                upper: i + 1 < n ? children[i + 1].key : upper, from: .branch(pgno, i), &tree)
         }
     }
 
@@ -144,7 +163,7 @@ extension _PageAuditor {
     func key(_ p: UnsafeRawBufferPointer, _ i: Int) -> UnsafeRawBufferPointer {
         let offset = Int(p._u16(_Layout.pageHeaderSize + 2 * i))
         let start = offset + _Layout.nodeHeaderSize
-        return UnsafeRawBufferPointer(rebasing: p[start ..< start + Int(p._u16(offset + 6))])
+        return UnsafeRawBufferPointer(rebasing: p[start..<start + Int(p._u16(offset + 6))])
     }
 
     /// LMDB's default order (`mdb_cmp_memn`: `memcmp`, then the shorter first); the free list

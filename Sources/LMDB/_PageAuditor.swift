@@ -57,13 +57,17 @@ final class _PageAuditor {
         }
         let both = used.intersection(free, limit: 5)
         if both.count > 0 {
-            problem("the free list holds \(both.count) page(s) that a tree uses (\(Self.list(both.pages, both.count))): LMDB would reuse them and overwrite live data")
+            problem(
+                "the free list holds \(both.count) page(s) that a tree uses (\(Self.list(both.pages, both.count))): LMDB would reuse them and overwrite live data"
+            )
         }
         // After damage, pages below a bad one were never reached: counting them lost says nothing.
         guard !damaged else { return }
         let lost = used.missing(from: free, below: meta.pages, limit: 5)
         if lost.count > 0 {
-            problem("\(lost.count) page(s) are neither in a tree nor in the free list (\(Self.list(lost.pages, lost.count))) though the meta page counts \(meta.pages)")
+            problem(
+                "\(lost.count) page(s) are neither in a tree nor in the free list (\(Self.list(lost.pages, lost.count))) though the meta page counts \(meta.pages)"
+            )
         }
     }
 
@@ -77,7 +81,8 @@ final class _PageAuditor {
     }
 
     static func list(_ pages: [UInt64], _ count: Int) -> String {
-        "page" + (count == 1 ? " " : "s ") + pages.map(String.init).joined(separator: ", ") + (count > pages.count ? ", …" : "")
+        "page" + (count == 1 ? " " : "s ") + pages.map(String.init).joined(separator: ", ")
+            + (count > pages.count ? ", …" : "")
     }
 
     // MARK: Pages
@@ -87,17 +92,23 @@ final class _PageAuditor {
     func claim(_ pgno: UInt64, count: UInt64 = 1, _ tree: inout _Tree, from: _Origin) -> Bool {
         let last = pgno &+ count &- 1
         guard pgno >= 2, count >= 1, last >= pgno, last <= meta.lastPage else {
-            problem("\(tree.name): \(from) points to page \(pgno)\(count > 1 ? " (\(count) pages)" : ""), outside pages 2…\(meta.lastPage)")
+            problem(
+                "\(tree.name): \(from) points to page \(pgno)\(count > 1 ? " (\(count) pages)" : ""), outside pages 2…\(meta.lastPage)"
+            )
             tree.damaged = true
             return false
         }
         guard (last + 1) * UInt64(pageSize) <= UInt64(file.size) else {
-            problem("\(tree.name): page \(last), reached from \(from), lies past the end of the file (\(file.size) bytes, \(UInt64(file.size) / UInt64(pageSize)) whole pages of the \(meta.pages) the meta page gives): data.mdb is truncated")
+            problem(
+                "\(tree.name): page \(last), reached from \(from), lies past the end of the file (\(file.size) bytes, \(UInt64(file.size) / UInt64(pageSize)) whole pages of the \(meta.pages) the meta page gives): data.mdb is truncated"
+            )
             tree.damaged = true
             return false
         }
         for p in pgno...last where !used.insert(p) {
-            problem("\(tree.name): page \(p), reached from \(from), was already reached from elsewhere (a cycle or a shared page)")
+            problem(
+                "\(tree.name): page \(p), reached from \(from), was already reached from elsewhere (a cycle or a shared page)"
+            )
             tree.damaged = true
             return false
         }

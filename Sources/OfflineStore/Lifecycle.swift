@@ -35,7 +35,8 @@ public struct LifecycleEvent: Sendable, Hashable, CustomStringConvertible {
         guard entities != 0 || bytes != 0 || requests != 0 || detail != nil else { return state.rawValue }
         var s = state.rawValue + (detail.map { " " + $0 } ?? "")
         if entities != 0 || bytes != 0 || requests != 0 {
-            s += ": \(entities) entities, \(bytes >= 10_240 ? "\(bytes / 1_024) KiB" : "\(bytes) bytes"), \(requests) requests"
+            s +=
+                ": \(entities) entities, \(bytes >= 10_240 ? "\(bytes / 1_024) KiB" : "\(bytes) bytes"), \(requests) requests"
         }
         return s
     }
@@ -87,7 +88,9 @@ public final class Lifecycle: Sendable {
     public var history: [LifecycleEvent] { state.withLock { $0.history } }
 
     /// A stream of this lifecycle's events: the current one first, then each change.
-    public func events(bufferingPolicy: AsyncStream<LifecycleEvent>.Continuation.BufferingPolicy = .unbounded) -> AsyncStream<LifecycleEvent> {
+    public func events(
+        bufferingPolicy: AsyncStream<LifecycleEvent>.Continuation.BufferingPolicy = .unbounded
+    ) -> AsyncStream<LifecycleEvent> {
         AsyncStream(bufferingPolicy: bufferingPolicy) { continuation in
             let id: Int? = state.withLock { s in
                 continuation.yield(s.current)
@@ -98,7 +101,9 @@ public final class Lifecycle: Sendable {
                 return id
             }
             guard let id else { continuation.finish(); return }
-            continuation.onTermination = { [weak self] _ in _ = self?.state.withLock { $0.watchers.removeValue(forKey: id) } }
+            continuation.onTermination = { [weak self] _ in
+                _ = self?.state.withLock { $0.watchers.removeValue(forKey: id) }
+            }
         }
     }
 
@@ -138,15 +143,19 @@ public final class Lifecycle: Sendable {
     }
 
     /// Runs `body` as a piece of work in state `busy`; `body` gets a function to report progress.
-    func during<R>(_ busy: LifecycleState, detail: String? = nil,
-                   _ body: (_ progress: @escaping @Sendable (LifecycleEvent) -> Void) async throws -> R) async rethrows -> R {
+    func during<R>(
+        _ busy: LifecycleState, detail: String? = nil,
+        _ body: (_ progress: @escaping @Sendable (LifecycleEvent) -> Void) async throws -> R
+    ) async rethrows -> R {
         let token = begin(LifecycleEvent(state: busy, detail: detail))
         defer { end(token) }
         return try await body { [self] in update(token, $0) }
     }
 
-    func during<R>(_ busy: LifecycleState, detail: String? = nil,
-                   _ body: (_ progress: @escaping @Sendable (LifecycleEvent) -> Void) throws -> R) rethrows -> R {
+    func during<R>(
+        _ busy: LifecycleState, detail: String? = nil,
+        _ body: (_ progress: @escaping @Sendable (LifecycleEvent) -> Void) throws -> R
+    ) rethrows -> R {
         let token = begin(LifecycleEvent(state: busy, detail: detail))
         defer { end(token) }
         return try body { [self] in update(token, $0) }

@@ -43,12 +43,15 @@ extension OfflineStore {
         let h = try entities.set(set)
         guard let i = h.index(named: index) else { throw EntityError.unknownIndex(set: set, index: index) }
         let components = i.definition.components.count
-        let named = switch condition {
-        case .equals(let values): values.count
-        case .range(let prefix, _, _), .startsWith(let prefix, _): prefix.count + 1
-        }
+        let named =
+            switch condition {
+            case .equals(let values): values.count
+            case .range(let prefix, _, _), .startsWith(let prefix, _): prefix.count + 1
+            }
         guard named <= components else {
-            throw EntityError.badInput("find on index '\(index)' of '\(set)': the condition names \(named) components, the index has \(components)")
+            throw EntityError.badInput(
+                "find on index '\(index)' of '\(set)': the condition names \(named) components, the index has \(components)"
+            )
         }
         var out: [Properties] = []
         try entities.read { t in

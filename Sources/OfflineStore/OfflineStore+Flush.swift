@@ -23,25 +23,33 @@ extension OfflineStore {
     /// queue keeps what was not settled, and `report.stopped` says why; the next flush resumes.
     /// Throws for no service root, a batch size below 1, a flush of this store already running in
     /// this process, and errors of the store itself. See `Flush` for the algorithm.
-    public func flush(serviceRoot: String? = nil, category: String? = nil, batchSize: Int = 50, headers: [(String, String)] = [],
-                      progress: (@Sendable (FlushReport) -> Void)? = nil) async throws -> FlushReport {
-        try await flush(serviceRoot: serviceRoot, category: category, batchSize: batchSize, headers: headers, reconcile: true, progress: progress)
+    public func flush(
+        serviceRoot: String? = nil, category: String? = nil, batchSize: Int = 50, headers: [(String, String)] = [],
+        progress: (@Sendable (FlushReport) -> Void)? = nil
+    ) async throws -> FlushReport {
+        try await flush(
+            serviceRoot: serviceRoot, category: category, batchSize: batchSize, headers: headers, reconcile: true,
+            progress: progress)
     }
 
     /// `flush(serviceRoot:…)` with reconciliation on or off (`offline-store flush --no-reconcile`,
     /// hidden: for the kill test).
-    package func flush(serviceRoot: String?, category: String?, batchSize: Int, headers: [(String, String)], reconcile: Bool,
-                       progress: (@Sendable (FlushReport) -> Void)?) async throws -> FlushReport {
+    package func flush(
+        serviceRoot: String?, category: String?, batchSize: Int, headers: [(String, String)], reconcile: Bool,
+        progress: (@Sendable (FlushReport) -> Void)?
+    ) async throws -> FlushReport {
         guard let root = serviceRoot ?? configuration.serviceRoot else {
-            throw EntityError.badInput("no service to flush to: give its URL (--service) or set serviceRoot in the store's configuration")
+            throw EntityError.badInput(
+                "no service to flush to: give its URL (--service) or set serviceRoot in the store's configuration")
         }
         guard root.hasPrefix("http://") || root.hasPrefix("https://") else {
             throw EntityError.badInput("the service root '\(root)' is not an http:// or https:// URL")
         }
         let backend = HTTPBackend(serviceRoot: root)
         do {
-            let report = try await flush(backend: backend, category: category, batchSize: batchSize, headers: headers,
-                                         reconcile: reconcile, progress: progress)
+            let report = try await flush(
+                backend: backend, category: category, batchSize: batchSize, headers: headers,
+                reconcile: reconcile, progress: progress)
             try? await backend.shutdown()
             return report
         } catch {
@@ -52,8 +60,10 @@ extension OfflineStore {
 
     /// `flush` against any `Backend` (tests use this). `reconcile: false` turns reconciliation off,
     /// so a request the service applied twice shows up in ErrorArchive (the kill test's probe).
-    package func flush(backend: any Backend, category: String? = nil, batchSize: Int = 50, headers: [(String, String)] = [],
-                       reconcile: Bool = true, progress: (@Sendable (FlushReport) -> Void)? = nil) async throws -> FlushReport {
+    package func flush(
+        backend: any Backend, category: String? = nil, batchSize: Int = 50, headers: [(String, String)] = [],
+        reconcile: Bool = true, progress: (@Sendable (FlushReport) -> Void)? = nil
+    ) async throws -> FlushReport {
         guard batchSize >= 1 else { throw EntityError.badInput("the batch size must be at least 1, not \(batchSize)") }
         let path = self.path
         guard Self.flushing.withLock({ $0.insert(path).inserted }) else {
@@ -61,7 +71,9 @@ extension OfflineStore {
         }
         defer { _ = Self.flushing.withLock { $0.remove(path) } }
         return try await lifecycle.during(.uploading, detail: category) { lifecycleProgress in
-            let options = Flush.Options(category: category, batchSize: batchSize, headers: headers, reconcile: reconcile) { report in
+            let options = Flush.Options(
+                category: category, batchSize: batchSize, headers: headers, reconcile: reconcile
+            ) { report in
                 lifecycleProgress(LifecycleEvent(state: .uploading, requests: report.sent, detail: category))
                 progress?(report)
             }
@@ -75,7 +87,8 @@ extension OfflineStore {
     /// a stopped server a flush would wait that long. For `crashtest`'s workers, whose server is
     /// killed and started again on another port.
     package func quickFlush(serviceRoot: String, batchSize: Int, connectTimeout: Double) async throws -> FlushReport {
-        let backend = HTTPBackend(serviceRoot: serviceRoot, retries: 0, connectTimeout: .milliseconds(Int64(connectTimeout * 1000)))
+        let backend = HTTPBackend(
+            serviceRoot: serviceRoot, retries: 0, connectTimeout: .milliseconds(Int64(connectTimeout * 1000)))
         do {
             let report = try await flush(backend: backend, batchSize: batchSize, reconcile: false)
             try? await backend.shutdown()
@@ -87,8 +100,10 @@ extension OfflineStore {
     }
 
     /// `refresh` against a backend that gives up quickly (see `quickFlush`).
-    package func quickRefresh(serviceRoot: String, pageSize: Int, connectTimeout: Double) async throws -> RefreshReport {
-        let backend = HTTPBackend(serviceRoot: serviceRoot, retries: 0, connectTimeout: .milliseconds(Int64(connectTimeout * 1000)))
+    package func quickRefresh(serviceRoot: String, pageSize: Int, connectTimeout: Double) async throws -> RefreshReport
+    {
+        let backend = HTTPBackend(
+            serviceRoot: serviceRoot, retries: 0, connectTimeout: .milliseconds(Int64(connectTimeout * 1000)))
         do {
             let report = try await refresh(backend: backend, pageSize: pageSize)
             try? await backend.shutdown()

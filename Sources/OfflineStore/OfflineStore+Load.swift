@@ -12,7 +12,9 @@ extension OfflineStore {
     /// - Returns: how many entities were written, across all sets.
     /// - Throws: `JSONError` for bad JSON (with its line), `EntityError` naming the entity and property.
     @discardableResult
-    public func load(set: String, json bytes: [UInt8], progress: (@Sendable (_ written: Int, _ total: Int) -> Void)? = nil) throws -> Int {
+    public func load(
+        set: String, json bytes: [UInt8], progress: (@Sendable (_ written: Int, _ total: Int) -> Void)? = nil
+    ) throws -> Int {
         let reader = PayloadReader(schema: schema)
         var rows: [ServerRow] = []
         let stream = EntityObjectStream(bytes: bytes)
@@ -31,8 +33,10 @@ extension OfflineStore {
     ///   10,000 entities and once at the end.
     /// - Throws: `EntityError.badInput` naming the set and key of the entity refused.
     @discardableResult
-    package func load(rows: [(set: String, entity: Properties)],
-                      progress: (@Sendable (_ written: Int, _ total: Int) -> Void)? = nil) throws -> Int {
+    package func load(
+        rows: [(set: String, entity: Properties)],
+        progress: (@Sendable (_ written: Int, _ total: Int) -> Void)? = nil
+    ) throws -> Int {
         let store = entities
         let sets = Set(rows.map(\.set)).sorted().joined(separator: ", ")
         return try lifecycle.during(.populating, detail: sets) { lifecycleProgress in

@@ -19,14 +19,20 @@ extension OfflineStore {
     ///   - progress: called on the writer thread every few thousand entities and at the end.
     /// - Returns: how many entities were written, across all sets.
     @discardableResult
-    public func load(set: String, file path: String, batchSize: Int? = nil,
-                     progress: (@Sendable (LoadProgress) -> Void)? = nil) throws -> Int {
+    public func load(
+        set: String, file path: String, batchSize: Int? = nil,
+        progress: (@Sendable (LoadProgress) -> Void)? = nil
+    ) throws -> Int {
         let input = try LoadInput(path: path, needsRereading: batchSize == nil)
         return try load(set: set, input: input, batchSize: batchSize, progress: progress)
     }
 
-    private func load(set: String, input: LoadInput, batchSize: Int?, progress: (@Sendable (LoadProgress) -> Void)?) throws -> Int {
-        if let batchSize, batchSize < 1 { throw EntityError.badInput("the batch size must be at least 1, not \(batchSize)") }
+    private func load(
+        set: String, input: LoadInput, batchSize: Int?, progress: (@Sendable (LoadProgress) -> Void)?
+    ) throws -> Int {
+        if let batchSize, batchSize < 1 {
+            throw EntityError.badInput("the batch size must be at least 1, not \(batchSize)")
+        }
         _ = try entities.set(set)
         let loader = EntityLoader(store: entities)
         return try lifecycle.during(.populating, detail: set) { lifecycleProgress in

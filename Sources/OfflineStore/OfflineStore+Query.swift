@@ -9,22 +9,28 @@ extension OfflineStore {
     /// `options` adds what a server needs: absolute links, `@odata.etag`, a delta link
     /// (`ResultOptions`). Returns the ETag of a single-entity response.
     @discardableResult
-    public func query(_ url: String, format: QueryFormat = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions(),
-                      write: @escaping (String) throws -> Void) throws -> ResultSummary {
+    public func query(
+        _ url: String, format: QueryFormat = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions(),
+        write: @escaping (String) throws -> Void
+    ) throws -> ResultSummary {
         try queries.execute(url, format: format, pageSize: pageSize, options: options, write: write)
     }
 
     /// Runs an OData request URL and streams the result as UTF-8 byte chunks (valid during the call).
     @discardableResult
-    public func query(_ url: String, format: QueryFormat = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions(),
-                      writeBytes: @escaping (UnsafeRawBufferPointer) throws -> Void) throws -> ResultSummary {
+    public func query(
+        _ url: String, format: QueryFormat = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions(),
+        writeBytes: @escaping (UnsafeRawBufferPointer) throws -> Void
+    ) throws -> ResultSummary {
         try queries.execute(url, format: format, pageSize: pageSize, options: options, writeBytes: writeBytes)
     }
 
     /// Writes the OData V4 delta response of collection `url` for the entities with keys
     /// `changed`; see `QueryEngine.delta(_:changed:options:writeBytes:)`.
-    public func delta(_ url: String, changed: [[Value]], options: ResultOptions = ResultOptions(),
-                      writeBytes: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
+    public func delta(
+        _ url: String, changed: [[Value]], options: ResultOptions = ResultOptions(),
+        writeBytes: @escaping (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
         try queries.delta(url, changed: changed, options: options, writeBytes: writeBytes)
     }
 

@@ -40,7 +40,11 @@ extension OfflineStore {
                 try entities.write { t in try m.setDeltaLink(t, name: name, nil) }
             }
             try entities.changeDefiningRequests { list in
-                if let i = list.firstIndex(where: { $0.name == name }) { list[i].url = url } else { list.append(DefiningRequest(name: name, url: url)) }
+                if let i = list.firstIndex(where: { $0.name == name }) {
+                    list[i].url = url
+                } else {
+                    list.append(DefiningRequest(name: name, url: url))
+                }
             }
         }
     }
@@ -58,8 +62,9 @@ extension OfflineStore {
             let m = Membership(store: entities)
             try entities.write { t in try m.setDeltaLink(t, name: name, nil) }
             let removed = try m.sweepBlocking(name: name, below: .max, retain: false).removed
-            try entities.changeDefiningRequests({ list in list.removeAll { $0.name == name } },
-                                                also: { t in try m.forgetState(t, name: name) })
+            try entities.changeDefiningRequests(
+                { list in list.removeAll { $0.name == name } },
+                also: { t in try m.forgetState(t, name: name) })
             return removed
         }
     }
@@ -75,9 +80,13 @@ extension OfflineStore {
     ///   already running), `BackendError` (no answer), `EntityError`/`JSONError` for a payload
     ///   that does not fit the schema.
     @discardableResult
-    public func refresh(serviceRoot: String? = nil, subset: [String]? = nil, headers: [(String, String)] = [], pageSize: Int? = nil,
-                        progress: (@Sendable (RefreshProgress) -> Void)? = nil) async throws -> RefreshReport {
-        guard let root = serviceRoot ?? configuration.serviceRoot, !root.isEmpty else { throw RefreshError.noServiceRoot }
+    public func refresh(
+        serviceRoot: String? = nil, subset: [String]? = nil, headers: [(String, String)] = [], pageSize: Int? = nil,
+        progress: (@Sendable (RefreshProgress) -> Void)? = nil
+    ) async throws -> RefreshReport {
+        guard let root = serviceRoot ?? configuration.serviceRoot, !root.isEmpty else {
+            throw RefreshError.noServiceRoot
+        }
         let backend = HTTPBackend(serviceRoot: root, headers: headers)
         do {
             let report = try await refresh(backend: backend, subset: subset, pageSize: pageSize, progress: progress)
@@ -91,20 +100,29 @@ extension OfflineStore {
 
     /// `refresh` against any `Backend`.
     @discardableResult
-    package func refresh(backend: any Backend, subset: [String]? = nil, pageSize: Int? = nil,
-                         progress: (@Sendable (RefreshProgress) -> Void)? = nil) async throws -> RefreshReport {
-        if let pageSize, pageSize < 1 { throw EntityError.badInput("the page size must be at least 1, not \(pageSize)") }
+    package func refresh(
+        backend: any Backend, subset: [String]? = nil, pageSize: Int? = nil,
+        progress: (@Sendable (RefreshProgress) -> Void)? = nil
+    ) async throws -> RefreshReport {
+        if let pageSize, pageSize < 1 {
+            throw EntityError.badInput("the page size must be at least 1, not \(pageSize)")
+        }
         let all = definingRequests
         var chosen = all
         if let subset {
-            for name in subset where !all.contains(where: { $0.name == name }) { throw RefreshError.unknownRequest(name) }
+            for name in subset where !all.contains(where: { $0.name == name }) {
+                throw RefreshError.unknownRequest(name)
+            }
             chosen = all.filter { subset.contains($0.name) }
         }
         try enter()
         defer { leave() }
         return try await lifecycle.during(.downloading) { lifecycleProgress in
-            let refresher = Refresher(store: entities, backend: backend, pageSize: pageSize ?? Self.defaultRefreshPageSize) { p in
-                lifecycleProgress(LifecycleEvent(state: .downloading, entities: p.received, bytes: p.bytes, detail: p.request))
+            let refresher = Refresher(
+                store: entities, backend: backend, pageSize: pageSize ?? Self.defaultRefreshPageSize
+            ) { p in
+                lifecycleProgress(
+                    LifecycleEvent(state: .downloading, entities: p.received, bytes: p.bytes, detail: p.request))
                 progress?(p)
             }
             return try await refresher.run(chosen, optimize: configuration.requestQueueOptimization)
@@ -118,7 +136,9 @@ extension OfflineStore {
         var names: Set<String> = []
         for r in requests {
             try Membership.validate(name: r.name)
-            guard names.insert(r.name).inserted else { throw EntityError.badInput("configuration: the defining request '\(r.name)' is given twice") }
+            guard names.insert(r.name).inserted else {
+                throw EntityError.badInput("configuration: the defining request '\(r.name)' is given twice")
+            }
             do { _ = try DefiningRequests.bind(r.url, schema: schema) } catch {
                 throw EntityError.badInput("configuration: defining request '\(r.name)': \(error)")
             }

@@ -55,10 +55,14 @@ extension OfflineStore {
     /// }
     /// ```
     /// - Throws: `ServedError`, `EntityError`, what `body` throws, `LMDBError`.
-    package func served(repeatabilityID: String?, fingerprint: [UInt8],
-                        body: @escaping @Sendable (ServedTransaction) throws -> RecordedResponse) async throws -> (response: RecordedResponse, replayed: Bool) {
+    package func served(
+        repeatabilityID: String?, fingerprint: [UInt8],
+        body: @escaping @Sendable (ServedTransaction) throws -> RecordedResponse
+    ) async throws -> (response: RecordedResponse, replayed: Bool) {
         let id: [UInt8]?
-        do { id = try repeatabilityID.map(RepeatRecords.validate) } catch { throw ServedError.badRepeatabilityID(error.description) }
+        do { id = try repeatabilityID.map(RepeatRecords.validate) } catch {
+            throw ServedError.badRepeatabilityID(error.description)
+        }
         let store = entities
         // Taken once, outside the body, so a body run again records the same time.
         let now = Self.milliseconds(self.now())
@@ -67,7 +71,9 @@ extension OfflineStore {
         return try await store.write { t in
             let repeats = RepeatRecords(store: store)
             if let id, let recorded = try repeats.get(t.reader, id: id), recorded.recordedAt >= cutoff {
-                guard recorded.fingerprint == fingerprint else { throw ServedError.repeatMismatch(id: repeatabilityID ?? "") }
+                guard recorded.fingerprint == fingerprint else {
+                    throw ServedError.repeatMismatch(id: repeatabilityID ?? "")
+                }
                 return (RecordedResponse(recorded), true)
             }
             try repeats.purge(t, before: cutoff)
@@ -110,13 +116,17 @@ extension OfflineStore {
     ///
     /// - Throws: `ChangeTokenError` when `token` is ahead of the log (not from this store);
     ///   `EntityError.unknownEntitySet`.
-    package func changes(set: String, since token: UInt64) throws -> (changed: [(key: [Value], deleted: Bool)], token: UInt64) {
+    package func changes(
+        set: String, since token: UInt64
+    ) throws -> (changed: [(key: [Value], deleted: Bool)], token: UInt64) {
         let store = entities
         return try store.read { t in try changes(t, set: set, since: token) }
     }
 
     /// `changes(set:since:)` inside a read transaction the caller has.
-    package func changes(_ t: ReadView, set name: String, since token: UInt64) throws -> (changed: [(key: [Value], deleted: Bool)], token: UInt64) {
+    package func changes(
+        _ t: ReadView, set name: String, since token: UInt64
+    ) throws -> (changed: [(key: [Value], deleted: Bool)], token: UInt64) {
         let set = try entities.set(name)
         let (entries, newest) = try ChangeLog(store: entities).entries(t, set: name, since: token)
         let changed = try entries.map { e -> (key: [Value], deleted: Bool) in

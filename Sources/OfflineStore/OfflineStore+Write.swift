@@ -29,19 +29,24 @@ extension OfflineStore {
     /// Creates an entity and records the request, in one durable transaction; returns after the
     /// commit. Concurrent callers are group-committed: many changes, one fsync.
     @discardableResult
-    public func create(set: String, entity: Properties, options: ChangeOptions = .init()) async throws -> ChangeReceipt {
+    public func create(set: String, entity: Properties, options: ChangeOptions = .init()) async throws -> ChangeReceipt
+    {
         try await apply([.create(set: set, entity: entity)], options: options)[0]
     }
 
     /// Merges `changes` into an entity (PATCH) and records the request, in one durable transaction.
     @discardableResult
-    public func update(set: String, key: [Value], changes: Properties, options: ChangeOptions = .init()) async throws -> ChangeReceipt {
+    public func update(
+        set: String, key: [Value], changes: Properties, options: ChangeOptions = .init()
+    ) async throws -> ChangeReceipt {
         try await apply([.update(set: set, key: key, changes: changes)], options: options)[0]
     }
 
     /// Replaces an entity (PUT) and records the request, in one durable transaction.
     @discardableResult
-    public func replace(set: String, key: [Value], entity: Properties, options: ChangeOptions = .init()) async throws -> ChangeReceipt {
+    public func replace(
+        set: String, key: [Value], entity: Properties, options: ChangeOptions = .init()
+    ) async throws -> ChangeReceipt {
         try await apply([.replace(set: set, key: key, entity: entity)], options: options)[0]
     }
 
@@ -56,7 +61,9 @@ extension OfflineStore {
     @discardableResult
     public func apply(_ changes: [Change], options: ChangeOptions = .init()) async throws -> [ChangeReceipt] {
         let (queue, optimize) = (requestQueue, configuration.requestQueueOptimization)
-        return try await entities.write { t in try Self.apply(changes, options: options, queue: queue, optimize: optimize, t) }
+        return try await entities.write { t in
+            try Self.apply(changes, options: options, queue: queue, optimize: optimize, t)
+        }
     }
 
     // MARK: Blocking
@@ -69,13 +76,17 @@ extension OfflineStore {
 
     @available(*, noasync, message: "use the async form from async code")
     @discardableResult
-    public func update(set: String, key: [Value], changes: Properties, options: ChangeOptions = .init()) throws -> ChangeReceipt {
+    public func update(
+        set: String, key: [Value], changes: Properties, options: ChangeOptions = .init()
+    ) throws -> ChangeReceipt {
         try apply([.update(set: set, key: key, changes: changes)], options: options)[0]
     }
 
     @available(*, noasync, message: "use the async form from async code")
     @discardableResult
-    public func replace(set: String, key: [Value], entity: Properties, options: ChangeOptions = .init()) throws -> ChangeReceipt {
+    public func replace(
+        set: String, key: [Value], entity: Properties, options: ChangeOptions = .init()
+    ) throws -> ChangeReceipt {
         try apply([.replace(set: set, key: key, entity: entity)], options: options)[0]
     }
 
@@ -89,13 +100,16 @@ extension OfflineStore {
     @discardableResult
     public func apply(_ changes: [Change], options: ChangeOptions = .init()) throws -> [ChangeReceipt] {
         let (queue, optimize) = (requestQueue, configuration.requestQueueOptimization)
-        return try entities.write { t in try Self.apply(changes, options: options, queue: queue, optimize: optimize, t) }
+        return try entities.write { t in try Self.apply(changes, options: options, queue: queue, optimize: optimize, t)
+        }
     }
 
     /// The one place local changes are applied: inside a write body, each change through the
     /// queue (entity, indexes, request — one transaction).
-    private static func apply(_ changes: [Change], options: ChangeOptions, queue: RequestQueue, optimize: Bool,
-                              _ t: WriteView) throws -> [ChangeReceipt] {
+    private static func apply(
+        _ changes: [Change], options: ChangeOptions, queue: RequestQueue, optimize: Bool,
+        _ t: WriteView
+    ) throws -> [ChangeReceipt] {
         try changes.map { c in
             let r = try queue.apply(c, options: options, optimize: optimize, in: t)
             return ChangeReceipt(requestID: r.requestID, entity: r.entity)
@@ -133,10 +147,12 @@ extension OfflineStore {
 
     /// Records a refusal of request `requestID` as flush does (for tests).
     @discardableResult
-    package func archiveError(requestID: Int64, httpStatus: Int, message: String, code: String? = nil) throws -> [Int64] {
+    package func archiveError(requestID: Int64, httpStatus: Int, message: String, code: String? = nil) throws -> [Int64]
+    {
         let queue = requestQueue
         return try entities.write { t in
-            try queue.archive(t, id: requestID, error: ServiceError(httpStatus: httpStatus, code: code, message: message))
+            try queue.archive(
+                t, id: requestID, error: ServiceError(httpStatus: httpStatus, code: code, message: message))
         }
     }
 

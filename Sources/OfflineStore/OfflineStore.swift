@@ -42,23 +42,31 @@ public final class OfflineStore: Sendable {
     /// The configuration's defining requests are checked as `define` checks them.
     /// `lifecycle` reports `opening`, `initializing` and `open` (pass one to watch them; one
     /// `Lifecycle` per store).
-    public static func create(at path: String, metadata: [UInt8], configuration: StoreConfiguration = .init(),
-                              lifecycle: Lifecycle = Lifecycle()) throws -> OfflineStore {
+    public static func create(
+        at path: String, metadata: [UInt8], configuration: StoreConfiguration = .init(),
+        lifecycle: Lifecycle = Lifecycle()
+    ) throws -> OfflineStore {
         lifecycle.report(.init(state: .opening, detail: path))
         try checkDefiningRequests(configuration.definingRequests, metadata: metadata)
         lifecycle.report(.init(state: .initializing, detail: path))
-        return OfflineStore(entities: try EntityStore.create(path: path, metadata: metadata, configuration: configuration, roles: roles), lifecycle: lifecycle)
+        return OfflineStore(
+            entities: try EntityStore.create(
+                path: path, metadata: metadata, configuration: configuration, roles: roles), lifecycle: lifecycle)
     }
 
     /// Opens the store in directory `path`. With `readOnly`, writes throw and nothing on disk is
     /// created or repaired; it works on a read-only file system.
     /// `lifecycle` reports `opening`, then `open` (pass one to watch them). `maxSizeBytes` changes
     /// the store's size cap and records it in its configuration (0 lifts the cap; nil keeps it).
-    public static func open(at path: String, durability: Durability? = nil, readOnly: Bool = false,
-                            maxSizeBytes: Int? = nil, lifecycle: Lifecycle = Lifecycle()) throws -> OfflineStore {
+    public static func open(
+        at path: String, durability: Durability? = nil, readOnly: Bool = false,
+        maxSizeBytes: Int? = nil, lifecycle: Lifecycle = Lifecycle()
+    ) throws -> OfflineStore {
         lifecycle.report(.init(state: .opening, detail: path))
-        return OfflineStore(entities: try EntityStore.open(path: path, durability: durability, readOnly: readOnly,
-                                                           maxSizeBytes: maxSizeBytes, roles: roles), lifecycle: lifecycle)
+        return OfflineStore(
+            entities: try EntityStore.open(
+                path: path, durability: durability, readOnly: readOnly,
+                maxSizeBytes: maxSizeBytes, roles: roles), lifecycle: lifecycle)
     }
 
     public var schema: Schema { entities.schema }

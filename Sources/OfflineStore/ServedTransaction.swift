@@ -26,8 +26,9 @@ package struct RecordedResponse: Sendable, Equatable {
     }
 
     func record(at time: Int64, fingerprint: [UInt8]) -> RepeatRecord {
-        RepeatRecord(status: status, headers: headers.map { .init(name: $0.0, value: $0.1) }, body: body,
-                     recordedAt: time, fingerprint: fingerprint)
+        RepeatRecord(
+            status: status, headers: headers.map { .init(name: $0.0, value: $0.1) }, body: body,
+            recordedAt: time, fingerprint: fingerprint)
     }
 }
 
@@ -60,8 +61,10 @@ package enum ServedError: Error, Equatable, CustomStringConvertible {
         switch self {
         case .notFound(let s, let k): "entity \(s)(\(_excerpt(k))) does not exist"
         case .alreadyExists(let s, let k): "entity \(s)(\(_excerpt(k))) already exists"
-        case .preconditionFailed(let s, let k): "entity \(s)(\(_excerpt(k))) has changed: its ETag does not match If-Match"
-        case .repeatMismatch(let id): "Repeatability-Request-ID '\(_excerpt(id))' was already used for a different request"
+        case .preconditionFailed(let s, let k):
+            "entity \(s)(\(_excerpt(k))) has changed: its ETag does not match If-Match"
+        case .repeatMismatch(let id):
+            "Repeatability-Request-ID '\(_excerpt(id))' was already used for a different request"
         case .badRepeatabilityID(let why): why
         }
     }
@@ -167,7 +170,9 @@ package struct ServedTransaction {
             let set = try handle(name)
             let key = try set.keyValues(entity)
             let keyBytes = try keyBytes(set, key)
-            if try t.get(set.entities, keyBytes) != nil { throw ServedError.alreadyExists(set: name, key: set.describeKey(key)) }
+            if try t.get(set.entities, keyBytes) != nil {
+                throw ServedError.alreadyExists(set: name, key: set.describeKey(key))
+            }
             try set.insert(t, entity)
             try log(set, keyBytes, .upsert)
             return try stored(set, keyBytes)
@@ -178,7 +183,9 @@ package struct ServedTransaction {
     /// value (nil: none), checked with `EntityTag.header(_:matches:)`. `ServedError.notFound` when
     /// the entity does not exist (whatever `ifMatch` says), `.preconditionFailed` when the tag
     /// does not match.
-    package func update(set name: String, key: [Value], changes: Properties, ifMatch: String?) throws -> (entity: Properties, etag: String) {
+    package func update(
+        set name: String, key: [Value], changes: Properties, ifMatch: String?
+    ) throws -> (entity: Properties, etag: String) {
         try guarded {
             let set = try handle(name)
             let keyBytes = try keyBytes(set, key)
@@ -191,7 +198,9 @@ package struct ServedTransaction {
 
     /// PUT: replaces the entity; properties left out become null (as the local replace does).
     /// Errors as `update`.
-    package func replace(set name: String, key: [Value], entity: Properties, ifMatch: String?) throws -> (entity: Properties, etag: String) {
+    package func replace(
+        set name: String, key: [Value], entity: Properties, ifMatch: String?
+    ) throws -> (entity: Properties, etag: String) {
         try guarded {
             let set = try handle(name)
             let keyBytes = try keyBytes(set, key)

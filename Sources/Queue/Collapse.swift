@@ -29,8 +29,11 @@ package enum Collapse {
         /// Another request depends on this one (a child's create on its parent's).
         package var hasDependents: Bool
 
-        package init(id: Int64, method: RequestRecord.Method, status: RequestRecord.Status = .pending, nonMergeable: Bool = false,
-                     transactionID: String? = nil, uploadCategory: String? = nil, hasDependents: Bool = false) {
+        package init(
+            id: Int64, method: RequestRecord.Method, status: RequestRecord.Status = .pending,
+            nonMergeable: Bool = false,
+            transactionID: String? = nil, uploadCategory: String? = nil, hasDependents: Bool = false
+        ) {
             self.id = id
             self.method = method
             self.status = status
@@ -52,10 +55,13 @@ package enum Collapse {
         case supersede(Int64)
     }
 
-    package static func decide(pending: Pending?, new: RequestRecord.Method, dependencies: [Int64],
-                               options: ChangeOptions, optimize: Bool) -> Decision {
+    package static func decide(
+        pending: Pending?, new: RequestRecord.Method, dependencies: [Int64],
+        options: ChangeOptions, optimize: Bool
+    ) -> Decision {
         guard optimize, !options.nonMergeable, let p = pending, p.status == .pending, !p.nonMergeable,
-              p.transactionID == options.transactionID, p.uploadCategory == options.uploadCategory else { return .append }
+            p.transactionID == options.transactionID, p.uploadCategory == options.uploadCategory
+        else { return .append }
         // A merge puts the change at the pending request's place: only if nothing it needs comes later.
         let mayMoveUp = dependencies.allSatisfy { $0 < p.id }
         switch (p.method, new) {

@@ -33,7 +33,9 @@ extension RequestQueue {
                 let prefix = Array(k[..<(k.count - 8)])
                 if prefix == previous { continue }
                 previous = prefix
-                if let (set, keyBytes, length) = prefix.withUnsafeBytes({ store.splitEntityKey($0) }), length == prefix.count {
+                if let (set, keyBytes, length) = prefix.withUnsafeBytes({ store.splitEntityKey($0) }),
+                    length == prefix.count
+                {
                     entities.append((set, keyBytes))
                 }
             }
@@ -41,7 +43,9 @@ extension RequestQueue {
         var removed = 0
         for (set, keyBytes) in entities {
             while let n = try compactOnce(t, set: set, keyBytes: keyBytes) { removed += n }
-            if try chain(t.reader, set: set.name, keyBytes: keyBytes).isEmpty { try t.delete(store.base(ofSet: set.name), keyBytes) }
+            if try chain(t.reader, set: set.name, keyBytes: keyBytes).isEmpty {
+                try t.delete(store.base(ofSet: set.name), keyBytes)
+            }
         }
         return removed
     }
@@ -55,7 +59,8 @@ extension RequestQueue {
         var images: [Properties?] = [try t.get(store.base(ofSet: set.name), keyBytes).map { try set.codec.decode($0) }]
         for r in records { images.append(try apply(r, to: images.last!)) }
         // 1. A pending PATCH that changes nothing.
-        for (i, r) in records.enumerated() where r.method == .update && r.status == .pending && !r.nonMergeable && !chain[i].hasDependents {
+        for (i, r) in records.enumerated()
+        where r.method == .update && r.status == .pending && !r.nonMergeable && !chain[i].hasDependents {
             if let before = images[i], images[i + 1] == before {
                 try remove(t, r)
                 return 1
@@ -65,11 +70,15 @@ extension RequestQueue {
         for i in records.indices.dropLast() {
             let (a, b) = (records[i], records[i + 1])
             guard b.status == .pending, !b.nonMergeable, !chain[i + 1].hasDependents else { continue }
-            let pending = Collapse.Pending(id: a.id, method: a.method, status: a.status, nonMergeable: a.nonMergeable,
-                                           transactionID: a.transactionID, uploadCategory: a.uploadCategory, hasDependents: chain[i].hasDependents)
-            let options = ChangeOptions(customTag: b.customTag, customHeaders: b.customHeaders, transactionID: b.transactionID,
-                                        uploadCategory: b.uploadCategory, nonMergeable: b.nonMergeable)
-            switch Collapse.decide(pending: pending, new: b.method, dependencies: b.dependencies, options: options, optimize: true) {
+            let pending = Collapse.Pending(
+                id: a.id, method: a.method, status: a.status, nonMergeable: a.nonMergeable,
+                transactionID: a.transactionID, uploadCategory: a.uploadCategory, hasDependents: chain[i].hasDependents)
+            let options = ChangeOptions(
+                customTag: b.customTag, customHeaders: b.customHeaders, transactionID: b.transactionID,
+                uploadCategory: b.uploadCategory, nonMergeable: b.nonMergeable)
+            switch Collapse.decide(
+                pending: pending, new: b.method, dependencies: b.dependencies, options: options, optimize: true)
+            {
             case .append:
                 continue
             case .merge(_, let method):

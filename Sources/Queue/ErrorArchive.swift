@@ -29,7 +29,9 @@ extension RequestQueue {
     /// Returns the ids archived.
     @discardableResult
     package func archive(_ t: WriteView, id: Int64, error: ServiceError, causedBy: Int64? = nil) throws -> [Int64] {
-        guard let failed = try record(t.reader, id: id) else { throw EntityError.notFound(set: SystemSets.requestQueue, key: String(id)) }
+        guard let failed = try record(t.reader, id: id) else {
+            throw EntityError.notFound(set: SystemSets.requestQueue, key: String(id))
+        }
         var archived: [Int64] = []
         var queue: [(RequestRecord, Int64?)] = [(failed, causedBy)]
         var seen: Set<Int64> = []
@@ -43,7 +45,8 @@ extension RequestQueue {
             try put(t, marked, hasDependents: entry?.hasDependents ?? false)
             var row: Properties = [
                 "RequestID": .int(r.id), "RequestMethod": .string(r.method.rawValue),
-                "RequestURL": .string("\(r.entitySet)(\(r.entityKey))"), "AffectedEntity": .string("\(r.entitySet)(\(r.entityKey))"),
+                "RequestURL": .string("\(r.entitySet)(\(r.entityKey))"),
+                "AffectedEntity": .string("\(r.entitySet)(\(r.entityKey))"),
                 "ArchivedAt": .dateTimeOffset(.now),
             ]
             if let tag = r.customTag { row["CustomTag"] = .string(tag) }
@@ -65,11 +68,14 @@ extension RequestQueue {
             try errorArchive.upsert(t, row)
             archived.append(r.id)
             // Later requests of the same entity, and requests that need this one.
-            for later in try chain(t.reader, set: r.entitySet, keyBytes: r.keyBytes) where later.id > r.id && !seen.contains(later.id) {
+            for later in try chain(t.reader, set: r.entitySet, keyBytes: r.keyBytes)
+            where later.id > r.id && !seen.contains(later.id) {
                 if let lr = try record(t.reader, id: later.id) { queue.append((lr, cause ?? id)) }
             }
             try records.scan(t.reader) { p in
-                if let d = try? RequestRecord(p), d.dependencies.contains(r.id), !seen.contains(d.id) { queue.append((d, cause ?? id)) }
+                if let d = try? RequestRecord(p), d.dependencies.contains(r.id), !seen.contains(d.id) {
+                    queue.append((d, cause ?? id))
+                }
                 return true
             }
         }
@@ -114,8 +120,10 @@ extension RequestQueue {
     package static let eventLogSize = 100
 
     /// Appends an upload or download event, dropping the oldest beyond `eventLogSize`.
-    package func logEvent(_ t: WriteView, type: String, startedAt: EDMDateTimeOffset, finishedAt: EDMDateTimeOffset?,
-                          outcome: String, requests: Int? = nil, entities: Int? = nil, details: String? = nil) throws {
+    package func logEvent(
+        _ t: WriteView, type: String, startedAt: EDMDateTimeOffset, finishedAt: EDMDateTimeOffset?,
+        outcome: String, requests: Int? = nil, entities: Int? = nil, details: String? = nil
+    ) throws {
         let log = try eventLog
         var last: Int64 = 0
         var ids: [Int64] = []
@@ -123,12 +131,17 @@ extension RequestQueue {
             if case .int(let id)? = p["EventID"] { ids.append(id); last = max(last, id) }
             return true
         }
-        var row: Properties = ["EventID": .int(last + 1), "Type": .string(type), "StartedAt": .dateTimeOffset(startedAt), "Outcome": .string(outcome)]
+        var row: Properties = [
+            "EventID": .int(last + 1), "Type": .string(type), "StartedAt": .dateTimeOffset(startedAt),
+            "Outcome": .string(outcome),
+        ]
         if let finishedAt { row["FinishedAt"] = .dateTimeOffset(finishedAt) }
         if let requests { row["Requests"] = .int(Int64(requests)) }
         if let entities { row["Entities"] = .int(Int64(entities)) }
         if let details { row["Details"] = .string(details) }
         try log.insert(t, row)
-        for id in ids.sorted().prefix(max(0, ids.count + 1 - Self.eventLogSize)) { _ = try log.delete(t, key: [.int(id)]) }
+        for id in ids.sorted().prefix(max(0, ids.count + 1 - Self.eventLogSize)) {
+            _ = try log.delete(t, key: [.int(id)])
+        }
     }
 }

@@ -22,14 +22,16 @@ package struct LocalBody {
         let h = try store.set(set)
         let navigation = h.type.navigationProperties
         let document = try JSON.parse(json)
-        var out = try ValueJSON(schema: schema).properties(from: document, properties: h.type.properties,
-                                                           navigation: Set(navigation.map(\.name)), owner: set)
+        var out = try ValueJSON(schema: schema).properties(
+            from: document, properties: h.type.properties,
+            navigation: Set(navigation.map(\.name)), owner: set)
         guard case .object(let members) = document else { return out }
         for (name, value) in members {
             if let nav = navigation.first(where: { $0.name == name }) {
-                throw EntityError.badInput("'\(name)' of \(set): inline related entities (deep insert or update) are not supported; "
-                                           + "create or change them with their own requests (a $batch change set keeps them atomic), "
-                                           + "or link an existing one with \(nav.name)@odata.bind")
+                throw EntityError.badInput(
+                    "'\(name)' of \(set): inline related entities (deep insert or update) are not supported; "
+                        + "create or change them with their own requests (a $batch change set keeps them atomic), "
+                        + "or link an existing one with \(nav.name)@odata.bind")
             }
             guard name.hasSuffix("@odata.bind") else { continue }
             let navName = String(name.dropLast("@odata.bind".count))
@@ -46,8 +48,10 @@ package struct LocalBody {
     func bind(_ nav: NavigationProperty, _ value: JSON, of set: String, into entity: inout Properties) throws {
         let label = "\(nav.name)@odata.bind of \(set)"
         guard !nav.isCollection, !nav.dependentConstraints.isEmpty else {
-            throw EntityError.badInput("\(label): binding \(nav.isCollection ? "a collection-valued" : "this") navigation property is not supported "
-                                       + "(only a single-valued one whose foreign key is on \(set)); change the related entities' own foreign keys")
+            throw EntityError.badInput(
+                "\(label): binding \(nav.isCollection ? "a collection-valued" : "this") navigation property is not supported "
+                    + "(only a single-valued one whose foreign key is on \(set)); change the related entities' own foreign keys"
+            )
         }
         var values: [String: Value] = [:]
         switch value {
@@ -71,7 +75,9 @@ package struct LocalBody {
             }
             for c in nav.dependentConstraints {
                 guard let i = type.key.firstIndex(of: c.referencedProperty) else {
-                    throw EntityError.badInput("\(label): the constraint refers to \(c.referencedProperty), which is not a key property of \(target.set)")
+                    throw EntityError.badInput(
+                        "\(label): the constraint refers to \(c.referencedProperty), which is not a key property of \(target.set)"
+                    )
                 }
                 values[c.property] = target.key[i]
             }

@@ -20,7 +20,9 @@ extension RequestQueue {
         for name in missing {
             let p = set.type.property(name)!
             var n: Int64 = 1
-            if let b = try t.get(store.meta, Self.nextLocalKey), b.count == 8 { n = Int64(bitPattern: b.reduce(0) { $0 << 8 | UInt64($1) }) }
+            if let b = try t.get(store.meta, Self.nextLocalKey), b.count == 8 {
+                n = Int64(bitPattern: b.reduce(0) { $0 << 8 | UInt64($1) })
+            }
             var next: [UInt8] = []
             withUnsafeBytes(of: UInt64(bitPattern: n + 1).bigEndian) { next.append(contentsOf: $0) }
             try t.put(store.meta, Self.nextLocalKey, next)
@@ -33,7 +35,8 @@ extension RequestQueue {
             case .primitive(.string):
                 let text = "~\(n)"
                 if let m = p.maxLength, text.count > m {
-                    throw EntityError.badInput("\(set.name): a local key for \(name) would not fit its MaxLength \(m); give the key")
+                    throw EntityError.badInput(
+                        "\(set.name): a local key for \(name) would not fit its MaxLength \(m); give the key")
                 }
                 out[name] = .string(text)
             case .primitive(.guid):
@@ -55,13 +58,16 @@ extension RequestQueue {
     /// every local reference to it (foreign keys in other entities and in their queued bodies;
     /// a child whose own key holds the foreign key moves too).
     package func acknowledge(_ t: WriteView, id: Int64, serverImage: Properties?) throws {
-        guard let r = try record(t.reader, id: id) else { throw EntityError.notFound(set: SystemSets.requestQueue, key: String(id)) }
+        guard let r = try record(t.reader, id: id) else {
+            throw EntityError.notFound(set: SystemSets.requestQueue, key: String(id))
+        }
         let set = try store.set(r.entitySet)
         // What the service held before this request (nil for an entity created here).
         let serverBefore = try t.get(store.base(ofSet: set.name), r.keyBytes).map { try set.codec.decode($0) }
         let chain = try self.chain(t.reader, set: set.name, keyBytes: r.keyBytes)
         guard chain.first?.id == id else {
-            throw EntityError.badInput("request \(id) is not the first pending request of \(r.entitySet)(\(r.entityKey))")
+            throw EntityError.badInput(
+                "request \(id) is not the first pending request of \(r.entitySet)(\(r.entityKey))")
         }
         try remove(t, r)
         var keyBytes = r.keyBytes
@@ -71,7 +77,8 @@ extension RequestQueue {
             let newBytes = try set.encodeKey(serverKey)
             if newBytes != keyBytes {
                 guard r.localKey else {
-                    throw EntityError.badInput("the service answered request \(id) with key \(set.describeKey(serverKey)), not \(r.entityKey)")
+                    throw EntityError.badInput(
+                        "the service answered request \(id) with key \(set.describeKey(serverKey)), not \(r.entityKey)")
                 }
                 try rekey(t, set: set, from: oldKey, to: serverKey)
                 keyBytes = newBytes
@@ -79,7 +86,9 @@ extension RequestQueue {
         }
         // The new server image, and the entity rebuilt from it and what is still queued.
         let base = store.base(ofSet: set.name)
-        let remaining = try self.chain(t.reader, set: set.name, keyBytes: keyBytes).compactMap { try record(t.reader, id: $0.id) }
+        let remaining = try self.chain(t.reader, set: set.name, keyBytes: keyBytes).compactMap {
+            try record(t.reader, id: $0.id)
+        }
         // The service's answer, or (a 204 without a body) what it held with this request applied.
         var image: Properties? = nil
         if r.method != .delete {
@@ -135,8 +144,10 @@ extension RequestQueue {
         for (i, k) in set.type.key.enumerated() { oldReferenced[k] = old[i]; newReferenced[k] = new[i] }
         for depName in store.schema.serviceSetNames {
             let dep = try store.set(depName)
-            for nav in dep.type.navigationProperties where !nav.dependentConstraints.isEmpty
-                && store.schema.targetSet(of: nav, from: depName) == set.name {
+            for nav in dep.type.navigationProperties
+            where !nav.dependentConstraints.isEmpty
+                && store.schema.targetSet(of: nav, from: depName) == set.name
+            {
                 let fk = nav.dependentConstraints
                 guard fk.allSatisfy({ oldReferenced[$0.referencedProperty] != nil }) else { continue }
                 let match = fk.map { oldReferenced[$0.referencedProperty]! }
@@ -160,8 +171,11 @@ extension RequestQueue {
                         for entry in try chain(t.reader, set: dep.name, keyBytes: childBytes) {
                             guard var q = try record(t.reader, id: entry.id) else { continue }
                             let body = try self.body(of: q)
-                            guard fk.contains(where: { body[$0.property] == match[fk.firstIndex(of: $0)!] }) else { continue }
-                            q.body = try rewrite(q, in: dep, with: Properties(replacement.filter { k, _ in body[k] != nil }))
+                            guard fk.contains(where: { body[$0.property] == match[fk.firstIndex(of: $0)!] }) else {
+                                continue
+                            }
+                            q.body = try rewrite(
+                                q, in: dep, with: Properties(replacement.filter { k, _ in body[k] != nil }))
                             try put(t, q, hasDependents: entry.hasDependents)
                         }
                     }
@@ -172,9 +186,13 @@ extension RequestQueue {
 
     /// Entities of `set` whose `properties` equal `values`: through an index that starts with
     /// them (foreign keys have one), else a scan.
-    func referring(_ t: ReadView, _ set: EntitySetHandle, _ properties: [String], _ values: [Value]) throws -> [Properties] {
+    func referring(
+        _ t: ReadView, _ set: EntitySetHandle, _ properties: [String], _ values: [Value]
+    ) throws -> [Properties] {
         var out: [Properties] = []
-        if let index = set.indexes.first(where: { $0.definition.components.prefix(properties.count).map(\.path) == properties.map { [$0] } }) {
+        if let index = set.indexes.first(where: {
+            $0.definition.components.prefix(properties.count).map(\.path) == properties.map { [$0] }
+        }) {
             try set.findEqual(t, index: index, values) { pk in
                 if let e = try set.entity(t, primaryKey: pk) { out.append(e) }
                 return true

@@ -26,21 +26,31 @@ extension RequestQueue {
                 return true
             }
             if r.id > last { problem("RequestQueue: request \(r.id) is above the last id handed out (\(last))") }
-            for d in r.dependencies where d >= r.id { problem("RequestQueue: request \(r.id) depends on a later request \(d)") }
-            if r.status == .sent && r.attempts < 1 { problem("RequestQueue: request \(r.id) is sent but has no attempt") }
-            if r.firstSentAt != nil && r.attempts < 1 { problem("RequestQueue: request \(r.id) has a FirstSentAt but was never sent") }
+            for d in r.dependencies where d >= r.id {
+                problem("RequestQueue: request \(r.id) depends on a later request \(d)")
+            }
+            if r.status == .sent && r.attempts < 1 {
+                problem("RequestQueue: request \(r.id) is sent but has no attempt")
+            }
+            if r.firstSentAt != nil && r.attempts < 1 {
+                problem("RequestQueue: request \(r.id) has a FirstSentAt but was never sent")
+            }
             guard let set = try? store.set(r.entitySet), !store.schema.isSystemSet(r.entitySet) else {
                 problem("RequestQueue: request \(r.id) names an unknown entity set '\(r.entitySet)'")
                 return true
             }
-            if (try? r.keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count) })?.length != r.keyBytes.count {
+            if (try? r.keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count) })?.length
+                != r.keyBytes.count
+            {
                 problem("RequestQueue: request \(r.id) has a key that does not decode for \(r.entitySet)")
             }
             let k = Self.byEntityKey(set: r.entitySet, keyBytes: r.keyBytes, id: r.id)
             if let v = try t.get(store.byEntity, k) {
                 if let e = Self.entry(id: r.id, value: v) {
                     if e.method != r.method || e.status != r.status {
-                        problem("q/by-entity: request \(r.id) is \(e.method.rawValue)/\(e.status.rawValue) there but \(r.method.rawValue)/\(r.status.rawValue) in the queue")
+                        problem(
+                            "q/by-entity: request \(r.id) is \(e.method.rawValue)/\(e.status.rawValue) there but \(r.method.rawValue)/\(r.status.rawValue) in the queue"
+                        )
                     }
                 } else {
                     problem("q/by-entity: the entry of request \(r.id) does not decode")
@@ -61,8 +71,10 @@ extension RequestQueue {
         try records.scan(t) { p in
             guard let r = try? RequestRecord(p) else { return true }
             if (r.status == .error) != archived.contains(r.id) {
-                problem(r.status == .error ? "RequestQueue: request \(r.id) is in error but has no ErrorArchive entry"
-                                           : "ErrorArchive: request \(r.id) has an entry but is \(r.status.rawValue)")
+                problem(
+                    r.status == .error
+                        ? "RequestQueue: request \(r.id) is in error but has no ErrorArchive entry"
+                        : "ErrorArchive: request \(r.id) has an entry but is \(r.status.rawValue)")
             }
             archived.remove(r.id)
             return true
@@ -91,18 +103,28 @@ extension RequestQueue {
         for (_, chain) in chains {
             let set = try store.set(chain.set)
             let ids = chain.ids.sorted()
-            guard let first = try record(t, id: ids.first!), let lastRecord = try record(t, id: ids.last!) else { continue }
+            guard let first = try record(t, id: ids.first!), let lastRecord = try record(t, id: ids.last!) else {
+                continue
+            }
             let exists = try set.row(t, key: chain.keyBytes) != nil
             if lastRecord.method == .delete && exists {
-                problem("\(chain.set)(\(lastRecord.entityKey)): its last request \(lastRecord.id) deletes it, yet it exists")
+                problem(
+                    "\(chain.set)(\(lastRecord.entityKey)): its last request \(lastRecord.id) deletes it, yet it exists"
+                )
             } else if lastRecord.method != .delete && !exists {
-                problem("\(chain.set)(\(lastRecord.entityKey)): its last request \(lastRecord.id) is a \(lastRecord.method.rawValue), yet it is absent")
+                problem(
+                    "\(chain.set)(\(lastRecord.entityKey)): its last request \(lastRecord.id) is a \(lastRecord.method.rawValue), yet it is absent"
+                )
             }
             let hasBase = try t.get(store.base(ofSet: chain.set), chain.keyBytes) != nil
             if first.method == .create && hasBase {
-                problem("\(chain.set)(\(first.entityKey)): created locally (request \(first.id)) but has a server image in base/")
+                problem(
+                    "\(chain.set)(\(first.entityKey)): created locally (request \(first.id)) but has a server image in base/"
+                )
             } else if first.method != .create && !hasBase {
-                problem("\(chain.set)(\(first.entityKey)): its first request \(first.id) changes a server entity, but base/ has no server image")
+                problem(
+                    "\(chain.set)(\(first.entityKey)): its first request \(first.id) changes a server entity, but base/ has no server image"
+                )
             }
         }
         for (name, db) in store.bases {
@@ -113,7 +135,9 @@ extension RequestQueue {
                     if chains[Self.entityPrefix(set: name, keyBytes: Array(k))] == nil {
                         problem("base/\(name): a server image of \(set.describeKeyBytes(k)) has no pending request")
                     }
-                    if (try? set.codec.decode(v)) == nil { problem("base/\(name): the server image of \(set.describeKeyBytes(k)) does not decode") }
+                    if (try? set.codec.decode(v)) == nil {
+                        problem("base/\(name): the server image of \(set.describeKeyBytes(k)) does not decode")
+                    }
                     e = try c.next()
                 }
             }

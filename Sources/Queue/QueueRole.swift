@@ -25,7 +25,9 @@ package enum QueueRole: LocalStateRole {
     }
 
     /// The entity's local state, from its `q/by-entity` entries alone (no record is read).
-    package static func localState(_ store: EntityStore, _ t: ReadView, set: String, keyBytes: some Collection<UInt8>) throws -> LocalState {
+    package static func localState(
+        _ store: EntityStore, _ t: ReadView, set: String, keyBytes: some Collection<UInt8>
+    ) throws -> LocalState {
         let prefix = EntityStore.entityKey(set: set, keyBytes: keyBytes)
         var state = LocalState()
         try t.withCursor(store.byEntity) { c in

@@ -75,12 +75,16 @@ package struct RequestQueue: Sendable {
         return out
     }
 
-    static func byEntityValue(_ method: RequestRecord.Method, _ status: RequestRecord.Status, hasDependents: Bool) -> [UInt8] {
+    static func byEntityValue(
+        _ method: RequestRecord.Method, _ status: RequestRecord.Status, hasDependents: Bool
+    ) -> [UInt8] {
         [method.code, status.code, hasDependents ? 1 : 0]
     }
 
     static func entry(id: Int64, value: UnsafeRawBufferPointer) -> ChainEntry? {
-        guard value.count == 3, let m = RequestRecord.Method(code: value[0]), let s = RequestRecord.Status(code: value[1]) else { return nil }
+        guard value.count == 3, let m = RequestRecord.Method(code: value[0]),
+            let s = RequestRecord.Status(code: value[1])
+        else { return nil }
         return ChainEntry(id: id, method: m, status: s, hasDependents: value[2] != 0)
     }
 
@@ -113,8 +117,9 @@ package struct RequestQueue: Sendable {
     /// Writes (or rewrites) a record and its `q/by-entity` entry.
     package func put(_ t: WriteView, _ r: RequestRecord, hasDependents: Bool) throws {
         try records.upsert(t, r.properties)
-        try t.put(store.byEntity, Self.byEntityKey(set: r.entitySet, keyBytes: r.keyBytes, id: r.id),
-                  Self.byEntityValue(r.method, r.status, hasDependents: hasDependents))
+        try t.put(
+            store.byEntity, Self.byEntityKey(set: r.entitySet, keyBytes: r.keyBytes, id: r.id),
+            Self.byEntityValue(r.method, r.status, hasDependents: hasDependents))
     }
 
     /// Removes a record and its `q/by-entity` entry.
@@ -128,8 +133,11 @@ package struct RequestQueue: Sendable {
     /// repeatability id and first-sent time. Returns the record as marked.
     @discardableResult
     package func markSent(_ t: WriteView, id: Int64, at: EDMDateTimeOffset = .now) throws -> RequestRecord {
-        guard var r = try record(t.reader, id: id) else { throw EntityError.notFound(set: SystemSets.requestQueue, key: String(id)) }
-        let hasDependents = try chain(t.reader, set: r.entitySet, keyBytes: r.keyBytes).first { $0.id == id }?.hasDependents ?? false
+        guard var r = try record(t.reader, id: id) else {
+            throw EntityError.notFound(set: SystemSets.requestQueue, key: String(id))
+        }
+        let hasDependents =
+            try chain(t.reader, set: r.entitySet, keyBytes: r.keyBytes).first { $0.id == id }?.hasDependents ?? false
         r.status = .sent
         r.attempts += 1
         if r.firstSentAt == nil { r.firstSentAt = at }
@@ -140,8 +148,9 @@ package struct RequestQueue: Sendable {
     /// Marks request `id` as having dependents (so it is never cancelled away under them).
     func markDepended(_ t: WriteView, id: Int64) throws {
         guard let r = try record(t.reader, id: id) else { return }
-        try t.put(store.byEntity, Self.byEntityKey(set: r.entitySet, keyBytes: r.keyBytes, id: id),
-                  Self.byEntityValue(r.method, r.status, hasDependents: true))
+        try t.put(
+            store.byEntity, Self.byEntityKey(set: r.entitySet, keyBytes: r.keyBytes, id: id),
+            Self.byEntityValue(r.method, r.status, hasDependents: true))
     }
 
     /// The next request id, taken from a counter in `meta` in the caller's transaction, so ids
@@ -175,7 +184,8 @@ package struct RequestQueue: Sendable {
     package func body(of r: RequestRecord) throws -> Properties {
         guard let text = r.body else { return [:] }
         let set = try store.set(r.entitySet)
-        return try ValueJSON(schema: store.schema).properties(from: try JSON.parse(text), properties: set.type.properties, owner: r.entitySet)
+        return try ValueJSON(schema: store.schema).properties(
+            from: try JSON.parse(text), properties: set.type.properties, owner: r.entitySet)
     }
 
     // MARK: Dependencies
@@ -185,7 +195,9 @@ package struct RequestQueue: Sendable {
     func dependencies(_ t: ReadView, set: EntitySetHandle, props: Properties) throws -> [Int64] {
         var out: [Int64] = []
         for nav in set.type.navigationProperties where !nav.dependentConstraints.isEmpty {
-            guard let targetName = store.schema.targetSet(of: nav, from: set.name), let target = try? store.set(targetName) else { continue }
+            guard let targetName = store.schema.targetSet(of: nav, from: set.name),
+                let target = try? store.set(targetName)
+            else { continue }
             var byReferenced: [String: Value] = [:]
             for c in nav.dependentConstraints {
                 guard let v = props[c.property], !v.isNull else { byReferenced = [:]; break }
@@ -193,7 +205,9 @@ package struct RequestQueue: Sendable {
             }
             guard !byReferenced.isEmpty, Set(byReferenced.keys) == Set(target.type.key) else { continue }
             // Every key property of the target has a value (the guard above): `compactMap` drops none.
-            guard let keyBytes = try? target.encodeKey(target.type.key.compactMap { byReferenced[$0] }) else { continue }
+            guard let keyBytes = try? target.encodeKey(target.type.key.compactMap { byReferenced[$0] }) else {
+                continue
+            }
             if let first = try chain(t, set: targetName, keyBytes: keyBytes).first, first.method == .create {
                 out.append(first.id)
             }
@@ -208,7 +222,9 @@ package struct RequestQueue: Sendable {
     ///
     /// Request ids, the repeatability id and the time are taken here, inside the transaction: if
     /// the writer runs the body again (after growing the map) it takes them again, consistently.
-    package func apply(_ change: LocalChange, options: ChangeOptions, optimize: Bool, in t: WriteView) throws -> AppliedChange {
+    package func apply(
+        _ change: LocalChange, options: ChangeOptions, optimize: Bool, in t: WriteView
+    ) throws -> AppliedChange {
         let set = try changeableSet(change.set)
         // 1. The entity (and its indexes).
         let entity = try writeEntity(change, to: set, in: t)
@@ -220,9 +236,12 @@ package struct RequestQueue: Sendable {
         }
         let deps = try dependencies(of: change, entity, set: set, in: t.reader)
         let last = try lastRequest(chain, in: t.reader)
-        let decision = Collapse.decide(pending: last?.pending, new: change.method, dependencies: deps, options: options, optimize: optimize)
-        let requestID = try enqueue(change, as: decision, entity, set: set, chain: chain, last: last, deps: deps, options: options, in: t)
-        return AppliedChange(requestID: requestID, decision: decision, entity: entity.current, previous: entity.previous)
+        let decision = Collapse.decide(
+            pending: last?.pending, new: change.method, dependencies: deps, options: options, optimize: optimize)
+        let requestID = try enqueue(
+            change, as: decision, entity, set: set, chain: chain, last: last, deps: deps, options: options, in: t)
+        return AppliedChange(
+            requestID: requestID, decision: decision, entity: entity.current, previous: entity.previous)
     }
 
     /// An entity as a local change left it.
@@ -244,8 +263,10 @@ package struct RequestQueue: Sendable {
 
         /// What `Collapse` weighs.
         var pending: Collapse.Pending {
-            Collapse.Pending(id: record.id, method: record.method, status: record.status, nonMergeable: record.nonMergeable,
-                             transactionID: record.transactionID, uploadCategory: record.uploadCategory, hasDependents: entry.hasDependents)
+            Collapse.Pending(
+                id: record.id, method: record.method, status: record.status, nonMergeable: record.nonMergeable,
+                transactionID: record.transactionID, uploadCategory: record.uploadCategory,
+                hasDependents: entry.hasDependents)
         }
     }
 
@@ -287,13 +308,16 @@ package struct RequestQueue: Sendable {
             }
             (previous, current) = (old, nil)
         }
-        return ChangedEntity(keyValues: keyValues, keyBytes: try set.encodeKey(keyValues), previous: previous, current: current,
-                             localKey: localKey)
+        return ChangedEntity(
+            keyValues: keyValues, keyBytes: try set.encodeKey(keyValues), previous: previous, current: current,
+            localKey: localKey)
     }
 
     /// The pending creates the changed entity refers to (an update: those its changes refer to);
     /// none for a delete.
-    private func dependencies(of change: LocalChange, _ entity: ChangedEntity, set: EntitySetHandle, in t: ReadView) throws -> [Int64] {
+    private func dependencies(
+        of change: LocalChange, _ entity: ChangedEntity, set: EntitySetHandle, in t: ReadView
+    ) throws -> [Int64] {
         guard let current = entity.current, change.method != .delete else { return [] }
         var refs = current
         if case .update(_, _, let changes) = change { refs = changes }
@@ -309,8 +333,10 @@ package struct RequestQueue: Sendable {
 
     /// Records the change as `decision` says: a new request, or merged into `last`, or cancelling
     /// or superseding it. Returns the request now carrying the change (nil when it cancelled one).
-    private func enqueue(_ change: LocalChange, as decision: Collapse.Decision, _ entity: ChangedEntity, set: EntitySetHandle,
-                        chain: [ChainEntry], last: LastRequest?, deps: [Int64], options: ChangeOptions, in t: WriteView) throws -> Int64? {
+    private func enqueue(
+        _ change: LocalChange, as decision: Collapse.Decision, _ entity: ChangedEntity, set: EntitySetHandle,
+        chain: [ChainEntry], last: LastRequest?, deps: [Int64], options: ChangeOptions, in t: WriteView
+    ) throws -> Int64? {
         /// `Collapse.decide` merges, cancels or supersedes only the pending request it was given,
         /// `last`: the record read in this transaction and not written since.
         func collapsing(_ id: Int64) -> LastRequest {
@@ -324,7 +350,9 @@ package struct RequestQueue: Sendable {
         case .append:
             return try append(t, set: set, change: change, entity, deps: deps, options: options)
         case .merge(let id, let newMethod):
-            try merge(change, into: collapsing(id), becoming: newMethod, entity, set: set, deps: deps, options: options, in: t)
+            try merge(
+                change, into: collapsing(id), becoming: newMethod, entity, set: set, deps: deps, options: options, in: t
+            )
             return id
         case .cancel(let id):
             try remove(t, collapsing(id).record)
@@ -340,8 +368,11 @@ package struct RequestQueue: Sendable {
 
     /// Merges `change` into the pending request `last`, which becomes `newMethod` and keeps its
     /// place in the queue.
-    private func merge(_ change: LocalChange, into last: LastRequest, becoming newMethod: RequestRecord.Method, _ entity: ChangedEntity,
-                       set: EntitySetHandle, deps: [Int64], options: ChangeOptions, in t: WriteView) throws {
+    private func merge(
+        _ change: LocalChange, into last: LastRequest, becoming newMethod: RequestRecord.Method,
+        _ entity: ChangedEntity,
+        set: EntitySetHandle, deps: [Int64], options: ChangeOptions, in t: WriteView
+    ) throws {
         var r = last.record
         switch newMethod {
         case .update:
@@ -362,8 +393,10 @@ package struct RequestQueue: Sendable {
     }
 
     /// Appends a new request for `change` at the end of the queue. Returns its id.
-    private func append(_ t: WriteView, set: EntitySetHandle, change: LocalChange, _ entity: ChangedEntity, deps: [Int64],
-                        options: ChangeOptions) throws -> Int64 {
+    private func append(
+        _ t: WriteView, set: EntitySetHandle, change: LocalChange, _ entity: ChangedEntity, deps: [Int64],
+        options: ChangeOptions
+    ) throws -> Int64 {
         let id = try allocateID(t)
         let body: String?
         switch change {
@@ -371,9 +404,10 @@ package struct RequestQueue: Sendable {
         case .update(_, _, let changes): body = json(set, changes, select: Set(changes.map(\.key)))
         case .delete: body = nil
         }
-        let r = RequestRecord(id: id, method: change.method, entitySet: set.name, entityKey: Self.entityKey(set, entity.keyValues),
-                              keyBytes: entity.keyBytes, body: body, options: options, repeatabilityID: EDMGuid.random(), createdAt: .now,
-                              dependencies: deps, localKey: entity.localKey)
+        let r = RequestRecord(
+            id: id, method: change.method, entitySet: set.name, entityKey: Self.entityKey(set, entity.keyValues),
+            keyBytes: entity.keyBytes, body: body, options: options, repeatabilityID: EDMGuid.random(), createdAt: .now,
+            dependencies: deps, localKey: entity.localKey)
         try put(t, r, hasDependents: false)
         for d in deps { try markDepended(t, id: d) }
         return id
@@ -409,8 +443,8 @@ extension EDMGuid {
     package static func random() -> EDMGuid {
         var g = SystemRandomNumberGenerator()
         var high = g.next() as UInt64, low = g.next() as UInt64
-        high = (high & ~0xF000) | 0x4000                              // version 4
-        low = (low & ~(UInt64(0xC) << 60)) | (UInt64(0x8) << 60)      // RFC 4122 variant
+        high = (high & ~0xF000) | 0x4000  // version 4
+        low = (low & ~(UInt64(0xC) << 60)) | (UInt64(0x8) << 60)  // RFC 4122 variant
         return EDMGuid(high: high, low: low)
     }
 }

@@ -78,7 +78,8 @@ package struct RequestRecord: Sendable, Hashable {
         var p: Properties = [
             "RequestID": .int(id), "Method": .string(method.rawValue), "EntitySet": .string(entitySet),
             "EntityKey": .string(entityKey), "KeyBytes": .binary(keyBytes), "RepeatabilityID": .guid(repeatabilityID),
-            "CreatedAt": .dateTimeOffset(createdAt), "Status": .string(status.rawValue), "Attempts": .int(Int64(attempts)),
+            "CreatedAt": .dateTimeOffset(createdAt), "Status": .string(status.rawValue),
+            "Attempts": .int(Int64(attempts)),
             "NonMergeable": .bool(nonMergeable), "LocalKey": .bool(localKey),
         ]
         if let body { p["Body"] = .string(body) }
@@ -94,8 +95,11 @@ package struct RequestRecord: Sendable, Hashable {
         return p
     }
 
-    package init(id: Int64, method: Method, entitySet: String, entityKey: String, keyBytes: [UInt8], body: String?,
-                 options: ChangeOptions, repeatabilityID: EDMGuid, createdAt: EDMDateTimeOffset, dependencies: [Int64], localKey: Bool) {
+    package init(
+        id: Int64, method: Method, entitySet: String, entityKey: String, keyBytes: [UInt8], body: String?,
+        options: ChangeOptions, repeatabilityID: EDMGuid, createdAt: EDMDateTimeOffset, dependencies: [Int64],
+        localKey: Bool
+    ) {
         self.id = id
         self.method = method
         self.entitySet = entitySet
@@ -128,17 +132,26 @@ package struct RequestRecord: Sendable, Hashable {
             return nil
         }
         guard case .int(let id)? = p["RequestID"], case .binary(let key)? = p["KeyBytes"],
-              case .guid(let rid)? = p["RepeatabilityID"], case .dateTimeOffset(let at)? = p["CreatedAt"],
-              case .int(let attempts)? = p["Attempts"] else {
+            case .guid(let rid)? = p["RepeatabilityID"], case .dateTimeOffset(let at)? = p["CreatedAt"],
+            case .int(let attempts)? = p["Attempts"]
+        else {
             throw .badInput("request record: a required field is missing")
         }
-        guard let method = Method(rawValue: try string("Method")) else { throw .badInput("request record \(id): unknown method") }
-        guard let status = Status(rawValue: try string("Status")) else { throw .badInput("request record \(id): unknown status") }
+        guard let method = Method(rawValue: try string("Method")) else {
+            throw .badInput("request record \(id): unknown method")
+        }
+        guard let status = Status(rawValue: try string("Status")) else {
+            throw .badInput("request record \(id): unknown status")
+        }
         var headers: [String: String] = [:]
         if let text = optional("CustomHeaders") {
-            guard case .object(let members)? = try? JSON.parse(text) else { throw .badInput("request record \(id): CustomHeaders is not a JSON object") }
+            guard case .object(let members)? = try? JSON.parse(text) else {
+                throw .badInput("request record \(id): CustomHeaders is not a JSON object")
+            }
             for (k, v) in members {
-                guard case .string(let s) = v else { throw .badInput("request record \(id): header \(k) is not a string") }
+                guard case .string(let s) = v else {
+                    throw .badInput("request record \(id): header \(k) is not a string")
+                }
                 headers[k] = s
             }
         }
@@ -180,8 +193,10 @@ public struct ChangeOptions: Sendable, Hashable {
     /// Never merge this request with another (request-queue optimization skips it).
     public var nonMergeable: Bool
 
-    public init(customTag: String? = nil, customHeaders: [String: String] = [:], transactionID: String? = nil,
-                uploadCategory: String? = nil, nonMergeable: Bool = false) {
+    public init(
+        customTag: String? = nil, customHeaders: [String: String] = [:], transactionID: String? = nil,
+        uploadCategory: String? = nil, nonMergeable: Bool = false
+    ) {
         self.customTag = customTag
         self.customHeaders = customHeaders
         self.transactionID = transactionID

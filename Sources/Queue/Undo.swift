@@ -30,12 +30,16 @@ extension RequestQueue {
     /// Drops the entity's requests from `first` on (all of them when nil), rebuilds the entity
     /// from its server image and the requests left, then follows requests that depended on a
     /// dropped create.
-    private func drop(_ t: WriteView, set: EntitySetHandle, keyBytes: [UInt8], from first: Int64?, dropped: inout [Int64]) throws {
+    private func drop(
+        _ t: WriteView, set: EntitySetHandle, keyBytes: [UInt8], from first: Int64?, dropped: inout [Int64]
+    ) throws {
         let chain = try self.chain(t.reader, set: set.name, keyBytes: keyBytes)
         let going = chain.filter { first == nil || $0.id >= first! }
         if going.isEmpty { return }
         if let sent = going.first(where: { $0.status == .sent }) {
-            throw EntityError.badInput("\(set.name)(\(set.describeKeyBytes(keyBytes))): request \(sent.id) was already sent to the service and cannot be undone; flush first")
+            throw EntityError.badInput(
+                "\(set.name)(\(set.describeKeyBytes(keyBytes))): request \(sent.id) was already sent to the service and cannot be undone; flush first"
+            )
         }
         var creates: Set<Int64> = []
         for entry in going {
@@ -54,7 +58,8 @@ extension RequestQueue {
         if let image {
             try set.upsert(t, image)
         } else {
-            _ = try set.delete(t, key: try keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values })
+            _ = try set.delete(
+                t, key: try keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values })
         }
         guard !creates.isEmpty else { return }
         // Requests that need a dropped create: each goes, with the rest of its entity's chain.

@@ -35,23 +35,27 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     /// `connectTimeout` bounds how long a request waits for a connection: AsyncHTTPClient keeps
     /// retrying a refused connection until then, so it is also how long a service that is down
     /// takes to be reported.
-    package init(serviceRoot: String, headers: [(String, String)] = [], timeout: TimeAmount = .seconds(60),
-                 retries: Int = 3, backoff: Duration = .milliseconds(200), connectTimeout: TimeAmount = .seconds(10)) {
+    package init(
+        serviceRoot: String, headers: [(String, String)] = [], timeout: TimeAmount = .seconds(60),
+        retries: Int = 3, backoff: Duration = .milliseconds(200), connectTimeout: TimeAmount = .seconds(10)
+    ) {
         self.serviceRoot = serviceRoot.hasSuffix("/") ? serviceRoot : serviceRoot + "/"
         self.headers = headers
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
         self.connectTimeout = connectTimeout
-        client = HTTPClient(eventLoopGroupProvider: .singleton,
-                            configuration: .init(redirectConfiguration: .disallow, timeout: .init(connect: connectTimeout)))
+        client = HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: .init(redirectConfiguration: .disallow, timeout: .init(connect: connectTimeout)))
     }
 
     /// Closes the connection pool; call once, when done.
     package func shutdown() async throws { try await client.shutdown() }
 
     package func absolute(_ url: String) -> String {
-        url.hasPrefix("http://") || url.hasPrefix("https://") ? url : serviceRoot + (url.hasPrefix("/") ? String(url.dropFirst()) : url)
+        url.hasPrefix("http://") || url.hasPrefix("https://")
+            ? url : serviceRoot + (url.hasPrefix("/") ? String(url.dropFirst()) : url)
     }
 
     package func send(_ request: BackendRequest) async throws -> BackendResponse {
@@ -91,13 +95,20 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         do {
             let response = try await client.execute(r, timeout: timeout)
             let body = try await response.body.collect(upTo: 1 << 30)
-            return BackendResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
-                                   body: Array(body.readableBytesView))
+            return BackendResponse(
+                status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
+                body: Array(body.readableBytesView))
         } catch let e as IOError where e.errnoCode == ECONNREFUSED {
             // AsyncHTTPClient retried the refused connection until the connect timeout.
-            throw Unreachable(message: "\(request.method) \(request.url): \(serviceRoot) refused every connection for the connect timeout (\(connectTimeout.nanoseconds / 1_000_000_000) s): \(e)")
+            throw Unreachable(
+                message:
+                    "\(request.method) \(request.url): \(serviceRoot) refused every connection for the connect timeout (\(connectTimeout.nanoseconds / 1_000_000_000) s): \(e)"
+            )
         } catch let e as HTTPClientError where e == .connectTimeout {
-            throw Unreachable(message: "\(request.method) \(request.url): no connection to \(serviceRoot) within the connect timeout (\(connectTimeout.nanoseconds / 1_000_000_000) s)")
+            throw Unreachable(
+                message:
+                    "\(request.method) \(request.url): no connection to \(serviceRoot) within the connect timeout (\(connectTimeout.nanoseconds / 1_000_000_000) s)"
+            )
         } catch let e as HTTPClientError {
             throw BackendError.transport("\(request.method) \(request.url): \(e)")
         } catch let e as ChannelError {
@@ -111,7 +122,9 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         }
     }
 
-    package func batch(_ requests: [BackendRequest], headers extra: [(String, String)] = []) async throws -> [BackendResponse] {
+    package func batch(
+        _ requests: [BackendRequest], headers extra: [(String, String)] = []
+    ) async throws -> [BackendResponse] {
         var out = JSONBuffer()
         out.append("{\"requests\":[")
         for (i, r) in requests.enumerated() {
@@ -155,19 +168,23 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         var batchHeaders = extra.filter { $0.0.lowercased() != "prefer" }
         let prefer = extra.filter { $0.0.lowercased() == "prefer" }.map(\.1) + ["odata.continue-on-error"]
         batchHeaders += [("Prefer", prefer.joined(separator: ", ")), ("Content-Type", "application/json")]
-        let response = try await send(BackendRequest(method: "POST", url: "$batch", headers: batchHeaders, body: out.bytes))
+        let response = try await send(
+            BackendRequest(method: "POST", url: "$batch", headers: batchHeaders, body: out.bytes))
         guard response.status == 200 else {
             // The batch itself was refused (401, 413, 5xx, …): no request of it ran, and none of
             // them is at fault.
             let text = String(decoding: response.body.prefix(300), as: UTF8.self)
-            throw BackendError.badResponse("the service answered the $batch itself with \(response.status)\(text.isEmpty ? "" : ": " + text)")
+            throw BackendError.badResponse(
+                "the service answered the $batch itself with \(response.status)\(text.isEmpty ? "" : ": " + text)")
         }
         guard case .array(let items)? = try JSON.parse(response.body)["responses"] else {
             throw BackendError.badResponse("a $batch response without \"responses\"")
         }
         var byID: [String: BackendResponse] = [:]
         for item in items {
-            guard case .string(let id)? = item["id"], case .number(let s)? = item["status"], let status = Int(s) else { continue }
+            guard case .string(let id)? = item["id"], case .number(let s)? = item["status"], let status = Int(s) else {
+                continue
+            }
             var hs: [(String, String)] = []
             if case .object(let members)? = item["headers"] {
                 for case (let k, .string(let v)) in members { hs.append((k, v)) }
@@ -186,9 +203,13 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         return try requests.enumerated().map { i, request in
             let id = request.id ?? String(i + 1)
             if let r = byID[id] { return r }
-            guard stoppedAtFailure else { throw BackendError.badResponse("the $batch response has no answer for request \(id)") }
-            let message = #"{"error":{"code":"424","message":"not run: the service stopped processing the $batch at a failed request"}}"#
-            return BackendResponse(status: 424, headers: [("Content-Type", "application/json")], body: Array(message.utf8))
+            guard stoppedAtFailure else {
+                throw BackendError.badResponse("the $batch response has no answer for request \(id)")
+            }
+            let message =
+                #"{"error":{"code":"424","message":"not run: the service stopped processing the $batch at a failed request"}}"#
+            return BackendResponse(
+                status: 424, headers: [("Content-Type", "application/json")], body: Array(message.utf8))
         }
     }
 }

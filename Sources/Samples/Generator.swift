@@ -77,7 +77,9 @@ public struct EntityGenerator: Sendable {
     ///   keys, which fails for a non-nullable one.
     /// - Throws: `EntityError.badInput` when the key cannot hold `count` distinct values or a
     ///   non-nullable foreign key has nothing to point at.
-    package init(schema: Schema, set: String, count: Int, seed: UInt64, references: [String: [[Value]]] = [:]) throws(EntityError) {
+    package init(
+        schema: Schema, set: String, count: Int, seed: UInt64, references: [String: [[Value]]] = [:]
+    ) throws(EntityError) {
         guard let type = schema.entityType(ofSet: set) else { throw .unknownEntitySet(set) }
         guard count >= 0 else { throw .badInput("generate: the count must not be negative") }
         self.set = set
@@ -95,7 +97,9 @@ public struct EntityGenerator: Sendable {
             let tuples = references[nav.name] ?? []
             if tuples.isEmpty && !nullable && count > 0 {
                 let target = schema.targetSet(of: nav, from: set) ?? nav.targetType
-                throw .badInput("generate \(set): its foreign key \(props.joined(separator: ", ")) must point at \(target), which has no entities; generate \(target) first")
+                throw .badInput(
+                    "generate \(set): its foreign key \(props.joined(separator: ", ")) must point at \(target), which has no entities; generate \(target) first"
+                )
             }
             refs.append(Reference(navigation: nav.name, properties: props, tuples: tuples, nullable: nullable))
         }
@@ -104,7 +108,9 @@ public struct EntityGenerator: Sendable {
         self.key = try Self.plan(type: type, schema: schema, set: set, count: count, references: refs)
     }
 
-    static func plan(type: EntityType, schema: Schema, set: String, count: Int, references: [Reference]) throws(EntityError) -> KeyPlan {
+    static func plan(
+        type: EntityType, schema: Schema, set: String, count: Int, references: [Reference]
+    ) throws(EntityError) -> KeyPlan {
         let keyProps = type.key.compactMap { type.property($0) }
         guard keyProps.count == type.key.count, !keyProps.isEmpty else {
             throw .badInput("generate \(set): the entity type has no usable key")
@@ -126,7 +132,9 @@ public struct EntityGenerator: Sendable {
             let parents = references[r].tuples.count
             perParent = max(1, _ceilingDivision(count, parents))
             if freePositions.isEmpty && perParent > 1 {
-                throw .badInput("generate \(set): its key is the foreign key to \(references[r].navigation); at most \(parents) entities (one per parent) can be made")
+                throw .badInput(
+                    "generate \(set): its key is the foreign key to \(references[r].navigation); at most \(parents) entities (one per parent) can be made"
+                )
             }
         }
         // Radixes: trailing components count positions (up to the fanout), the first free one the rest.
@@ -147,7 +155,8 @@ public struct EntityGenerator: Sendable {
             }
             radix = max(radix, 1)
             if radix > capacity {
-                throw .badInput("generate \(set): key property \(p.name) (\(p.type)) cannot hold \(radix) distinct values")
+                throw .badInput(
+                    "generate \(set): key property \(p.name) (\(p.type)) cannot hold \(radix) distinct values")
             }
             let width = min(p.maxLength ?? 10, 10)
             var decimal = true
@@ -155,8 +164,10 @@ public struct EntityGenerator: Sendable {
                 let decimalCapacity = width >= 19 ? Int.max : _pow(10, width) - 1
                 decimal = radix <= decimalCapacity
             }
-            free.insert(FreeComponent(position: position, property: p, radix: radix, stepTen: stepTen, decimal: decimal,
-                                      width: decimal ? width : min(p.maxLength ?? 12, 12)), at: 0)
+            free.insert(
+                FreeComponent(
+                    position: position, property: p, radix: radix, stepTen: stepTen, decimal: decimal,
+                    width: decimal ? width : min(p.maxLength ?? 12, 12)), at: 0)
             remaining = _ceilingDivision(remaining, radix)
         }
         return KeyPlan(bound: bound, boundReference: boundReference, perParent: perParent, free: free)
@@ -239,7 +250,8 @@ public struct EntityGenerator: Sendable {
         case .primitive(let t):
             switch t {
             case .string:
-                return .string(c.decimal ? _padded(String(n), c.width) : _padded(String(n, radix: 36, uppercase: true), c.width))
+                return .string(
+                    c.decimal ? _padded(String(n), c.width) : _padded(String(n, radix: 36, uppercase: true), c.width))
             case .boolean: return .bool(d == 1)
             case .byte, .sbyte, .int16, .int32, .int64: return .int(Int64(n))
             case .decimal: return .decimal(EDMDecimal(Int64(n)))
@@ -348,36 +360,48 @@ public struct EntityGenerator: Sendable {
             let n = 1 + rng.below(min(p.maxLength ?? 32, 64))
             return .binary((0..<n).map { _ in UInt8(truncatingIfNeeded: rng.next()) })
         case .json:
-            let lon = Double(rng.below(3_600_000) - 1_800_000) / 10_000, lat = Double(rng.below(1_800_000) - 900_000) / 10_000
+            let lon = Double(rng.below(3_600_000) - 1_800_000) / 10_000,
+                lat = Double(rng.below(1_800_000) - 900_000) / 10_000
             return .json("{\"type\":\"Point\",\"coordinates\":[\(lon),\(lat)]}")
         }
     }
 
     // MARK: Strings
 
-    static let words = ["Notebook", "Basic", "Pro", "Ultra", "Flat", "Screen", "Wireless", "Mouse", "Keyboard", "Printer",
-                        "Laser", "Color", "Office", "Chair", "Desk", "Server", "Rack", "Cable", "Adapter", "Speaker",
-                        "Headset", "Monitor", "Tablet", "Phone", "Camera", "Scanner", "Power", "Supply", "Battery", "Dock",
-                        "delivery", "urgent", "partial", "order", "customer", "requested", "confirmed", "shipped", "via",
-                        "express", "standard", "warehouse", "Walldorf", "München", "Zürich", "Straße", "café", "naïve",
-                        "quarterly", "invoice", "credit", "note", "pending", "approval", "from", "the", "and", "for",
-                        "with", "please", "contact", "support", "before", "return", "item", "damaged", "replacement"]
-    static let firstNames = ["Anna", "Ben", "Chen", "Dana", "Emil", "Fatima", "Giulia", "Hiro", "Ines", "Jonas", "Karin", "Luis",
-                             "Maya", "Noah", "Olga", "Priya", "Quentin", "Rosa", "Sven", "Tara"]
-    static let lastNames = ["Becker", "Schmidt", "Müller", "Nguyen", "Garcia", "Rossi", "Tanaka", "Kumar", "Smith", "Dubois",
-                            "Jensen", "Novak", "Silva", "Cohen", "Okafor", "Larsen"]
-    static let companies = ["SAP", "Becker Berlin", "DelBont Industries", "Talpa", "Panorama Studios", "TECUM", "Asia High tech",
-                            "Laurent", "AVANTEL", "Telecomunicaciones Star", "New Line Design", "HEPA Tec", "Anav Ideon",
-                            "Robert Brown Entertainment", "Mexican Oil Trading Company", "Vente Et Réparation de Ordinateur"]
-    static let cities = ["Walldorf", "Berlin", "Fremont", "Hannover", "Hollywood", "Münster", "Tokyo", "Paris", "Boston",
-                         "Barcelona", "Lyon", "Chicago", "Stuttgart", "Pune", "Seattle", "Mexico City", "São Paulo", "Zürich"]
+    static let words = [
+        "Notebook", "Basic", "Pro", "Ultra", "Flat", "Screen", "Wireless", "Mouse", "Keyboard", "Printer",
+        "Laser", "Color", "Office", "Chair", "Desk", "Server", "Rack", "Cable", "Adapter", "Speaker",
+        "Headset", "Monitor", "Tablet", "Phone", "Camera", "Scanner", "Power", "Supply", "Battery", "Dock",
+        "delivery", "urgent", "partial", "order", "customer", "requested", "confirmed", "shipped", "via",
+        "express", "standard", "warehouse", "Walldorf", "München", "Zürich", "Straße", "café", "naïve",
+        "quarterly", "invoice", "credit", "note", "pending", "approval", "from", "the", "and", "for",
+        "with", "please", "contact", "support", "before", "return", "item", "damaged", "replacement",
+    ]
+    static let firstNames = [
+        "Anna", "Ben", "Chen", "Dana", "Emil", "Fatima", "Giulia", "Hiro", "Ines", "Jonas", "Karin", "Luis",
+        "Maya", "Noah", "Olga", "Priya", "Quentin", "Rosa", "Sven", "Tara",
+    ]
+    static let lastNames = [
+        "Becker", "Schmidt", "Müller", "Nguyen", "Garcia", "Rossi", "Tanaka", "Kumar", "Smith", "Dubois",
+        "Jensen", "Novak", "Silva", "Cohen", "Okafor", "Larsen",
+    ]
+    static let companies = [
+        "SAP", "Becker Berlin", "DelBont Industries", "Talpa", "Panorama Studios", "TECUM", "Asia High tech",
+        "Laurent", "AVANTEL", "Telecomunicaciones Star", "New Line Design", "HEPA Tec", "Anav Ideon",
+        "Robert Brown Entertainment", "Mexican Oil Trading Company", "Vente Et Réparation de Ordinateur",
+    ]
+    static let cities = [
+        "Walldorf", "Berlin", "Fremont", "Hannover", "Hollywood", "Münster", "Tokyo", "Paris", "Boston",
+        "Barcelona", "Lyon", "Chicago", "Stuttgart", "Pune", "Seattle", "Mexico City", "São Paulo", "Zürich",
+    ]
     static let currencies = ["EUR", "USD", "EUR", "USD", "GBP", "JPY", "CHF", "INR", "CNY", "BRL"]
     static let countries = ["DE", "US", "DE", "US", "FR", "GB", "JP", "IN", "ES", "IT", "BR", "CN", "CH", "MX"]
     static let letters = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
     /// What a string property holds, judged once from its name and MaxLength.
     enum StringKind: Sendable {
-        case currency, country, email, phone, city, postal, url, company, firstName, lastName, name, street, code, id, text
+        case currency, country, email, phone, city, postal, url, company, firstName, lastName, name, street, code, id,
+            text
     }
 
     static func stringKind(_ p: Property) -> StringKind {
@@ -394,7 +418,9 @@ public struct EntityGenerator: Sendable {
         if name.contains("lastname") { return .lastName }
         if name.hasSuffix("name") { return .name }
         if name.contains("street") { return .street }
-        if (p.maxLength ?? 100) <= 4 || ["status", "code", "type", "unit", "category"].contains(where: { name.contains($0) }) {
+        if (p.maxLength ?? 100) <= 4
+            || ["status", "code", "type", "unit", "category"].contains(where: { name.contains($0) })
+        {
             return .code
         }
         if name.hasSuffix("id") || name.hasSuffix("number") { return .id }
@@ -429,11 +455,14 @@ public struct EntityGenerator: Sendable {
             return String(cut)
         }
         func pick(_ list: [String]) -> String { list[rng.skewed(list.count)] }
-        func ascii(_ s: String) -> String { String(s.lowercased().unicodeScalars.filter { $0.isASCII && $0.properties.isAlphabetic }) }
+        func ascii(_ s: String) -> String {
+            String(s.lowercased().unicodeScalars.filter { $0.isASCII && $0.properties.isAlphabetic })
+        }
         switch kind {
         case .currency: return fit(pick(currencies))
         case .country: return fit(pick(countries))
-        case .email: return fit("\(ascii(pick(firstNames))).\(ascii(pick(lastNames)))@\(ascii(pick(companies))).example")
+        case .email:
+            return fit("\(ascii(pick(firstNames))).\(ascii(pick(lastNames)))@\(ascii(pick(companies))).example")
         case .phone: return fit("+49 6227 \(7_000_000 + rng.below(999_999))")
         case .city: return fit(pick(cities))
         case .postal: return fit(String(10_000 + rng.below(89_999)))
@@ -443,7 +472,8 @@ public struct EntityGenerator: Sendable {
         case .lastName: return fit(pick(lastNames))
         case .name:
             let n = 1 + rng.below(3)
-            return fit((0..<n).map { _ in capitalizedWords[rng.below(30)] }.joined(separator: " ") + " \(rng.below(1000))")
+            return fit(
+                (0..<n).map { _ in capitalizedWords[rng.below(30)] }.joined(separator: " ") + " \(rng.below(1000))")
         case .street: return fit("\(capitalizedWords[rng.below(words.count)]) Str. \(1 + rng.below(200))")
         case .code:
             // A low-cardinality code: a pool of values per property, skewed.
@@ -492,8 +522,9 @@ extension OfflineStore {
             let t = try entities.set(target)
             let columns = nav.dependentConstraints.map { c in t.type.propertyIndex(c.referencedProperty) }
             guard columns.allSatisfy({ $0 != nil }) else { continue }
-            references[nav.name] = try sample(t, columns: columns.map { $0! }, limit: Self.generatorSampleLimit,
-                                              seed: seed ^ _fnv1a(set + "/" + nav.name))
+            references[nav.name] = try sample(
+                t, columns: columns.map { $0! }, limit: Self.generatorSampleLimit,
+                seed: seed ^ _fnv1a(set + "/" + nav.name))
         }
         return try EntityGenerator(schema: schema, set: set, count: count, seed: seed, references: references)
     }
@@ -537,8 +568,10 @@ extension OfflineStore {
     /// - Throws: `EntityError` (naming the set and key of an entity refused); the batches before
     ///   the failing one stay written.
     @discardableResult
-    public func generate(set: String, count: Int, seed: UInt64 = 1, batchSize: Int = 50_000,
-                         progress: ((_ written: Int, _ total: Int) -> Void)? = nil) throws -> Int {
+    public func generate(
+        set: String, count: Int, seed: UInt64 = 1, batchSize: Int = 50_000,
+        progress: ((_ written: Int, _ total: Int) -> Void)? = nil
+    ) throws -> Int {
         let gen = try generator(set: set, count: count, seed: seed)
         let size = max(batchSize, 1)
         var done = 0

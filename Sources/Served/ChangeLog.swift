@@ -51,7 +51,9 @@ package struct ChangeLog: Sendable {
     package static func entityKey(set: String, keyBytes: some Collection<UInt8>) throws(EntityError) -> [UInt8] {
         let key = EntityStore.entityKey(set: set, keyBytes: keyBytes)
         guard key.count <= KeyCodec.maxKeySize else {
-            throw .badInput("the key of this \(set) entity is too long for the change log: the set name and key encode to \(key.count) bytes; the limit is \(KeyCodec.maxKeySize)")
+            throw .badInput(
+                "the key of this \(set) entity is too long for the change log: the set name and key encode to \(key.count) bytes; the limit is \(KeyCodec.maxKeySize)"
+            )
         }
         return key
     }
@@ -59,7 +61,9 @@ package struct ChangeLog: Sendable {
     /// Splits a `changes/by-entity` key (or an entry value after its kind byte) into set name and
     /// key tuple; nil when it does not decode.
     static func split(_ bytes: UnsafeRawBufferPointer) -> (set: String, keyBytes: [UInt8])? {
-        guard let (values, n) = try? KeyCodec.decode(bytes, count: 1), case .string(let set)? = values.first else { return nil }
+        guard let (values, n) = try? KeyCodec.decode(bytes, count: 1), case .string(let set)? = values.first else {
+            return nil
+        }
         return (set, Array(bytes[n...]))
     }
 
@@ -74,7 +78,8 @@ package struct ChangeLog: Sendable {
         let next = try last(t.reader) + 1
         if let old = try t.get(store.changesByEntity, entity) {
             guard let previous = Self.sequence(old) else {
-                throw EntityError.badInput("changes/by-entity: the entry of \(set) \(keyBytes) does not decode (run offline-store check)")
+                throw EntityError.badInput(
+                    "changes/by-entity: the entry of \(set) \(keyBytes) does not decode (run offline-store check)")
             }
             try t.delete(store.changes, Self.sequenceKey(previous))
         }
@@ -90,7 +95,8 @@ package struct ChangeLog: Sendable {
         try t.withCursor(store.changes) { c in
             guard let (k, _) = try c.last() else { return 0 }
             guard let n = Self.sequence(k) else {
-                throw EntityError.badInput("changes: the last entry's key is not a sequence number (run offline-store check)")
+                throw EntityError.badInput(
+                    "changes: the last entry's key is not a sequence number (run offline-store check)")
             }
             return n
         }
@@ -125,7 +131,8 @@ package struct ChangeLog: Sendable {
     /// An entry from its key and value, or nil when they do not decode.
     static func entry(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Entry? {
         guard let n = sequence(key), n > 0, let first = value.first, let kind = Kind(rawValue: first),
-              let (set, keyBytes) = split(UnsafeRawBufferPointer(rebasing: value[1...])) else { return nil }
+            let (set, keyBytes) = split(UnsafeRawBufferPointer(rebasing: value[1...]))
+        else { return nil }
         return Entry(sequence: n, kind: kind, set: set, keyBytes: keyBytes)
     }
 }

@@ -34,12 +34,16 @@ package struct RepeatRecord: Sendable, Hashable {
     /// The stored form: version, time (Int64 big-endian), status (UInt16), then the fingerprint,
     /// the headers (a count, then name and value) and the body, each length-prefixed (UInt32).
     package func encoded() throws(EntityError) -> [UInt8] {
-        guard (100...999).contains(status) else { throw .badInput("a recorded response needs an HTTP status from 100 to 999, not \(status)") }
+        guard (100...999).contains(status) else {
+            throw .badInput("a recorded response needs an HTTP status from 100 to 999, not \(status)")
+        }
         var out: [UInt8] = [Self.version]
         withUnsafeBytes(of: recordedAt.bigEndian) { out.append(contentsOf: $0) }
         withUnsafeBytes(of: UInt16(status).bigEndian) { out.append(contentsOf: $0) }
         func append(_ bytes: some Collection<UInt8>) throws(EntityError) {
-            guard let n = UInt32(exactly: bytes.count) else { throw .badInput("a recorded response part of \(bytes.count) bytes is too large") }
+            guard let n = UInt32(exactly: bytes.count) else {
+                throw .badInput("a recorded response part of \(bytes.count) bytes is too large")
+            }
             withUnsafeBytes(of: n.bigEndian) { out.append(contentsOf: $0) }
             out.append(contentsOf: bytes)
         }
@@ -72,15 +76,19 @@ package struct RepeatRecord: Sendable, Hashable {
             guard let b = part() else { return nil }
             return String(validating: b, as: UTF8.self)
         }
-        guard take(1)?.first == Self.version, let time = integer(8), let status = integer(2), (100...999).contains(status),
-              let fingerprint = part(), let count = integer(4) else { return nil }
+        guard take(1)?.first == Self.version, let time = integer(8), let status = integer(2),
+            (100...999).contains(status),
+            let fingerprint = part(), let count = integer(4)
+        else { return nil }
         var headers: [Header] = []
         for _ in 0..<count {
             guard let name = text(), let value = text() else { return nil }
             headers.append(Header(name: name, value: value))
         }
         guard let body = part(), i == bytes.count else { return nil }
-        self.init(status: Int(status), headers: headers, body: body, recordedAt: Int64(bitPattern: time), fingerprint: fingerprint)
+        self.init(
+            status: Int(status), headers: headers, body: body, recordedAt: Int64(bitPattern: time),
+            fingerprint: fingerprint)
     }
 }
 
@@ -123,7 +131,8 @@ package struct RepeatRecords: Sendable {
     package func get(_ t: ReadView, id: [UInt8]) throws -> RepeatRecord? {
         guard let v = try t.get(store.repeatRecords, id) else { return nil }
         guard let r = RepeatRecord(v) else {
-            throw EntityError.badInput("repeat: the record of a Repeatability-Request-ID does not decode (run offline-store check)")
+            throw EntityError.badInput(
+                "repeat: the record of a Repeatability-Request-ID does not decode (run offline-store check)")
         }
         return r
     }

@@ -20,7 +20,8 @@ extension EntityStore {
             let n = ChangeLog.sequence(k)
             let name = n.map { "changes: entry \($0)" } ?? "changes: an entry under a \(k.count)-byte key"
             guard let entry = ChangeLog.entry(key: k, value: v) else {
-                problem(n == 0 ? "\(name): 0 is not a sequence number" : "\(name) does not decode (kind, set name, key)")
+                problem(
+                    n == 0 ? "\(name): 0 is not a sequence number" : "\(name) does not decode (kind, set name, key)")
                 return
             }
             guard let set = try? self.set(entry.set), !schema.isSystemSet(entry.set) else {
@@ -34,17 +35,22 @@ extension EntityStore {
             let entity = EntityStore.entityKey(set: entry.set, keyBytes: entry.keyBytes)
             if let s = try t.get(changesByEntity, entity) {
                 if let m = ChangeLog.sequence(s), m != entry.sequence {
-                    problem("\(name) (\(entry.set)(\(set.describeKeyBytes(entry.keyBytes)))): changes/by-entity points to entry \(m) instead")
+                    problem(
+                        "\(name) (\(entry.set)(\(set.describeKeyBytes(entry.keyBytes)))): changes/by-entity points to entry \(m) instead"
+                    )
                 }
             } else {
-                problem("\(name) (\(entry.set)(\(set.describeKeyBytes(entry.keyBytes)))) has no changes/by-entity entry")
+                problem(
+                    "\(name) (\(entry.set)(\(set.describeKeyBytes(entry.keyBytes)))) has no changes/by-entity entry")
             }
         }
         // changes/by-entity → changes
         var byEntity = 0
         try Self.each(t, changesByEntity) { k, v in
             byEntity += 1
-            let who = ChangeLog.split(k).map { "\($0.set) \(describe($0.set, $0.keyBytes))" } ?? "an entity whose key does not decode"
+            let who =
+                ChangeLog.split(k).map { "\($0.set) \(describe($0.set, $0.keyBytes))" }
+                ?? "an entity whose key does not decode"
             guard let n = ChangeLog.sequence(v) else {
                 problem("changes/by-entity: the entry of \(who) is not a sequence number")
                 return
@@ -66,7 +72,8 @@ extension EntityStore {
             records += 1
             let id = String(decoding: k, as: UTF8.self)
             if !(1...RepeatRecords.maxIDLength).contains(k.count) {
-                problem("repeat: a record is under an id of \(k.count) bytes (1 to \(RepeatRecords.maxIDLength) allowed)")
+                problem(
+                    "repeat: a record is under an id of \(k.count) bytes (1 to \(RepeatRecords.maxIDLength) allowed)")
             }
             guard let r = RepeatRecord(v) else {
                 problem("repeat: the record of '\(_excerpt(id))' does not decode")

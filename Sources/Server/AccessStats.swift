@@ -28,7 +28,8 @@ final class AccessStats: Sendable {
             c.totalAtLastSummary = c.total
             let methods = c.byMethod.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             let mean = c.total == 0 ? 0 : Double(c.microseconds) / Double(c.total) / 1000
-            return "\(c.total) requests (\(methods)); 2xx \(c.byClass[2]), 3xx \(c.byClass[3]), 4xx \(c.byClass[4]), 5xx \(c.byClass[5]); mean \(String(format: "%.2f", mean)) ms"
+            return
+                "\(c.total) requests (\(methods)); 2xx \(c.byClass[2]), 3xx \(c.byClass[3]), 4xx \(c.byClass[4]), 5xx \(c.byClass[5]); mean \(String(format: "%.2f", mean)) ms"
         }
         if let line { logger.info("\(line)") }
     }

@@ -50,15 +50,19 @@ struct Batch {
     }
 
     func respond(_ request: inout Request) async throws -> Response {
-        let type = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        let type = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
+            .lowercased()
         if type == "multipart/mixed" {
-            throw ODataFailure(.unsupportedMediaType, "multipart $batch is not supported; send a JSON batch (Content-Type: application/json, OData 4.01)")
+            throw ODataFailure(
+                .unsupportedMediaType,
+                "multipart $batch is not supported; send a JSON batch (Content-Type: application/json, OData 4.01)")
         }
         try Negotiation.requireJSONBody(request)
         try Negotiation.requireJSON(request)
         let raw = Array(try await request.collectBody(upTo: service.options.maxRequestBytes).readableBytesView)
         let items = try Self.parse(try JSON.parse(raw))
-        let repeatability = try Repeatability(request.headers, window: Double(store.configuration.repeatabilityWindowSeconds))
+        let repeatability = try Repeatability(
+            request.headers, window: Double(store.configuration.repeatabilityWindowSeconds))
         let root = service.serviceRoot(request)
         let prefer = Prefer(request.headers[.prefer])
 
@@ -74,7 +78,10 @@ struct Batch {
             let unitName = items[i].group ?? items[i].id
             if let blocked = unit.flatMap({ items[$0].dependsOn }).first(where: failedNames.contains) {
                 for k in unit {
-                    answers[k] = Self.answer(ODataFailure(.init(code: 424, reasonPhrase: "Failed Dependency"), "request '\(items[k].id)' depends on '\(blocked)', which failed"))
+                    answers[k] = Self.answer(
+                        ODataFailure(
+                            .init(code: 424, reasonPhrase: "Failed Dependency"),
+                            "request '\(items[k].id)' depends on '\(blocked)', which failed"))
                     failedNames.insert(items[k].id)
                 }
                 failedNames.insert(unitName)
@@ -100,30 +107,42 @@ struct Batch {
                 var perRequest = false
                 if unitRepeatability == nil, items[i].header("Repeatability-Request-ID") != nil {
                     var fields = HTTPFields()
-                    for (n, v) in items[i].headers { if let name = HTTPField.Name(n) { fields.append(HTTPField(name: name, value: v)) } }
+                    for (n, v) in items[i].headers {
+                        if let name = HTTPField.Name(n) { fields.append(HTTPField(name: name, value: v)) }
+                    }
                     do {
-                        unitRepeatability = try Repeatability(fields, window: Double(store.configuration.repeatabilityWindowSeconds))?.id
+                        unitRepeatability = try Repeatability(
+                            fields, window: Double(store.configuration.repeatabilityWindowSeconds))?.id
                     } catch {
                         throw Failed(index: i, failure: ODataFailure(error))
                     }
                     perRequest = true
                 }
-                let written = try await write(unit.map { items[$0] }, startIndex: i, root: root,
-                                                              references: Self.references(answers, items),
-                                                              repeatabilityID: unitRepeatability,
-                                                              representation: prefer.returnRepresentation)
+                let written = try await write(
+                    unit.map { items[$0] }, startIndex: i, root: root,
+                    references: Self.references(answers, items),
+                    repeatabilityID: unitRepeatability,
+                    representation: prefer.returnRepresentation)
                 var unitAnswers = written.0
                 let replayed = written.1
                 if perRequest {
-                    for k in unitAnswers.indices { unitAnswers[k].headers.append(("Repeatability-Result", replayed ? "replayed" : "accepted")) }
+                    for k in unitAnswers.indices {
+                        unitAnswers[k].headers.append(("Repeatability-Result", replayed ? "replayed" : "accepted"))
+                    }
                 } else {
                     replayedAny = replayedAny || replayed
                 }
                 for (k, a) in zip(unit, unitAnswers) { answers[k] = a }
             } catch let f as Failed {
                 for k in unit {
-                    answers[k] = k == f.index ? Self.answer(f.failure)
-                        : Self.answer(ODataFailure(.init(code: 424, reasonPhrase: "Failed Dependency"), "atomicity group '\(unitName)' failed at request '\(items[f.index].id)'; nothing in it was applied"))
+                    answers[k] =
+                        k == f.index
+                        ? Self.answer(f.failure)
+                        : Self.answer(
+                            ODataFailure(
+                                .init(code: 424, reasonPhrase: "Failed Dependency"),
+                                "atomicity group '\(unitName)' failed at request '\(items[f.index].id)'; nothing in it was applied"
+                            ))
                     failedNames.insert(items[k].id)
                 }
                 failedNames.insert(unitName)
@@ -151,7 +170,9 @@ struct Batch {
         guard u.hasPrefix("$"), !u.hasPrefix("$batch"), !u.hasPrefix("$metadata") else { return u }
         let name = String(u.dropFirst().prefix { $0 != "/" && $0 != "?" })
         guard let target = references[name] else {
-            throw ODataFailure(.badRequest, "'$\(QueryError.quoting(name))' names no earlier request of this batch that created an entity")
+            throw ODataFailure(
+                .badRequest,
+                "'$\(QueryError.quoting(name))' names no earlier request of this batch that created an entity")
         }
         return target + u.dropFirst(1 + name.count)
     }
@@ -161,7 +182,8 @@ struct Batch {
         let store = self.store
         let pageSize = Prefer(item.header("Prefer")).maxPageSize ?? service.options.defaultPageSize
         var body: [UInt8] = []
-        try store.query(url, format: .json, pageSize: pageSize, options: ResultOptions(serviceRoot: root, etags: true)) { chunk in
+        try store.query(url, format: .json, pageSize: pageSize, options: ResultOptions(serviceRoot: root, etags: true))
+        { chunk in
             body.append(contentsOf: chunk)
         }
         if url.split(separator: "?", omittingEmptySubsequences: false)[0].hasSuffix("/$count") {
@@ -173,34 +195,60 @@ struct Batch {
 
     /// Runs a unit of writes in one served transaction. The unit's answers travel out of the
     /// transaction as the recorded response's body (so a repeated batch replays them whole).
-    private func write(_ unit: [Item], startIndex: Int, root: String, references: [String: String],
-                       repeatabilityID: String?, representation: Bool?) async throws -> ([Answer], Bool) {
+    private func write(
+        _ unit: [Item], startIndex: Int, root: String, references: [String: String],
+        repeatabilityID: String?, representation: Bool?
+    ) async throws -> ([Answer], Bool) {
         let store = self.store
         let failure = Mutex<Failed?>(nil)
-        let fingerprint = Array(unit.map { "\($0.method.rawValue) \($0.url)\n" + String(decoding: $0.body, as: UTF8.self) }.joined(separator: "\n").utf8)
+        let fingerprint = Array(
+            unit.map { "\($0.method.rawValue) \($0.url)\n" + String(decoding: $0.body, as: UTF8.self) }.joined(
+                separator: "\n"
+            ).utf8)
         let recorded: RecordedResponse
         let replayed: Bool
         do {
-            (recorded, replayed) = try await store.served(repeatabilityID: repeatabilityID, fingerprint: fingerprint) { tx in
+            (recorded, replayed) = try await store.served(repeatabilityID: repeatabilityID, fingerprint: fingerprint) {
+                tx in
                 var refs = references
                 var answers: [Answer] = []
                 for (offset, item) in unit.enumerated() {
                     do {
                         if item.method == .get || item.method == .head {
-                            throw ODataFailure(.badRequest, "a read cannot be part of an atomicity group here; send it outside the group")
+                            throw ODataFailure(
+                                .badRequest,
+                                "a read cannot be part of an atomicity group here; send it outside the group")
                         }
                         let url = try Self.resolve(item.url, refs, root: root)
-                        let (resource, query) = url.firstIndex(of: "?").map { (String(url[..<$0]), String(url[url.index(after: $0)...])) } ?? (url, "")
-                        if !query.isEmpty { throw ODataFailure(.badRequest, "\(item.method.rawValue) takes no query options in a batch ('\(QueryError.quoting(query))')") }
-                        if item.method != .delete, let type = item.header("Content-Type"),
-                           type.split(separator: ";", omittingEmptySubsequences: false)[0].trimmingCharacters(in: .whitespaces).lowercased() != "application/json" {
-                            throw ODataFailure(.unsupportedMediaType, "unsupported Content-Type '\(QueryError.quoting(type))' in request '\(item.id)'")
+                        let (resource, query) =
+                            url.firstIndex(of: "?").map { (String(url[..<$0]), String(url[url.index(after: $0)...])) }
+                            ?? (url, "")
+                        if !query.isEmpty {
+                            throw ODataFailure(
+                                .badRequest,
+                                "\(item.method.rawValue) takes no query options in a batch ('\(QueryError.quoting(query))')"
+                            )
                         }
-                        let op = try Writes.operation(store, method: item.method, resource: resource, body: item.body, ifMatch: item.header("If-Match"))
-                        let (response, entityURL) = try Writes.apply(op, tx, store: store, root: root,
-                                                                     representation: Prefer(item.header("Prefer")).returnRepresentation ?? representation)
+                        if item.method != .delete, let type = item.header("Content-Type"),
+                            type.split(separator: ";", omittingEmptySubsequences: false)[0].trimmingCharacters(
+                                in: .whitespaces
+                            ).lowercased() != "application/json"
+                        {
+                            throw ODataFailure(
+                                .unsupportedMediaType,
+                                "unsupported Content-Type '\(QueryError.quoting(type))' in request '\(item.id)'")
+                        }
+                        let op = try Writes.operation(
+                            store, method: item.method, resource: resource, body: item.body,
+                            ifMatch: item.header("If-Match"))
+                        let (response, entityURL) = try Writes.apply(
+                            op, tx, store: store, root: root,
+                            representation: Prefer(item.header("Prefer")).returnRepresentation ?? representation)
                         if let entityURL { refs[item.id] = entityURL }
-                        answers.append(Answer(status: response.status, headers: response.headers, body: response.body, entityURL: entityURL))
+                        answers.append(
+                            Answer(
+                                status: response.status, headers: response.headers, body: response.body,
+                                entityURL: entityURL))
                     } catch {
                         failure.withLock { $0 = Failed(index: startIndex + offset, failure: ODataFailure(error)) }
                         throw error
@@ -233,19 +281,37 @@ struct Batch {
         var items: [Item] = []
         var seen = Set<String>(), groups = Set<String>(), closedGroups = Set<String>()
         for (n, r) in requests.enumerated() {
-            guard case .object = r else { throw ODataFailure(.badRequest, "request \(n + 1) of the batch is not an object") }
-            guard case .string(let id)? = r["id"], !id.isEmpty else { throw ODataFailure(.badRequest, "request \(n + 1) of the batch has no \"id\"") }
-            guard seen.insert(id).inserted else { throw ODataFailure(.badRequest, "request id '\(QueryError.quoting(id))' appears twice in the batch") }
-            guard case .string(let m)? = r["method"], let method = HTTPRequest.Method(m.uppercased()),
-                  [.get, .head, .post, .patch, .put, .delete].contains(method) else {
-                throw ODataFailure(.badRequest, "request '\(QueryError.quoting(id))' has no method, or one this service does not take")
+            guard case .object = r else {
+                throw ODataFailure(.badRequest, "request \(n + 1) of the batch is not an object")
             }
-            guard case .string(let url)? = r["url"] else { throw ODataFailure(.badRequest, "request '\(QueryError.quoting(id))' has no \"url\"") }
+            guard case .string(let id)? = r["id"], !id.isEmpty else {
+                throw ODataFailure(.badRequest, "request \(n + 1) of the batch has no \"id\"")
+            }
+            guard seen.insert(id).inserted else {
+                throw ODataFailure(.badRequest, "request id '\(QueryError.quoting(id))' appears twice in the batch")
+            }
+            guard case .string(let m)? = r["method"], let method = HTTPRequest.Method(m.uppercased()),
+                [.get, .head, .post, .patch, .put, .delete].contains(method)
+            else {
+                throw ODataFailure(
+                    .badRequest, "request '\(QueryError.quoting(id))' has no method, or one this service does not take")
+            }
+            guard case .string(let url)? = r["url"] else {
+                throw ODataFailure(.badRequest, "request '\(QueryError.quoting(id))' has no \"url\"")
+            }
             var headers: [(String, String)] = []
             if let h = r["headers"] {
-                guard case .object(let members) = h else { throw ODataFailure(.badRequest, "the headers of request '\(QueryError.quoting(id))' are not an object") }
+                guard case .object(let members) = h else {
+                    throw ODataFailure(
+                        .badRequest, "the headers of request '\(QueryError.quoting(id))' are not an object")
+                }
                 for (name, value) in members {
-                    guard case .string(let v) = value else { throw ODataFailure(.badRequest, "header '\(QueryError.quoting(name))' of request '\(QueryError.quoting(id))' is not a string") }
+                    guard case .string(let v) = value else {
+                        throw ODataFailure(
+                            .badRequest,
+                            "header '\(QueryError.quoting(name))' of request '\(QueryError.quoting(id))' is not a string"
+                        )
+                    }
                     headers.append((name, v))
                 }
             }
@@ -257,26 +323,40 @@ struct Batch {
             }
             var group: String? = nil
             if let g = r["atomicityGroup"] {
-                guard case .string(let name) = g, !name.isEmpty else { throw ODataFailure(.badRequest, "the atomicityGroup of request '\(QueryError.quoting(id))' is not a string") }
-                if closedGroups.contains(name) {
-                    throw ODataFailure(.badRequest, "the requests of atomicity group '\(QueryError.quoting(name))' are not adjacent")
+                guard case .string(let name) = g, !name.isEmpty else {
+                    throw ODataFailure(
+                        .badRequest, "the atomicityGroup of request '\(QueryError.quoting(id))' is not a string")
                 }
-                if seen.contains(name) && !groups.contains(name) { throw ODataFailure(.badRequest, "atomicity group '\(QueryError.quoting(name))' has the name of a request") }
+                if closedGroups.contains(name) {
+                    throw ODataFailure(
+                        .badRequest, "the requests of atomicity group '\(QueryError.quoting(name))' are not adjacent")
+                }
+                if seen.contains(name) && !groups.contains(name) {
+                    throw ODataFailure(
+                        .badRequest, "atomicity group '\(QueryError.quoting(name))' has the name of a request")
+                }
                 group = name
             }
             if let last = items.last?.group, last != group { closedGroups.insert(last) }
             if let group { groups.insert(group) }
             var dependsOn: [String] = []
             if let d = r["dependsOn"] {
-                guard case .array(let names) = d else { throw ODataFailure(.badRequest, "dependsOn of request '\(QueryError.quoting(id))' is not an array") }
+                guard case .array(let names) = d else {
+                    throw ODataFailure(.badRequest, "dependsOn of request '\(QueryError.quoting(id))' is not an array")
+                }
                 for case .string(let name) in names {
                     guard (seen.contains(name) && name != id) || (groups.contains(name) && name != group) else {
-                        throw ODataFailure(.badRequest, "request '\(QueryError.quoting(id))' depends on '\(QueryError.quoting(name))', which is not an earlier request or group")
+                        throw ODataFailure(
+                            .badRequest,
+                            "request '\(QueryError.quoting(id))' depends on '\(QueryError.quoting(name))', which is not an earlier request or group"
+                        )
                     }
                     dependsOn.append(name)
                 }
             }
-            items.append(Item(id: id, method: method, url: url, headers: headers, body: body, group: group, dependsOn: dependsOn))
+            items.append(
+                Item(id: id, method: method, url: url, headers: headers, body: body, group: group, dependsOn: dependsOn)
+            )
         }
         return items
     }
@@ -301,7 +381,9 @@ struct Batch {
             out.append("}")
             if !a.body.isEmpty {
                 out.append(",\"body\":")
-                let isJSON = a.headers.contains { $0.0.lowercased() == "content-type" && $0.1.hasPrefix("application/json") }
+                let isJSON = a.headers.contains {
+                    $0.0.lowercased() == "content-type" && $0.1.hasPrefix("application/json")
+                }
                 if isJSON {
                     var body = a.body
                     while body.last == UInt8(ascii: "\n") { body.removeLast() }
@@ -344,15 +426,20 @@ struct Batch {
     }
 
     static func decodeAnswers(_ bytes: [UInt8]) throws -> [Answer] {
-        guard case .array(let list) = try JSON.parse(bytes) else { throw ODataFailure(.internalServerError, "a recorded batch unit is not an array") }
+        guard case .array(let list) = try JSON.parse(bytes) else {
+            throw ODataFailure(.internalServerError, "a recorded batch unit is not an array")
+        }
         return try list.map { a in
             guard case .number(let s)? = a["status"], let status = Int(s), case .array(let hs)? = a["headers"],
-                  case .string(let b64)? = a["body"], let body = Data(base64Encoded: b64) else {
+                case .string(let b64)? = a["body"], let body = Data(base64Encoded: b64)
+            else {
                 throw ODataFailure(.internalServerError, "a recorded batch answer is malformed")
             }
             var headers: [(String, String)] = []
             for case .array(let pair) in hs {
-                if pair.count == 2, case .string(let n) = pair[0], case .string(let v) = pair[1] { headers.append((n, v)) }
+                if pair.count == 2, case .string(let n) = pair[0], case .string(let v) = pair[1] {
+                    headers.append((n, v))
+                }
             }
             var url: String? = nil
             if case .string(let u)? = a["entity"] { url = u }

@@ -11,20 +11,26 @@ package struct InMemoryServer: Sendable {
     let service: ODataService
 
     package init(store: OfflineStore, options: ServeOptions = ServeOptions()) {
-        service = ODataService(store: store, options: options, logger: Logger(label: "offline-store.fuzz") { _ in SwiftLogNoOpLogHandler() })
+        service = ODataService(
+            store: store, options: options,
+            logger: Logger(label: "offline-store.fuzz") { _ in SwiftLogNoOpLogHandler() })
     }
 
     /// Answers one request. nil when `method` is no HTTP method token; header names that are no
     /// HTTP field names are left out (a socket's HTTP parser would refuse them before `serve`).
-    package func respond(method: String, target: String, headers: [(String, String)], body: [UInt8]) async -> (status: Int, body: [UInt8])? {
+    package func respond(
+        method: String, target: String, headers: [(String, String)], body: [UInt8]
+    ) async -> (status: Int, body: [UInt8])? {
         guard let method = HTTPRequest.Method(method) else { return nil }
         var fields = HTTPFields()
         for (name, value) in headers {
             if let name = HTTPField.Name(name) { fields.append(HTTPField(name: name, value: value)) }
         }
-        let head = HTTPRequest(method: method, scheme: "http", authority: "\(service.options.host):\(service.options.port)",
-                               path: target, headerFields: fields)
-        let response = await service.respond(to: Request(head: head, body: RequestBody(buffer: ByteBuffer(bytes: body))))
+        let head = HTTPRequest(
+            method: method, scheme: "http", authority: "\(service.options.host):\(service.options.port)",
+            path: target, headerFields: fields)
+        let response = await service.respond(
+            to: Request(head: head, body: RequestBody(buffer: ByteBuffer(bytes: body))))
         let collector = Collector()
         do { try await response.body.write(collector) } catch { return (response.status.code, collector.bytes) }
         return (response.status.code, collector.bytes)

@@ -50,7 +50,8 @@ struct ODataFailure: Error, CustomStringConvertible {
             self.init(.gone, e.description, target: "$deltatoken")
         case let e as EnvironmentError:
             switch e {
-            case .diskFull, .sizeCapReached: self.init(.init(code: 507, reasonPhrase: "Insufficient Storage"), e.description)
+            case .diskFull, .sizeCapReached:
+                self.init(.init(code: 507, reasonPhrase: "Insufficient Storage"), e.description)
             default: self.init(.internalServerError, e.description)
             }
         case let e as any HTTPResponseError:

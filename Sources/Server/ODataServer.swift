@@ -35,8 +35,10 @@ public struct ServeOptions: Sendable {
 /// Runs until SIGINT or SIGTERM (unless `options.stopOnSignals` is off) or until `stop` is called,
 /// then stops accepting connections, finishes the requests in flight and returns.
 public enum ODataServer {
-    public static func run(store: OfflineStore, options: ServeOptions, logger: Logger, stop: ServerStop? = nil,
-                           onRunning: @escaping @Sendable (Int) async -> Void) async throws {
+    public static func run(
+        store: OfflineStore, options: ServeOptions, logger: Logger, stop: ServerStop? = nil,
+        onRunning: @escaping @Sendable (Int) async -> Void
+    ) async throws {
         let service = ODataService(store: store, options: options, logger: logger)
         let responder = CallbackResponder<BasicRequestContext> { request, _ in
             await service.respond(to: request)
@@ -55,8 +57,10 @@ public enum ODataServer {
             }
         }
         defer { summaries.cancel() }
-        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: options.stopOnSignals ? [.sigterm, .sigint] : [],
-                                                      logger: logger))
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [app], gracefulShutdownSignals: options.stopOnSignals ? [.sigterm, .sigint] : [],
+                logger: logger))
         let stopper = Task {
             guard let stop else { return }
             await stop.requested()

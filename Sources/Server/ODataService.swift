@@ -25,7 +25,8 @@ struct ODataService: Sendable {
         }
         response.headers[.odataVersion] = "4.0"
         let elapsed = ContinuousClock.now - start
-        let micros = UInt64(elapsed.components.seconds) * 1_000_000 + UInt64(elapsed.components.attoseconds / 1_000_000_000_000)
+        let micros =
+            UInt64(elapsed.components.seconds) * 1_000_000 + UInt64(elapsed.components.attoseconds / 1_000_000_000_000)
         stats.record(method: request.method.rawValue, status: response.status.code, microseconds: micros)
         logger.debug("\(request.method) \(request.uri) \(response.status.code) \(micros) µs")
         return response
@@ -46,15 +47,20 @@ struct ODataService: Sendable {
         let method = request.method
         switch resource {
         case "":
-            guard method == .get || method == .head else { throw ODataFailure.methodNotAllowed(method, "the service document", allow: "GET") }
+            guard method == .get || method == .head else {
+                throw ODataFailure.methodNotAllowed(method, "the service document", allow: "GET")
+            }
             try Negotiation.requireJSON(request)
             return Response.json(ServiceDocument.json(store.schema, root: serviceRoot(request)))
         case "$metadata":
-            guard method == .get || method == .head else { throw ODataFailure.methodNotAllowed(method, "$metadata", allow: "GET") }
+            guard method == .get || method == .head else {
+                throw ODataFailure.methodNotAllowed(method, "$metadata", allow: "GET")
+            }
             try Negotiation.require(request, "application/xml")
             var headers = HTTPFields()
             headers[.contentType] = "application/xml"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: store.entities.metadata)))
+            return Response(
+                status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: store.entities.metadata)))
         case "$batch":
             guard method == .post else { throw ODataFailure.methodNotAllowed(method, "$batch", allow: "POST") }
             var request = request
@@ -70,7 +76,8 @@ struct ODataService: Sendable {
             var request = request
             return try await Writes(service: self).respond(&request, resource: resource, query: query)
         default:
-            throw ODataFailure.methodNotAllowed(method, "'\(QueryError.quoting(resource))'", allow: "GET, POST, PATCH, PUT, DELETE")
+            throw ODataFailure.methodNotAllowed(
+                method, "'\(QueryError.quoting(resource))'", allow: "GET, POST, PATCH, PUT, DELETE")
         }
     }
 }
@@ -87,13 +94,16 @@ extension HTTPField.Name {
 
 extension Response {
     /// A JSON response (`application/json;odata.metadata=minimal`).
-    static func json(_ bytes: [UInt8], status: HTTPResponse.Status = .ok, headers extra: HTTPFields = HTTPFields()) -> Response {
+    static func json(
+        _ bytes: [UInt8], status: HTTPResponse.Status = .ok, headers extra: HTTPFields = HTTPFields()
+    ) -> Response {
         var headers = extra
         headers[.contentType] = "application/json;odata.metadata=minimal"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
-    static func json(_ text: String, status: HTTPResponse.Status = .ok, headers: HTTPFields = HTTPFields()) -> Response {
+    static func json(_ text: String, status: HTTPResponse.Status = .ok, headers: HTTPFields = HTTPFields()) -> Response
+    {
         json(Array(text.utf8), status: status, headers: headers)
     }
 }
@@ -132,18 +142,26 @@ enum Negotiation {
         guard let accept = request.headers[.accept], !accept.isEmpty else { return }
         let major = type.split(separator: "/")[0]
         for part in accept.split(separator: ",") {
-            let media = part.split(separator: ";", omittingEmptySubsequences: false)[0].trimmingCharacters(in: .whitespaces).lowercased()
+            let media = part.split(separator: ";", omittingEmptySubsequences: false)[0].trimmingCharacters(
+                in: .whitespaces
+            ).lowercased()
             if media == "*/*" || media == type || media == "\(major)/*" { return }
         }
-        throw ODataFailure(.notAcceptable, "this resource is \(type); the request accepts only '\(QueryError.quoting(accept))'")
+        throw ODataFailure(
+            .notAcceptable, "this resource is \(type); the request accepts only '\(QueryError.quoting(accept))'")
     }
 
     /// Throws 415 unless the request's body is JSON.
     static func requireJSONBody(_ request: Request) throws {
-        let type = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
-        guard let type else { throw ODataFailure(.unsupportedMediaType, "a request body needs Content-Type: application/json") }
+        let type = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
+            .lowercased()
+        guard let type else {
+            throw ODataFailure(.unsupportedMediaType, "a request body needs Content-Type: application/json")
+        }
         guard type == "application/json" else {
-            throw ODataFailure(.unsupportedMediaType, "unsupported Content-Type '\(QueryError.quoting(type))'; this service takes application/json")
+            throw ODataFailure(
+                .unsupportedMediaType,
+                "unsupported Content-Type '\(QueryError.quoting(type))'; this service takes application/json")
         }
     }
 }

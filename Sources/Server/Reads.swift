@@ -38,20 +38,29 @@ struct Reads {
 
         if let tokenText = Self.take("$deltatoken", from: &params) {
             guard let token = UInt64(tokenText) else {
-                throw ODataFailure(.badRequest, "invalid delta token '\(QueryError.quoting(tokenText))': expected one from an @odata.deltaLink of this service", target: "$deltatoken")
+                throw ODataFailure(
+                    .badRequest,
+                    "invalid delta token '\(QueryError.quoting(tokenText))': expected one from an @odata.deltaLink of this service",
+                    target: "$deltatoken")
             }
             _ = Self.take("trackfrom", from: &params)
             let base = Self.url(resource, params)
             let set = resource.removingPercentEncoding ?? resource
-            let options = ResultOptions(serviceRoot: root, etags: true, deltaLink: { t in
-                Self.deltaLink(base, token: try store.changeToken(t))
-            })
+            let options = ResultOptions(
+                serviceRoot: root, etags: true,
+                deltaLink: { t in
+                    Self.deltaLink(base, token: try store.changeToken(t))
+                })
             produce = { sink in
-                try store.queries.delta(base, changes: { t in
-                    do { return try store.changes(t, set: set, since: token).changed.map(\.key) } catch let e as ChangeTokenError {
-                        throw ODataFailure(.gone, e.description, target: "$deltatoken")
-                    }
-                }, options: options, writeBytes: sink)
+                try store.queries.delta(
+                    base,
+                    changes: { t in
+                        do { return try store.changes(t, set: set, since: token).changed.map(\.key) } catch let e
+                            as ChangeTokenError
+                        {
+                            throw ODataFailure(.gone, e.description, target: "$deltatoken")
+                        }
+                    }, options: options, writeBytes: sink)
                 return ResultSummary()
             }
         } else {
@@ -61,11 +70,16 @@ struct Reads {
             var query = url
             let carried = Self.take("trackfrom", from: &params)
             if prefer.trackChanges || carried != nil {
-                guard !isCount else { throw ODataFailure(.badRequest, "odata.track-changes needs a collection, not /$count") }
-                let from = try carried.map { text in
-                    guard let n = UInt64(text) else { throw ODataFailure(.badRequest, "invalid trackfrom '\(QueryError.quoting(text))'") }
-                    return n
-                } ?? store.changeToken()
+                guard !isCount else {
+                    throw ODataFailure(.badRequest, "odata.track-changes needs a collection, not /$count")
+                }
+                let from =
+                    try carried.map { text in
+                        guard let n = UInt64(text) else {
+                            throw ODataFailure(.badRequest, "invalid trackfrom '\(QueryError.quoting(text))'")
+                        }
+                        return n
+                    } ?? store.changeToken()
                 if prefer.trackChanges { applied.append("odata.track-changes") }
                 // The delta link names the defining query's entities, not one window of them nor
                 // their order: no $skiptoken, $top, $skip, $orderby or $count (OData 4.01 Part 1
@@ -80,7 +94,8 @@ struct Reads {
             }
             let (finalQuery, finalOptions, finalPageSize) = (query, options, pageSize)
             produce = { sink in
-                try store.query(finalQuery, format: .json, pageSize: finalPageSize, options: finalOptions, writeBytes: sink)
+                try store.query(
+                    finalQuery, format: .json, pageSize: finalPageSize, options: finalOptions, writeBytes: sink)
             }
         }
         if !applied.isEmpty { headers[.preferenceApplied] = applied.joined(separator: ",") }
@@ -123,7 +138,11 @@ struct Reads {
         guard !params.isEmpty else { return nil }
         let plain = name.lowercased()
         let encoded = plain.hasPrefix("$") ? "%24" + plain.dropFirst() : plain
-        guard let i = params.firstIndex(where: { let p = $0.0.lowercased(); return p == plain || p == encoded }) else { return nil }
+        guard
+            let i = params.firstIndex(where: {
+                let p = $0.0.lowercased(); return p == plain || p == encoded
+            })
+        else { return nil }
         return params.remove(at: i).1
     }
 

@@ -21,7 +21,9 @@ enum ResponseStream {
 
     /// The output of `produce`, whole if it fits in `inlineLimit` bytes, else nil (produce was
     /// abandoned at the limit). Errors `produce` throws are rethrown.
-    static func inline<R>(_ produce: (@escaping (UnsafeRawBufferPointer) throws -> Void) throws -> R) throws -> (bytes: [UInt8], result: R)? {
+    static func inline<R>(
+        _ produce: (@escaping (UnsafeRawBufferPointer) throws -> Void) throws -> R
+    ) throws -> (bytes: [UInt8], result: R)? {
         var out: [UInt8] = []
         let result: R
         do {
@@ -36,7 +38,9 @@ enum ResponseStream {
     }
 
     /// A response body that runs `produce` on a new thread and streams what it writes.
-    static func streamed<R>(_ produce: @escaping @Sendable (@escaping (UnsafeRawBufferPointer) throws -> Void) throws -> R) -> ResponseBody {
+    static func streamed<R>(
+        _ produce: @escaping @Sendable (@escaping (UnsafeRawBufferPointer) throws -> Void) throws -> R
+    ) -> ResponseBody {
         ResponseBody { writer in
             let (stream, continuation) = AsyncThrowingStream<ByteBuffer, any Error>.makeStream()
             let credits = DispatchSemaphore(value: depth)

@@ -23,17 +23,23 @@ struct Writes {
 
     func respond(_ request: inout Request, resource: String, query: String) async throws -> Response {
         let method = request.method
-        if !query.isEmpty, method != .post || !query.split(separator: "&").allSatisfy({ $0.hasPrefix("$select") || $0.hasPrefix("$expand") }) {
-            throw ODataFailure(.badRequest, "\(method.rawValue) takes no query options here ('\(QueryError.quoting(query))')")
+        if !query.isEmpty,
+            method != .post
+                || !query.split(separator: "&").allSatisfy({ $0.hasPrefix("$select") || $0.hasPrefix("$expand") })
+        {
+            throw ODataFailure(
+                .badRequest, "\(method.rawValue) takes no query options here ('\(QueryError.quoting(query))')")
         }
         let (op, rawBody) = try await operation(&request, resource: resource)
         let prefer = Prefer(request.headers[.prefer])
         let root = service.serviceRoot(request)
-        let repeatability = try Repeatability(request.headers, window: Double(store.configuration.repeatabilityWindowSeconds))
+        let repeatability = try Repeatability(
+            request.headers, window: Double(store.configuration.repeatabilityWindowSeconds))
         let fingerprint = Array("\(method.rawValue) \(resource)\n".utf8) + rawBody
         let store = self.store
         let representation = prefer.returnRepresentation
-        let (recorded, replayed) = try await store.served(repeatabilityID: repeatability?.id, fingerprint: fingerprint) { tx in
+        let (recorded, replayed) = try await store.served(repeatabilityID: repeatability?.id, fingerprint: fingerprint)
+        { tx in
             try Self.apply(op, tx, store: store, root: root, representation: representation).response
         }
         var response = recorded.httpResponse
@@ -48,13 +54,18 @@ struct Writes {
             try Negotiation.requireJSONBody(request)
             raw = Array(try await request.collectBody(upTo: service.options.maxRequestBytes).readableBytesView)
         }
-        return (try Self.operation(store, method: request.method, resource: resource, body: raw, ifMatch: request.headers[.ifMatch]), raw)
+        return (
+            try Self.operation(
+                store, method: request.method, resource: resource, body: raw, ifMatch: request.headers[.ifMatch]), raw
+        )
     }
 
     /// The write that `method` on `resource` (`Set` or `Set(key)`, percent-encoded) with `body`
     /// asks for, its body checked against the schema.
-    static func operation(_ store: OfflineStore, method: HTTPRequest.Method, resource: String, body: [UInt8],
-                          ifMatch: String?) throws -> WriteOp {
+    static func operation(
+        _ store: OfflineStore, method: HTTPRequest.Method, resource: String, body: [UInt8],
+        ifMatch: String?
+    ) throws -> WriteOp {
         let set: String
         var key: [Value]? = nil
         if let s = store.schema.entitySet(resource.removingPercentEncoding ?? resource) {
@@ -67,7 +78,9 @@ struct Writes {
             } catch {
                 // Not an entity set, not one entity: a navigation path, or an error in the path.
                 _ = try store.explain(resource)
-                throw ODataFailure(.notImplemented, "\(method.rawValue) on a navigation path is not supported; address the entity set or the entity")
+                throw ODataFailure(
+                    .notImplemented,
+                    "\(method.rawValue) on a navigation path is not supported; address the entity set or the entity")
             }
         }
         if store.schema.isSystemSet(set) {
@@ -77,7 +90,8 @@ struct Writes {
         case (.post, nil):
             return .create(set: set, entity: try store.properties(set: set, json: body))
         case (.post, _?):
-            throw ODataFailure.methodNotAllowed(method, "an entity (POST creates in an entity set)", allow: "GET, PATCH, PUT, DELETE")
+            throw ODataFailure.methodNotAllowed(
+                method, "an entity (POST creates in an entity set)", allow: "GET, PATCH, PUT, DELETE")
         case (_, nil):
             throw ODataFailure.methodNotAllowed(method, "an entity set (address one entity)", allow: "GET, POST")
         case (.patch, let key?):
@@ -94,8 +108,10 @@ struct Writes {
     /// Applies one write inside a served transaction and builds its response: 201 with the entity
     /// and `Location` for a create, 204 (or 200 with the entity, on `Prefer:
     /// return=representation`) for an update, 204 for a delete; `ETag` whenever an entity remains.
-    static func apply(_ op: WriteOp, _ tx: ServedTransaction, store: OfflineStore, root: String,
-                      representation: Bool?) throws -> (response: RecordedResponse, entityURL: String?) {
+    static func apply(
+        _ op: WriteOp, _ tx: ServedTransaction, store: OfflineStore, root: String,
+        representation: Bool?
+    ) throws -> (response: RecordedResponse, entityURL: String?) {
         switch op {
         case .create(let set, let given):
             let entity = try assigningComputedKey(store, tx, set: set, given)
@@ -107,13 +123,23 @@ struct Writes {
                 return (RecordedResponse(status: 204, headers: headers, body: []), url)
             }
             headers.append(("Content-Type", "application/json;odata.metadata=minimal"))
-            return (RecordedResponse(status: 201, headers: headers, body: try entityJSON(store, set: set, entity: stored, etag: etag, root: root)), url)
+            return (
+                RecordedResponse(
+                    status: 201, headers: headers,
+                    body: try entityJSON(store, set: set, entity: stored, etag: etag, root: root)), url
+            )
         case .update(let set, let key, let changes, let ifMatch):
             let (stored, etag) = try tx.update(set: set, key: key, changes: changes, ifMatch: ifMatch)
-            return (try changed(store, set: set, stored: stored, etag: etag, root: root, representation: representation), nil)
+            return (
+                try changed(store, set: set, stored: stored, etag: etag, root: root, representation: representation),
+                nil
+            )
         case .replace(let set, let key, let entity, let ifMatch):
             let (stored, etag) = try tx.replace(set: set, key: key, entity: entity, ifMatch: ifMatch)
-            return (try changed(store, set: set, stored: stored, etag: etag, root: root, representation: representation), nil)
+            return (
+                try changed(store, set: set, stored: stored, etag: etag, root: root, representation: representation),
+                nil
+            )
         case .delete(let set, let key, let ifMatch):
             try tx.delete(set: set, key: key, ifMatch: ifMatch)
             return (RecordedResponse(status: 204, headers: [], body: []), nil)
@@ -124,7 +150,9 @@ struct Writes {
     /// `sap:creatable="false"`) that the client left out filled in: an integer gets a random
     /// positive value no entity of the set has, a GUID a random (version 4) UUID. A value the
     /// client gave is kept; other types of computed key are left to fail as a missing key.
-    static func assigningComputedKey(_ store: OfflineStore, _ tx: ServedTransaction, set name: String, _ entity: Properties) throws -> Properties {
+    static func assigningComputedKey(
+        _ store: OfflineStore, _ tx: ServedTransaction, set name: String, _ entity: Properties
+    ) throws -> Properties {
         let type = try store.entities.set(name).type
         let missing = type.key.compactMap(type.property).filter { $0.computed && (entity[$0.name]?.isNull ?? true) }
         if missing.isEmpty { return entity }
@@ -155,12 +183,18 @@ struct Writes {
         throw ODataFailure(.serviceUnavailable, "no free key was found for a new entity of \(name); try again")
     }
 
-    private static func changed(_ store: OfflineStore, set: String, stored: Properties, etag: String, root: String,
-                                representation: Bool?) throws -> RecordedResponse {
+    private static func changed(
+        _ store: OfflineStore, set: String, stored: Properties, etag: String, root: String,
+        representation: Bool?
+    ) throws -> RecordedResponse {
         if representation == true {
-            return RecordedResponse(status: 200, headers: [("ETag", etag), ("Content-Type", "application/json;odata.metadata=minimal"),
-                                                           ("Preference-Applied", "return=representation")],
-                                    body: try entityJSON(store, set: set, entity: stored, etag: etag, root: root))
+            return RecordedResponse(
+                status: 200,
+                headers: [
+                    ("ETag", etag), ("Content-Type", "application/json;odata.metadata=minimal"),
+                    ("Preference-Applied", "return=representation"),
+                ],
+                body: try entityJSON(store, set: set, entity: stored, etag: etag, root: root))
         }
         return RecordedResponse(status: 204, headers: [("ETag", etag)], body: [])
     }
@@ -173,14 +207,20 @@ struct Writes {
     }
 
     /// The entity as a response body: `{"@odata.context":"…$metadata#Set/$entity","@odata.etag":…,…}`.
-    static func entityJSON(_ store: OfflineStore, set: String, entity: Properties, etag: String, root: String) throws -> [UInt8] {
+    static func entityJSON(
+        _ store: OfflineStore, set: String, entity: Properties, etag: String, root: String
+    ) throws -> [UInt8] {
         let object = try store.json(set: set, entity: entity)
         var out = JSONBuffer()
         out.append("{\"@odata.context\":")
         out.appendString(root + "$metadata#" + set + "/$entity")
         out.append(",\"@odata.etag\":")
         out.appendString(etag)
-        if object.count > 2 { out.append(UInt8(ascii: ",")); out.appendRaw(String(object.dropFirst())) } else { out.append("}") }
+        if object.count > 2 {
+            out.append(UInt8(ascii: ",")); out.appendRaw(String(object.dropFirst()))
+        } else {
+            out.append("}")
+        }
         return out.bytes
     }
 }
@@ -188,9 +228,12 @@ struct Writes {
 extension RecordedResponse {
     var httpResponse: Response {
         var fields = HTTPFields()
-        for (name, value) in headers { if let n = HTTPField.Name(name) { fields.append(HTTPField(name: n, value: value)) } }
+        for (name, value) in headers {
+            if let n = HTTPField.Name(name) { fields.append(HTTPField(name: n, value: value)) }
+        }
         let status = HTTPResponse.Status(code: status)
-        return body.isEmpty ? Response(status: status, headers: fields)
+        return body.isEmpty
+            ? Response(status: status, headers: fields)
             : Response(status: status, headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 }
@@ -208,12 +251,16 @@ struct Repeatability {
         self.id = id
         if let text = headers[.repeatabilityFirstSent] {
             guard let date = Self.parseIMFDate(text) else {
-                var f = ODataFailure(.badRequest, "Repeatability-First-Sent is not an IMF-fixdate ('\(QueryError.quoting(text))')")
+                var f = ODataFailure(
+                    .badRequest, "Repeatability-First-Sent is not an IMF-fixdate ('\(QueryError.quoting(text))')")
                 f.headers[.repeatabilityResult] = "rejected"
                 throw f
             }
             if Date().timeIntervalSince(date) > window {
-                var f = ODataFailure(.preconditionFailed, "Repeatability-First-Sent is older than the \(Int(window)) s for which this service keeps records of repeatable requests")
+                var f = ODataFailure(
+                    .preconditionFailed,
+                    "Repeatability-First-Sent is older than the \(Int(window)) s for which this service keeps records of repeatable requests"
+                )
                 f.headers[.repeatabilityResult] = "rejected"
                 throw f
             }

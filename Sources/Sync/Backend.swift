@@ -26,8 +26,10 @@ package struct BackendRequest: Sendable {
     /// service answers 424 without running this one when one of them failed.
     package var dependsOn: [String]
 
-    package init(method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, group: String? = nil,
-                 id: String? = nil, dependsOn: [String] = []) {
+    package init(
+        method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, group: String? = nil,
+        id: String? = nil, dependsOn: [String] = []
+    ) {
         self.method = method
         self.url = url
         self.headers = headers

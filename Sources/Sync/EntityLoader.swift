@@ -28,7 +28,8 @@ public struct LoadError: Error, Sendable, CustomStringConvertible {
     public var committed: Int
 
     public var description: String {
-        committed == 0 ? "\(underlying) (nothing was committed)"
+        committed == 0
+            ? "\(underlying) (nothing was committed)"
             : "\(underlying) (the \(committed) entities before it were committed)"
     }
 }
@@ -49,7 +50,9 @@ package struct EntityLoader {
     /// commit every `batchSize` entities (a failure throws `LoadError` with what committed).
     /// `report` is called on the writer thread; it may see the same counts again when a body runs
     /// again after the map grew, and must drop what is not forward.
-    package func load(set: String, input: LoadInput, batchSize: Int?, report: @escaping @Sendable (LoadProgress) -> Void) throws -> Int {
+    package func load(
+        set: String, input: LoadInput, batchSize: Int?, report: @escaping @Sendable (LoadProgress) -> Void
+    ) throws -> Int {
         let store = self.store
         let reader = PayloadReader(schema: store.schema)
         guard let batchSize else {
@@ -67,7 +70,8 @@ package struct EntityLoader {
                 }
                 return written
             }
-            report(LoadProgress(entities: written, committed: written, bytesRead: input.size ?? 0, inputBytes: input.size))
+            report(
+                LoadProgress(entities: written, committed: written, bytesRead: input.size ?? 0, inputBytes: input.size))
             return written
         }
         // A write per batch whose body takes the batch's chunks from the parser as it writes,
@@ -96,7 +100,9 @@ package struct EntityLoader {
                 }
                 committed += written
                 if written > 0 {
-                    report(LoadProgress(entities: committed, committed: committed, bytesRead: batch.read, inputBytes: input.size))
+                    report(
+                        LoadProgress(
+                            entities: committed, committed: committed, bytesRead: batch.read, inputBytes: input.size))
                 }
                 if batch.atEnd { return committed }
             }
@@ -106,14 +112,18 @@ package struct EntityLoader {
     }
 
     /// Upserts rows into their sets.
-    static func write(_ rows: [ServerRow], _ t: WriteView, store: EntityStore, handles: inout [String: EntitySetHandle]) throws {
+    static func write(
+        _ rows: [ServerRow], _ t: WriteView, store: EntityStore, handles: inout [String: EntitySetHandle]
+    ) throws {
         for row in rows { try upsert(row.entity, into: row.set, t, store: store, handles: &handles) }
     }
 
     /// Upserts one entity into its set, whose handle `handles` keeps for the next; the error of
     /// a refused one names its set and key.
-    package static func upsert(_ entity: Properties, into set: String, _ t: WriteView, store: EntityStore,
-                       handles: inout [String: EntitySetHandle]) throws {
+    package static func upsert(
+        _ entity: Properties, into set: String, _ t: WriteView, store: EntityStore,
+        handles: inout [String: EntitySetHandle]
+    ) throws {
         let h = try handles[set] ?? store.set(set)
         handles[set] = h
         do {
@@ -126,7 +136,9 @@ package struct EntityLoader {
 
     /// Converts one entity object of the input (and its expanded children) into rows; an
     /// `EntityError` names the object's place and line in the input.
-    package static func collect(_ object: EntityObjectBytes, set: String, reader: PayloadReader, into rows: inout [ServerRow]) throws {
+    package static func collect(
+        _ object: EntityObjectBytes, set: String, reader: PayloadReader, into rows: inout [ServerRow]
+    ) throws {
         let json = try object.parse()
         do {
             try reader.collect(json, set: set, into: &rows)
@@ -160,7 +172,9 @@ package final class LoadInput: Sendable {
 
     package init(path: String, needsRereading: Bool) throws {
         let given = path == "-" ? 0 : open(path, O_RDONLY | O_CLOEXEC)
-        guard given >= 0 else { throw EntityError.badInput("cannot read '\(path)': \(String(cString: strerror(errno)))") }
+        guard given >= 0 else {
+            throw EntityError.badInput("cannot read '\(path)': \(String(cString: strerror(errno)))")
+        }
         var st = stat()
         guard fstat(given, &st) == 0 else {
             let e = errno
@@ -187,18 +201,28 @@ package final class LoadInput: Sendable {
 
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws -> Int {
         while true {
-            let n = sequential ? Glibc.read(fd, buffer.baseAddress, buffer.count) : pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
+            let n =
+                sequential
+                ? Glibc.read(fd, buffer.baseAddress, buffer.count)
+                : pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
             if n >= 0 { return n }
-            if errno != EINTR { throw EntityError.badInput("cannot read the input: \(String(cString: strerror(errno)))") }
+            if errno != EINTR {
+                throw EntityError.badInput("cannot read the input: \(String(cString: strerror(errno)))")
+            }
         }
     }
 
     /// Copies a pipe to a temporary file (unlinked at once) in `TMPDIR`.
     private static func spool(_ from: Int32, path: String) throws -> (fd: Int32, size: Int) {
         let dir = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        var template = Array((dir.hasSuffix("/") ? dir : dir + "/").utf8CString.dropLast()) + Array("offline-store-load-XXXXXX".utf8CString)
+        var template =
+            Array((dir.hasSuffix("/") ? dir : dir + "/").utf8CString.dropLast())
+            + Array("offline-store-load-XXXXXX".utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard fd >= 0 else { throw EntityError.badInput("cannot copy '\(path)' to a temporary file in \(dir): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else {
+            throw EntityError.badInput(
+                "cannot copy '\(path)' to a temporary file in \(dir): \(String(cString: strerror(errno)))")
+        }
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
@@ -219,7 +243,8 @@ package final class LoadInput: Sendable {
                     if errno == EINTR { continue }
                     let e = errno
                     close(fd)
-                    throw EntityError.badInput("cannot copy '\(path)' to a temporary file in \(dir): \(String(cString: strerror(e)))")
+                    throw EntityError.badInput(
+                        "cannot copy '\(path)' to a temporary file in \(dir): \(String(cString: strerror(e)))")
                 }
                 done += w
             }
@@ -312,7 +337,8 @@ final class _LoadParser: @unchecked Sendable {
                 try EntityLoader.collect(object, set: set, reader: reader, into: &rows)
                 let endsBatch = batchSize.map { inBatch + rows.count >= $0 } ?? false
                 guard endsBatch || rows.count >= Self.chunkRows else { return }
-                guard put(.chunk(Chunk(rows: rows, read: object.offset + object.bytes.count, endsBatch: endsBatch))) else { throw Stopped() }
+                guard put(.chunk(Chunk(rows: rows, read: object.offset + object.bytes.count, endsBatch: endsBatch)))
+                else { throw Stopped() }
                 inBatch = endsBatch ? 0 : inBatch + rows.count
                 rows = []
             }

@@ -79,8 +79,10 @@ package struct Flush: Sendable {
         /// Called after each round trip with the report so far.
         package var progress: (@Sendable (FlushReport) -> Void)?
 
-        package init(category: String? = nil, batchSize: Int = 50, headers: [(String, String)] = [], reconcile: Bool = true,
-                     progress: (@Sendable (FlushReport) -> Void)? = nil) {
+        package init(
+            category: String? = nil, batchSize: Int = 50, headers: [(String, String)] = [], reconcile: Bool = true,
+            progress: (@Sendable (FlushReport) -> Void)? = nil
+        ) {
             self.category = category
             self.batchSize = batchSize
             self.headers = headers
@@ -140,7 +142,9 @@ package struct Flush: Sendable {
     // MARK: The whole flush
 
     package func run() async throws -> FlushReport {
-        guard options.batchSize >= 1 else { throw EntityError.badInput("the batch size must be at least 1, not \(options.batchSize)") }
+        guard options.batchSize >= 1 else {
+            throw EntityError.badInput("the batch size must be at least 1, not \(options.batchSize)")
+        }
         var report = FlushReport()
         let started = EDMDateTimeOffset.now
         do {
@@ -196,7 +200,9 @@ package struct Flush: Sendable {
         return try store.read { t in
             var n = 0
             try queue.records.scan(t) { p in
-                if let r = try? RequestRecord(p), r.status != .error, category == nil || r.uploadCategory == category { n += 1 }
+                if let r = try? RequestRecord(p), r.status != .error, category == nil || r.uploadCategory == category {
+                    n += 1
+                }
                 return true
             }
             return n
@@ -209,7 +215,9 @@ package struct Flush: Sendable {
         if let c = options.category { details = "category \(c): " + details }
         let (sent, text) = (report.sent, details)
         try await store.write { t in
-            try queue.logEvent(t, type: "Upload", startedAt: started, finishedAt: .now, outcome: outcome, requests: sent, details: text)
+            try queue.logEvent(
+                t, type: "Upload", startedAt: started, finishedAt: .now, outcome: outcome, requests: sent, details: text
+            )
         }
     }
 
@@ -222,7 +230,9 @@ package struct Flush: Sendable {
     }
 
     /// The next round's requests (see `Flush`), marked sent in `t`, with what goes over the wire.
-    package static func prepare(_ t: WriteView, queue: RequestQueue, options: Options, now: EDMDateTimeOffset = .now) throws -> [Outgoing] {
+    package static func prepare(
+        _ t: WriteView, queue: RequestQueue, options: Options, now: EDMDateTimeOffset = .now
+    ) throws -> [Outgoing] {
         let planned = try plan(t.reader, queue: queue, options: options)  // FlushPlan.swift
         if planned.isEmpty { return [] }
         let etags = ServerETags(store: queue.store)
@@ -280,7 +290,9 @@ package struct Flush: Sendable {
         }
         var headers: [(String, String)] = []
         let ours: Set<String> = ["repeatability-request-id", "repeatability-first-sent", "if-match", "content-type"]
-        for (k, v) in r.customHeaders.sorted(by: { $0.key < $1.key }) where !ours.contains(k.lowercased()) { headers.append((k, v)) }
+        for (k, v) in r.customHeaders.sorted(by: { $0.key < $1.key }) where !ours.contains(k.lowercased()) {
+            headers.append((k, v))
+        }
         headers.append(("Repeatability-Request-ID", r.repeatabilityID.description))
         headers.append(("Repeatability-First-Sent", Self.imfDate(r.firstSentAt ?? .now)))
         if r.method != .create, let etag { headers.append(("If-Match", etag)) }
@@ -311,7 +323,8 @@ package struct Flush: Sendable {
         let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
         func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        return "\(days[Int(tm.tm_wday)]), \(two(tm.tm_mday)) \(months[Int(tm.tm_mon)]) \(tm.tm_year + 1900) \(two(tm.tm_hour)):\(two(tm.tm_min)):\(two(tm.tm_sec)) GMT"
+        return
+            "\(days[Int(tm.tm_wday)]), \(two(tm.tm_mday)) \(months[Int(tm.tm_mon)]) \(tm.tm_year + 1900) \(two(tm.tm_hour)):\(two(tm.tm_min)):\(two(tm.tm_sec)) GMT"
     }
 
     // MARK: 3. Judge
@@ -330,9 +343,18 @@ package struct Flush: Sendable {
             // re-sent create the service refused as existing, found applied by reconciliation) or
             // go again: not run, and nothing against it; it goes again in the next round.
             if case .dependent = verdict, o.request.group == nil, !o.request.dependsOn.isEmpty,
-               o.request.dependsOn.allSatisfy({ id in position[id].map { p in
-                   switch verdicts[p] { case .success, .again: true; default: false } } ?? false }) {
-                verdict = .again("request \(o.record.id) was not run: the service took request \(o.request.dependsOn.joined(separator: ", ")) as failed")
+                o.request.dependsOn.allSatisfy({ id in
+                    position[id].map { p in
+                        switch verdicts[p] {
+                        case .success, .again: true;
+                        default: false
+                        }
+                    } ?? false
+                })
+            {
+                verdict = .again(
+                    "request \(o.record.id) was not run: the service took request \(o.request.dependsOn.joined(separator: ", ")) as failed"
+                )
             }
             if let id = o.request.id { position[id] = i }
             verdicts.append(verdict)
@@ -341,16 +363,32 @@ package struct Flush: Sendable {
         var groups: [String: [Int]] = [:]
         for (i, o) in round.enumerated() { if let g = o.request.group { groups[g, default: []].append(i) } }
         for (_, members) in groups {
-            guard let failing = members.first(where: { if case .dependent = verdicts[$0] { false } else if case .success = verdicts[$0] { false } else { true } }) else { continue }
+            guard
+                let failing = members.first(where: {
+                    if case .dependent = verdicts[$0] {
+                        false
+                    } else if case .success = verdicts[$0] {
+                        false
+                    } else {
+                        true
+                    }
+                })
+            else { continue }
             for m in members where m != failing {
                 guard case .dependent(let e) = verdicts[m] else { continue }
                 switch verdicts[failing] {
                 case .refused, .refusedWith:
-                    verdicts[m] = .refusedWith(cause: round[failing].record.id, ServiceError(
-                        httpStatus: e.httpStatus, code: e.code,
-                        message: "not applied: request \(round[failing].record.id) of the same change set (transaction \(round[m].record.transactionID ?? "")) was refused"))
+                    verdicts[m] = .refusedWith(
+                        cause: round[failing].record.id,
+                        ServiceError(
+                            httpStatus: e.httpStatus, code: e.code,
+                            message:
+                                "not applied: request \(round[failing].record.id) of the same change set (transaction \(round[m].record.transactionID ?? "")) was refused"
+                        ))
                 default:
-                    verdicts[m] = .stop("request \(round[m].record.id) was not applied: its change set stopped at request \(round[failing].record.id)")
+                    verdicts[m] = .stop(
+                        "request \(round[m].record.id) was not applied: its change set stopped at request \(round[failing].record.id)"
+                    )
                 }
             }
         }
@@ -366,13 +404,17 @@ package struct Flush: Sendable {
         case 424:
             return .dependent(Self.serviceError(response))
         case 428 where o.request.header("If-Match") == nil && r.method != .create && !o.request.dependsOn.isEmpty:
-            return .again("\(what): the service requires If-Match; the ETag comes with the answer to request \(o.request.dependsOn.joined(separator: ", "))")
+            return .again(
+                "\(what): the service requires If-Match; the ETag comes with the answer to request \(o.request.dependsOn.joined(separator: ", "))"
+            )
         case 401, 403, 407, 408, 429, 500...:
             let e = Self.serviceError(response)
             return .stop("\(what): the service answered \(response.status): \(e.message)")
         case 400..<500:
             let e = Self.serviceError(response)
-            if options.reconcile, r.attempts > 1, o.request.group == nil, let v = try await reconcile(o, response) { return v }
+            if options.reconcile, r.attempts > 1, o.request.group == nil, let v = try await reconcile(o, response) {
+                return v
+            }
             return .refused(e)
         default:
             return .stop("\(what): the service answered \(response.status), which flush does not expect")
@@ -389,7 +431,9 @@ package struct Flush: Sendable {
         if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }), r.method == .create, r.localKey {
             // The key the service gave is needed: read the entity it created.
             guard let location = response.header("Location") ?? response.header("OData-EntityId") else {
-                return .stop("request \(r.id) (POST \(r.entitySet)): the service answered \(response.status) without the entity or its Location; its key is unknown")
+                return .stop(
+                    "request \(r.id) (POST \(r.entitySet)): the service answered \(response.status) without the entity or its Location; its key is unknown"
+                )
             }
             let read = try await backend.send(BackendRequest(method: "GET", url: location, headers: options.headers))
             guard read.status == 200 else {
@@ -404,19 +448,23 @@ package struct Flush: Sendable {
                 let json = try JSON.parse(body)
                 if case .string(let tag)? = json["@odata.etag"], etag == nil { etag = tag }
                 let set = try store.set(r.entitySet)
-                image = try ValueJSON(schema: store.schema).properties(from: json, properties: set.type.properties,
-                                                                       navigation: Set(set.type.navigationProperties.map(\.name)), owner: r.entitySet)
+                image = try ValueJSON(schema: store.schema).properties(
+                    from: json, properties: set.type.properties,
+                    navigation: Set(set.type.navigationProperties.map(\.name)), owner: r.entitySet)
                 // The answer is the whole entity only for a create or a PUT, or a PATCH answered with
                 // a representation; its key must be the request's unless the key was local.
                 let key = try set.keyValues(image!)
                 if try set.encodeKey(key) != r.keyBytes && !(r.method == .create && r.localKey) {
-                    return .stop("request \(r.id): the service answered with the entity \(r.entitySet)(\(set.describeKey(key))), not \(r.entitySet)(\(r.entityKey))")
+                    return .stop(
+                        "request \(r.id): the service answered with the entity \(r.entitySet)(\(set.describeKey(key))), not \(r.entitySet)(\(r.entityKey))"
+                    )
                 }
             } catch {
                 return .stop("request \(r.id): the service's answer (\(response.status)) cannot be read: \(error)")
             }
         } else if r.method == .create && r.localKey {
-            return .stop("request \(r.id) (POST \(r.entitySet)): the service's answer has no entity; its key is unknown")
+            return .stop(
+                "request \(r.id) (POST \(r.entitySet)): the service's answer has no entity; its key is unknown")
         }
         return .success(image: image, etag: etag, reconciled: reconciled)
     }
@@ -434,8 +482,9 @@ package struct Flush: Sendable {
             guard read.status == 200 else { return nil }
             let set = try store.set(r.entitySet)
             guard let json = try? JSON.parse(read.body),
-                  let there = try? ValueJSON(schema: store.schema).properties(from: json, properties: set.type.properties,
-                                                                             navigation: Set(set.type.navigationProperties.map(\.name)), owner: r.entitySet)
+                let there = try? ValueJSON(schema: store.schema).properties(
+                    from: json, properties: set.type.properties,
+                    navigation: Set(set.type.navigationProperties.map(\.name)), owner: r.entitySet)
             else { return nil }
             let sent = try queue.body(of: r)
             for (k, v) in sent where (there[k] ?? .null) != v {
@@ -447,7 +496,9 @@ package struct Flush: Sendable {
                 for (k, v) in there where sent[k] == nil && !v.isNull && !set.type.key.contains(k) { return nil }
             }
             var answer = read
-            if answer.header("ETag") == nil, case .string(let tag)? = json["@odata.etag"] { answer.headers.append(("ETag", tag)) }
+            if answer.header("ETag") == nil, case .string(let tag)? = json["@odata.etag"] {
+                answer.headers.append(("ETag", tag))
+            }
             return try await success(o, answer, reconciled: true)
         default:
             return nil
@@ -463,7 +514,9 @@ package struct Flush: Sendable {
         }
         if case .string(let c)? = error["code"] { e.code = c }
         if case .string(let m)? = error["message"] { e.message = m }
-        if let inner = error["innererror"] ?? error["details"], inner != .null, inner != .array([]) { e.innerError = inner.text }
+        if let inner = error["innererror"] ?? error["details"], inner != .null, inner != .array([]) {
+            e.innerError = inner.text
+        }
         return e
     }
 
@@ -477,7 +530,9 @@ package struct Flush: Sendable {
     }
 
     /// Applies each verdict, in order, in `t`.
-    package static func settle(_ t: WriteView, queue: RequestQueue, _ work: [(RequestRecord, Verdict)]) throws -> Settled {
+    package static func settle(
+        _ t: WriteView, queue: RequestQueue, _ work: [(RequestRecord, Verdict)]
+    ) throws -> Settled {
         var out = Settled()
         var archived: Set<Int64> = []
         let etags = ServerETags(store: queue.store)

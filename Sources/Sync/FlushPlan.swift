@@ -51,7 +51,9 @@ extension Flush {
     /// `plan` from the whole queue (what it does when it meets a change set).
     static func planFully(_ t: ReadView, queue: RequestQueue, options: Options) throws -> [PlannedRequest] {
         var planner = RoundPlanner(t, queue: queue, options: options)
-        try queue.records.scan(t) { p in planner.take(try RequestRecord(p)); return true }
+        try queue.records.scan(t) { p in
+            planner.take(try RequestRecord(p)); return true
+        }
         for r in planner.taken.sorted(by: { $0.id < $1.id }) {
             if planner.isFull { break }
             try planner.consider(r)
@@ -200,7 +202,8 @@ extension Flush {
                 let preds = try predecessors(of: m)
                 if preds.contains(where: { !memberIDs.contains($0) && !inRound.contains($0) }) { return [] }
                 if try canGo(after: preds, staged: staged) {
-                    stage.append((id: m.id, group: nil, predecessors: preds, ifMatch: !followsInRound(m, staged: staged)))
+                    stage.append(
+                        (id: m.id, group: nil, predecessors: preds, ifMatch: !followsInRound(m, staged: staged)))
                     staged.insert(m.id)
                 }
             }

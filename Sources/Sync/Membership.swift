@@ -39,18 +39,27 @@ package struct Membership: Sendable {
     /// Refuses a name that is empty, longer than 128 characters or has a character other than
     /// letters, digits, `_`, `-` and `.`.
     package static func validate(name: String) throws(EntityError) {
-        let ok = !name.isEmpty && name.utf8.count <= maxNameLength && name.utf8.allSatisfy { b in
-            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x5F || b == 0x2D || b == 0x2E
-        }
+        let ok =
+            !name.isEmpty && name.utf8.count <= maxNameLength
+            && name.utf8.allSatisfy { b in
+                (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x5F
+                    || b == 0x2D || b == 0x2E
+            }
         guard ok else {
-            throw .badInput("a defining request's name must be 1 to \(maxNameLength) letters, digits, '_', '-' or '.', not '\(quoted(name))'")
+            throw .badInput(
+                "a defining request's name must be 1 to \(maxNameLength) letters, digits, '_', '-' or '.', not '\(quoted(name))'"
+            )
         }
     }
 
     static func quoted(_ s: String) -> String {
         var out = ""
         for scalar in s.unicodeScalars.prefix(40) {
-            if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) { out += "\\u{\(String(scalar.value, radix: 16))}" } else { out.unicodeScalars.append(scalar) }
+            if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) {
+                out += "\\u{\(String(scalar.value, radix: 16))}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
         }
         return s.unicodeScalars.count > 40 ? out + "…" : out
     }
@@ -152,7 +161,9 @@ package struct Membership: Sendable {
     /// Request `name` no longer has the entity. When no request holds it afterwards it is deleted
     /// (with its ETag and any retained entries), unless it has pending local changes: then
     /// request `name` keeps a retained entry (or, with `retain` false — undefine — none).
-    func release(_ t: WriteView, name: String, set: EntitySetHandle, keyBytes: [UInt8], retain: Bool = true) throws -> Released {
+    func release(
+        _ t: WriteView, name: String, set: EntitySetHandle, keyBytes: [UInt8], retain: Bool = true
+    ) throws -> Released {
         let entity = EntityStore.entityKey(set: set.name, keyBytes: keyBytes)
         let key = Self.memberKey(name: name, entity: entity)
         guard try t.get(store.membership, key) != nil else { return .notMember }
@@ -193,7 +204,11 @@ package struct Membership: Sendable {
 
     /// Writes the entity's ETag from the service (`etags`: set ‖ key → UTF-8), or removes it.
     func putETag(_ t: WriteView, entity: [UInt8], _ etag: String?) throws {
-        if let etag { try t.put(store.serverETags, entity, Array(etag.utf8)) } else { try t.delete(store.serverETags, entity) }
+        if let etag {
+            try t.put(store.serverETags, entity, Array(etag.utf8))
+        } else {
+            try t.delete(store.serverETags, entity)
+        }
     }
 
     /// Visits request `name`'s entries after entity `after` (exclusive; nil: from the first)
@@ -217,7 +232,9 @@ package struct Membership: Sendable {
     /// has, and a sweep that finds nothing stale writes nothing. With `retain` false (undefine)
     /// an entity with pending local changes keeps no entry. Returns how many entities were
     /// deleted and how many retained.
-    package func sweep(name: String, below: UInt64, retain: Bool = true, chunk: Int = 1_000) async throws -> (removed: Int, retained: Int) {
+    package func sweep(
+        name: String, below: UInt64, retain: Bool = true, chunk: Int = 1_000
+    ) async throws -> (removed: Int, retained: Int) {
         let store = self.store
         var after: [UInt8]? = nil
         var total = (removed: 0, retained: 0)
@@ -237,7 +254,9 @@ package struct Membership: Sendable {
     }
 
     /// `sweep` for callers on their own threads (undefine).
-    package func sweepBlocking(name: String, below: UInt64, retain: Bool = true, chunk: Int = 1_000) throws -> (removed: Int, retained: Int) {
+    package func sweepBlocking(
+        name: String, below: UInt64, retain: Bool = true, chunk: Int = 1_000
+    ) throws -> (removed: Int, retained: Int) {
         let store = self.store
         var after: [UInt8]? = nil
         var total = (removed: 0, retained: 0)
@@ -258,7 +277,9 @@ package struct Membership: Sendable {
 
     /// From the entry after `after`: up to `chunk` entities whose entry is below `below`, the
     /// last entity looked at, and whether the request's entries ended.
-    func stale(_ t: ReadView, name: String, below: UInt64, chunk: Int, after: [UInt8]?) throws -> (stale: [[UInt8]], last: [UInt8]?, done: Bool) {
+    func stale(
+        _ t: ReadView, name: String, below: UInt64, chunk: Int, after: [UInt8]?
+    ) throws -> (stale: [[UInt8]], last: [UInt8]?, done: Bool) {
         var stale: [[UInt8]] = []
         var last: [UInt8]? = nil
         var looked = 0
@@ -274,11 +295,14 @@ package struct Membership: Sendable {
     }
 
     /// Releases the entities of `stale` whose entry is still below `below`.
-    func release(_ t: WriteView, name: String, stale: [[UInt8]], below: UInt64, retain: Bool) throws -> (removed: Int, retained: Int) {
+    func release(
+        _ t: WriteView, name: String, stale: [[UInt8]], below: UInt64, retain: Bool
+    ) throws -> (removed: Int, retained: Int) {
         var (removed, retained) = (0, 0)
         for entity in stale {
             guard let value = try t.get(store.membership, Self.memberKey(name: name, entity: entity)),
-                  (Self.generation(of: value) ?? 0) < below else { continue }
+                (Self.generation(of: value) ?? 0) < below
+            else { continue }
             let split = entity.withUnsafeBytes { store.splitEntityKey($0) }
             guard let (set, keyBytes, _) = split else { continue }
             switch try release(t, name: name, set: set, keyBytes: keyBytes, retain: retain) {
@@ -307,13 +331,22 @@ package struct Membership: Sendable {
             var e = try c.first()
             while let (k, v) = e {
                 defer { e = try? c.next() }
-                guard let zero = k.firstIndex(of: 0) else { problem("membership: an entry has no name separator"); continue }
+                guard let zero = k.firstIndex(of: 0) else {
+                    problem("membership: an entry has no name separator"); continue
+                }
                 let name = String(decoding: k[..<zero], as: UTF8.self)
-                if !defined.contains(name) { problem("membership: an entry names '\(Self.quoted(name))', which is not a defining request") }
-                guard Self.generation(of: v) != nil else { problem("membership: the entry of '\(Self.quoted(name))' has a value of \(v.count) bytes, not a generation"); continue }
+                if !defined.contains(name) {
+                    problem("membership: an entry names '\(Self.quoted(name))', which is not a defining request")
+                }
+                guard Self.generation(of: v) != nil else {
+                    problem(
+                        "membership: the entry of '\(Self.quoted(name))' has a value of \(v.count) bytes, not a generation"
+                    ); continue
+                }
                 let rest = UnsafeRawBufferPointer(rebasing: k[(zero + 1)...])
                 guard let (set, keyBytes, length) = store.splitEntityKey(rest), length == rest.count else {
-                    problem("membership: an entry of '\(Self.quoted(name))' does not decode as an entity set and key"); continue
+                    problem("membership: an entry of '\(Self.quoted(name))' does not decode as an entity set and key");
+                    continue
                 }
                 let entity = Array(rest)
                 let what = "\(set.name)(\(set.describeKeyBytes(keyBytes)))"
@@ -322,7 +355,11 @@ package struct Membership: Sendable {
                 }
                 if try set.row(t, key: keyBytes) == nil {
                     let last = try queue.chain(t, set: set.name, keyBytes: keyBytes).last
-                    if last?.method != .delete { problem("membership: '\(Self.quoted(name))' holds \(what), which does not exist and has no pending delete") }
+                    if last?.method != .delete {
+                        problem(
+                            "membership: '\(Self.quoted(name))' holds \(what), which does not exist and has no pending delete"
+                        )
+                    }
                 }
             }
         }
@@ -345,8 +382,12 @@ package struct Membership: Sendable {
                 var e = try c.seek(p)
                 while let (k, v) = e, k.starts(with: p) {
                     let name = String(decoding: k[p.count...], as: UTF8.self)
-                    if !defined.contains(name) { problem("meta: '\(Self.quoted(String(decoding: k, as: UTF8.self)))' names no defining request") }
-                    if prefix == Self.generationPrefix, Self.generation(of: v) == nil { problem("meta: '\(Self.quoted(String(decoding: k, as: UTF8.self)))' is not a generation") }
+                    if !defined.contains(name) {
+                        problem("meta: '\(Self.quoted(String(decoding: k, as: UTF8.self)))' names no defining request")
+                    }
+                    if prefix == Self.generationPrefix, Self.generation(of: v) == nil {
+                        problem("meta: '\(Self.quoted(String(decoding: k, as: UTF8.self)))' is not a generation")
+                    }
                     e = try c.next()
                 }
             }

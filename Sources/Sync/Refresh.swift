@@ -54,7 +54,8 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
     /// One line: `refreshed 2 requests (Products: delta, Orders: full): 120 received, 118 written, 2 removed, 1 rebased, 0 compacted`.
     public var description: String {
         let modes = requests.map { "\($0.name): \($0.mode.rawValue)" }.joined(separator: ", ")
-        return "refreshed \(requests.count) request\(requests.count == 1 ? "" : "s")\(modes.isEmpty ? "" : " (\(modes))"): "
+        return
+            "refreshed \(requests.count) request\(requests.count == 1 ? "" : "s")\(modes.isEmpty ? "" : " (\(modes))"): "
             + "\(received) received, \(written) written, \(removed) removed, \(rebased) rebased, \(compacted) compacted"
     }
 }
@@ -88,7 +89,8 @@ public enum RefreshError: Error, Sendable, Hashable, CustomStringConvertible {
         case .service(let r, let s, let m): "refresh of '\(r)': the service answered \(s): \(m)"
         case .unknownRequest(let n): "no defining request named '\(Membership.quoted(n))'"
         case .alreadyRunning: "a refresh of this store is already running"
-        case .noServiceRoot: "no service root: give one (--service URL) or set \"serviceRoot\" in the store's configuration"
+        case .noServiceRoot:
+            "no service root: give one (--service URL) or set \"serviceRoot\" in the store's configuration"
         case .badResponse(let r, let m): "refresh of '\(r)': \(m)"
         }
     }
@@ -103,17 +105,26 @@ package enum DefiningRequests {
     /// since a refresh reads the whole collection.
     package static func bind(_ url: String, schema: Schema) throws -> BoundQuery {
         let query = try Binder(schema: schema).bind(url)
-        guard query.path.segments.count == 1, let segment = query.path.segments.first, segment.key == nil, !segment.isSingle,
-              !query.path.isCount else {
-            throw EntityError.badInput("a defining request reads an entity set ('Set?$filter=…'), not a key, navigation, singleton or /$count: '\(Membership.quoted(url))'")
+        guard query.path.segments.count == 1, let segment = query.path.segments.first, segment.key == nil,
+            !segment.isSingle,
+            !query.path.isCount
+        else {
+            throw EntityError.badInput(
+                "a defining request reads an entity set ('Set?$filter=…'), not a key, navigation, singleton or /$count: '\(Membership.quoted(url))'"
+            )
         }
         guard !schema.isSystemSet(segment.entitySet) else {
-            throw EntityError.badInput("'\(segment.entitySet)' is one of the store's own sets; a defining request reads the service's")
+            throw EntityError.badInput(
+                "'\(segment.entitySet)' is one of the store's own sets; a defining request reads the service's")
         }
         let o = query.options
-        for (name, present) in [("$orderby", !o.orderBy.isEmpty), ("$top", o.top != nil), ("$skip", o.skip != nil), ("$count", o.count),
-                                ("$search", o.search != nil), ("$skiptoken", query.skipToken != nil), ("$format", query.format != nil)] where present {
-            throw EntityError.badInput("\(name) is not allowed in a defining request: refresh reads the whole collection (use $filter, $select and $expand)")
+        for (name, present) in [
+            ("$orderby", !o.orderBy.isEmpty), ("$top", o.top != nil), ("$skip", o.skip != nil), ("$count", o.count),
+            ("$search", o.search != nil), ("$skiptoken", query.skipToken != nil), ("$format", query.format != nil),
+        ] where present {
+            throw EntityError.badInput(
+                "\(name) is not allowed in a defining request: refresh reads the whole collection (use $filter, $select and $expand)"
+            )
         }
         return query
     }
@@ -124,7 +135,9 @@ package enum DefiningRequests {
         let bytes = Array(url.utf8)
         var out = ""
         var i = 0
-        func hex(_ b: UInt8) -> Bool { (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66) }
+        func hex(_ b: UInt8) -> Bool {
+            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66)
+        }
         while i < bytes.count {
             let b = bytes[i]
             let keep: Bool
@@ -174,8 +187,10 @@ package struct Refresher: Sendable {
     /// Entries a sweep transaction releases at most (and looks at, ×50).
     package var sweepChunk = 1_000
 
-    package init(store: EntityStore, backend: any Backend, pageSize: Int? = nil, headers: [(String, String)] = [],
-                 progress: (@Sendable (RefreshProgress) -> Void)? = nil) {
+    package init(
+        store: EntityStore, backend: any Backend, pageSize: Int? = nil, headers: [(String, String)] = [],
+        progress: (@Sendable (RefreshProgress) -> Void)? = nil
+    ) {
         self.store = store
         self.backend = backend
         self.pageSize = pageSize
@@ -195,20 +210,24 @@ package struct Refresher: Sendable {
         do {
             for r in requests { report.requests.append(try await refresh(r)) }
             let store = self.store
-            report.compacted = try await store.write { t in try RequestQueue(store: store).compact(t, optimize: optimize) }
+            report.compacted = try await store.write { t in
+                try RequestQueue(store: store).compact(t, optimize: optimize)
+            }
         } catch {
             let (store, received, text) = (self.store, report.received, "\(error)")
             let outcome = error is CancellationError ? "cancelled" : "failed"
             try? await store.write { t in
-                try RequestQueue(store: store).logEvent(t, type: "Download", startedAt: started, finishedAt: .now, outcome: outcome,
-                                                        entities: received, details: String(text.prefix(1_000)))
+                try RequestQueue(store: store).logEvent(
+                    t, type: "Download", startedAt: started, finishedAt: .now, outcome: outcome,
+                    entities: received, details: String(text.prefix(1_000)))
             }
             throw error
         }
         let (store, received, text) = (self.store, report.received, report.description)
         try await store.write { t in
-            try RequestQueue(store: store).logEvent(t, type: "Download", startedAt: started, finishedAt: .now, outcome: "succeeded",
-                                                    entities: received, details: text)
+            try RequestQueue(store: store).logEvent(
+                t, type: "Download", startedAt: started, finishedAt: .now, outcome: "succeeded",
+                entities: received, details: text)
         }
         return report
     }
@@ -252,7 +271,9 @@ package struct Refresher: Sendable {
         link.hasPrefix(backend.serviceRoot) ? String(link.dropFirst(backend.serviceRoot.count)) : link
     }
 
-    func fullRead(_ r: StoreConfiguration.DefiningRequest, query: BoundQuery, track: Bool, mode: RefreshReport.Mode) async throws -> RefreshReport.Request {
+    func fullRead(
+        _ r: StoreConfiguration.DefiningRequest, query: BoundQuery, track: Bool, mode: RefreshReport.Mode
+    ) async throws -> RefreshReport.Request {
         let (m, name) = (membership, r.name)
         let generation = try await store.write { t in
             let g = try m.generation(t.reader, name: name) + 1
@@ -265,7 +286,10 @@ package struct Refresher: Sendable {
         var deltaLink: String? = nil
         var seen: Set<String> = []
         while let url = next {
-            guard seen.insert(url).inserted else { throw RefreshError.badResponse(request: name, message: "the service sent the same next link twice: \(Membership.quoted(url))") }
+            guard seen.insert(url).inserted else {
+                throw RefreshError.badResponse(
+                    request: name, message: "the service sent the same next link twice: \(Membership.quoted(url))")
+            }
             try Task.checkCancellation()  // between pages: each page is whole or absent
             let response = try await get(url, track: track)
             guard response.status == 200 else { throw failure(name, response) }
@@ -293,7 +317,10 @@ package struct Refresher: Sendable {
         var url = link
         var seen: Set<String> = []
         while true {
-            guard seen.insert(url).inserted else { throw RefreshError.badResponse(request: name, message: "the service sent the same next link twice: \(Membership.quoted(url))") }
+            guard seen.insert(url).inserted else {
+                throw RefreshError.badResponse(
+                    request: name, message: "the service sent the same next link twice: \(Membership.quoted(url))")
+            }
             try Task.checkCancellation()
             let response = try await get(url, track: true)
             if (400..<500).contains(response.status) { return nil }
@@ -320,7 +347,9 @@ package struct Refresher: Sendable {
 
     /// Writes one page in one transaction: its entities (rebased where they have pending local
     /// changes) with their ETags and membership, and its removals.
-    func apply(_ page: ServerPage, name: String, generation: UInt64, into report: inout RefreshReport.Request) async throws {
+    func apply(
+        _ page: ServerPage, name: String, generation: UInt64, into report: inout RefreshReport.Request
+    ) async throws {
         let store = self.store
         let (rows, removed) = (page.rows, page.removed)
         let counts = try await store.write { t in
@@ -354,27 +383,37 @@ package struct Refresher: Sendable {
         report.written += counts.written
         report.removed += counts.removed
         report.rebased += counts.rebased
-        progress?(RefreshProgress(request: name, mode: report.mode, pages: report.pages, received: report.received, bytes: report.bytes))
+        progress?(
+            RefreshProgress(
+                request: name, mode: report.mode, pages: report.pages, received: report.received, bytes: report.bytes))
     }
 
     enum Written { case unchanged, written, rebased, keptLocal }
 
     /// Writes the service's image of one entity: as the entity when it has no pending local
     /// changes, else into `base/` with the pending requests re-applied on top (rebase).
-    static func writeServerImage(_ t: WriteView, store: EntityStore, set: EntitySetHandle, keyBytes: [UInt8], row: ServerRow) throws -> Written {
+    static func writeServerImage(
+        _ t: WriteView, store: EntityStore, set: EntitySetHandle, keyBytes: [UInt8], row: ServerRow
+    ) throws -> Written {
         let queue = RequestQueue(store: store)
         let chain = try queue.chain(t.reader, set: set.name, keyBytes: keyBytes)
         let keyValues = try set.keyValues(row.entity)
         if chain.isEmpty {
             var image = row.entity
-            if row.partial, let old = try set.get(t.reader, key: keyValues) { image = old; for (k, v) in row.entity { image[k] = v } }
-            if let current = try set.row(t.reader, key: keyBytes), current.elementsEqual(set.codec.encode(image)) { return .unchanged }
+            if row.partial, let old = try set.get(t.reader, key: keyValues) {
+                image = old; for (k, v) in row.entity { image[k] = v }
+            }
+            if let current = try set.row(t.reader, key: keyBytes), current.elementsEqual(set.codec.encode(image)) {
+                return .unchanged
+            }
             try set.upsert(t, image)
             return .written
         }
         var records = try chain.map { e -> RequestRecord in
             guard let r = try queue.record(t.reader, id: e.id) else {
-                throw EntityError.badInput("q/by-entity names request \(e.id) of \(set.name)(\(set.describeKeyBytes(keyBytes))), which is not in the queue")
+                throw EntityError.badInput(
+                    "q/by-entity names request \(e.id) of \(set.name)(\(set.describeKeyBytes(keyBytes))), which is not in the queue"
+                )
             }
             return r
         }
@@ -386,7 +425,9 @@ package struct Refresher: Sendable {
             try queue.put(t, records[0], hasDependents: chain[0].hasDependents)
         }
         var image = row.entity
-        if row.partial, let old = try t.get(base, keyBytes).map({ try set.codec.decode($0) }) { image = old; for (k, v) in row.entity { image[k] = v } }
+        if row.partial, let old = try t.get(base, keyBytes).map({ try set.codec.decode($0) }) {
+            image = old; for (k, v) in row.entity { image[k] = v }
+        }
         let encoded = set.codec.encode(image)
         // Already the server image under the local changes (an entity two requests bring): nothing to do.
         if let current = try t.get(base, keyBytes), current.elementsEqual(encoded) { return .unchanged }

@@ -56,7 +56,9 @@ package struct ServerETags: Sendable {
                 case .success: break
                 }
                 if !Self.isHeaderValue(v) {
-                    problem("etags: the ETag of \(described) cannot be sent as an If-Match header: '\(String(decoding: v.prefix(80), as: UTF8.self))'")
+                    problem(
+                        "etags: the ETag of \(described) cannot be sent as an If-Match header: '\(String(decoding: v.prefix(80), as: UTF8.self))'"
+                    )
                 }
                 e = try c.next()
             }
@@ -71,7 +73,9 @@ package struct ServerETags: Sendable {
     struct BadKey: Error, CustomStringConvertible { var description: String }
 
     /// The set and key tuple of an `etags` key, or why it is not one.
-    static func decodeKey(_ k: UnsafeRawBufferPointer, store: EntityStore) -> Result<(set: String, keyBytes: [UInt8]), BadKey> {
+    static func decodeKey(
+        _ k: UnsafeRawBufferPointer, store: EntityStore
+    ) -> Result<(set: String, keyBytes: [UInt8]), BadKey> {
         guard let (values, length) = try? KeyCodec.decode(k, count: 1), case .string(let name) = values[0] else {
             return .failure(BadKey(description: "the key does not start with an entity set's name"))
         }

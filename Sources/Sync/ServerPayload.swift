@@ -44,10 +44,14 @@ package struct PayloadReader: Sendable {
     package func collect(_ json: JSON, set: String, options: BoundOptions? = nil, into rows: inout [ServerRow]) throws {
         guard let type = schema.entityType(ofSet: set) else { throw EntityError.unknownEntitySet(set) }
         let navigation = Set(type.navigationProperties.map(\.name))
-        var props = try ValueJSON(schema: schema).properties(from: json, properties: type.properties, navigation: navigation, owner: set)
+        var props = try ValueJSON(schema: schema).properties(
+            from: json, properties: type.properties, navigation: navigation, owner: set)
         if type.key.contains(where: { props[$0]?.isNull ?? true }), let id = Self.id(of: json, removal: false) {
             let (idSet, key) = try entity(id: id)
-            guard idSet == set else { throw EntityError.badInput("an entity of '\(set)' has the @odata.id '\(Membership.quoted(id))' of \(idSet)") }
+            guard idSet == set else {
+                throw EntityError.badInput(
+                    "an entity of '\(set)' has the @odata.id '\(Membership.quoted(id))' of \(idSet)")
+            }
             for (name, v) in zip(type.key, key) where props[name]?.isNull ?? true { props[name] = v }
         }
         var etag: String? = nil
@@ -55,7 +59,9 @@ package struct PayloadReader: Sendable {
         rows.append(ServerRow(set: set, entity: props, etag: etag, partial: options?.select != nil))
         guard case .object(let members) = json else { return }
         for (name, value) in members where navigation.contains(name) {
-            guard let nav = type.navigationProperty(name), let target = schema.targetSet(of: nav, from: set) else { continue }
+            guard let nav = type.navigationProperty(name), let target = schema.targetSet(of: nav, from: set) else {
+                continue
+            }
             var children: [JSON]
             switch value {
             case .array(let a): children = a
@@ -78,7 +84,9 @@ package struct PayloadReader: Sendable {
 
     /// An entry's `@odata.id` (`@id`); for a removal also V4.0's `id`.
     static func id(of json: JSON, removal: Bool) -> String? {
-        for name in removal ? ["@odata.id", "@id", "id"] : ["@odata.id", "@id"] { if case .string(let s)? = json[name] { return s } }
+        for name in removal ? ["@odata.id", "@id", "id"] : ["@odata.id", "@id"] {
+            if case .string(let s)? = json[name] { return s }
+        }
         return nil
     }
 
@@ -93,7 +101,9 @@ package struct PayloadReader: Sendable {
         }
         let bound: BoundQuery
         do { bound = try Binder(schema: schema).bind(String(path)) } catch {
-            throw EntityError.badInput("the service sent an @odata.id that is not an entity of this schema: '\(Membership.quoted(id))' (\(error))")
+            throw EntityError.badInput(
+                "the service sent an @odata.id that is not an entity of this schema: '\(Membership.quoted(id))' (\(error))"
+            )
         }
         guard bound.path.segments.count == 1, let segment = bound.path.segments.first, let key = segment.key else {
             throw EntityError.badInput("the service sent an @odata.id that is not Set(key): '\(Membership.quoted(id))'")
@@ -116,11 +126,17 @@ package struct PayloadReader: Sendable {
         } else {
             throw EntityError.badInput("the service's answer is not a collection ({\"value\":[…]})")
         }
-        for name in ["@odata.nextLink", "@nextLink", "odata.nextLink"] { if case .string(let s)? = doc[name] { page.nextLink = s } }
-        for name in ["@odata.deltaLink", "@deltaLink", "odata.deltaLink"] { if case .string(let s)? = doc[name] { page.deltaLink = s } }
+        for name in ["@odata.nextLink", "@nextLink", "odata.nextLink"] {
+            if case .string(let s)? = doc[name] { page.nextLink = s }
+        }
+        for name in ["@odata.deltaLink", "@deltaLink", "odata.deltaLink"] {
+            if case .string(let s)? = doc[name] { page.deltaLink = s }
+        }
         for item in items {
             if Self.isRemoval(item) {
-                guard let id = Self.id(of: item, removal: true) else { throw EntityError.badInput("the service sent a removed entry without an id") }
+                guard let id = Self.id(of: item, removal: true) else {
+                    throw EntityError.badInput("the service sent a removed entry without an id")
+                }
                 let (s, key) = try entity(id: id)
                 page.removed.append((s, key))
                 continue

@@ -5,7 +5,9 @@ import OfflineStore
 struct Create: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create an entity offline: it is stored and its request queued, in one durable transaction.",
-        discussion: "Example: offline-store create --store s Products '{\"ProductID\":\"HT-9\",\"Name\":\"Pen\"}' --tag new-pen")
+        discussion:
+            "Example: offline-store create --store s Products '{\"ProductID\":\"HT-9\",\"Name\":\"Pen\"}' --tag new-pen"
+    )
     @OptionGroup var options: StoreOption
     @Argument(help: "The entity set.") var set: String
     @Argument(help: "The entity as an OData JSON object (or - to read it from standard input).") var json: String
@@ -14,7 +16,8 @@ struct Create: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let store = try OfflineStore.open(at: options.store)
-            let receipt = try store.create(set: set, entity: try store.properties(set: set, json: try jsonArgument(json)), options: change.options)
+            let receipt = try store.create(
+                set: set, entity: try store.properties(set: set, json: try jsonArgument(json)), options: change.options)
             try output(describe(receipt, store: store, set: set))
         }
     }
@@ -24,7 +27,8 @@ struct Create: ParsableCommand {
 struct ChangeFlags: ParsableArguments {
     @Option(help: "A custom tag kept with the request.") var tag: String?
     @Option(help: "A header sent with the request, as Name:Value (repeatable).") var header: [String] = []
-    @Option(help: "A transaction id: requests with the same one go to the service as one change set.") var transaction: String?
+    @Option(help: "A transaction id: requests with the same one go to the service as one change set.") var transaction:
+        String?
     @Option(help: "An upload category: flush can be limited to one.") var category: String?
     @Flag(help: "Never merge this request with another.") var nonMergeable = false
 
@@ -32,10 +36,14 @@ struct ChangeFlags: ParsableArguments {
         get throws {
             var headers: [String: String] = [:]
             for h in header {
-                guard let colon = h.firstIndex(of: ":"), colon != h.startIndex else { throw CLIError("--header must be Name:Value, got '\(h)'") }
+                guard let colon = h.firstIndex(of: ":"), colon != h.startIndex else {
+                    throw CLIError("--header must be Name:Value, got '\(h)'")
+                }
                 headers[String(h[..<colon])] = String(h[h.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
             }
-            return ChangeOptions(customTag: tag, customHeaders: headers, transactionID: transaction, uploadCategory: category, nonMergeable: nonMergeable)
+            return ChangeOptions(
+                customTag: tag, customHeaders: headers, transactionID: transaction, uploadCategory: category,
+                nonMergeable: nonMergeable)
         }
     }
 }

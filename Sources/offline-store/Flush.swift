@@ -21,7 +21,8 @@ struct FlushCommand: ParsableCommand {
     @Option(help: "The service root URL (default: serviceRoot of the store's configuration).") var service: String?
     @Option(help: "Only the requests of this upload category.") var category: String?
     @Option(help: "Requests per $batch round trip.") var batchSize = 50
-    @Option(name: .customLong("header"), help: "A header for every request, 'Name: value' (repeatable).") var headers: [String] = []
+    @Option(name: .customLong("header"), help: "A header for every request, 'Name: value' (repeatable).") var headers:
+        [String] = []
     @Flag(help: .hidden) var noReconcile = false
 
     func run() throws {
@@ -33,10 +34,14 @@ struct FlushCommand: ParsableCommand {
             let onTTY = isatty(2) == 1
             let result = Mutex<FlushReport?>(nil)
             try blocking {
-                let report = try await store.flush(serviceRoot: service, category: category, batchSize: batchSize, headers: parsed,
-                                                   reconcile: reconcile, progress: { r in
-                                                       if onTTY { Output.note("\rflush: sent \(r.sent), succeeded \(r.succeeded), archived \(r.archived)") }
-                                                   })
+                let report = try await store.flush(
+                    serviceRoot: service, category: category, batchSize: batchSize, headers: parsed,
+                    reconcile: reconcile,
+                    progress: { r in
+                        if onTTY {
+                            Output.note("\rflush: sent \(r.sent), succeeded \(r.succeeded), archived \(r.archived)")
+                        }
+                    })
                 result.withLock { $0 = report }
             }
             if onTTY { Output.note("\r\u{1B}[K") }
@@ -51,8 +56,11 @@ struct FlushCommand: ParsableCommand {
         guard let colon = text.firstIndex(of: ":") else { throw CLIError("--header '\(text)' is not 'Name: value'") }
         let name = text[..<colon].trimmingCharacters(in: .whitespaces)
         let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-        let token = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-        guard !name.isEmpty, name.unicodeScalars.allSatisfy(token.contains) else { throw CLIError("--header '\(text)': '\(name)' is not a header name") }
+        let token = CharacterSet(
+            charactersIn: "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        guard !name.isEmpty, name.unicodeScalars.allSatisfy(token.contains) else {
+            throw CLIError("--header '\(text)': '\(name)' is not a header name")
+        }
         guard !value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
             throw CLIError("--header '\(name)': the value has a control character")
         }

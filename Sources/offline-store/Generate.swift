@@ -43,7 +43,9 @@ struct Generate: ParsableCommand {
             }
             if tty { Output.note("\n") }
             let seconds = Date().timeIntervalSince(start)
-            try output("generated \(n) \(set) in \(String(format: "%.2f", seconds)) s (\(Int(Double(n) / max(seconds, 0.001))) entities/s)")
+            try output(
+                "generated \(n) \(set) in \(String(format: "%.2f", seconds)) s (\(Int(Double(n) / max(seconds, 0.001))) entities/s)"
+            )
         }
     }
 }

@@ -5,9 +5,11 @@ import OfflineStore
 struct Get: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print one entity as OData JSON: 'Set(key)'.",
-        discussion: "Example: offline-store get --store s \"SalesOrderItems(SalesOrderID='0500000001',ItemPosition=10)\"")
+        discussion:
+            "Example: offline-store get --store s \"SalesOrderItems(SalesOrderID='0500000001',ItemPosition=10)\"")
     @OptionGroup var options: StoreOption
-    @Argument(help: "The entity: Products('HT-1000') or SalesOrderItems(SalesOrderID='05',ItemPosition=10).") var entity: String
+    @Argument(help: "The entity: Products('HT-1000') or SalesOrderItems(SalesOrderID='05',ItemPosition=10).")
+    var entity: String
 
     func run() throws {
         try runReportingErrors {

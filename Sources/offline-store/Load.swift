@@ -5,7 +5,8 @@ import OfflineStore
 
 struct Load: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Import server data into an entity set: OData JSON or JSON lines, streamed; all or nothing unless --batch; nothing queued.",
+        abstract:
+            "Import server data into an entity set: OData JSON or JSON lines, streamed; all or nothing unless --batch; nothing queued.",
         discussion: """
             The file is read as it is written: memory holds a chunk of it and a few thousand entities, \
             whatever its size. Without --batch the whole file is one transaction: none of it or all of it. \
@@ -16,7 +17,10 @@ struct Load: ParsableCommand {
     @OptionGroup var options: StoreOption
     @Option(help: "The entity set.") var set: String
     @Option(help: "Commit every N entities (an entity and its expanded children are never split).") var batch: Int?
-    @Argument(help: "The file: {\"value\":[…]}, {\"d\":{\"results\":[…]}}, an array, an entity object or JSON lines; - for standard input.")
+    @Argument(
+        help:
+            "The file: {\"value\":[…]}, {\"d\":{\"results\":[…]}}, an array, an entity object or JSON lines; - for standard input."
+    )
     var file: String
 
     /// How far it has got, on one line of the terminal.

@@ -22,6 +22,10 @@ struct OfflineStoreCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "offline-store",
         abstract: "An embedded offline OData store: LMDB underneath, OData URLs on top.",
-        subcommands: [Init.self, Load.self, Get.self, QueryCommand.self, Create.self, Update.self, Delete.self, QueueCommand.self, Errors.self, Undo.self, Define.self, Undefine.self, Refresh.self, FlushCommand.self, Events.self, Check.self, Stats.self, Generate.self, Serve.self, Demo.self, CrashTest.self, ChangeWorker.self, CrashWorker.self])
+        subcommands: [
+            Init.self, Load.self, Get.self, QueryCommand.self, Create.self, Update.self, Delete.self, QueueCommand.self,
+            Errors.self, Undo.self, Define.self, Undefine.self, Refresh.self, FlushCommand.self, Events.self,
+            Check.self, Stats.self, Generate.self, Serve.self, Demo.self, CrashTest.self, ChangeWorker.self,
+            CrashWorker.self,
+        ])
 }
-

@@ -5,7 +5,8 @@ import OfflineStore
 
 struct QueryCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "query", abstract: "Answer an OData URL from the store: $filter, $orderby, $top, $skip, $select, $expand, $count.",
+        commandName: "query",
+        abstract: "Answer an OData URL from the store: $filter, $orderby, $top, $skip, $select, $expand, $count.",
         discussion: """
             Example: offline-store query --store s "BusinessPartners?\\$filter=Country eq 'US'&\\$orderby=CompanyName&\\$top=20" --format table
             Example: offline-store query --store s --explain "SalesOrderItems?\\$filter=Quantity ge 5"
@@ -23,7 +24,9 @@ struct QueryCommand: ParsableCommand {
                 try output(try store.explain(url))
                 return
             }
-            guard let f = QueryFormat(rawValue: format) else { throw CLIError("unknown format '\(format)' (json, jsonl or table)") }
+            guard let f = QueryFormat(rawValue: format) else {
+                throw CLIError("unknown format '\(format)' (json, jsonl or table)")
+            }
             try store.query(url, format: f, pageSize: pageSize, writeBytes: { chunk in try Output.write(chunk, to: 1) })
         }
     }

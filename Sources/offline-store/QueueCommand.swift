@@ -23,7 +23,9 @@ struct QueueCommand: ParsableCommand {
 struct Errors: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the ErrorArchive (requests the service refused) as OData JSON, or resolve entries.",
-        discussion: "Resolving gives the change up: the request and those that depend on it leave the queue and the entities get the service's image back.\nExample: offline-store errors --store s --resolve 12")
+        discussion:
+            "Resolving gives the change up: the request and those that depend on it leave the queue and the entities get the service's image back.\nExample: offline-store errors --store s --resolve 12"
+    )
     @OptionGroup var options: StoreOption
     @Option(help: "Resolve the entry of this request id.") var resolve: Int64?
     @Flag(help: "Resolve every entry.") var resolveAll = false
@@ -55,7 +57,10 @@ struct Undo: ParsableCommand {
             let store = try OfflineStore.open(at: options.store)
             let (set, key) = try store.parseEntityPath(entity)
             let dropped = try store.undo(set: set, key: key)
-            try output(dropped.isEmpty ? "\(entity) has no pending changes" : "dropped requests \(dropped.map(String.init).joined(separator: ", "))")
+            try output(
+                dropped.isEmpty
+                    ? "\(entity) has no pending changes"
+                    : "dropped requests \(dropped.map(String.init).joined(separator: ", "))")
         }
     }
 }

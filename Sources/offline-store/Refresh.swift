@@ -21,7 +21,9 @@ struct Define: ParsableCommand {
             let store = try OfflineStore.open(at: options.store)
             let existed = store.definingRequests.first { $0.name == name }
             try store.define(name: name, url: url)
-            try output(existed == nil ? "defined \(name)" : existed?.url == url ? "\(name) is already defined so" : "redefined \(name)")
+            try output(
+                existed == nil
+                    ? "defined \(name)" : existed?.url == url ? "\(name) is already defined so" : "redefined \(name)")
         }
     }
 }
@@ -44,7 +46,8 @@ struct Undefine: ParsableCommand {
 
 struct Refresh: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Refresh the store from the service: run the defining requests, rebase and compact the request queue.",
+        abstract:
+            "Refresh the store from the service: run the defining requests, rebase and compact the request queue.",
         discussion: """
             Reads each defining request in pages (through its delta link when it has one), writes each page \
             in its own transaction and prints one line of summary; a progress line on a terminal.
@@ -53,8 +56,10 @@ struct Refresh: ParsableCommand {
     @OptionGroup var options: StoreOption
     @Option(help: "The service root (default: the configuration's serviceRoot).") var service: String?
     @Option(help: "Only these defining requests, comma-separated.") var subset: String?
-    @Option(help: "Entities per page asked of the service (Prefer: odata.maxpagesize; default 1000).") var pageSize: Int?
-    @Option(name: .customLong("header"), help: "A header sent with every request, 'Name: value' (repeatable).") var headers: [String] = []
+    @Option(help: "Entities per page asked of the service (Prefer: odata.maxpagesize; default 1000).") var pageSize:
+        Int?
+    @Option(name: .customLong("header"), help: "A header sent with every request, 'Name: value' (repeatable).")
+    var headers: [String] = []
 
     func run() throws {
         try runReportingErrors { try refresh() }
@@ -77,7 +82,9 @@ struct Refresh: ParsableCommand {
                 last = now
                 return true
             }
-            if due { Output.note("\r\u{1B}[K\(p.request) (\(p.mode.rawValue)): \(p.received) entities, \(p.pages) pages") }
+            if due {
+                Output.note("\r\u{1B}[K\(p.request) (\(p.mode.rawValue)): \(p.received) entities, \(p.pages) pages")
+            }
         }
     }
 
@@ -95,7 +102,8 @@ struct Refresh: ParsableCommand {
         let report = Mutex<RefreshReport?>(nil)
         defer { if tty { Output.note("\r\u{1B}[K") } }
         try blocking {
-            let r = try await store.refresh(serviceRoot: service, subset: names, headers: sendHeaders, pageSize: pageSize, progress: progress)
+            let r = try await store.refresh(
+                serviceRoot: service, subset: names, headers: sendHeaders, pageSize: pageSize, progress: progress)
             report.withLock { $0 = r }
         }
         if let r = report.withLock({ $0 }) { try output(r.description) }

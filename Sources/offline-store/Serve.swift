@@ -9,7 +9,8 @@ import Synchronization
 
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Serve the store as an OData V4 service over HTTP (the served role: writes apply directly, nothing is queued).",
+        abstract:
+            "Serve the store as an OData V4 service over HTTP (the served role: writes apply directly, nothing is queued).",
         discussion: """
             Binds 127.0.0.1 unless --host says otherwise; --port 0 takes a free port. Prints one line, \
             "serving DIR at http://HOST:PORT/", once it listens. Stops cleanly on SIGINT or SIGTERM. \
@@ -17,20 +18,27 @@ struct Serve: ParsableCommand {
             Example: offline-store serve --store s --port 8080
             """)
     @OptionGroup var options: StoreOption
-    @Option(help: "The address to bind (loopback by default; another address is an explicit choice).") var host = "127.0.0.1"
+    @Option(help: "The address to bind (loopback by default; another address is an explicit choice).") var host =
+        "127.0.0.1"
     @Option(help: "The port (0: a free one).") var port = 8080
-    @Option(help: "Entities per response page when the client asks for no odata.maxpagesize (default: no paging).") var pageSize: Int?
+    @Option(help: "Entities per response page when the client asks for no odata.maxpagesize (default: no paging).")
+    var pageSize: Int?
     @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "info"
-    @Option(help: "Change the store's size cap (as init --max-size; 0 lifts it) and keep it in its configuration.") var maxSize: String?
-    @Option(help: "Stop (as on SIGTERM) after this many seconds: a bound on a test server's life.") var lifetime: Double?
+    @Option(help: "Change the store's size cap (as init --max-size; 0 lifts it) and keep it in its configuration.")
+    var maxSize: String?
+    @Option(help: "Stop (as on SIGTERM) after this many seconds: a bound on a test server's life.") var lifetime:
+        Double?
 
     func run() throws {
         try runReportingErrors {
-            guard let level = Logger.Level(rawValue: logLevel) else { throw CLIError("unknown log level '\(logLevel)'") }
+            guard let level = Logger.Level(rawValue: logLevel) else {
+                throw CLIError("unknown log level '\(logLevel)'")
+            }
             guard (0...65535).contains(port) else { throw CLIError("--port must be 0…65535") }
             if let pageSize, pageSize < 1 { throw CLIError("--page-size must be at least 1") }
             if let lifetime, !(lifetime > 0) { throw CLIError("--lifetime must be a positive number of seconds") }
-            let store = try OfflineStore.open(at: options.store, maxSizeBytes: try maxSize.map { try parseSize($0, zeroAllowed: true) })
+            let store = try OfflineStore.open(
+                at: options.store, maxSizeBytes: try maxSize.map { try parseSize($0, zeroAllowed: true) })
             LoggingSystem.bootstrap { label in
                 var handler = StreamLogHandler.standardError(label: label)
                 handler.logLevel = level

@@ -13,7 +13,9 @@ struct Stats: ParsableCommand {
             let stats = try OfflineStore.open(at: options.store, readOnly: true).stats()
             for s in stats.sets {
                 try output("\(s.name): \(s.entities) entities")
-                for i in s.indexes { try output("  index \(i.name)\(i.automatic ? " (foreign key)" : ""): \(i.entries) entries") }
+                for i in s.indexes {
+                    try output("  index \(i.name)\(i.automatic ? " (foreign key)" : ""): \(i.entries) entries")
+                }
             }
             try output("file: \(stats.fileSize) bytes, map: \(stats.mapSize) bytes")
         }

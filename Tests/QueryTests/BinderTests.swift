@@ -40,8 +40,10 @@ struct BinderTests {
         ("Status in ('New', Sales.Status'Open')", "(in Status (Sales.Status'0' Sales.Status'1'))"),
         ("SalesOrders/any(o:o/GrossAmount gt 1000)", "(any SalesOrders o (gt o/GrossAmount 1000M))"),
         ("SalesOrders/any()", "(any SalesOrders)"),
-        ("SalesOrders/all(o:o/Items/any(i:i/Quantity gt 2 and o/Currency eq 'EUR' and $it/Country eq 'US'))",
-         "(all SalesOrders o (any o/Items i (and (gt i/Quantity 2) (eq o/Currency 'EUR') (eq Country 'US'))))"),
+        (
+            "SalesOrders/all(o:o/Items/any(i:i/Quantity gt 2 and o/Currency eq 'EUR' and $it/Country eq 'US'))",
+            "(all SalesOrders o (any o/Items i (and (gt i/Quantity 2) (eq o/Currency 'EUR') (eq Country 'US'))))"
+        ),
         ("Emails/any(e:endswith(e,'.com'))", "(any Emails e (endswith e '.com'))"),
         ("Addresses/any(a:a/City eq 'Paris')", "(any Addresses a (eq a/City 'Paris'))"),
         ("SalesOrders/$count gt 2", "(gt (count SalesOrders) 2L)"),
@@ -62,7 +64,10 @@ struct BinderTests {
         ("CreatedAt gt datetime'2021-01-01T00:00'", "(gt CreatedAt 2021-01-01T00:00:00Z)"),
         ("CreatedAt lt now()", "(lt CreatedAt (now))"),
         ("CreatedAt add duration'P1D' gt now()", "(gt (add CreatedAt duration'P1D') (now))"),
-        ("CreatedAt sub 2021-01-01T00:00:00Z gt duration'P1D'", "(gt (sub CreatedAt 2021-01-01T00:00:00Z) duration'P1D')"),
+        (
+            "CreatedAt sub 2021-01-01T00:00:00Z gt duration'P1D'",
+            "(gt (sub CreatedAt 2021-01-01T00:00:00Z) duration'P1D')"
+        ),
         ("round(CreditLimit) eq 5", "(eq (round CreditLimit) 5M)"),
         ("cast(Rating, Edm.String) eq '3'", "(eq (cast Rating Edm.String) '3')"),
         ("isof(Rating, Edm.Int32)", "(not (isnull Rating))"),
@@ -82,11 +87,17 @@ struct BinderTests {
         ("SalesOrderItems", "DeliveryTime lt duration'PT10H'", "(lt DeliveryTime 10:00:00)"),
         ("SalesOrderItems", "hour(DeliveryTime) eq 10", "(eq (hour DeliveryTime) 10)"),
         ("SalesOrderItems", "Product/Price gt 5", "(gt Product/Price 5M)"),
-        ("SalesOrderItems", "SalesOrder/BusinessPartner/Address/City eq 'x'", "(eq SalesOrder/BusinessPartner/Address/City 'x')"),
+        (
+            "SalesOrderItems", "SalesOrder/BusinessPartner/Address/City eq 'x'",
+            "(eq SalesOrder/BusinessPartner/Address/City 'x')"
+        ),
         ("SalesOrders", "CreatedAt ge datetime'2021-01-01T00:00'", "(ge CreatedAt datetime'2021-01-01T00:00:00Z')"),
         ("SalesOrders", "CreatedAt ge 2021-01-01T00:00:00Z", "(ge CreatedAt datetime'2021-01-01T00:00:00Z')"),
         ("SalesOrders", "DeliveryDate lt 2021-02-01", "(lt DeliveryDate 2021-02-01)"),
-        ("SalesOrders", "DeliveryDate sub 2021-01-01 gt duration'P7D'", "(gt (sub DeliveryDate 2021-01-01) duration'P7D')"),
+        (
+            "SalesOrders", "DeliveryDate sub 2021-01-01 gt duration'P7D'",
+            "(gt (sub DeliveryDate 2021-01-01) duration'P7D')"
+        ),
         ("Products", "Stock gt 5", "(gt Stock 5L)"),
         ("Products", "Rank eq 3", "(eq Rank 3)"),
         ("Products", "Level eq 300", "(eq Level 300)"),
@@ -113,7 +124,9 @@ struct BinderTests {
         guard case .compare(.gt, let lhs, let rhs) = items[0].kind else { Issue.record("not gt"); return }
         #expect(lhs.type == .primitive(.decimal))
         #expect(rhs.kind == .literal(.decimal(EDMDecimal("1.5")!)))
-        guard case .convert(let inner) = lhs.kind, case .property(let path) = inner.kind else { Issue.record("not convert"); return }
+        guard case .convert(let inner) = lhs.kind, case .property(let path) = inner.kind else {
+            Issue.record("not convert"); return
+        }
         #expect(inner.type == .primitive(.int32))
         #expect(path.variable == nil)
         #expect(path.steps.map(\.name) == ["Quantity"])
@@ -123,8 +136,11 @@ struct BinderTests {
     }
 
     @Test func pathSteps() throws {
-        let query = try Binder(schema: TestSchema.v4).bind("SalesOrderItems?$filter=SalesOrder/BusinessPartner/Address/City eq 'x'")
-        guard case .compare(_, let lhs, _) = query.filter?.kind, case .property(let path) = lhs.kind else { Issue.record("shape"); return }
+        let query = try Binder(schema: TestSchema.v4).bind(
+            "SalesOrderItems?$filter=SalesOrder/BusinessPartner/Address/City eq 'x'")
+        guard case .compare(_, let lhs, _) = query.filter?.kind, case .property(let path) = lhs.kind else {
+            Issue.record("shape"); return
+        }
         #expect(path.steps.count == 4)
         guard case .navigation(let nav, let set) = path.steps[1] else { Issue.record("not navigation"); return }
         #expect(nav.name == "BusinessPartner")
@@ -144,8 +160,11 @@ struct BinderTests {
         #expect(q.path.segments[1].navigation?.name == "SalesOrders")
         #expect(q.path.segments[1].isSingle)
         let item = try binder.bind("SalesOrderItems(ItemPosition=10,SalesOrderID='5')")
-        #expect(item.path.segments[0].key == [KeyComponent(name: "SalesOrderID", value: .string("5")),
-                                              KeyComponent(name: "ItemPosition", value: .int(10))])
+        #expect(
+            item.path.segments[0].key == [
+                KeyComponent(name: "SalesOrderID", value: .string("5")),
+                KeyComponent(name: "ItemPosition", value: .int(10)),
+            ])
         #expect(item.path.isSingle)
         let product = try binder.bind("SalesOrderItems(SalesOrderID='5',ItemPosition=10)/Product")
         #expect(product.path.isSingle)
@@ -158,7 +177,10 @@ struct BinderTests {
         let q = try Binder(schema: TestSchema.v4).bind(
             "BusinessPartners?$orderby=Address/City desc,Rating&$top=10&$skip=5&$count=true&$search=x&$select=CompanyName,Address/City"
                 + "&$skiptoken=t&$format=json&sap-client=100")
-        #expect(q.orderBy.map { $0.expression.description + ($0.descending ? " desc" : "") } == ["Address/City desc", "Rating"])
+        #expect(
+            q.orderBy.map { $0.expression.description + ($0.descending ? " desc" : "") } == [
+                "Address/City desc", "Rating",
+            ])
         #expect(q.orderBy[1].expression.type == .primitive(.int32))
         #expect(q.top == 10 && q.skip == 5 && q.count && q.search == "x")
         #expect(q.select?.properties.map(\.description) == ["CompanyName", "Address/City"])
@@ -171,7 +193,8 @@ struct BinderTests {
 
     @Test func expandV4() throws {
         let q = try Binder(schema: TestSchema.v4).bind(
-            "BusinessPartners?$expand=SalesOrders($filter=GrossAmount gt 100;$select=SalesOrderID;$orderby=CreatedAt desc;$top=3;$skip=1;$count=true;$expand=Items($top=2))")
+            "BusinessPartners?$expand=SalesOrders($filter=GrossAmount gt 100;$select=SalesOrderID;$orderby=CreatedAt desc;$top=3;$skip=1;$count=true;$expand=Items($top=2))"
+        )
         #expect(q.expand.count == 1)
         let orders = q.expand[0]
         #expect(orders.navigation.name == "SalesOrders")
@@ -187,7 +210,8 @@ struct BinderTests {
 
     @Test func expandV2PathsMerge() throws {
         let q = try Binder(schema: TestSchema.v2).bind(
-            "BusinessPartners?$expand=SalesOrders/Items/Product,SalesOrders/BusinessPartner,SalesOrders&$select=CompanyName,SalesOrders/GrossAmount,SalesOrders/Items/Quantity")
+            "BusinessPartners?$expand=SalesOrders/Items/Product,SalesOrders/BusinessPartner,SalesOrders&$select=CompanyName,SalesOrders/GrossAmount,SalesOrders/Items/Quantity"
+        )
         #expect(q.expand.map(\.navigation.name) == ["SalesOrders"])
         let orders = q.expand[0]
         #expect(orders.options.expand.map(\.navigation.name) == ["Items", "BusinessPartner"])
@@ -210,14 +234,17 @@ struct BinderTests {
 
     @Test func v2Forms() throws {
         let binder = Binder(schema: TestSchema.v2)
-        let q = try binder.bind("Products?$filter=Picture eq binary'0A0B' and substringof('x',Name) and Stock gt 5L and Price le 9.5M"
-            + "&$inlinecount=allpages&$expand=Supplier/SalesOrders")
+        let q = try binder.bind(
+            "Products?$filter=Picture eq binary'0A0B' and substringof('x',Name) and Stock gt 5L and Price le 9.5M"
+                + "&$inlinecount=allpages&$expand=Supplier/SalesOrders")
         #expect(q.filter?.description == "(and (eq Picture X'0A0B') (contains Name 'x') (gt Stock 5L) (le Price 9.5M))")
         #expect(q.count)
         #expect(q.expand.map(\.navigation.name) == ["Supplier"])
         #expect(q.expand[0].options.expand.map(\.navigation.name) == ["SalesOrders"])
         let orders = try binder.bind("SalesOrders?$filter=CreatedAt ge datetime'2021-01-01T00:00' and Status eq 'Open'")
-        #expect(orders.filter?.description == "(and (ge CreatedAt datetime'2021-01-01T00:00:00Z') (eq Status Sales.Status'1'))")
+        #expect(
+            orders.filter?.description
+                == "(and (ge CreatedAt datetime'2021-01-01T00:00:00Z') (eq Status Sales.Status'1'))")
     }
 
     @Test func filterOnItsOwn() throws {

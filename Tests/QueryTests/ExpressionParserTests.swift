@@ -42,7 +42,10 @@ struct ExpressionParserTests {
         ("Orders/all(d:d/Total gt 5)", "(all Orders d (gt d/Total 5))"),
         ("Orders/any()", "(any Orders)"),
         ("Orders/any( )", "(any Orders)"),
-        ("Customer/Orders/any(o:o/Items/all(i:i/Qty gt o/Min))", "(any Customer/Orders o (all o/Items i (gt i/Qty o/Min)))"),
+        (
+            "Customer/Orders/any(o:o/Items/all(i:i/Qty gt o/Min))",
+            "(any Customer/Orders o (all o/Items i (gt i/Qty o/Min)))"
+        ),
         ("Emails/any(e:endswith(e,'.com'))", "(any Emails e (endswith e '.com'))"),
         ("Orders/$count gt 2", "(gt Orders/$count 2)"),
         ("contains(Name,'x')", "(contains Name 'x')"),
@@ -53,13 +56,22 @@ struct ExpressionParserTests {
         ("concat(concat(City,', '),Country) eq 'x'", "(eq (concat (concat City ', ') Country) 'x')"),
         ("length(trim(tolower(toupper(Name)))) eq 3", "(eq (length (trim (tolower (toupper Name)))) 3)"),
         ("indexof(Name,'a') eq 1", "(eq (indexof Name 'a') 1)"),
-        ("year(d) eq 2021 and month(d) eq 1 and day(d) eq 2", "(and (eq (year d) 2021) (eq (month d) 1) (eq (day d) 2))"),
-        ("hour(t) eq 1 or minute(t) eq 2 or second(t) eq 3", "(or (eq (hour t) 1) (eq (minute t) 2) (eq (second t) 3))"),
+        (
+            "year(d) eq 2021 and month(d) eq 1 and day(d) eq 2",
+            "(and (eq (year d) 2021) (eq (month d) 1) (eq (day d) 2))"
+        ),
+        (
+            "hour(t) eq 1 or minute(t) eq 2 or second(t) eq 3",
+            "(or (eq (hour t) 1) (eq (minute t) 2) (eq (second t) 3))"
+        ),
         ("fractionalseconds(t) gt 0", "(gt (fractionalseconds t) 0)"),
         ("date(t) eq 2021-01-01", "(eq (date t) 2021-01-01)"),
         ("time(t) le 10:00", "(le (time t) 10:00:00)"),
         ("d lt now()", "(lt d (now))"),
-        ("round(p) eq 1 and floor(p) eq 1 and ceiling(p) eq 2", "(and (eq (round p) 1) (eq (floor p) 1) (eq (ceiling p) 2))"),
+        (
+            "round(p) eq 1 and floor(p) eq 1 and ceiling(p) eq 2",
+            "(and (eq (round p) 1) (eq (floor p) 1) (eq (ceiling p) 2))"
+        ),
         ("cast(Price, Edm.String) eq '1'", "(eq (cast Price Edm.String) '1')"),
         ("isof(Price, Edm.Decimal)", "(isof Price Edm.Decimal)"),
         ("geo.distance(a, b) lt 5", "(lt (geo.distance a b) 5)"),
@@ -89,7 +101,9 @@ struct ExpressionParserTests {
         guard case .binary(.eq, let lhs, let rhs) = items[0].kind else { Issue.record("not eq"); return }
         #expect(lhs.position == 1)
         #expect(rhs.position == 9)
-        guard case .lambda(.any, let path, let variable, let predicate) = items[1].kind else { Issue.record("not any"); return }
+        guard case .lambda(.any, let path, let variable, let predicate) = items[1].kind else {
+            Issue.record("not any"); return
+        }
         #expect(items[1].position == 17)
         #expect(path.map(\.position) == [17])
         #expect(variable?.position == 28)

@@ -27,6 +27,8 @@ func bindError(_ url: String, schema: Schema = TestSchema.v4) -> String {
 }
 
 /// The bound `$filter` of `Set?$filter=<text>` as an S-expression.
-func boundFilter(_ text: String, set: String = "BusinessPartners", schema: Schema = TestSchema.v4) throws(QueryError) -> String {
+func boundFilter(
+    _ text: String, set: String = "BusinessPartners", schema: Schema = TestSchema.v4
+) throws(QueryError) -> String {
     try Binder(schema: schema).bind(set + "?$filter=" + text).filter?.description ?? "nil"
 }

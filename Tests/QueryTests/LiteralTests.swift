@@ -92,11 +92,15 @@ struct LiteralTests {
     @Test func binaryIsHexInV2() throws {
         #expect(try literal("binary'0A0B'", version: .v2)?.description == "X'0A0B'")
         #expect(try literal("binary'0A0B'", version: .v4)?.description == "X'D00D01'")
-        #expect(parseError("S?$filter=x eq binary'0A0'", version: .v2) == "invalid binary literal '0A0' in $filter at column 6")
+        #expect(
+            parseError("S?$filter=x eq binary'0A0'", version: .v2)
+                == "invalid binary literal '0A0' in $filter at column 6")
     }
 
     @Test func keyLiterals() throws {
-        let url = try ODataURL.parse("Categories(2018-02-13T23%3A59%3A59Z)/Products(guid'01234567-89ab-cdef-0123-456789abcdef')")
-        #expect(url.path.description == "Categories(2018-02-13T23:59:59Z)/Products(01234567-89ab-cdef-0123-456789abcdef)")
+        let url = try ODataURL.parse(
+            "Categories(2018-02-13T23%3A59%3A59Z)/Products(guid'01234567-89ab-cdef-0123-456789abcdef')")
+        #expect(
+            url.path.description == "Categories(2018-02-13T23:59:59Z)/Products(01234567-89ab-cdef-0123-456789abcdef)")
     }
 }

@@ -7,12 +7,16 @@ import Storage
 /// for a missing key, `$select`'s properties — and the same errors.
 struct PreparedPointReadTests {
     /// Runs `statement` with `values` both ways; each result as text: the entities or the error.
-    static func both(_ r: ResultStore, _ statement: PreparedQuery, _ values: [String: Value]) -> (fast: String, general: String) {
+    static func both(
+        _ r: ResultStore, _ statement: PreparedQuery, _ values: [String: Value]
+    ) -> (fast: String, general: String) {
         func text(_ run: () throws -> [Properties]) -> String {
             do { return "\(try run())" } catch { return "error: \(error)" }
         }
-        return (text { try statement.entities(aliases: values) },
-                text { try r.engine.entities(try statement.statement.bind(values)) })
+        return (
+            text { try statement.entities(aliases: values) },
+            text { try r.engine.entities(try statement.statement.bind(values)) }
+        )
     }
 
     @Test(arguments: [
@@ -27,8 +31,12 @@ struct PreparedPointReadTests {
         let r = try ResultStore()
         let statement = try r.engine.prepare(url)
         #expect(statement.statement.pointRead != nil, "a point read: \(url)")
-        let ids: [Value?] = [.string("0500000000"), .string("0500000001"), .string("0599999999"), .string(""), .int(5), .null, nil]
-        let positions: [Value?] = [.int(10), .int(20), .int(30), .int(1 << 40), .decimal(EDMDecimal("1.5")!), .string("10"), .null, nil]
+        let ids: [Value?] = [
+            .string("0500000000"), .string("0500000001"), .string("0599999999"), .string(""), .int(5), .null, nil,
+        ]
+        let positions: [Value?] = [
+            .int(10), .int(20), .int(30), .int(1 << 40), .decimal(EDMDecimal("1.5")!), .string("10"), .null, nil,
+        ]
         var found = 0, errors = 0
         for id in ids {
             for pos in positions {
@@ -44,12 +52,15 @@ struct PreparedPointReadTests {
             }
         }
         // (With the aliases swapped, no value of the other's type is a key here: only errors and misses.)
-        #expect((found > 0 || url.contains("=@pos,")) && errors > 0, "both outcomes tried: \(found) found, \(errors) errors")
+        #expect(
+            (found > 0 || url.contains("=@pos,")) && errors > 0, "both outcomes tried: \(found) found, \(errors) errors"
+        )
     }
 
     @Test func anAliasUsedTwiceIsOneValue() throws {
         let r = try ResultStore()
-        try r.insert("SalesOrderItems", [["SalesOrderID": .string("7"), "ItemPosition": .int(7), "Quantity": .int(70)]])
+        try r.insert(
+            "SalesOrderItems", [["SalesOrderID": .string("7"), "ItemPosition": .int(7), "Quantity": .int(70)]])
         let statement = try r.engine.prepare("SalesOrderItems(SalesOrderID=@k,ItemPosition=@n)")
         #expect(statement.statement.pointRead != nil)
         let (fast, general) = Self.both(r, statement, ["k": .string("7"), "n": .int(7)])

@@ -12,7 +12,8 @@ struct QueryErrorQuotingTests {
         #expect(QueryError.quoting("\u{202E}\u{200B}\u{2029}😀") == "\\u202E\\u200B\\u2029😀")
         #expect(QueryError.quoting("x", limit: 0) == "…")
         // Literal text is kept whole, however long.
-        let fixed = QueryError("a message of more than forty characters, written by the engine", option: nil, column: nil)
+        let fixed = QueryError(
+            "a message of more than forty characters, written by the engine", option: nil, column: nil)
         #expect(fixed.message == "a message of more than forty characters, written by the engine")
     }
 

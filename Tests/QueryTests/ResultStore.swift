@@ -18,33 +18,66 @@ final class ResultStore {
         var order = TestSchema.order
         order.navigationProperties = order.navigationProperties.map { nav in
             guard nav.name == "Items" else { return nav }
-            return NavigationProperty(name: "Items", targetType: "Sales.SalesOrderItem", isCollection: true, partner: "SalesOrder",
-                                      principalConstraints: [ReferentialConstraint(property: "SalesOrderID", referencedProperty: "SalesOrderID")])
+            return NavigationProperty(
+                name: "Items", targetType: "Sales.SalesOrderItem", isCollection: true, partner: "SalesOrder",
+                principalConstraints: [
+                    ReferentialConstraint(property: "SalesOrderID", referencedProperty: "SalesOrderID")
+                ])
         }
         var schema = TestSchema.make()
         schema.entityTypes[order.qualifiedName] = order
-        store = try EntityStore(environment: try Environment(path: dir, durability: .noSync), schema: schema, metadata: [],
-                                configuration: StoreConfiguration())
+        store = try EntityStore(
+            environment: try Environment(path: dir, durability: .noSync), schema: schema, metadata: [],
+            configuration: StoreConfiguration())
         engine = QueryEngine(store: store)
-        try insert("Products", [
-            ["ProductID": .string("HT-1000"), "Name": .string("Notebook Basic 15"), "Price": .decimal(EDMDecimal(956))],
-            ["ProductID": .string("HT-1001"), "Name": .string("Notebook Basic 17"), "Price": .decimal(EDMDecimal(1249))],
-            ["ProductID": .string("HT-1002"), "Name": .string("Notebook Basic 18"), "Price": .decimal(EDMDecimal(1570))],
-            ["ProductID": .string(Self.specialKey), "Name": .string("Odd"), "Price": .decimal(EDMDecimal(1))],
-        ])
-        try insert("BusinessPartners", [
-            ["BusinessPartnerID": .string("0100000000"), "CompanyName": .string("SAP"), "Country": .string("DE")],
-            ["BusinessPartnerID": .string("0100000001"), "CompanyName": .string("Becker Berlin"), "Country": .string("US")],
-        ])
-        try insert("SalesOrders", [
-            ["SalesOrderID": .string("0500000000"), "BusinessPartnerID": .string("0100000000")],
-            ["SalesOrderID": .string("0500000001"), "BusinessPartnerID": .string("0100000001")],
-        ])
-        try insert("SalesOrderItems", [
-            ["SalesOrderID": .string("0500000000"), "ItemPosition": .int(10), "ProductID": .string("HT-1000"), "Quantity": .int(2)],
-            ["SalesOrderID": .string("0500000000"), "ItemPosition": .int(20), "ProductID": .string("HT-1001"), "Quantity": .int(3)],
-            ["SalesOrderID": .string("0500000001"), "ItemPosition": .int(10), "ProductID": .string("HT-1002"), "Quantity": .int(1)],
-        ])
+        try insert(
+            "Products",
+            [
+                [
+                    "ProductID": .string("HT-1000"), "Name": .string("Notebook Basic 15"),
+                    "Price": .decimal(EDMDecimal(956)),
+                ],
+                [
+                    "ProductID": .string("HT-1001"), "Name": .string("Notebook Basic 17"),
+                    "Price": .decimal(EDMDecimal(1249)),
+                ],
+                [
+                    "ProductID": .string("HT-1002"), "Name": .string("Notebook Basic 18"),
+                    "Price": .decimal(EDMDecimal(1570)),
+                ],
+                ["ProductID": .string(Self.specialKey), "Name": .string("Odd"), "Price": .decimal(EDMDecimal(1))],
+            ])
+        try insert(
+            "BusinessPartners",
+            [
+                ["BusinessPartnerID": .string("0100000000"), "CompanyName": .string("SAP"), "Country": .string("DE")],
+                [
+                    "BusinessPartnerID": .string("0100000001"), "CompanyName": .string("Becker Berlin"),
+                    "Country": .string("US"),
+                ],
+            ])
+        try insert(
+            "SalesOrders",
+            [
+                ["SalesOrderID": .string("0500000000"), "BusinessPartnerID": .string("0100000000")],
+                ["SalesOrderID": .string("0500000001"), "BusinessPartnerID": .string("0100000001")],
+            ])
+        try insert(
+            "SalesOrderItems",
+            [
+                [
+                    "SalesOrderID": .string("0500000000"), "ItemPosition": .int(10), "ProductID": .string("HT-1000"),
+                    "Quantity": .int(2),
+                ],
+                [
+                    "SalesOrderID": .string("0500000000"), "ItemPosition": .int(20), "ProductID": .string("HT-1001"),
+                    "Quantity": .int(3),
+                ],
+                [
+                    "SalesOrderID": .string("0500000001"), "ItemPosition": .int(10), "ProductID": .string("HT-1002"),
+                    "Quantity": .int(1),
+                ],
+            ])
     }
 
     deinit { try? FileManager.default.removeItem(atPath: dir) }
@@ -67,7 +100,10 @@ final class ResultStore {
     }
 
     /// The response to `url` as text.
-    func text(_ url: String, format: QueryEngine.Format = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions()) throws -> String {
+    func text(
+        _ url: String, format: QueryEngine.Format = .json, pageSize: Int? = nil,
+        options: ResultOptions = ResultOptions()
+    ) throws -> String {
         var text = ""
         try engine.execute(url, format: format, pageSize: pageSize, options: options, write: { text += $0 })
         return text
@@ -79,7 +115,8 @@ final class ResultStore {
 
     func delta(_ url: String, _ keys: [[Value]], options: ResultOptions = ResultOptions()) throws -> String {
         var text = ""
-        try engine.delta(url, changed: keys, options: options, writeBytes: { text += String(decoding: $0, as: UTF8.self) })
+        try engine.delta(
+            url, changed: keys, options: options, writeBytes: { text += String(decoding: $0, as: UTF8.self) })
         return text
     }
 

@@ -124,7 +124,8 @@ struct SyntaxErrorTests {
         #expect(parseError(negations).hasPrefix("expression nested too deeply in $filter"))
         let sums = "P?$filter=" + Array(repeating: "1", count: 5000).joined(separator: " add ")
         #expect(parseError(sums).hasPrefix("expression nested too deeply in $filter"))
-        let expands = "P?$expand=" + String(repeating: "a($expand=", count: 100) + "b" + String(repeating: ")", count: 100)
+        let expands =
+            "P?$expand=" + String(repeating: "a($expand=", count: 100) + "b" + String(repeating: ")", count: 100)
         #expect(parseError(expands).hasPrefix("$expand nested too deeply in $expand"))
         let longPath = "P?$select=" + Array(repeating: "a", count: 1000).joined(separator: "/")
         #expect(parseError(longPath).hasPrefix("path too long in $select"))

@@ -3,21 +3,27 @@ import Storage
 /// A small hand-built sales model: BusinessPartners, SalesOrders, SalesOrderItems and Products,
 /// a complex `Address` (with a nested complex `Coordinates`), a plain enum and a flags enum.
 enum TestSchema {
-    static let status = EnumType(name: "Status", qualifiedName: "Sales.Status",
-                                 members: [("New", 0), ("Open", 1), ("Closed", 2)])
-    static let flags = EnumType(name: "Flags", qualifiedName: "Sales.Flags", isFlags: true,
-                                members: [("Red", 1), ("Green", 2), ("Blue", 4)])
+    static let status = EnumType(
+        name: "Status", qualifiedName: "Sales.Status",
+        members: [("New", 0), ("Open", 1), ("Closed", 2)])
+    static let flags = EnumType(
+        name: "Flags", qualifiedName: "Sales.Flags", isFlags: true,
+        members: [("Red", 1), ("Green", 2), ("Blue", 4)])
 
-    static let coordinates = ComplexType(name: "Coordinates", qualifiedName: "Sales.Coordinates", properties: [
-        Property(name: "Lat", type: .primitive(.double)),
-        Property(name: "Lon", type: .primitive(.double)),
-    ])
-    static let address = ComplexType(name: "Address", qualifiedName: "Sales.Address", properties: [
-        Property(name: "Street", type: .primitive(.string)),
-        Property(name: "City", type: .primitive(.string)),
-        Property(name: "PostalCode", type: .primitive(.string)),
-        Property(name: "Location", type: .complex("Sales.Coordinates")),
-    ])
+    static let coordinates = ComplexType(
+        name: "Coordinates", qualifiedName: "Sales.Coordinates",
+        properties: [
+            Property(name: "Lat", type: .primitive(.double)),
+            Property(name: "Lon", type: .primitive(.double)),
+        ])
+    static let address = ComplexType(
+        name: "Address", qualifiedName: "Sales.Address",
+        properties: [
+            Property(name: "Street", type: .primitive(.string)),
+            Property(name: "City", type: .primitive(.string)),
+            Property(name: "PostalCode", type: .primitive(.string)),
+            Property(name: "Location", type: .complex("Sales.Coordinates")),
+        ])
 
     static let partner = EntityType(
         name: "BusinessPartner", qualifiedName: "Sales.BusinessPartner", key: ["BusinessPartnerID"],
@@ -36,8 +42,11 @@ enum TestSchema {
             Property(name: "Active", type: .primitive(.boolean)),
         ],
         navigationProperties: [
-            NavigationProperty(name: "SalesOrders", targetType: "Sales.SalesOrder", isCollection: true, partner: "BusinessPartner",
-                               principalConstraints: [ReferentialConstraint(property: "BusinessPartnerID", referencedProperty: "BusinessPartnerID")]),
+            NavigationProperty(
+                name: "SalesOrders", targetType: "Sales.SalesOrder", isCollection: true, partner: "BusinessPartner",
+                principalConstraints: [
+                    ReferentialConstraint(property: "BusinessPartnerID", referencedProperty: "BusinessPartnerID")
+                ])
         ])
 
     static let order = EntityType(
@@ -52,9 +61,14 @@ enum TestSchema {
             Property(name: "Status", type: .enumeration("Sales.Status")),
         ],
         navigationProperties: [
-            NavigationProperty(name: "BusinessPartner", targetType: "Sales.BusinessPartner", isCollection: false, partner: "SalesOrders",
-                               dependentConstraints: [ReferentialConstraint(property: "BusinessPartnerID", referencedProperty: "BusinessPartnerID")]),
-            NavigationProperty(name: "Items", targetType: "Sales.SalesOrderItem", isCollection: true, partner: "SalesOrder"),
+            NavigationProperty(
+                name: "BusinessPartner", targetType: "Sales.BusinessPartner", isCollection: false,
+                partner: "SalesOrders",
+                dependentConstraints: [
+                    ReferentialConstraint(property: "BusinessPartnerID", referencedProperty: "BusinessPartnerID")
+                ]),
+            NavigationProperty(
+                name: "Items", targetType: "Sales.SalesOrderItem", isCollection: true, partner: "SalesOrder"),
         ])
 
     static let item = EntityType(
@@ -69,7 +83,8 @@ enum TestSchema {
             Property(name: "DeliveryTime", type: .primitive(.timeOfDay)),
         ],
         navigationProperties: [
-            NavigationProperty(name: "SalesOrder", targetType: "Sales.SalesOrder", isCollection: false, partner: "Items"),
+            NavigationProperty(
+                name: "SalesOrder", targetType: "Sales.SalesOrder", isCollection: false, partner: "Items"),
             NavigationProperty(name: "Product", targetType: "Sales.Product", isCollection: false),
         ])
 
@@ -90,14 +105,16 @@ enum TestSchema {
             Property(name: "Location", type: .primitive(.json)),
         ],
         navigationProperties: [
-            NavigationProperty(name: "Supplier", targetType: "Sales.BusinessPartner", isCollection: false),
+            NavigationProperty(name: "Supplier", targetType: "Sales.BusinessPartner", isCollection: false)
         ])
 
     static func make(version: ODataVersion = .v4) -> Schema {
         Schema(
             version: version,
-            entityTypes: [partner.qualifiedName: partner, order.qualifiedName: order, item.qualifiedName: item,
-                          product.qualifiedName: product],
+            entityTypes: [
+                partner.qualifiedName: partner, order.qualifiedName: order, item.qualifiedName: item,
+                product.qualifiedName: product,
+            ],
             complexTypes: [address.qualifiedName: address, coordinates.qualifiedName: coordinates],
             enumTypes: [status.qualifiedName: status, flags.qualifiedName: flags],
             entitySets: [

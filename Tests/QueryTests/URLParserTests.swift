@@ -37,8 +37,12 @@ struct URLParserTests {
 
     @Test func serviceRoot() throws {
         let root = "http://host/service/"
-        #expect(try ODataURL.parse("http://host/service/Products(1)?$top=2", serviceRoot: root).description == "Products(1)?$top=2")
-        #expect(try ODataURL.parse("HTTP://HOST/service/Products", serviceRoot: "http://host/service").path.description == "Products")
+        #expect(
+            try ODataURL.parse("http://host/service/Products(1)?$top=2", serviceRoot: root).description
+                == "Products(1)?$top=2")
+        #expect(
+            try ODataURL.parse("HTTP://HOST/service/Products", serviceRoot: "http://host/service").path.description
+                == "Products")
         #expect(try ODataURL.parse("/service/Products", serviceRoot: root).path.description == "Products")
         #expect(try ODataURL.parse("Products", serviceRoot: root).path.description == "Products")
         #expect(parseError("http://other/service/Products") == "an absolute URL needs a service root")
@@ -48,17 +52,24 @@ struct URLParserTests {
     @Test func queryOptions() throws {
         let url = try ODataURL.parse(
             "BusinessPartners?$filter=Country eq 'US'&$orderby=CompanyName&$top=20&$skip=40&$count=true"
-                + "&$select=CompanyName,Address/City&$search=blue green&$skiptoken=abc==&$format=json&sap-client=100&!flag")
-        #expect(url.description == "BusinessPartners?$filter=(eq Country 'US')&$orderby=CompanyName&$select=CompanyName,Address/City"
-            + "&$top=20&$skip=40&$count=true&$search=blue green&$skiptoken=abc==&$format=json&sap-client=100&!flag")
+                + "&$select=CompanyName,Address/City&$search=blue green&$skiptoken=abc==&$format=json&sap-client=100&!flag"
+        )
+        #expect(
+            url.description
+                == "BusinessPartners?$filter=(eq Country 'US')&$orderby=CompanyName&$select=CompanyName,Address/City"
+                + "&$top=20&$skip=40&$count=true&$search=blue green&$skiptoken=abc==&$format=json&sap-client=100&!flag")
         #expect(url.top == 20)
         #expect(url.skip == 40)
         #expect(url.count == true)
-        #expect(url.customOptions == [CustomOption(name: "sap-client", value: "100"), CustomOption(name: "!flag", value: nil)])
+        #expect(
+            url.customOptions == [
+                CustomOption(name: "sap-client", value: "100"), CustomOption(name: "!flag", value: nil),
+            ])
     }
 
     @Test func percentEncodingAndPlus() throws {
-        let url = try ODataURL.parse("Products?%24filter=Name%20eq%20%27O%27%27Neil%27+and+Price+lt+5&%24TOP=3&x=a%2Bb+c")
+        let url = try ODataURL.parse(
+            "Products?%24filter=Name%20eq%20%27O%27%27Neil%27+and+Price+lt+5&%24TOP=3&x=a%2Bb+c")
         #expect(url.filter?.description == "(and (eq Name 'O''Neil') (lt Price 5))")
         #expect(url.top == 3)
         #expect(url.customOptions == [CustomOption(name: "x", value: "a+b c")])
@@ -115,13 +126,18 @@ struct URLParserTests {
         ("*", "*"),
         ("Items()", "Items"),
         ("Items($top=2)", "Items($top=2)"),
-        ("SalesOrders($filter=GrossAmount gt 100;$select=SalesOrderID,GrossAmount;$orderby=GrossAmount desc;$top=3;$skip=1;$count=true;$expand=Items($top=2))",
-         "SalesOrders($filter=(gt GrossAmount 100);$orderby=GrossAmount desc;$select=SalesOrderID,GrossAmount;$expand=Items($top=2);$top=3;$skip=1;$count=true)"),
+        (
+            "SalesOrders($filter=GrossAmount gt 100;$select=SalesOrderID,GrossAmount;$orderby=GrossAmount desc;$top=3;$skip=1;$count=true;$expand=Items($top=2))",
+            "SalesOrders($filter=(gt GrossAmount 100);$orderby=GrossAmount desc;$select=SalesOrderID,GrossAmount;$expand=Items($top=2);$top=3;$skip=1;$count=true)"
+        ),
         ("Items($filter=Name eq 'a;b)';$top=1)", "Items($filter=(eq Name 'a;b)');$top=1)"),
         ("Items($filter=(a eq 1) or (b eq 2))", "Items($filter=(or (eq a 1) (eq b 2)))"),
         ("Customer,Items(expand=Product)", "Customer,Items($expand=Product)"),
         ("Items($search=blue)", "Items($search=blue)"),
-        ("Items($expand=Product($expand=Supplier($select=Name)))", "Items($expand=Product($expand=Supplier($select=Name)))"),
+        (
+            "Items($expand=Product($expand=Supplier($select=Name)))",
+            "Items($expand=Product($expand=Supplier($select=Name)))"
+        ),
     ])
     func expand(_ text: String, _ expected: String) throws {
         #expect(try ODataURL.parse("P?$expand=" + text).expand.map(\.description).joined(separator: ",") == expected)

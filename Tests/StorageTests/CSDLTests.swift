@@ -7,8 +7,11 @@ import Testing
     @Test func v4TypesAndInheritance() throws {
         let schema = try CSDL.parse(CSDLFixtures.v4)
         #expect(schema.version == .v4)
-        #expect(Set(schema.entityTypes.keys) == ["Demo.Model.Party", "Demo.Model.Customer", "Demo.Model.Order",
-                                                 "Demo.Model.OrderItem"])
+        #expect(
+            Set(schema.entityTypes.keys) == [
+                "Demo.Model.Party", "Demo.Model.Customer", "Demo.Model.Order",
+                "Demo.Model.OrderItem",
+            ])
 
         let color = try #require(schema.enumTypes["Demo.Types.Color"])
         #expect(color.members.map(\.name) == ["Red", "Green", "Blue", "Black"])
@@ -56,7 +59,9 @@ import Testing
         let toCustomer = try #require(order.navigationProperty("Customer"))
         #expect(toCustomer.targetType == "Demo.Model.Party" && !toCustomer.isCollection && !toCustomer.nullable)
         #expect(toCustomer.partner == "Orders")
-        #expect(toCustomer.dependentConstraints == [ReferentialConstraint(property: "CustomerID", referencedProperty: "ID")])
+        #expect(
+            toCustomer.dependentConstraints == [ReferentialConstraint(property: "CustomerID", referencedProperty: "ID")]
+        )
         #expect(toCustomer.principalConstraints.isEmpty)
 
         let expected = [ReferentialConstraint(property: "CustomerID", referencedProperty: "ID")]
@@ -68,7 +73,8 @@ import Testing
         }
 
         let items = try #require(order.navigationProperty("Items"))
-        #expect(items.principalConstraints == [ReferentialConstraint(property: "OrderID", referencedProperty: "OrderID")])
+        #expect(
+            items.principalConstraints == [ReferentialConstraint(property: "OrderID", referencedProperty: "OrderID")])
     }
 
     @Test func v4Containers() throws {
@@ -114,20 +120,23 @@ import Testing
         let toPartner = try #require(order.navigationProperty("ToBusinessPartner"))
         #expect(toPartner.targetType == "GWSAMPLE_BASIC.BusinessPartner")
         #expect(!toPartner.isCollection && !toPartner.nullable && toPartner.partner == "ToSalesOrders")
-        #expect(toPartner.dependentConstraints
-                    == [ReferentialConstraint(property: "CustomerID", referencedProperty: "BusinessPartnerID")])
+        #expect(
+            toPartner.dependentConstraints
+                == [ReferentialConstraint(property: "CustomerID", referencedProperty: "BusinessPartnerID")])
         #expect(toPartner.principalConstraints.isEmpty)
 
         let toOrders = try #require(partner.navigationProperty("ToSalesOrders"))
         #expect(toOrders.isCollection && toOrders.targetType == "GWSAMPLE_BASIC.SalesOrder")
         #expect(toOrders.partner == "ToBusinessPartner")
-        #expect(toOrders.principalConstraints
-                    == [ReferentialConstraint(property: "CustomerID", referencedProperty: "BusinessPartnerID")])
+        #expect(
+            toOrders.principalConstraints
+                == [ReferentialConstraint(property: "CustomerID", referencedProperty: "BusinessPartnerID")])
         #expect(toOrders.dependentConstraints.isEmpty)
 
         #expect(schema.entitySets["BusinessPartnerSet"]?.navigationBindings == ["ToSalesOrders": "SalesOrderSet"])
-        #expect(schema.entitySets["SalesOrderSet"]?.navigationBindings
-                    == ["ToBusinessPartner": "BusinessPartnerSet", "ToLineItems": "SalesOrderLineItemSet"])
+        #expect(
+            schema.entitySets["SalesOrderSet"]?.navigationBindings
+                == ["ToBusinessPartner": "BusinessPartnerSet", "ToLineItems": "SalesOrderLineItemSet"])
         #expect(schema.entitySets["SalesOrderLineItemSet"]?.navigationBindings == ["ToHeader": "SalesOrderSet"])
     }
 
@@ -158,8 +167,9 @@ import Testing
         #expect(subordinates.principalConstraints == reportsTo && subordinates.dependentConstraints.isEmpty)
         #expect(!superior.isCollection && superior.partner == "Subordinates")
         #expect(superior.dependentConstraints == reportsTo && superior.principalConstraints.isEmpty)
-        #expect(schema.entitySets["Employees"]?.navigationBindings
-                    == ["Orders": "Orders", "Subordinates": "Employees", "Superior": "Employees"])
+        #expect(
+            schema.entitySets["Employees"]?.navigationBindings
+                == ["Orders": "Orders", "Subordinates": "Employees", "Superior": "Employees"])
         #expect(schema.entitySets["Orders"]?.navigationBindings == ["Customer": "Customers", "Employee": "Employees"])
     }
 }

@@ -6,27 +6,40 @@ import Testing
 /// at the end.
 struct EntityStoreModelTests {
     /// Two covering indexes (`INCLUDE`) among them: `check` at the end compares their carried values.
-    static let indexes = ["BusinessPartners": ["Country INCLUDE CompanyName, Address, Emails", "Address/City DESC, CompanyName", "UNIQUE CompanyName"],
-                          "SalesOrderItems": ["ProductID INCLUDE Quantity, NetAmount", "Quantity DESC, ProductID"]]
+    static let indexes = [
+        "BusinessPartners": [
+            "Country INCLUDE CompanyName, Address, Emails", "Address/City DESC, CompanyName", "UNIQUE CompanyName",
+        ],
+        "SalesOrderItems": ["ProductID INCLUDE Quantity, NetAmount", "Quantity DESC, ProductID"],
+    ]
 
     struct Model {
         var sets: [String: [[UInt8]: Properties]] = [:]
     }
 
     static func partner(_ r: inout SeededRandom) -> Properties {
-        var p: Properties = ["PartnerID": .string("P\(Int.random(in: 0..<60, using: &r))"),
-                             "CompanyName": .string("Co \(Int.random(in: 0..<200, using: &r))")]
+        var p: Properties = [
+            "PartnerID": .string("P\(Int.random(in: 0..<60, using: &r))"),
+            "CompanyName": .string("Co \(Int.random(in: 0..<200, using: &r))"),
+        ]
         if Bool.random(using: &r) { p["Country"] = .string(["US", "DE", "IN", "中国"].randomElement(using: &r)!) }
-        if Bool.random(using: &r) { p["Address"] = .complex(["City": .string(["Berlin", "Austin", "Pune"].randomElement(using: &r)!)]) }
+        if Bool.random(using: &r) {
+            p["Address"] = .complex(["City": .string(["Berlin", "Austin", "Pune"].randomElement(using: &r)!)])
+        }
         return p
     }
 
     static func item(_ r: inout SeededRandom) -> Properties {
-        var p: Properties = ["SalesOrderID": .string("SO\(Int.random(in: 0..<10, using: &r))"),
-                             "ItemPosition": .int(Int64.random(in: 0..<8, using: &r) * 10)]
+        var p: Properties = [
+            "SalesOrderID": .string("SO\(Int.random(in: 0..<10, using: &r))"),
+            "ItemPosition": .int(Int64.random(in: 0..<8, using: &r) * 10),
+        ]
         if Bool.random(using: &r) { p["ProductID"] = .string("HT-\(Int.random(in: 1000..<1010, using: &r))") }
         if Bool.random(using: &r) { p["Quantity"] = .int(Int64.random(in: -5...20, using: &r)) }
-        if Bool.random(using: &r) { p["NetAmount"] = .decimal(EDMDecimal(significand: Int128(Int.random(in: -99999...99999, using: &r)), scale: 2)) }
+        if Bool.random(using: &r) {
+            p["NetAmount"] = .decimal(
+                EDMDecimal(significand: Int128(Int.random(in: -99999...99999, using: &r)), scale: 2))
+        }
         return p
     }
 
@@ -62,7 +75,10 @@ struct EntityStoreModelTests {
             }
             // Unique CompanyName: refuse when another partner has the name.
             if case .some(.some(let new)) = expected, setName == "BusinessPartners",
-               model.sets[setName, default: [:]].contains(where: { $0.key != key && $0.value["CompanyName"] == new["CompanyName"] }) {
+                model.sets[setName, default: [:]].contains(where: {
+                    $0.key != key && $0.value["CompanyName"] == new["CompanyName"]
+                })
+            {
                 expected = .none
             }
             do {
@@ -76,7 +92,8 @@ struct EntityStoreModelTests {
                     default:
                         try set.upsert(t, props)  // applied, then undone by the throw below
                         var bad = props
-                        bad[setName == "BusinessPartners" ? "Country" : "Quantity"] = .string(String(repeating: "x", count: 9))
+                        bad[setName == "BusinessPartners" ? "Country" : "Quantity"] = .string(
+                            String(repeating: "x", count: 9))
                         try set.upsert(t, bad)
                     }
                 }
@@ -87,7 +104,9 @@ struct EntityStoreModelTests {
                 model.sets[setName, default: [:]][key] = state
             } catch is EntityError {
                 failures += 1
-                if case .some = expected { Issue.record("step \(step): op \(op) on \(setName) refused unexpectedly (seed \(seed))") ; return }
+                if case .some = expected {
+                    Issue.record("step \(step): op \(op) on \(setName) refused unexpectedly (seed \(seed))"); return
+                }
             }
             let stored = try store.read { t in try set.get(t, key: keyValues) }
             #expect(stored == model.sets[setName]?[key] ?? nil, "step \(step) seed \(seed)")
@@ -105,7 +124,9 @@ struct EntityStoreModelTests {
                 let set = try store.set(name)
                 let rows = model.sets[name, default: [:]]
                 var scanned: [Properties] = []
-                try set.scan(t) { scanned.append($0); return true }
+                try set.scan(t) {
+                    scanned.append($0); return true
+                }
                 #expect(scanned == rows.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map(\.value))
                 #expect(try set.count(t) == rows.count)
                 for index in set.indexes {
@@ -119,7 +140,9 @@ struct EntityStoreModelTests {
                         if index.isCovering {
                             // The carried row reads as the entity restricted to the carried properties.
                             let carried = try set.codec.decode(value)
-                            #expect(carried == Properties(entity.filter { index.carried.contains($0.key) }), "index \(index.definition.text)")
+                            #expect(
+                                carried == Properties(entity.filter { index.carried.contains($0.key) }),
+                                "index \(index.definition.text)")
                         }
                         return true
                     }
@@ -127,7 +150,9 @@ struct EntityStoreModelTests {
                     // Equality look-up on the first component, for one value present.
                     if let probe = rows.values.first.map({ index.componentValues($0)[0] }) {
                         var found: [Properties] = []
-                        try set.findEqual(t, index: index, [probe]) { pk in found.append(try set.entity(t, primaryKey: pk)!); return true }
+                        try set.findEqual(t, index: index, [probe]) { pk in
+                            found.append(try set.entity(t, primaryKey: pk)!); return true
+                        }
                         #expect(found == expectedOrder.filter { index.componentValues($0)[0] == probe })
                     }
                 }
@@ -136,16 +161,27 @@ struct EntityStoreModelTests {
     }
 
     @Test func rangeAndPrefixLookupsFollowValueOrder() throws {
-        let store = try Fixtures.openStore(temporaryDirectory(), indexes: ["SalesOrderItems": ["Quantity DESC", "ProductID"]])
+        let store = try Fixtures.openStore(
+            temporaryDirectory(), indexes: ["SalesOrderItems": ["Quantity DESC", "ProductID"]])
         let set = try store.set("SalesOrderItems")
         try store.write { t in
-            for q in [-3, 0, 5, 7, 10] { try set.insert(t, ["SalesOrderID": .string("S"), "ItemPosition": .int(Int64(q)), "Quantity": .int(Int64(q)), "ProductID": .string("HT-\(q)")]) }
+            for q in [-3, 0, 5, 7, 10] {
+                try set.insert(
+                    t,
+                    [
+                        "SalesOrderID": .string("S"), "ItemPosition": .int(Int64(q)), "Quantity": .int(Int64(q)),
+                        "ProductID": .string("HT-\(q)"),
+                    ])
+            }
             try set.insert(t, ["SalesOrderID": .string("S"), "ItemPosition": .int(99)])  // null Quantity and ProductID
         }
         try store.read { t in
             let desc = set.index(named: "Quantity DESC")!
             var got: [Int64] = []
-            try set.findRange(t, index: desc, lower: ValueBound(.int(0), inclusive: false), upper: ValueBound(.int(7), inclusive: true)) { pk in
+            try set.findRange(
+                t, index: desc, lower: ValueBound(.int(0), inclusive: false),
+                upper: ValueBound(.int(7), inclusive: true)
+            ) { pk in
                 if case .int(let q)? = try set.entity(t, primaryKey: pk)?["Quantity"] { got.append(q) }
                 return true
             }
@@ -172,7 +208,10 @@ struct EntityStoreModelTests {
         let ok: Properties = ["PartnerID": .string("P1"), "CompanyName": .string("SAP")]
         try store.write { t in try set.insert(t, ok) }
         let cases: [(Properties, String)] = [
-            (["PartnerID": .string("P2"), "CompanyName": .string("x"), "Countr": .string("US")], "unknown property 'Countr'"),
+            (
+                ["PartnerID": .string("P2"), "CompanyName": .string("x"), "Countr": .string("US")],
+                "unknown property 'Countr'"
+            ),
             (["PartnerID": .string("P2"), "CompanyName": .int(3)], "property 'CompanyName': expected Edm.String"),
             (["PartnerID": .string("P2")], "property 'CompanyName' cannot be null"),
             (["CompanyName": .string("x")], "key property 'PartnerID'"),
@@ -201,15 +240,28 @@ struct EntityStoreModelTests {
         let store = try Fixtures.openStore(dir)
         let set = try store.set("BusinessPartners")
         try store.write { t in
-            for i in 0..<50 { try set.insert(t, ["PartnerID": .string("P\(i)"), "CompanyName": .string("C\(i % 7)"), "Country": .string(i % 2 == 0 ? "US" : "DE")]) }
+            for i in 0..<50 {
+                try set.insert(
+                    t,
+                    [
+                        "PartnerID": .string("P\(i)"), "CompanyName": .string("C\(i % 7)"),
+                        "Country": .string(i % 2 == 0 ? "US" : "DE"),
+                    ])
+            }
         }
         try store.addIndex(IndexDefinition(entitySet: "BusinessPartners", definition: "Country"))
         let index = try store.set("BusinessPartners").index(named: "Country")!
         var n = 0
-        try store.read { t in try store.set("BusinessPartners").findEqual(t, index: index, [.string("US")]) { _ in n += 1; return true } }
+        try store.read { t in
+            try store.set("BusinessPartners").findEqual(t, index: index, [.string("US")]) { _ in
+                n += 1; return true
+            }
+        }
         #expect(n == 25)
         _ = try expectConsistent(store)
-        #expect(throws: EntityError.self) { try store.addIndex(IndexDefinition(entitySet: "BusinessPartners", definition: "UNIQUE CompanyName")) }
+        #expect(throws: EntityError.self) {
+            try store.addIndex(IndexDefinition(entitySet: "BusinessPartners", definition: "UNIQUE CompanyName"))
+        }
         try store.dropIndex(set: "BusinessPartners", name: "Country")
         #expect(try store.set("BusinessPartners").index(named: "Country") == nil)
         #expect(try store.environment.database(named: "i/BusinessPartners/Country", create: false) == nil)
@@ -228,7 +280,14 @@ struct EntityStoreModelTests {
         let set = try store.set("BusinessPartners")
         for batch in 0..<20 {
             try store.write { t in
-                for i in 0..<100 { try set.insert(t, ["PartnerID": .string("P\(batch)-\(i)"), "CompanyName": .string(String(repeating: "x", count: 70))]) }
+                for i in 0..<100 {
+                    try set.insert(
+                        t,
+                        [
+                            "PartnerID": .string("P\(batch)-\(i)"),
+                            "CompanyName": .string(String(repeating: "x", count: 70)),
+                        ])
+                }
             }
         }
         #expect(try store.read { t in try set.count(t) } == 2000)
@@ -278,7 +337,9 @@ struct CorruptionTests {
             #expect(report.problems.contains { $0.contains("BusinessPartners") })
         }
         // Restored, the store is consistent again.
-        try store.write { t in try set.upsert(t, ["PartnerID": .string("P2"), "CompanyName": .string("Talpa"), "Country": .string("DE")]) }
+        try store.write { t in
+            try set.upsert(t, ["PartnerID": .string("P2"), "CompanyName": .string("Talpa"), "Country": .string("DE")])
+        }
         _ = try expectConsistent(store)
     }
 }
@@ -292,7 +353,14 @@ struct IndexRecoveryTests {
             let store = try Fixtures.openStore(dir, indexes: ["BusinessPartners": ["Country"]])
             let set = try store.set("BusinessPartners")
             try store.write { t in
-                for i in 0..<40 { try set.insert(t, ["PartnerID": .string("P\(i)"), "CompanyName": .string("C\(i)"), "Country": .string(i % 2 == 0 ? "US" : "DE")]) }
+                for i in 0..<40 {
+                    try set.insert(
+                        t,
+                        [
+                            "PartnerID": .string("P\(i)"), "CompanyName": .string("C\(i)"),
+                            "Country": .string(i % 2 == 0 ? "US" : "DE"),
+                        ])
+                }
             }
             let index = set.index(named: "Country")!
             let meta = store.meta
@@ -306,7 +374,11 @@ struct IndexRecoveryTests {
         _ = try expectConsistent(reopened)
         let set = try reopened.set("BusinessPartners")
         var us = 0
-        try reopened.read { t in try set.findEqual(t, index: set.index(named: "Country")!, [.string("US")]) { _ in us += 1; return true } }
+        try reopened.read { t in
+            try set.findEqual(t, index: set.index(named: "Country")!, [.string("US")]) { _ in
+                us += 1; return true
+            }
+        }
         #expect(us == 20)
     }
 }

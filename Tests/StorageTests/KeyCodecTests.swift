@@ -31,10 +31,15 @@ struct KeyCodecTests {
         switch kind {
         case 0:
             let edges: [Int64] = [.min, .min + 1, -1, 0, 1, .max - 1, .max, -256, 255]
-            return .int(Bool.random(using: &r) ? edges.randomElement(using: &r)! : Int64.random(in: -1000...1000, using: &r))
+            return .int(
+                Bool.random(using: &r) ? edges.randomElement(using: &r)! : Int64.random(in: -1000...1000, using: &r))
         case 1:
-            let edges: [Double] = [.nan, -.nan, .infinity, -.infinity, 0, -0.0, .leastNonzeroMagnitude, -.leastNonzeroMagnitude, .greatestFiniteMagnitude, 1.5, -1.5]
-            return .double(Bool.random(using: &r) ? edges.randomElement(using: &r)! : Double.random(in: -1e6...1e6, using: &r))
+            let edges: [Double] = [
+                .nan, -.nan, .infinity, -.infinity, 0, -0.0, .leastNonzeroMagnitude, -.leastNonzeroMagnitude,
+                .greatestFiniteMagnitude, 1.5, -1.5,
+            ]
+            return .double(
+                Bool.random(using: &r) ? edges.randomElement(using: &r)! : Double.random(in: -1e6...1e6, using: &r))
         case 2:
             let sig = Int128(Int64.random(in: -1_000_000...1_000_000, using: &r))
             return .decimal(EDMDecimal(significand: sig, scale: Int16.random(in: -3...6, using: &r)))
@@ -44,9 +49,16 @@ struct KeyCodecTests {
             return .string((0..<n).map { _ in alphabet.randomElement(using: &r)! }.joined())
         case 4: return .bool(Bool.random(using: &r))
         case 5: return .date(EDMDate(days: Int32.random(in: -800_000...800_000, using: &r)))
-        case 6: return .dateTimeOffset(EDMDateTimeOffset(ticks: Int64.random(in: -1 << 60...1 << 60, using: &r),
-                                                          offsetMinutes: Int16.random(in: -600...600, using: &r)))
-        case 7: return .guid(EDMGuid(high: UInt64.random(in: 0...3, using: &r) << 62 | UInt64.random(in: 0...9, using: &r), low: r.next()))
+        case 6:
+            return .dateTimeOffset(
+                EDMDateTimeOffset(
+                    ticks: Int64.random(in: -1 << 60...1 << 60, using: &r),
+                    offsetMinutes: Int16.random(in: -600...600, using: &r)))
+        case 7:
+            return .guid(
+                EDMGuid(
+                    high: UInt64.random(in: 0...3, using: &r) << 62 | UInt64.random(in: 0...9, using: &r), low: r.next()
+                ))
         default:
             let n = Int.random(in: 0...4, using: &r)
             return .binary((0..<n).map { _ in [0, 1, 0xFF, 0xFE, 7].randomElement(using: &r)! })
@@ -93,9 +105,12 @@ struct KeyCodecTests {
             let bytes = try KeyCodec.encode(values, descending: desc)
             let (decoded, length) = try bytes.withUnsafeBytes { try KeyCodec.decode($0, count: 3, descending: desc) }
             #expect(length == bytes.count)
-            #expect(try bytes.withUnsafeBytes { try KeyCodec.tupleLength($0, count: 3, descending: desc) } == bytes.count)
+            #expect(
+                try bytes.withUnsafeBytes { try KeyCodec.tupleLength($0, count: 3, descending: desc) } == bytes.count)
             for (v, d) in zip(values, decoded) {
-                if case .double(let x) = v, x.isNaN { #expect({ if case .double(let y) = d { y.isNaN } else { false } }()); continue }
+                if case .double(let x) = v, x.isNaN {
+                    #expect({ if case .double(let y) = d { y.isNaN } else { false } }()); continue
+                }
                 #expect(valueEqual(v, d), "\(v) decoded as \(d)")
             }
         }
@@ -117,7 +132,10 @@ struct KeyCodecTests {
     }
 
     @Test func decimalsEqualAtAnyScale() throws {
-        #expect(try KeyCodec.encode([.decimal(EDMDecimal("1249.000")!)]) == KeyCodec.encode([.decimal(EDMDecimal("1249")!)]))
-        #expect(try KeyCodec.encode([.decimal(EDMDecimal("-0.120")!)]) == KeyCodec.encode([.decimal(EDMDecimal("-0.12")!)]))
+        #expect(
+            try KeyCodec.encode([.decimal(EDMDecimal("1249.000")!)]) == KeyCodec.encode([.decimal(EDMDecimal("1249")!)])
+        )
+        #expect(
+            try KeyCodec.encode([.decimal(EDMDecimal("-0.120")!)]) == KeyCodec.encode([.decimal(EDMDecimal("-0.12")!)]))
     }
 }

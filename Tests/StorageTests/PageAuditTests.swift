@@ -17,12 +17,17 @@ struct PageAuditTests {
             try store.write { t in
                 for i in 0..<3_000 {
                     let emails: [Value] = i % 100 == 0 ? (0..<400).map { .string("partner\(i)-\($0)@example.com") } : []
-                    try set.upsert(t, ["PartnerID": .string("P\(i)"), "CompanyName": .string("Company \(i) round \(round)"),
-                                       "Country": .string(["DE", "US", "FR"][i % 3]), "Emails": .collection(emails)])
+                    try set.upsert(
+                        t,
+                        [
+                            "PartnerID": .string("P\(i)"), "CompanyName": .string("Company \(i) round \(round)"),
+                            "Country": .string(["DE", "US", "FR"][i % 3]), "Emails": .collection(emails),
+                        ])
                 }
             }
         }
-        try store.write { t in for i in stride(from: 0, to: 3_000, by: 7) { try set.delete(t, key: [.string("P\(i)")]) } }
+        try store.write { t in for i in stride(from: 0, to: 3_000, by: 7) { try set.delete(t, key: [.string("P\(i)")]) }
+        }
         _ = try expectConsistent(store)
         return dir
     }
@@ -72,7 +77,10 @@ struct PageAuditTests {
         do {
             _ = try Environment(path: dir)
         } catch let e as DataFileError {
-            #expect("\(e)" == "data.mdb is truncated: its meta page says \(map.pages) pages of \(map.pageSize) bytes, the file has \(map.liveEnd / 2) bytes; the store is damaged (run offline-store check)")
+            #expect(
+                "\(e)"
+                    == "data.mdb is truncated: its meta page says \(map.pages) pages of \(map.pageSize) bytes, the file has \(map.liveEnd / 2) bytes; the store is damaged (run offline-store check)"
+            )
         }
     }
 
@@ -106,9 +114,11 @@ struct PageAuditTests {
         let bytes = try Self.bytes(try Self.healthyStore())
         let map = DataFileMap(bytes)
         let ps = map.pageSize
-        let branch = try #require(map.live.first { $0.value.kind == .branch && $0.value.database == "e/BusinessPartners" })
+        let branch = try #require(
+            map.live.first { $0.value.kind == .branch && $0.value.database == "e/BusinessPartners" })
         let leaf = try #require(map.live.first { $0.value.kind == .leaf && $0.value.database == "e/BusinessPartners" })
-        let run = try #require(map.live.first { $0.value.kind == .overflowHead && $0.value.database == "e/BusinessPartners" })
+        let run = try #require(
+            map.live.first { $0.value.kind == .overflowHead && $0.value.database == "e/BusinessPartners" })
         func with(_ edits: [(Int, UInt8)]) -> [UInt8] {
             var b = bytes
             for (o, v) in edits { b[o] = v }
@@ -119,17 +129,28 @@ struct PageAuditTests {
             // LMDB asserts that a branch page has two keys (SIGABRT).
             ("one key", with([(branch.key * ps + 12, 18), (branch.key * ps + 13, 0)]), "holds 1 node(s)"),
             ("leaf flags on a branch", with([(branch.key * ps + 10, 2)]), "page flags 0x2"),
-            ("a child pointing at its parent", with([(child0, UInt8(branch.key & 0xFF)), (child0 + 1, UInt8(branch.key >> 8)),
-                                                     (child0 + 2, 0), (child0 + 3, 0)]), "already reached"),
-            ("a node past the end", with([(leaf.key * ps + 16, 0xF8), (leaf.key * ps + 17, UInt8(ps >> 8) - 1)]), "past the end of the page"),
+            (
+                "a child pointing at its parent",
+                with([
+                    (child0, UInt8(branch.key & 0xFF)), (child0 + 1, UInt8(branch.key >> 8)),
+                    (child0 + 2, 0), (child0 + 3, 0),
+                ]), "already reached"
+            ),
+            (
+                "a node past the end", with([(leaf.key * ps + 16, 0xF8), (leaf.key * ps + 17, UInt8(ps >> 8) - 1)]),
+                "past the end of the page"
+            ),
             ("an overflow run too short", with([(run.key * ps + 12, 0), (run.key * ps + 13, 0)]), "need"),
             ("a page number off by one", with([(leaf.key * ps, UInt8((leaf.key + 1) & 0xFF))]), "says it is page"),
         ]
         for (what, damaged, message) in cases {
             let report = try #require(try PageAudit.run(path: try Self.copy(with: damaged) + "/data.mdb"))
             #expect(!report.isSound, "\(what)")
-            #expect(report.problems.contains { $0.contains(message) && $0.contains("e/BusinessPartners") && $0.contains("page ") },
-                    "\(what): \(report.problems)")
+            #expect(
+                report.problems.contains {
+                    $0.contains(message) && $0.contains("e/BusinessPartners") && $0.contains("page ")
+                },
+                "\(what): \(report.problems)")
             let check = try EntityStore.check(path: try Self.copy(with: damaged))
             #expect(check.isDamaged && !check.isConsistent, "\(what)")
         }
@@ -144,7 +165,9 @@ struct PageAuditTests {
         let node = leaf.key * map.pageSize + leaf.value.nodes[0].offset
         bytes[node + 6] = 7  // mn_ksize: 7 keeps the node inside its even-sized slot
         let report = try #require(try PageAudit.run(path: try Self.copy(with: bytes) + "/data.mdb"))
-        #expect(report.problems.contains { $0.contains("the free list") && $0.contains("page \(leaf.key)") }, "\(report.problems)")
+        #expect(
+            report.problems.contains { $0.contains("the free list") && $0.contains("page \(leaf.key)") },
+            "\(report.problems)")
     }
 
     /// The free list must not hold a page a tree uses: LMDB would hand it out again and overwrite
@@ -152,8 +175,11 @@ struct PageAuditTests {
     @Test func aFreeListHoldingALivePageIsReported() throws {
         var bytes = try Self.bytes(try Self.healthyStore())
         let map = DataFileMap(bytes)
-        let leaf = try #require(map.live.first { $0.value.kind == .leaf && $0.value.tree == .freeList
-                                                  && !$0.value.nodes[0].big && $0.value.nodes[0].dataSize >= 24 })
+        let leaf = try #require(
+            map.live.first {
+                $0.value.kind == .leaf && $0.value.tree == .freeList
+                    && !$0.value.nodes[0].big && $0.value.nodes[0].dataSize >= 24
+            })
         // The entry's page numbers follow its count, in descending order: put a live page first.
         let data = leaf.key * map.pageSize + leaf.value.nodes[0].offset + 8 + 8
         let second = Int(DataFileMap.u64(bytes, data + 16))

@@ -11,7 +11,9 @@ struct PropertiesCursorTests {
         for round in 0..<5_000 {
             // Some declared names left out, some extra ones, in declaration order or shuffled a little.
             var names = declared.filter { _ in Int.random(in: 0..<5, using: &r) != 0 }
-            for _ in 0..<Int.random(in: 0...2, using: &r) { names.insert("X\(round)-\(names.count)", at: Int.random(in: 0...names.count, using: &r)) }
+            for _ in 0..<Int.random(in: 0...2, using: &r) {
+                names.insert("X\(round)-\(names.count)", at: Int.random(in: 0...names.count, using: &r))
+            }
             switch round % 4 {
             case 0: break
             case 1: if let i = names.indices.randomElement(using: &r) { names.append(names.remove(at: i)) }  // one moved to the end

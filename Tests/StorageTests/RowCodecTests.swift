@@ -3,8 +3,12 @@ import Testing
 
 struct RowCodecTests {
     static let schema = Fixtures.schema
-    static var partnerCodec: RowCodec { RowCodec(schema: schema, entityType: schema.entityType(ofSet: "BusinessPartners")!) }
-    static var itemCodec: RowCodec { RowCodec(schema: schema, entityType: schema.entityType(ofSet: "SalesOrderItems")!) }
+    static var partnerCodec: RowCodec {
+        RowCodec(schema: schema, entityType: schema.entityType(ofSet: "BusinessPartners")!)
+    }
+    static var itemCodec: RowCodec {
+        RowCodec(schema: schema, entityType: schema.entityType(ofSet: "SalesOrderItems")!)
+    }
 
     static let partner: Properties = [
         "PartnerID": .string("0100000000"), "CompanyName": .string("SAP \0 \"quoted\" 中"),
@@ -13,9 +17,11 @@ struct RowCodecTests {
     ]
 
     @Test func roundTripsEveryKind() throws {
-        let item: Properties = ["SalesOrderID": .string("0500000001"), "ItemPosition": .int(-2_147_483_648),
-                                "Quantity": .int(2_147_483_647), "NetAmount": .decimal(EDMDecimal("1249.000")!),
-                                "DeliveryDate": .date(EDMDate("2021-12-04")!), "Weight": .double(-0.5), "Note": .string("")]
+        let item: Properties = [
+            "SalesOrderID": .string("0500000001"), "ItemPosition": .int(-2_147_483_648),
+            "Quantity": .int(2_147_483_647), "NetAmount": .decimal(EDMDecimal("1249.000")!),
+            "DeliveryDate": .date(EDMDate("2021-12-04")!), "Weight": .double(-0.5), "Note": .string(""),
+        ]
         #expect(try Self.itemCodec.decode(Self.itemCodec.encode(item)) == item)
         #expect(try Self.partnerCodec.decode(Self.partnerCodec.encode(Self.partner)) == Self.partner)
         // The scale written is kept, not only the value.
@@ -50,7 +56,10 @@ struct RowCodecTests {
                     bytes[Int.random(in: 0..<bytes.count, using: &r)] = UInt8.random(in: 0...255, using: &r)
                 }
             case 1: bytes.removeLast(Int.random(in: 1...bytes.count, using: &r))
-            default: bytes.append(contentsOf: (0..<Int.random(in: 1...8, using: &r)).map { _ in UInt8.random(in: 0...255, using: &r) })
+            default:
+                bytes.append(
+                    contentsOf: (0..<Int.random(in: 1...8, using: &r)).map { _ in UInt8.random(in: 0...255, using: &r) }
+                )
             }
             do { _ = try Self.partnerCodec.decode(bytes) } catch { errors += 1 }
         }
@@ -60,7 +69,8 @@ struct RowCodecTests {
 
 struct JSONTests {
     @Test func parsesAndKeepsNumbersExact() throws {
-        let j = try JSON.parse(#"{"a":1249.000,"b":[true,false,null],"c":"x\"\u00e9\ud83d\ude00","d":12345678901234567890}"#)
+        let j = try JSON.parse(
+            #"{"a":1249.000,"b":[true,false,null],"c":"x\"\u00e9\ud83d\ude00","d":12345678901234567890}"#)
         #expect(j["a"] == .number("1249.000"))
         #expect(j["c"] == .string("x\"é😀"))
         #expect(j["d"] == .number("12345678901234567890"))
@@ -69,7 +79,9 @@ struct JSONTests {
 
     @Test func badJSONNamesThePosition() {
         #expect(throws: JSONError.self) { try JSON.parse("{\"a\":}") }
-        do { _ = try JSON.parse("{\n \"a\": tru }") } catch { #expect(error.line == 2 && error.message == "unexpected character") }
+        do { _ = try JSON.parse("{\n \"a\": tru }") } catch {
+            #expect(error.line == 2 && error.message == "unexpected character")
+        }
         #expect(throws: JSONError.self) { try JSON.parse([0x22, 0xC3, 0x28, 0x22]) }  // invalid UTF-8
         #expect(throws: JSONError.self) { try JSON.parse("\"\\ud800\"") }  // lone surrogate
         #expect(throws: JSONError.self) { try JSON.parse(String(repeating: "[", count: 10_000)) }
@@ -84,13 +96,17 @@ struct JSONTests {
 
     @Test func v2AndV4ValueForms() throws {
         let vj = ValueJSON(schema: Fixtures.schema)
-        let dto = try vj.value(from: .string("/Date(1609459200000+0060)/"), type: .primitive(.dateTimeOffset), property: "p")
+        let dto = try vj.value(
+            from: .string("/Date(1609459200000+0060)/"), type: .primitive(.dateTimeOffset), property: "p")
         #expect(dto == .dateTimeOffset(EDMDateTimeOffset("2021-01-01T00:00:00Z")!))
-        let v4 = try vj.value(from: .string("2021-01-01T02:00:00+02:00"), type: .primitive(.dateTimeOffset), property: "p")
+        let v4 = try vj.value(
+            from: .string("2021-01-01T02:00:00+02:00"), type: .primitive(.dateTimeOffset), property: "p")
         var out = ""
         vj.write(v4, type: .primitive(.dateTimeOffset), to: &out)
         #expect(out == "\"2021-01-01T02:00:00+02:00\"")  // the offset is kept
-        #expect(try vj.value(from: .string("9007199254740993"), type: .primitive(.int64), property: "p") == .int(9007199254740993))
+        #expect(
+            try vj.value(from: .string("9007199254740993"), type: .primitive(.int64), property: "p")
+                == .int(9007199254740993))
         #expect(throws: EntityError.self) { try vj.value(from: .number("300"), type: .primitive(.byte), property: "p") }
         #expect(throws: EntityError.self) { try vj.value(from: .string("x"), type: .primitive(.int32), property: "p") }
         #expect(try vj.value(from: .string("Paid"), type: .enumeration("EPM.Status"), property: "p") == .enumMember(1))
@@ -111,12 +127,16 @@ struct JSONBufferTests {
         var r = SeededRandom(seed: testSeed("formatsLikeDescriptions"))
         for _ in 0..<5_000 {
             var b = JSONBuffer()
-            let d = EDMDecimal(significand: Int128(Int64.random(in: -10_000_000...10_000_000, using: &r)) * (Bool.random(using: &r) ? 1 : 1_000_000_000_000),
-                               scale: Int16.random(in: -3...12, using: &r))
+            let d = EDMDecimal(
+                significand: Int128(Int64.random(in: -10_000_000...10_000_000, using: &r))
+                    * (Bool.random(using: &r) ? 1 : 1_000_000_000_000),
+                scale: Int16.random(in: -3...12, using: &r))
             b.appendDecimal(d)
             #expect(b.string == d.description)
             b.removeAll()
-            let t = EDMDateTimeOffset(ticks: Int64.random(in: -(1 << 56)...(1 << 56), using: &r), offsetMinutes: Int16.random(in: -840...840, using: &r))
+            let t = EDMDateTimeOffset(
+                ticks: Int64.random(in: -(1 << 56)...(1 << 56), using: &r),
+                offsetMinutes: Int16.random(in: -840...840, using: &r))
             b.appendDateTimeOffset(t)
             #expect(b.string == t.description)
             b.removeAll()

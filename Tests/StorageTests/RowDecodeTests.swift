@@ -7,18 +7,25 @@ import TestSupport
 struct RowDecodeTests {
     /// A type with one property of every primitive kind, then an enum, a complex value and a collection.
     static let schema: Schema = {
-        let box = ComplexType(name: "Box", qualifiedName: "T.Box", properties: [
-            Property(name: "Label", type: .primitive(.string)),
-            Property(name: "Weight", type: .primitive(.double)),
-        ])
+        let box = ComplexType(
+            name: "Box", qualifiedName: "T.Box",
+            properties: [
+                Property(name: "Label", type: .primitive(.string)),
+                Property(name: "Weight", type: .primitive(.double)),
+            ])
         let color = EnumType(name: "Color", qualifiedName: "T.Color", members: [("Red", 0), ("Blue", 1)])
         var properties = [Property(name: "ID", type: .primitive(.int64), nullable: false)]
-        for p in EDMPrimitive.allCases { properties.append(Property(name: "P_" + String(p.rawValue.dropFirst(4)), type: .primitive(p))) }
-        properties += [Property(name: "Color", type: .enumeration("T.Color")), Property(name: "Box", type: .complex("T.Box")),
-                       Property(name: "Tags", type: .collection(.primitive(.string)))]
+        for p in EDMPrimitive.allCases {
+            properties.append(Property(name: "P_" + String(p.rawValue.dropFirst(4)), type: .primitive(p)))
+        }
+        properties += [
+            Property(name: "Color", type: .enumeration("T.Color")), Property(name: "Box", type: .complex("T.Box")),
+            Property(name: "Tags", type: .collection(.primitive(.string))),
+        ]
         let all = EntityType(name: "All", qualifiedName: "T.All", key: ["ID"], properties: properties)
-        return Schema(version: .v4, entityTypes: [all.qualifiedName: all], complexTypes: [box.qualifiedName: box],
-                      enumTypes: [color.qualifiedName: color], entitySets: [EntitySet(name: "Alls", entityType: "T.All")])
+        return Schema(
+            version: .v4, entityTypes: [all.qualifiedName: all], complexTypes: [box.qualifiedName: box],
+            enumTypes: [color.qualifiedName: color], entitySets: [EntitySet(name: "Alls", entityType: "T.All")])
     }()
     static let codec = RowCodec(schema: schema, entityType: schema.entityTypes["T.All"]!)
 
@@ -39,14 +46,22 @@ struct RowDecodeTests {
         case .int64: return .int(Int64(bitPattern: r.next()))
         case .single: return .double(Double(Float(bitPattern: UInt32.random(in: 0...0x7F7F_FFFF, using: &r))))
         case .double: return .double(Double(bitPattern: r.next() & 0x7FEF_FFFF_FFFF_FFFF))
-        case .decimal: return .decimal(EDMDecimal(significand: Int128(Int64(bitPattern: r.next())) * 1_000_003, scale: Int16.random(in: -5...20, using: &r)))
+        case .decimal:
+            return .decimal(
+                EDMDecimal(
+                    significand: Int128(Int64(bitPattern: r.next())) * 1_000_003,
+                    scale: Int16.random(in: -5...20, using: &r)))
         case .date: return .date(EDMDate(days: Int32.random(in: -700_000...2_900_000, using: &r)))
         case .dateTimeOffset, .dateTime:
-            return .dateTimeOffset(EDMDateTimeOffset(ticks: Int64.random(in: 0...(1 << 60), using: &r), offsetMinutes: Int16.random(in: -840...840, using: &r)))
+            return .dateTimeOffset(
+                EDMDateTimeOffset(
+                    ticks: Int64.random(in: 0...(1 << 60), using: &r),
+                    offsetMinutes: Int16.random(in: -840...840, using: &r)))
         case .timeOfDay, .time: return .timeOfDay(EDMTimeOfDay(ticks: Int64.random(in: 0..<864_000_000_000, using: &r)))
         case .duration: return .duration(EDMDuration(ticks: Int64(bitPattern: r.next()) >> 2))
         case .guid: return .guid(EDMGuid(high: r.next(), low: r.next()))
-        case .binary: return .binary((0..<Int.random(in: 0...20, using: &r)).map { _ in UInt8.random(in: 0...255, using: &r) })
+        case .binary:
+            return .binary((0..<Int.random(in: 0...20, using: &r)).map { _ in UInt8.random(in: 0...255, using: &r) })
         }
     }
 
@@ -60,10 +75,13 @@ struct RowDecodeTests {
             for p in type.properties {
                 if p.name != "ID" && round % 4 != 0 && Int.random(in: 0..<4, using: &r) == 0 { continue }
                 switch p.type {
-                case .primitive(let k): e.appendNew(p.name, p.name == "ID" ? .int(Int64(round)) : Self.randomValue(k, &r))
+                case .primitive(let k):
+                    e.appendNew(p.name, p.name == "ID" ? .int(Int64(round)) : Self.randomValue(k, &r))
                 case .enumeration: e.appendNew(p.name, .enumMember(Int64.random(in: 0...1, using: &r)))
-                case .complex: e.appendNew(p.name, .complex(["Label": .string(Self.randomString(&r)), "Weight": .double(1.5)]))
-                case .collection: e.appendNew(p.name, .collection([.string(Self.randomString(&r)), .null, .string("")]))
+                case .complex:
+                    e.appendNew(p.name, .complex(["Label": .string(Self.randomString(&r)), "Weight": .double(1.5)]))
+                case .collection:
+                    e.appendNew(p.name, .collection([.string(Self.randomString(&r)), .null, .string("")]))
                 }
             }
             let decoded = try Self.codec.decode(Self.codec.encode(e))
@@ -78,14 +96,20 @@ struct RowDecodeTests {
     /// replaces by one U+FFFD of the same length (F1 80 80) are among them.
     @Test func stringsAreAcceptedExactlyWhenValid() throws {
         var r = SeededRandom(seed: testSeed("stringsAreAcceptedExactlyWhenValid"))
-        let valid: [[UInt8]] = [[0x41], [0x7F], [0x00], [0xC2, 0xA9], [0xE2, 0x82, 0xAC], [0xEF, 0xBF, 0xBD], [0xF0, 0x9F, 0x98, 0x80],
-                                [0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68]]
-        let invalidPieces: [[UInt8]] = [[0x80], [0xBF], [0xC0, 0xAF], [0xC3], [0xE0, 0x80, 0x80], [0xED, 0xA0, 0x80],
-                                        [0xF1, 0x80, 0x80], [0xF4, 0x90, 0x80, 0x80], [0xF5], [0xFF]]
+        let valid: [[UInt8]] = [
+            [0x41], [0x7F], [0x00], [0xC2, 0xA9], [0xE2, 0x82, 0xAC], [0xEF, 0xBF, 0xBD], [0xF0, 0x9F, 0x98, 0x80],
+            [0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68],
+        ]
+        let invalidPieces: [[UInt8]] = [
+            [0x80], [0xBF], [0xC0, 0xAF], [0xC3], [0xE0, 0x80, 0x80], [0xED, 0xA0, 0x80],
+            [0xF1, 0x80, 0x80], [0xF4, 0x90, 0x80, 0x80], [0xF5], [0xFF],
+        ]
         var invalid = 0
         for n in 0..<20_000 {
             var bytes: [UInt8] = []
-            for _ in 0..<Int.random(in: 0...(n % 2 == 0 ? 6 : 30), using: &r) { bytes += (Int.random(in: 0..<24, using: &r) == 0 ? invalidPieces : valid).randomElement(using: &r)! }
+            for _ in 0..<Int.random(in: 0...(n % 2 == 0 ? 6 : 30), using: &r) {
+                bytes += (Int.random(in: 0..<24, using: &r) == 0 ? invalidPieces : valid).randomElement(using: &r)!
+            }
             let expected = String(validating: bytes, as: UTF8.self)
             let got = Self.decodeString(bytes)
             #expect(got == expected, "\(bytes)")

@@ -19,7 +19,10 @@ struct SchemaRefusalTests {
         """
     }
 
-    static func entity(_ extra: String, key: String = #"<Property Name="id" Type="Edm.Int32" Nullable="false"/>"#, keyName: String = "id") -> String {
+    static func entity(
+        _ extra: String, key: String = #"<Property Name="id" Type="Edm.Int32" Nullable="false"/>"#,
+        keyName: String = "id"
+    ) -> String {
         #"<EntityType Name="E"><Key><PropertyRef Name="\#(keyName)"/></Key>\#(key)\#(extra)</EntityType>"#
     }
 
@@ -40,13 +43,27 @@ struct SchemaRefusalTests {
 
     @Test(arguments: [
         // (types, expected words in the error)
-        (#"<ComplexType Name="A"><Property Name="b" Type="T.B" Nullable="false"/></ComplexType><ComplexType Name="B"><Property Name="a" Type="T.A" Nullable="false"/></ComplexType>"#
-            + entity(#"<Property Name="x" Type="T.A"/>"#), "complex type T.A contains itself"),
-        (#"<ComplexType Name="A"><Property Name="me" Type="T.A" Nullable="false"/></ComplexType>"# + entity(""), "T.A.me"),
-        (#"<ComplexType Name="K"><Property Name="v" Type="Edm.Int32"/></ComplexType>"#
-            + entity("", key: #"<Property Name="k" Type="T.K" Nullable="false"/>"#, keyName: "k"), "key property k has type T.K"),
-        (entity("", key: #"<Property Name="k" Type="Collection(Edm.Int32)" Nullable="false"/>"#, keyName: "k"), "key property k"),
-        (entity("", key: #"<Property Name="k" Type="Edm.GeographyPoint" Nullable="false"/>"#, keyName: "k"), "key property k"),
+        (
+            #"<ComplexType Name="A"><Property Name="b" Type="T.B" Nullable="false"/></ComplexType><ComplexType Name="B"><Property Name="a" Type="T.A" Nullable="false"/></ComplexType>"#
+                + entity(#"<Property Name="x" Type="T.A"/>"#), "complex type T.A contains itself"
+        ),
+        (
+            #"<ComplexType Name="A"><Property Name="me" Type="T.A" Nullable="false"/></ComplexType>"# + entity(""),
+            "T.A.me"
+        ),
+        (
+            #"<ComplexType Name="K"><Property Name="v" Type="Edm.Int32"/></ComplexType>"#
+                + entity("", key: #"<Property Name="k" Type="T.K" Nullable="false"/>"#, keyName: "k"),
+            "key property k has type T.K"
+        ),
+        (
+            entity("", key: #"<Property Name="k" Type="Collection(Edm.Int32)" Nullable="false"/>"#, keyName: "k"),
+            "key property k"
+        ),
+        (
+            entity("", key: #"<Property Name="k" Type="Edm.GeographyPoint" Nullable="false"/>"#, keyName: "k"),
+            "key property k"
+        ),
         (entity(#"<Property Name="s" Type="Edm.String" MaxLength="0"/>"#), "property s has MaxLength=0"),
         (entity(#"<Property Name="d" Type="Edm.Decimal" Precision="0"/>"#), "property d has Precision=0"),
         (entity(#"<Property Name="d" Type="Edm.Decimal" Precision="4" Scale="5"/>"#), "Scale=5 above its Precision=4"),
@@ -59,10 +76,15 @@ struct SchemaRefusalTests {
     @Test func acceptedNearMisses() throws {
         // A cycle through a nullable property or a collection ends; an enum key is ordered.
         let ok = [
-            #"<ComplexType Name="A"><Property Name="b" Type="T.B" Nullable="false"/></ComplexType><ComplexType Name="B"><Property Name="a" Type="T.A"/></ComplexType>"# + Self.entity(#"<Property Name="x" Type="T.A"/>"#),
-            #"<ComplexType Name="A"><Property Name="kids" Type="Collection(T.A)" Nullable="false"/></ComplexType>"# + Self.entity(#"<Property Name="x" Type="T.A"/>"#),
-            #"<EnumType Name="S"><Member Name="a" Value="0"/></EnumType>"# + Self.entity("", key: #"<Property Name="k" Type="T.S" Nullable="false"/>"#, keyName: "k"),
-            Self.entity(#"<Property Name="s" Type="Edm.String" MaxLength="max"/><Property Name="d" Type="Edm.Decimal" Precision="4" Scale="4"/>"#),
+            #"<ComplexType Name="A"><Property Name="b" Type="T.B" Nullable="false"/></ComplexType><ComplexType Name="B"><Property Name="a" Type="T.A"/></ComplexType>"#
+                + Self.entity(#"<Property Name="x" Type="T.A"/>"#),
+            #"<ComplexType Name="A"><Property Name="kids" Type="Collection(T.A)" Nullable="false"/></ComplexType>"#
+                + Self.entity(#"<Property Name="x" Type="T.A"/>"#),
+            #"<EnumType Name="S"><Member Name="a" Value="0"/></EnumType>"#
+                + Self.entity("", key: #"<Property Name="k" Type="T.S" Nullable="false"/>"#, keyName: "k"),
+            Self.entity(
+                #"<Property Name="s" Type="Edm.String" MaxLength="max"/><Property Name="d" Type="Edm.Decimal" Precision="4" Scale="4"/>"#
+            ),
         ]
         for types in ok {
             #expect(try refusal(Self.document(types, sets: Self.oneSet)) == nil, "\(types)")

@@ -20,7 +20,10 @@ struct ValueEdgeTests {
         var significands: [Int128] = [0, 1, -1, 9, 10, Int128.max, Int128.min, Int128.min + 1]
         var p: Int128 = 1
         for _ in 0..<38 { p *= 10; significands += [p, p - 1, p + 1, -p, -(p - 1)] }
-        for _ in 0..<2_000 { significands.append(Int128(bitPattern: UInt128(r.next()) << UInt128.random(in: 0...64, using: &r) | UInt128(r.next()))) }
+        for _ in 0..<2_000 {
+            significands.append(
+                Int128(bitPattern: UInt128(r.next()) << UInt128.random(in: 0...64, using: &r) | UInt128(r.next())))
+        }
         for s in significands {
             for scale in [Int16(0), 3, -5, 40, Int16.random(in: -100...100, using: &r)] {
                 let d = EDMDecimal(significand: s, scale: scale)

@@ -54,8 +54,12 @@ public struct DataFileMap: Sendable {
     }
 
     public static func u16(_ b: [UInt8], _ o: Int) -> Int { Int(b[o]) | Int(b[o + 1]) << 8 }
-    public static func u32(_ b: [UInt8], _ o: Int) -> UInt32 { (0..<4).reduce(0) { $0 | UInt32(b[o + $1]) << (8 * $1) } }
-    public static func u64(_ b: [UInt8], _ o: Int) -> UInt64 { (0..<8).reduce(0) { $0 | UInt64(b[o + $1]) << (8 * $1) } }
+    public static func u32(_ b: [UInt8], _ o: Int) -> UInt32 {
+        (0..<4).reduce(0) { $0 | UInt32(b[o + $1]) << (8 * $1) }
+    }
+    public static func u64(_ b: [UInt8], _ o: Int) -> UInt64 {
+        (0..<8).reduce(0) { $0 | UInt64(b[o + $1]) << (8 * $1) }
+    }
 
     private mutating func walk(_ pgno: Int, _ tree: Tree, _ name: String) {
         guard pgno >= 2, pgno < pages else { return }  // an empty tree (P_INVALID)
@@ -66,30 +70,35 @@ public struct DataFileMap: Sendable {
     private mutating func visit(_ pgno: Int, _ tree: Tree, _ name: String) {
         let base = pgno * pageSize
         let isBranch = Self.u16(bytes, base + 10) == 1
-        var page = Page(kind: isBranch ? .branch : .leaf, tree: tree, database: name,
-                        lower: Self.u16(bytes, base + 12), upper: Self.u16(bytes, base + 14))
+        var page = Page(
+            kind: isBranch ? .branch : .leaf, tree: tree, database: name,
+            lower: Self.u16(bytes, base + 12), upper: Self.u16(bytes, base + 14))
         for i in 0..<(page.lower - 16) / 2 {
             let offset = Self.u16(bytes, base + 16 + 2 * i), at = base + offset
             let keySize = Self.u16(bytes, at + 6), flags = Self.u16(bytes, at + 4)
             let low = Self.u16(bytes, at), high = Self.u16(bytes, at + 2)
             if isBranch {
-                page.nodes.append(Node(offset: offset, keySize: keySize, dataSize: 0, flags: flags, big: false, size: 8 + keySize))
+                page.nodes.append(
+                    Node(offset: offset, keySize: keySize, dataSize: 0, flags: flags, big: false, size: 8 + keySize))
                 visit(low | high << 16 | flags << 32, tree, name)
                 continue
             }
             let dataSize = low | high << 16, big = flags & 1 != 0
-            page.nodes.append(Node(offset: offset, keySize: keySize, dataSize: dataSize, flags: flags, big: big,
-                                   size: 8 + keySize + (big ? 8 : dataSize)))
+            page.nodes.append(
+                Node(
+                    offset: offset, keySize: keySize, dataSize: dataSize, flags: flags, big: big,
+                    size: 8 + keySize + (big ? 8 : dataSize)))
             let data = at + 8 + keySize
             if tree == .main {
-                let key = String(decoding: bytes[at + 8 ..< at + 8 + keySize], as: UTF8.self)
+                let key = String(decoding: bytes[at + 8..<at + 8 + keySize], as: UTF8.self)
                 walk(Int(truncatingIfNeeded: Self.u64(bytes, data + 40)), .named, key)
             }
             if big {
                 let run = Int(Self.u64(bytes, data)), count = Int(Self.u32(bytes, run * pageSize + 12))
-                for (j, p) in (run ..< run + count).enumerated() {
-                    live[p] = Page(kind: j == 0 ? .overflowHead : .overflowBody, tree: tree, database: name,
-                                   dataStart: run * pageSize + 16, dataCount: dataSize)
+                for (j, p) in (run..<run + count).enumerated() {
+                    live[p] = Page(
+                        kind: j == 0 ? .overflowHead : .overflowBody, tree: tree, database: name,
+                        dataStart: run * pageSize + 16, dataCount: dataSize)
                 }
             }
         }

@@ -14,7 +14,9 @@ public enum TestTier: String, CaseIterable, Sendable {
         if text == "all" { return Set(allCases) }
         let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         let tiers = Set(names.compactMap(TestTier.init(rawValue:)))
-        precondition(tiers.count == names.count, "TEST_TIER=\(text): expected fast, soak, external, a comma-separated list of them, or all")
+        precondition(
+            tiers.count == names.count,
+            "TEST_TIER=\(text): expected fast, soak, external, a comma-separated list of them, or all")
         return tiers
     }()
 

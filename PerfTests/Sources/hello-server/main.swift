@@ -28,7 +28,8 @@ let app = Application(
     configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: "hello-server"),
     onServerRunning: { channel in
         // Unbuffered: the script waits for this line.
-        FileHandle.standardOutput.write(Data("hello-server at http://127.0.0.1:\(channel.localAddress?.port ?? port)/\n".utf8))
+        FileHandle.standardOutput.write(
+            Data("hello-server at http://127.0.0.1:\(channel.localAddress?.port ?? port)/\n".utf8))
     },
     logger: logger)
 if lifetime > 0 {

@@ -17,10 +17,14 @@ import OfflineStore
 enum CLILoad {
     static let workload = "load a JSON file through the CLI"
 
-    static func run(store: OfflineStore, dir: String, n: Int, offlineStore binary: String,
-                    record: (_ workload: String, _ contestant: String, _ nsPerRow: Double, _ peakRSSMiB: Double) -> Void) throws {
+    static func run(
+        store: OfflineStore, dir: String, n: Int, offlineStore binary: String,
+        record: (_ workload: String, _ contestant: String, _ nsPerRow: Double, _ peakRSSMiB: Double) -> Void
+    ) throws {
         let file = dir + "/items.json"
-        guard FileManager.default.createFile(atPath: file, contents: nil) else { throw BenchError("cannot create \(file)") }
+        guard FileManager.default.createFile(atPath: file, contents: nil) else {
+            throw BenchError("cannot create \(file)")
+        }
         let out = try FileHandle(forWritingTo: URL(fileURLWithPath: file))
         try store.query(BenchSchema.set, format: .json) { out.write(Data($0)) }
         try out.close()
@@ -31,12 +35,22 @@ enum CLILoad {
         try Data(BenchSchema.metadata.utf8).write(to: URL(fileURLWithPath: dir + "/bench-metadata.xml"))
         try Data(StoreConfiguration(indexes: [BenchSchema.set: BenchSchema.indexes]).jsonText.utf8)
             .write(to: URL(fileURLWithPath: dir + "/bench-config.json"))
-        for (name, extra) in [("OfflineStore CLI", [String]()), ("OfflineStore CLI, --batch 50000", ["--batch", "50000"])] {
+        for (name, extra) in [
+            ("OfflineStore CLI", [String]()), ("OfflineStore CLI, --batch 50000", ["--batch", "50000"]),
+        ] {
             let path = dir + "/cli-load-\(extra.isEmpty ? "all" : "batch")"
-            let made = try Child.run(binary, ["init", "--store", path, "--metadata", dir + "/bench-metadata.xml", "--config", dir + "/bench-config.json"])
+            let made = try Child.run(
+                binary,
+                [
+                    "init", "--store", path, "--metadata", dir + "/bench-metadata.xml", "--config",
+                    dir + "/bench-config.json",
+                ])
             guard made.status == 0 else { throw BenchError("offline-store init failed (\(made.status))") }
             let r = try Child.run(binary, ["load", "--store", path, "--set", BenchSchema.set] + extra + [file])
-            guard r.status == 0 else { throw BenchError("offline-store load\(extra.isEmpty ? "" : " " + extra.joined(separator: " ")) failed (\(r.status))") }
+            guard r.status == 0 else {
+                throw BenchError(
+                    "offline-store load\(extra.isEmpty ? "" : " " + extra.joined(separator: " ")) failed (\(r.status))")
+            }
             let count = try OfflineStore.open(at: path, readOnly: true).count(set: BenchSchema.set)
             guard count == n else { throw BenchError("\(name) loaded \(count) of \(n) rows") }
             record(label, name, Double(r.nanoseconds) / Double(n), r.peakRSSMiB)
@@ -61,20 +75,21 @@ enum CLILoad {
         func thousandths(_ name: String) -> String { "CAST(round(json_extract(value, '$.\(name)') * 1000) AS INTEGER)" }
         let changedAt = "json_extract(value, '$.ChangedAt')"
         try sqlite.pool.write { db in
-            try db.execute(sql: """
-                INSERT INTO SalesOrderItems (\(SQLiteContestant.columns))
-                SELECT json_extract(value, '$.SalesOrderID'), json_extract(value, '$.ItemPosition'),
-                  json_extract(value, '$.ProductID'), json_extract(value, '$.Note'), json_extract(value, '$.Quantity'),
-                  json_extract(value, '$.QuantityUnit'), \(thousandths("NetAmount")), \(thousandths("TaxAmount")),
-                  \(thousandths("GrossAmount")), json_extract(value, '$.CurrencyCode'),
-                  CAST(julianday(json_extract(value, '$.DeliveryDate')) - 2440587.5 AS INTEGER),
-                  CAST(round((julianday(\(changedAt)) - 2440587.5) * 864000000000) AS INTEGER),
-                  CASE WHEN substr(\(changedAt), -1) = 'Z' THEN 0
-                       ELSE (CASE WHEN substr(\(changedAt), -6, 1) = '-' THEN -1 ELSE 1 END)
-                            * (CAST(substr(\(changedAt), -5, 2) AS INTEGER) * 60 + CAST(substr(\(changedAt), -2) AS INTEGER)) END,
-                  json_extract(value, '$.ItemGUID')
-                FROM json_each(?, '$.value')
-                """, arguments: [text])
+            try db.execute(
+                sql: """
+                    INSERT INTO SalesOrderItems (\(SQLiteContestant.columns))
+                    SELECT json_extract(value, '$.SalesOrderID'), json_extract(value, '$.ItemPosition'),
+                      json_extract(value, '$.ProductID'), json_extract(value, '$.Note'), json_extract(value, '$.Quantity'),
+                      json_extract(value, '$.QuantityUnit'), \(thousandths("NetAmount")), \(thousandths("TaxAmount")),
+                      \(thousandths("GrossAmount")), json_extract(value, '$.CurrencyCode'),
+                      CAST(julianday(json_extract(value, '$.DeliveryDate')) - 2440587.5 AS INTEGER),
+                      CAST(round((julianday(\(changedAt)) - 2440587.5) * 864000000000) AS INTEGER),
+                      CASE WHEN substr(\(changedAt), -1) = 'Z' THEN 0
+                           ELSE (CASE WHEN substr(\(changedAt), -6, 1) = '-' THEN -1 ELSE 1 END)
+                                * (CAST(substr(\(changedAt), -5, 2) AS INTEGER) * 60 + CAST(substr(\(changedAt), -2) AS INTEGER)) END,
+                      json_extract(value, '$.ItemGUID')
+                    FROM json_each(?, '$.value')
+                    """, arguments: [text])
         }
     }
 }
@@ -109,15 +124,17 @@ enum Child {
             if w == pid { break }
             if w < 0 && errno != EINTR { throw BenchError("waitpid: \(String(cString: strerror(errno)))") }
             if let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-               let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-               let kib = Int(line.split(separator: " ").dropFirst().first ?? "") {
+                let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+                let kib = Int(line.split(separator: " ").dropFirst().first ?? "")
+            {
                 peakKiB = max(peakKiB, kib)
             }
             usleep(2_000)
         }
         let ns = now() - start
         let exited = status & 0x7F == 0
-        return Outcome(status: exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F), nanoseconds: ns,
-                       peakRSSMiB: Double(peakKiB) / 1024)
+        return Outcome(
+            status: exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F), nanoseconds: ns,
+            peakRSSMiB: Double(peakKiB) / 1024)
     }
 }

@@ -24,27 +24,37 @@ struct SlimItem: Hashable, CustomStringConvertible {
 
 /// The covering-index workload: builds the three covering indexes, compares the contestants'
 /// answers for the first products, times `products` (median of 5 rounds), and drops the indexes.
-func runCoveringWorkload(raw: RawLMDB, offline: OfflineStoreContestant, sqlite: SQLiteContestant, products: [String],
-                         record: (_ workload: String, _ unit: String, _ c: any Contestant, _ ns: Double, _ ops: Int, _ name: String?) -> Void,
-                         plans: (_ workload: String, _ url: String, _ plans: [(String, String)]) -> Void) throws {
+func runCoveringWorkload(
+    raw: RawLMDB, offline: OfflineStoreContestant, sqlite: SQLiteContestant, products: [String],
+    record: (_ workload: String, _ unit: String, _ c: any Contestant, _ ns: Double, _ ops: Int, _ name: String?) ->
+        Void,
+    plans: (_ workload: String, _ url: String, _ plans: [(String, String)]) -> Void
+) throws {
     let urls = products.map { "\(BenchSchema.set)?$filter=ProductID eq '\($0)'&$select=Quantity,NetAmount" }
     var start = now()
     try offline.store.addIndex(set: BenchSchema.set, definition: "ProductID INCLUDE Quantity, NetAmount")
-    log("covering index: OfflineStore rebuilt ProductID INCLUDE Quantity, NetAmount in \(fixed(Double(now() - start) / 1e9)) s")
+    log(
+        "covering index: OfflineStore rebuilt ProductID INCLUDE Quantity, NetAmount in \(fixed(Double(now() - start) / 1e9)) s"
+    )
     start = now()
     try sqlite.pool.write { db in try db.execute(sql: SQLiteContestant.createCovering) }
     log("covering index: SQLite created (ProductID, Quantity, NetAmount) in \(fixed(Double(now() - start) / 1e9)) s")
     start = now()
     let coveringDBI = try raw.buildCoveringIndex()
-    log("covering index: raw LMDB built ProductID ‖ key → Quantity ‖ NetAmount in \(fixed(Double(now() - start) / 1e9)) s")
+    log(
+        "covering index: raw LMDB built ProductID ‖ key → Quantity ‖ NetAmount in \(fixed(Double(now() - start) / 1e9)) s"
+    )
 
     let answer: [(any Contestant, (Int, (SlimItem) -> Void) throws -> Int)] = [
         (raw, { i, body in try raw.coveringQuery(coveringDBI, products[i], body) }),
-        (offline, { i, body in
-            let found = try offline.store.entities(urls[i])
-            for p in found { body(SlimItem(p)) }
-            return found.count
-        }),
+        (
+            offline,
+            { i, body in
+                let found = try offline.store.entities(urls[i])
+                for p in found { body(SlimItem(p)) }
+                return found.count
+            }
+        ),
         (sqlite, { i, body in try sqlite.coveringQuery(products[i], body) }),
     ]
     var rowsPerQuery = 0
@@ -55,19 +65,28 @@ func runCoveringWorkload(raw: RawLMDB, offline: OfflineStoreContestant, sqlite: 
             return Set(got)
         }
         guard Set(sets).count == 1 else {
-            throw BenchError("contestants disagree on \(urls[i]): " + zip(answer, sets).map { "\($0.0.name): \($1.count) rows" }.joined(separator: "; "))
+            throw BenchError(
+                "contestants disagree on \(urls[i]): "
+                    + zip(answer, sets).map { "\($0.0.name): \($1.count) rows" }.joined(separator: "; "))
         }
         rowsPerQuery += sets[0].count
     }
     rowsPerQuery /= max(1, min(5, products.count))
     let workload = "query: covering index, ~\(rowsPerQuery) rows, 2 properties"
     log(workload)
-    let explained = [(raw.name, "cursor on i/ProductID+cover from the product; Quantity and NetAmount from the entry's value, no mdb_get"),
-                     (offline.name, try offline.store.explain(urls[0])),
-                     (sqlite.name, try sqlite.explainCovering(products[0]))]
+    let explained = [
+        (
+            raw.name,
+            "cursor on i/ProductID+cover from the product; Quantity and NetAmount from the entry's value, no mdb_get"
+        ),
+        (offline.name, try offline.store.explain(urls[0])),
+        (sqlite.name, try sqlite.explainCovering(products[0])),
+    ]
     for (name, plan) in explained { log("  plan, \(name): " + plan.replacingOccurrences(of: "\n", with: "; ")) }
     plans(workload, urls[0], explained)
-    guard explained[1].1.contains("covering") else { throw BenchError("OfflineStore does not use the covering index: \(explained[1].1)") }
+    guard explained[1].1.contains("covering") else {
+        throw BenchError("OfflineStore does not use the covering index: \(explained[1].1)")
+    }
     var totals: [Int] = []
     for (c, run) in answer {
         for i in 0..<max(1, products.count / 10) { _ = try run(i) { blackHole($0) } }
@@ -77,7 +96,9 @@ func runCoveringWorkload(raw: RawLMDB, offline: OfflineStoreContestant, sqlite: 
             for i in products.indices { rows += try run(i) { blackHole($0) } }
         }
         totals.append(rows)
-        guard rows == totals[0] else { throw BenchError("\(c.name) returned \(rows) rows, \(answer[0].0.name) \(totals[0])") }
+        guard rows == totals[0] else {
+            throw BenchError("\(c.name) returned \(rows) rows, \(answer[0].0.name) \(totals[0])")
+        }
         record(workload, "query", c, ns, products.count * 5, nil)
         if c === offline {
             let nsJSON = try medianNanos(rounds: 5, ops: products.count) {
@@ -100,7 +121,8 @@ func runCoveringWorkload(raw: RawLMDB, offline: OfflineStoreContestant, sqlite: 
 extension SlimItem {
     init(_ p: Properties) {
         guard case .string(let id)? = p["SalesOrderID"], case .int(let pos)? = p["ItemPosition"],
-              case .int(let q)? = p["Quantity"], case .decimal(let d)? = p["NetAmount"] else { fatalError("not a covering answer: \(p)") }
+            case .int(let q)? = p["Quantity"], case .decimal(let d)? = p["NetAmount"]
+        else { fatalError("not a covering answer: \(p)") }
         var s = d.significand, scale = d.scale
         while scale < 3 { s *= 10; scale += 1 }
         while scale > 3 { s /= 10; scale -= 1 }
@@ -125,8 +147,8 @@ extension RawLMDB {
                 let p = UnsafeRawPointer(v.mv_data!)
                 buf.copyMemory(from: p, byteCount: 10)
                 (buf + 10).copyMemory(from: k.mv_data!, byteCount: Self.keySize)
-                (buf + 24).copyMemory(from: p + 10, byteCount: 4)   // Quantity
-                (buf + 28).copyMemory(from: p + 22, byteCount: 8)   // NetAmount
+                (buf + 24).copyMemory(from: p + 10, byteCount: 4)  // Quantity
+                (buf + 28).copyMemory(from: p + 22, byteCount: 8)  // NetAmount
                 var ek = MDB_val(mv_size: 24, mv_data: buf), ev = MDB_val(mv_size: 12, mv_data: buf + 24)
                 try check(mdb_put(txn, dbi, &ek, &ev, 0))
                 rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)
@@ -150,10 +172,14 @@ extension RawLMDB {
                 var rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE)
                 while rc == 0, k.mv_size >= 10, memcmp(k.mv_data, scratch, 10) == 0 {
                     let kp = UnsafeRawPointer(k.mv_data!) + 10, p = UnsafeRawPointer(v.mv_data!)
-                    body(SlimItem(salesOrderID: Self.getFixed(kp, 10),
-                                  itemPosition: Int32(bitPattern: UInt32(bigEndian: kp.loadUnaligned(fromByteOffset: 10, as: UInt32.self)) ^ 0x8000_0000),
-                                  quantity: Int32(littleEndian: p.loadUnaligned(as: Int32.self)),
-                                  netAmount: Int64(littleEndian: p.loadUnaligned(fromByteOffset: 4, as: Int64.self))))
+                    body(
+                        SlimItem(
+                            salesOrderID: Self.getFixed(kp, 10),
+                            itemPosition: Int32(
+                                bitPattern: UInt32(bigEndian: kp.loadUnaligned(fromByteOffset: 10, as: UInt32.self))
+                                    ^ 0x8000_0000),
+                            quantity: Int32(littleEndian: p.loadUnaligned(as: Int32.self)),
+                            netAmount: Int64(littleEndian: p.loadUnaligned(fromByteOffset: 4, as: Int64.self))))
                     n += 1
                     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)
                 }
@@ -165,8 +191,10 @@ extension RawLMDB {
 }
 
 extension SQLiteContestant {
-    static let createCovering = "CREATE INDEX ItemsByProductCovering ON SalesOrderItems (ProductID, Quantity, NetAmount)"
-    static let byProductCovering = "SELECT SalesOrderID, ItemPosition, Quantity, NetAmount FROM SalesOrderItems WHERE ProductID = ?"
+    static let createCovering =
+        "CREATE INDEX ItemsByProductCovering ON SalesOrderItems (ProductID, Quantity, NetAmount)"
+    static let byProductCovering =
+        "SELECT SalesOrderID, ItemPosition, Quantity, NetAmount FROM SalesOrderItems WHERE ProductID = ?"
 
     /// The items of one product, four columns from the covering index; returns how many.
     func coveringQuery(_ productID: String, _ body: (SlimItem) -> Void) throws -> Int {

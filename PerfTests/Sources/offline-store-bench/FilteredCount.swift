@@ -38,21 +38,26 @@ extension SQLiteContestant: FilteredCounting {
 
     func countCheapInCurrency() throws -> Int {
         try pool.read { db in
-            try Int.fetchOne(db.cachedStatement(sql: Self.countByCurrencyAndNet),
-                             arguments: [BenchQuery.filterCurrency, BenchQuery.filterNetBelow]) ?? 0
+            try Int.fetchOne(
+                db.cachedStatement(sql: Self.countByCurrencyAndNet),
+                arguments: [BenchQuery.filterCurrency, BenchQuery.filterNetBelow]) ?? 0
         }
     }
 }
 
 /// The workload: the three counts compared (they must be equal), then each timed, median of
 /// `rounds`, per row scanned. `record(contestant, ns per row)` adds the table row.
-func filteredCountWorkload(_ contestants: [any Contestant], rows n: Int, rounds: Int = 5,
-                           record: (String, any Contestant, Double) -> Void) throws {
+func filteredCountWorkload(
+    _ contestants: [any Contestant], rows n: Int, rounds: Int = 5,
+    record: (String, any Contestant, Double) -> Void
+) throws {
     let counters = contestants.compactMap { $0 as? any FilteredCounting }
     guard counters.count == contestants.count else { throw BenchError("a contestant cannot count") }
     let counts = try counters.map { try $0.countCheapInCurrency() }
     guard Set(counts).count == 1 else {
-        throw BenchError("contestants disagree on the filtered count: " + zip(contestants, counts).map { "\($0.name) \($1)" }.joined(separator: ", "))
+        throw BenchError(
+            "contestants disagree on the filtered count: "
+                + zip(contestants, counts).map { "\($0.name) \($1)" }.joined(separator: ", "))
     }
     let workload = "query: $count, non-indexed filter, \(grouped(Double(counts[0]))) of \(grouped(Double(n)))"
     log(workload)

@@ -50,16 +50,20 @@ struct Item: Sendable {
         grossAmount = thousandths("GrossAmount")
         currencyCode = string("CurrencyCode")
         guard case .date(let d)? = p["DeliveryDate"], case .dateTimeOffset(let t)? = p["ChangedAt"],
-              case .guid(let g)? = p["ItemGUID"] else { fatalError("bad entity \(p)") }
+            case .guid(let g)? = p["ItemGUID"]
+        else { fatalError("bad entity \(p)") }
         deliveryDate = d.days
         changedAt = t.ticks
         changedAtOffset = t.offsetMinutes
         itemGUID = (g.high, g.low)
     }
 
-    init(salesOrderID: String, itemPosition: Int32, productID: String, note: String?, quantity: Int32, quantityUnit: String,
-         netAmount: Int64, taxAmount: Int64, grossAmount: Int64, currencyCode: String, deliveryDate: Int32,
-         changedAt: Int64, changedAtOffset: Int16, itemGUID: (high: UInt64, low: UInt64)) {
+    init(
+        salesOrderID: String, itemPosition: Int32, productID: String, note: String?, quantity: Int32,
+        quantityUnit: String,
+        netAmount: Int64, taxAmount: Int64, grossAmount: Int64, currencyCode: String, deliveryDate: Int32,
+        changedAt: Int64, changedAtOffset: Int16, itemGUID: (high: UInt64, low: UInt64)
+    ) {
         self.salesOrderID = salesOrderID
         self.itemPosition = itemPosition
         self.productID = productID
@@ -95,7 +99,8 @@ struct Item: Sendable {
     /// A small number that depends on every field, so no decoding work can be optimized away.
     var checksum: Int {
         Int(itemPosition) &+ salesOrderID.utf8.count &+ productID.utf8.count &+ (note?.utf8.count ?? 0) &+ Int(quantity)
-            &+ quantityUnit.utf8.count &+ Int(truncatingIfNeeded: netAmount &+ taxAmount &+ grossAmount) &+ currencyCode.utf8.count
+            &+ quantityUnit.utf8.count &+ Int(truncatingIfNeeded: netAmount &+ taxAmount &+ grossAmount)
+            &+ currencyCode.utf8.count
             &+ Int(deliveryDate) &+ Int(truncatingIfNeeded: changedAt) &+ Int(changedAtOffset)
             &+ Int(truncatingIfNeeded: itemGUID.high ^ itemGUID.low)
     }

@@ -26,10 +26,14 @@ struct LocalChangeWorkloads {
         while itemsPerRound * rounds > rows {
             if rounds > 1 { rounds -= 1; continue }
             guard oneWriter > 1 || eightWriters > 1 || sixtyFourWriters > 1 || batch > 1 else {
-                throw BenchError("local-change workloads: \(rows) rows are too few (\(itemsPerRound) distinct items needed; use --count 200 or more)")
+                throw BenchError(
+                    "local-change workloads: \(rows) rows are too few (\(itemsPerRound) distinct items needed; use --count 200 or more)"
+                )
             }
-            (oneWriter, eightWriters, sixtyFourWriters, batch) = (max(1, oneWriter / 2), max(1, eightWriters / 2),
-                                                                  max(1, sixtyFourWriters / 2), max(1, batch / 2))
+            (oneWriter, eightWriters, sixtyFourWriters, batch) = (
+                max(1, oneWriter / 2), max(1, eightWriters / 2),
+                max(1, sixtyFourWriters / 2), max(1, batch / 2)
+            )
         }
     }
 
@@ -74,9 +78,11 @@ struct DistinctItems {
 }
 
 /// Runs the local-change workloads; `record` gets each contestant's median ns per change.
-func runLocalChanges(_ plan: LocalChangeWorkloads, contestants: [any Contestant], offline: OfflineStoreContestant,
-                     sqlite: SQLiteContestant?, items: [Item], seed: UInt64,
-                     record: (_ workload: String, _ c: any Contestant, _ nsPerChange: Double, _ changes: Int, _ name: String?) -> Void) throws {
+func runLocalChanges(
+    _ plan: LocalChangeWorkloads, contestants: [any Contestant], offline: OfflineStoreContestant,
+    sqlite: SQLiteContestant?, items: [Item], seed: UInt64,
+    record: (_ workload: String, _ c: any Contestant, _ nsPerChange: Double, _ changes: Int, _ name: String?) -> Void
+) throws {
     if let sqlite {
         let mode = try sqlite.writerSynchronous()
         guard mode == 2 else { throw BenchError("SQLite's writer runs with synchronous=\(mode), not FULL (2)") }
@@ -92,7 +98,9 @@ func runLocalChanges(_ plan: LocalChangeWorkloads, contestants: [any Contestant]
     func verify(_ c: any Contestant, added: Int) throws {
         let want = expected[ObjectIdentifier(c)]! + added
         let have = try c.queueCount()
-        guard have == want else { throw BenchError("\(c.name) holds \(have) queue records; \(want) expected (one per change)") }
+        guard have == want else {
+            throw BenchError("\(c.name) holds \(have) queue records; \(want) expected (one per change)")
+        }
         expected[ObjectIdentifier(c)] = want
     }
     var distinct = DistinctItems(items, seed: seed)
@@ -148,16 +156,22 @@ func runLocalChanges(_ plan: LocalChangeWorkloads, contestants: [any Contestant]
     for i in changedSample {
         let key = ItemKey(salesOrderID: i.salesOrderID, itemPosition: i.itemPosition)
         let seen = try contestants.map { c in try c.item(key).map { "\($0)" } ?? "missing in \(c.name)" }
-        guard Set(seen).count == 1, seen[0] == "\(i)" else { throw BenchError("contestants disagree on the changed item \(key): \(seen)") }
+        guard Set(seen).count == 1, seen[0] == "\(i)" else {
+            throw BenchError("contestants disagree on the changed item \(key): \(seen)")
+        }
     }
     if let last {
         let want = String(decoding: QueueRecord.body(last), as: UTF8.self)
         for c in contestants {
             let body = try c.queueBody(id: Int64(expected[ObjectIdentifier(c)]!))
-            guard body == want else { throw BenchError("\(c.name)'s last queue record has body \(body ?? "nil"), expected \(want)") }
+            guard body == want else {
+                throw BenchError("\(c.name)'s last queue record has body \(body ?? "nil"), expected \(want)")
+            }
         }
-        log("  queue records: " + contestants.map { "\($0.name) \(expected[ObjectIdentifier($0)]!)" }.joined(separator: ", ")
-            + "; the last one's body everywhere: " + want)
+        log(
+            "  queue records: "
+                + contestants.map { "\($0.name) \(expected[ObjectIdentifier($0)]!)" }.joined(separator: ", ")
+                + "; the last one's body everywhere: " + want)
     }
 }
 

@@ -145,16 +145,21 @@ func pad(_ s: String, _ width: Int, right: Bool = false) -> String {
 func table(_ results: [Result]) -> String {
     let memory = results.contains { $0.peakMemoryDeltaMiB != nil }
     let rss = results.contains { $0.peakRSSMiB != nil }
-    let w = (max(28, (results.map { "\($0.workload) (per \($0.unit))".count }.max() ?? 0)) + 2,
-             max(15, (results.map(\.contestant.count).max() ?? 0) + 2), 12, 14, 10, 10, memory ? 15 : 0)
-    var out = pad("workload", w.0) + pad("contestant", w.1) + pad("ns/op", w.2, right: true) + pad("ops/s", w.3, right: true)
-        + pad("×raw LMDB", w.4, right: true) + pad("×SQLite", w.5, right: true) + (memory ? pad("peak ΔRSS MiB", w.6, right: true) : "")
+    let w = (
+        max(28, (results.map { "\($0.workload) (per \($0.unit))".count }.max() ?? 0)) + 2,
+        max(15, (results.map(\.contestant.count).max() ?? 0) + 2), 12, 14, 10, 10, memory ? 15 : 0
+    )
+    var out =
+        pad("workload", w.0) + pad("contestant", w.1) + pad("ns/op", w.2, right: true) + pad("ops/s", w.3, right: true)
+        + pad("×raw LMDB", w.4, right: true) + pad("×SQLite", w.5, right: true)
+        + (memory ? pad("peak ΔRSS MiB", w.6, right: true) : "")
         + (rss ? pad("peak RSS MiB", 14, right: true) : "") + "\n"
     out += String(repeating: "-", count: w.0 + w.1 + w.2 + w.3 + w.4 + w.5 + w.6 + (rss ? 14 : 0)) + "\n"
     var last = ""
     for r in results {
         let label = "\(r.workload) (per \(r.unit))"
-        out += pad(label == last ? "" : label, w.0) + pad(r.contestant, w.1) + pad(grouped(r.nsPerOp), w.2, right: true)
+        out +=
+            pad(label == last ? "" : label, w.0) + pad(r.contestant, w.1) + pad(grouped(r.nsPerOp), w.2, right: true)
             + pad(grouped(r.opsPerSecond), w.3, right: true)
             + pad(r.ratioToRawLMDB.map { fixed($0) } ?? "-", w.4, right: true)
             + pad(r.ratioToSQLite.map { fixed($0) } ?? "-", w.5, right: true)
@@ -168,8 +173,10 @@ func table(_ results: [Result]) -> String {
 /// What this machine is: for the README and the JSON.
 func machineDescription() -> String {
     let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
-    let model = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
+    let model =
+        cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
         .map { $0.split(separator: ":", maxSplits: 1).last!.trimmingCharacters(in: .whitespaces) } ?? "unknown CPU"
     let memory = ProcessInfo.processInfo.physicalMemory >> 30
-    return "\(model), \(ProcessInfo.processInfo.activeProcessorCount) cores, \(memory) GiB, \(ProcessInfo.processInfo.operatingSystemVersionString)"
+    return
+        "\(model), \(ProcessInfo.processInfo.activeProcessorCount) cores, \(memory) GiB, \(ProcessInfo.processInfo.operatingSystemVersionString)"
 }

@@ -9,7 +9,9 @@ extension OfflineStoreContestant {
     /// One change with the blocking form (the single writer, and the "threads" line).
     func change(_ item: Item) throws {
         let r = try store.update(set: set, key: item.keyValues, changes: item.changeProperties)
-        guard r.requestID != nil else { throw BenchError("OfflineStore: the change of \(item.salesOrderID)/\(item.itemPosition) has no request") }
+        guard r.requestID != nil else {
+            throw BenchError("OfflineStore: the change of \(item.salesOrderID)/\(item.itemPosition) has no request")
+        }
     }
 
     /// The async form from one task per writer (a task group; the cooperative pool has as many
@@ -26,8 +28,11 @@ extension OfflineStoreContestant {
                     for items in writers {
                         group.addTask {
                             for item in items {
-                                let r = try await store.update(set: set, key: item.keyValues, changes: item.changeProperties)
-                                guard r.requestID != nil else { throw BenchError("OfflineStore: a change has no request") }
+                                let r = try await store.update(
+                                    set: set, key: item.keyValues, changes: item.changeProperties)
+                                guard r.requestID != nil else {
+                                    throw BenchError("OfflineStore: a change has no request")
+                                }
                             }
                         }
                     }
@@ -55,7 +60,9 @@ extension OfflineStoreContestant {
     func changeBatch(_ items: [Item]) throws {
         let receipts = try store.apply(items.map { .update(set: set, key: $0.keyValues, changes: $0.changeProperties) })
         guard receipts.count == items.count, receipts.allSatisfy({ $0.requestID != nil }) else {
-            throw BenchError("OfflineStore: the batch of \(items.count) changes made \(receipts.filter { $0.requestID != nil }.count) requests")
+            throw BenchError(
+                "OfflineStore: the batch of \(items.count) changes made \(receipts.filter { $0.requestID != nil }.count) requests"
+            )
         }
     }
 

@@ -20,7 +20,9 @@ final class OfflineStoreContestant: Contestant, @unchecked Sendable {
     func count() throws -> Int { try store.count(set: set) }
 
     func get(_ key: ItemKey) throws -> Bool {
-        guard let e = try store.get(set: set, key: [.string(key.salesOrderID), .int(Int64(key.itemPosition))]) else { return false }
+        guard let e = try store.get(set: set, key: [.string(key.salesOrderID), .int(Int64(key.itemPosition))]) else {
+            return false
+        }
         blackHole(e)
         return true
     }

@@ -33,9 +33,11 @@ struct BenchQuery: Sendable, CustomStringConvertible {
         case .product(let p):
             url = "\(BenchSchema.set)?$filter=ProductID eq \(quoted(p))"
         case .deliveries(let from, let until, let top):
-            url = "\(BenchSchema.set)?$filter=DeliveryDate ge \(EDMDate(days: from)) and DeliveryDate lt \(EDMDate(days: until))&$orderby=DeliveryDate&$top=\(top)"
+            url =
+                "\(BenchSchema.set)?$filter=DeliveryDate ge \(EDMDate(days: from)) and DeliveryDate lt \(EDMDate(days: until))&$orderby=DeliveryDate&$top=\(top)"
         case .cheapInCurrency:
-            url = "\(BenchSchema.set)?$filter=CurrencyCode eq \(quoted(Self.filterCurrency)) and NetAmount lt \(Self.filterNetBelow / 1000)"
+            url =
+                "\(BenchSchema.set)?$filter=CurrencyCode eq \(quoted(Self.filterCurrency)) and NetAmount lt \(Self.filterNetBelow / 1000)"
         }
     }
 

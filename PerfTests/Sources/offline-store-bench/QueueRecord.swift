@@ -25,7 +25,8 @@ enum QueueRecord {
 
     /// The key as in a URL, as OfflineStore's `EntityKey`: `SalesOrderID='0500000001',ItemPosition=10`.
     static func entityKey(_ item: Item) -> String {
-        "SalesOrderID='" + item.salesOrderID.replacingOccurrences(of: "'", with: "''") + "',ItemPosition=" + String(item.itemPosition)
+        "SalesOrderID='" + item.salesOrderID.replacingOccurrences(of: "'", with: "''") + "',ItemPosition="
+            + String(item.itemPosition)
     }
 
     /// Now, in 100 ns ticks since 1970 (UTC).
@@ -56,8 +57,10 @@ extension Item {
 
     /// OfflineStore's PATCH for this change: the changed properties.
     var changeProperties: Properties {
-        ["Quantity": .int(Int64(quantity)),
-         "ChangedAt": .dateTimeOffset(EDMDateTimeOffset(ticks: changedAt, offsetMinutes: changedAtOffset))]
+        [
+            "Quantity": .int(Int64(quantity)),
+            "ChangedAt": .dateTimeOffset(EDMDateTimeOffset(ticks: changedAt, offsetMinutes: changedAtOffset)),
+        ]
     }
 
     var keyValues: [Value] { [.string(salesOrderID), .int(Int64(itemPosition))] }

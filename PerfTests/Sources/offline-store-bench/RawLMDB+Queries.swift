@@ -61,15 +61,18 @@ extension RawLMDB {
                 case .cheapInCurrency:
                     // The predicate on the stored bytes; only matches are decoded.
                     Self.putFixed(BenchQuery.filterCurrency, 5, scratch)
-                    let currency = scratch.loadUnaligned(as: UInt32.self), currencyLast = scratch.load(fromByteOffset: 4, as: UInt8.self)
+                    let currency = scratch.loadUnaligned(as: UInt32.self),
+                        currencyLast = scratch.load(fromByteOffset: 4, as: UInt8.self)
                     try cursor(items) { c in
                         var k = MDB_val(), v = MDB_val()
                         var rc = mdb_cursor_get(c, &k, &v, MDB_FIRST)
                         while rc == 0 {
                             let p = UnsafeRawPointer(v.mv_data!)
                             if p.loadUnaligned(fromByteOffset: 17, as: UInt32.self) == currency,
-                               p.load(fromByteOffset: 21, as: UInt8.self) == currencyLast,
-                               Int64(littleEndian: p.loadUnaligned(fromByteOffset: 22, as: Int64.self)) < BenchQuery.filterNetBelow {
+                                p.load(fromByteOffset: 21, as: UInt8.self) == currencyLast,
+                                Int64(littleEndian: p.loadUnaligned(fromByteOffset: 22, as: Int64.self))
+                                    < BenchQuery.filterNetBelow
+                            {
                                 body(k, v)
                                 n += 1
                             }
@@ -97,7 +100,8 @@ extension RawLMDB {
         switch query.kind {
         case .key: "mdb_get on the key"
         case .product: "cursor on i/ProductID from the product, mdb_get of each row"
-        case .deliveries: "cursor on i/DeliveryDate from the lower bound, mdb_get of each row, stop at the upper bound or $top"
+        case .deliveries:
+            "cursor on i/DeliveryDate from the lower bound, mdb_get of each row, stop at the upper bound or $top"
         case .cheapInCurrency: "cursor over every row, predicate on the stored bytes, matches decoded"
         }
     }
@@ -129,7 +133,11 @@ extension RawLMDB {
         out.ascii("{\"SalesOrderID\":")
         out.fixedString(kp, 10)
         out.ascii(",\"ItemPosition\":")
-        out.int(Int64(Int32(bitPattern: UInt32(bigEndian: kp.loadUnaligned(fromByteOffset: 10, as: UInt32.self)) ^ 0x8000_0000)))
+        out.int(
+            Int64(
+                Int32(
+                    bitPattern: UInt32(bigEndian: kp.loadUnaligned(fromByteOffset: 10, as: UInt32.self)) ^ 0x8000_0000))
+        )
         out.ascii(",\"ProductID\":")
         out.fixedString(p, 10)
         out.ascii(",\"Note\":")
@@ -150,11 +158,13 @@ extension RawLMDB {
         out.ascii(",\"DeliveryDate\":")
         out.date(days: Int32(littleEndian: p.loadUnaligned(fromByteOffset: 46, as: Int32.self)))
         out.ascii(",\"ChangedAt\":")
-        out.dateTimeOffset(ticks: Int64(littleEndian: p.loadUnaligned(fromByteOffset: 50, as: Int64.self)),
-                           offsetMinutes: Int16(littleEndian: p.loadUnaligned(fromByteOffset: 58, as: Int16.self)))
+        out.dateTimeOffset(
+            ticks: Int64(littleEndian: p.loadUnaligned(fromByteOffset: 50, as: Int64.self)),
+            offsetMinutes: Int16(littleEndian: p.loadUnaligned(fromByteOffset: 58, as: Int16.self)))
         out.ascii(",\"ItemGUID\":")
-        out.guid(high: UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 60, as: UInt64.self)),
-                 low: UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 68, as: UInt64.self)))
+        out.guid(
+            high: UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 60, as: UInt64.self)),
+            low: UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 68, as: UInt64.self)))
         out.byte(0x7D)
     }
 }

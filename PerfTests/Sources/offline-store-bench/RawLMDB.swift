@@ -30,7 +30,9 @@ final class RawLMDB: Contestant, @unchecked Sendable {
         var e: OpaquePointer?
         try check(mdb_env_create(&e))
         env = e!
-        try check(mdb_env_set_maxdbs(env, MDB_dbi(ProcessInfo.processInfo.environment["PERF_RAW_MAXDBS"].flatMap { UInt32($0) } ?? 8)))
+        try check(
+            mdb_env_set_maxdbs(
+                env, MDB_dbi(ProcessInfo.processInfo.environment["PERF_RAW_MAXDBS"].flatMap { UInt32($0) } ?? 8)))
         try check(mdb_env_set_mapsize(env, 64 << 30))
         try check(mdb_env_open(env, path, UInt32(MDB_NOTLS), 0o644))
         try write { txn in
@@ -102,9 +104,11 @@ final class RawLMDB: Contestant, @unchecked Sendable {
         let noteLength = UInt16(littleEndian: p.loadUnaligned(fromByteOffset: 76, as: UInt16.self))
         return Item(
             salesOrderID: getFixed(kp, 10),
-            itemPosition: Int32(bitPattern: UInt32(bigEndian: kp.loadUnaligned(fromByteOffset: 10, as: UInt32.self)) ^ 0x8000_0000),
+            itemPosition: Int32(
+                bitPattern: UInt32(bigEndian: kp.loadUnaligned(fromByteOffset: 10, as: UInt32.self)) ^ 0x8000_0000),
             productID: getFixed(p, 10),
-            note: noteLength == .max ? nil : String(decoding: UnsafeRawBufferPointer(start: p + 78, count: Int(noteLength)), as: UTF8.self),
+            note: noteLength == .max
+                ? nil : String(decoding: UnsafeRawBufferPointer(start: p + 78, count: Int(noteLength)), as: UTF8.self),
             quantity: Int32(littleEndian: p.loadUnaligned(fromByteOffset: 10, as: Int32.self)),
             quantityUnit: getFixed(p + 14, 3),
             netAmount: Int64(littleEndian: p.loadUnaligned(fromByteOffset: 22, as: Int64.self)),
@@ -114,14 +118,18 @@ final class RawLMDB: Contestant, @unchecked Sendable {
             deliveryDate: Int32(littleEndian: p.loadUnaligned(fromByteOffset: 46, as: Int32.self)),
             changedAt: Int64(littleEndian: p.loadUnaligned(fromByteOffset: 50, as: Int64.self)),
             changedAtOffset: Int16(littleEndian: p.loadUnaligned(fromByteOffset: 58, as: Int16.self)),
-            itemGUID: (UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 60, as: UInt64.self)),
-                       UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 68, as: UInt64.self))))
+            itemGUID: (
+                UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 60, as: UInt64.self)),
+                UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 68, as: UInt64.self))
+            ))
     }
 
     /// The three index entries of a row: (dbi, key bytes) written into `buf` (64 bytes).
     /// `value` is the encoded row, so old entries come straight from the stored bytes.
-    func indexEntries(key: UnsafeRawPointer, value: UnsafeRawPointer, _ buf: UnsafeMutableRawPointer,
-                      _ body: (MDB_dbi, inout MDB_val) throws -> Void) rethrows {
+    func indexEntries(
+        key: UnsafeRawPointer, value: UnsafeRawPointer, _ buf: UnsafeMutableRawPointer,
+        _ body: (MDB_dbi, inout MDB_val) throws -> Void
+    ) rethrows {
         // ProductID ‖ key
         buf.copyMemory(from: value, byteCount: 10)
         (buf + 10).copyMemory(from: key, byteCount: 14)

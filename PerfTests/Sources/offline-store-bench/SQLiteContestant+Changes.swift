@@ -33,7 +33,8 @@ extension SQLiteContestant {
         }
         let body = String(decoding: QueueRecord.body(item), as: UTF8.self)
         try db.cachedStatement(sql: insertRequest).execute(arguments: [
-            QueueRecord.method, BenchSchema.set, QueueRecord.entityKey(item), body, QueueRecord.status, guid, QueueRecord.now(),
+            QueueRecord.method, BenchSchema.set, QueueRecord.entityKey(item), body, QueueRecord.status, guid,
+            QueueRecord.now(),
         ])
     }
 
@@ -59,6 +60,8 @@ extension SQLiteContestant {
     }
 
     func queueBody(id: Int64) throws -> String? {
-        try pool.read { db in try String.fetchOne(db, sql: "SELECT Body FROM RequestQueue WHERE RequestID = ?", arguments: [id]) }
+        try pool.read { db in
+            try String.fetchOne(db, sql: "SELECT Body FROM RequestQueue WHERE RequestID = ?", arguments: [id])
+        }
     }
 }

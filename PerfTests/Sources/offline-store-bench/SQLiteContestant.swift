@@ -12,15 +12,17 @@ final class SQLiteContestant: Contestant, @unchecked Sendable {
     let name = "SQLite (GRDB)"
     let pool: any DatabaseWriter
 
-    static let columns = "SalesOrderID, ItemPosition, ProductID, Note, Quantity, QuantityUnit, NetAmount, TaxAmount, GrossAmount, CurrencyCode, DeliveryDate, ChangedAt, ChangedAtOffset, ItemGUID"
+    static let columns =
+        "SalesOrderID, ItemPosition, ProductID, Note, Quantity, QuantityUnit, NetAmount, TaxAmount, GrossAmount, CurrencyCode, DeliveryDate, ChangedAt, ChangedAtOffset, ItemGUID"
     static let insert = "INSERT INTO SalesOrderItems (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    static let upsert = insert + """
-         ON CONFLICT (SalesOrderID, ItemPosition) DO UPDATE SET ProductID = excluded.ProductID, Note = excluded.Note,
-        Quantity = excluded.Quantity, QuantityUnit = excluded.QuantityUnit, NetAmount = excluded.NetAmount,
-        TaxAmount = excluded.TaxAmount, GrossAmount = excluded.GrossAmount, CurrencyCode = excluded.CurrencyCode,
-        DeliveryDate = excluded.DeliveryDate, ChangedAt = excluded.ChangedAt, ChangedAtOffset = excluded.ChangedAtOffset,
-        ItemGUID = excluded.ItemGUID
-        """
+    static let upsert =
+        insert + """
+             ON CONFLICT (SalesOrderID, ItemPosition) DO UPDATE SET ProductID = excluded.ProductID, Note = excluded.Note,
+            Quantity = excluded.Quantity, QuantityUnit = excluded.QuantityUnit, NetAmount = excluded.NetAmount,
+            TaxAmount = excluded.TaxAmount, GrossAmount = excluded.GrossAmount, CurrencyCode = excluded.CurrencyCode,
+            DeliveryDate = excluded.DeliveryDate, ChangedAt = excluded.ChangedAt, ChangedAtOffset = excluded.ChangedAtOffset,
+            ItemGUID = excluded.ItemGUID
+            """
     static let byKey = "SELECT \(columns) FROM SalesOrderItems WHERE SalesOrderID = ? AND ItemPosition = ?"
     static let byProduct = "SELECT \(columns) FROM SalesOrderItems WHERE ProductID = ?"
     static let all = "SELECT \(columns) FROM SalesOrderItems ORDER BY SalesOrderID, ItemPosition"
@@ -46,17 +48,18 @@ final class SQLiteContestant: Contestant, @unchecked Sendable {
         // GRDB sets synchronous=NORMAL when it turns WAL on; durable commits need FULL on the writer.
         try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         try pool.write { db in
-            try db.execute(sql: """
-                CREATE TABLE SalesOrderItems (
-                  SalesOrderID TEXT NOT NULL, ItemPosition INTEGER NOT NULL, ProductID TEXT NOT NULL, Note TEXT,
-                  Quantity INTEGER NOT NULL, QuantityUnit TEXT NOT NULL, NetAmount INTEGER NOT NULL, TaxAmount INTEGER NOT NULL,
-                  GrossAmount INTEGER NOT NULL, CurrencyCode TEXT NOT NULL, DeliveryDate INTEGER NOT NULL,
-                  ChangedAt INTEGER NOT NULL, ChangedAtOffset INTEGER NOT NULL, ItemGUID BLOB NOT NULL,
-                  PRIMARY KEY (SalesOrderID, ItemPosition)) WITHOUT ROWID;
-                CREATE INDEX ItemsByProduct ON SalesOrderItems (ProductID);
-                CREATE INDEX ItemsByDeliveryDate ON SalesOrderItems (DeliveryDate);
-                CREATE INDEX ItemsByQuantity ON SalesOrderItems (Quantity DESC, ProductID);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE SalesOrderItems (
+                      SalesOrderID TEXT NOT NULL, ItemPosition INTEGER NOT NULL, ProductID TEXT NOT NULL, Note TEXT,
+                      Quantity INTEGER NOT NULL, QuantityUnit TEXT NOT NULL, NetAmount INTEGER NOT NULL, TaxAmount INTEGER NOT NULL,
+                      GrossAmount INTEGER NOT NULL, CurrencyCode TEXT NOT NULL, DeliveryDate INTEGER NOT NULL,
+                      ChangedAt INTEGER NOT NULL, ChangedAtOffset INTEGER NOT NULL, ItemGUID BLOB NOT NULL,
+                      PRIMARY KEY (SalesOrderID, ItemPosition)) WITHOUT ROWID;
+                    CREATE INDEX ItemsByProduct ON SalesOrderItems (ProductID);
+                    CREATE INDEX ItemsByDeliveryDate ON SalesOrderItems (DeliveryDate);
+                    CREATE INDEX ItemsByQuantity ON SalesOrderItems (Quantity DESC, ProductID);
+                    """)
             try db.execute(sql: Self.createQueue)
         }
     }
@@ -67,8 +70,10 @@ final class SQLiteContestant: Contestant, @unchecked Sendable {
             b.storeBytes(of: i.itemGUID.high.bigEndian, toByteOffset: 0, as: UInt64.self)
             b.storeBytes(of: i.itemGUID.low.bigEndian, toByteOffset: 8, as: UInt64.self)
         }
-        return [i.salesOrderID, i.itemPosition, i.productID, i.note, i.quantity, i.quantityUnit, i.netAmount, i.taxAmount,
-                i.grossAmount, i.currencyCode, i.deliveryDate, i.changedAt, i.changedAtOffset, guid]
+        return [
+            i.salesOrderID, i.itemPosition, i.productID, i.note, i.quantity, i.quantityUnit, i.netAmount, i.taxAmount,
+            i.grossAmount, i.currencyCode, i.deliveryDate, i.changedAt, i.changedAtOffset, guid,
+        ]
     }
 
 }
@@ -79,13 +84,16 @@ extension Item: FetchableRecord {
         let guid = try row.withUnsafeData(atIndex: 13) { d -> (UInt64, UInt64) in
             guard let d, d.count == 16 else { return (0, 0) }
             return d.withUnsafeBytes { b in
-                (UInt64(bigEndian: b.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
-                 UInt64(bigEndian: b.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+                (
+                    UInt64(bigEndian: b.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
+                    UInt64(bigEndian: b.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+                )
             }
         }
-        self.init(salesOrderID: row[0], itemPosition: row[1], productID: row[2], note: row[3], quantity: row[4],
-                  quantityUnit: row[5], netAmount: row[6], taxAmount: row[7], grossAmount: row[8], currencyCode: row[9],
-                  deliveryDate: row[10], changedAt: row[11], changedAtOffset: row[12], itemGUID: guid)
+        self.init(
+            salesOrderID: row[0], itemPosition: row[1], productID: row[2], note: row[3], quantity: row[4],
+            quantityUnit: row[5], netAmount: row[6], taxAmount: row[7], grossAmount: row[8], currencyCode: row[9],
+            deliveryDate: row[10], changedAt: row[11], changedAtOffset: row[12], itemGUID: guid)
     }
 }
 
@@ -109,7 +117,9 @@ extension SQLiteContestant {
     func get(_ key: ItemKey) throws -> Bool {
         try pool.read { db in
             let statement = try db.cachedStatement(sql: Self.byKey)
-            guard let item = try Item.fetchOne(statement, arguments: [key.salesOrderID, key.itemPosition]) else { return false }
+            guard let item = try Item.fetchOne(statement, arguments: [key.salesOrderID, key.itemPosition]) else {
+                return false
+            }
             blackHole(item)
             return true
         }
@@ -238,8 +248,9 @@ extension SQLiteContestant {
                 out.ascii(",\"ItemGUID\":")
                 try row.withUnsafeData(atIndex: 13) { d in
                     d!.withUnsafeBytes { b in
-                        out.guid(high: UInt64(bigEndian: b.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
-                                 low: UInt64(bigEndian: b.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+                        out.guid(
+                            high: UInt64(bigEndian: b.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
+                            low: UInt64(bigEndian: b.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
                     }
                 }
                 out.byte(0x7D)

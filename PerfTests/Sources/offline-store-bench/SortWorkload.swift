@@ -13,18 +13,23 @@ import OfflineStore
 // as in the streaming workload. Raw LMDB: every row's (NetAmount, key, row pointer) in an array,
 // sorted in memory, then written from the map. The three streams are compared first.
 
-func runSortWorkload(raw: RawLMDB, offline: OfflineStoreContestant, sqlite: SQLiteContestant, n: Int,
-                     record: (_ workload: String, _ c: any Contestant, _ ns: Double, _ ops: Int, _ peakMiB: Double?) -> Void,
-                     plans: (_ workload: String, _ url: String, _ plans: [(String, String)]) -> Void) throws {
+func runSortWorkload(
+    raw: RawLMDB, offline: OfflineStoreContestant, sqlite: SQLiteContestant, n: Int,
+    record: (_ workload: String, _ c: any Contestant, _ ns: Double, _ ops: Int, _ peakMiB: Double?) -> Void,
+    plans: (_ workload: String, _ url: String, _ plans: [(String, String)]) -> Void
+) throws {
     let url = "\(BenchSchema.set)?$orderby=NetAmount"
     let runs: [(any Contestant, (@escaping (UnsafeRawBufferPointer) -> Void) throws -> Void)] = [
         (raw, { sink in try raw.sortedJSON(sink) }),
-        (offline, { sink in
-            try offline.store.query(url, format: .json) { chunk in
-                var c = chunk
-                c.withUTF8 { sink(UnsafeRawBufferPointer($0)) }
+        (
+            offline,
+            { sink in
+                try offline.store.query(url, format: .json) { chunk in
+                    var c = chunk
+                    c.withUTF8 { sink(UnsafeRawBufferPointer($0)) }
+                }
             }
-        }),
+        ),
         (sqlite, { sink in try sqlite.streamJSON(sql: SQLiteContestant.allByNetAmount, sink) }),
     ]
     var digests: [StreamDigest] = []
@@ -34,13 +39,20 @@ func runSortWorkload(raw: RawLMDB, offline: OfflineStoreContestant, sqlite: SQLi
         digests.append(digest)
     }
     guard Set(digests.map(\.description)).count == 1 else {
-        throw BenchError("the sorted JSON streams differ: " + zip(runs, digests).map { "\($0.0.name): \($1)" }.joined(separator: "; "))
+        throw BenchError(
+            "the sorted JSON streams differ: "
+                + zip(runs, digests).map { "\($0.0.name): \($1)" }.joined(separator: "; "))
     }
     let workload = "sort on an unindexed property, no $top, to JSON (per row)"
     log(workload + ": " + digests[0].description)
-    let explained = [(raw.name, "cursor over every row into an array of (NetAmount, key, row), sorted in memory, rows written from the map"),
-                     (offline.name, try offline.store.explain(url)),
-                     (sqlite.name, try sqlite.explainSQL(SQLiteContestant.allByNetAmount))]
+    let explained = [
+        (
+            raw.name,
+            "cursor over every row into an array of (NetAmount, key, row), sorted in memory, rows written from the map"
+        ),
+        (offline.name, try offline.store.explain(url)),
+        (sqlite.name, try sqlite.explainSQL(SQLiteContestant.allByNetAmount)),
+    ]
     plans(workload, url, explained)
     for (c, run) in runs {
         var samples: [Double] = []
@@ -48,7 +60,9 @@ func runSortWorkload(raw: RawLMDB, offline: OfflineStoreContestant, sqlite: SQLi
         for _ in 0..<3 {
             var bytes = 0
             let (ns, delta) = try measureMemory { try run { bytes += $0.count } }
-            guard bytes == digests[0].bytes else { throw BenchError("\(c.name) wrote \(bytes) bytes, expected \(digests[0].bytes)") }
+            guard bytes == digests[0].bytes else {
+                throw BenchError("\(c.name) wrote \(bytes) bytes, expected \(digests[0].bytes)")
+            }
             samples.append(Double(ns) / Double(n))
             if let delta { peakKiB = max(peakKiB ?? 0, delta) }
         }
@@ -70,7 +84,11 @@ extension RawLMDB {
             var rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
             while rc == 0 {
                 let p = UnsafeRawPointer(v.mv_data!)
-                rows.append((Int64(littleEndian: p.loadUnaligned(fromByteOffset: 22, as: Int64.self)), UnsafeRawPointer(k.mv_data!), p))
+                rows.append(
+                    (
+                        Int64(littleEndian: p.loadUnaligned(fromByteOffset: 22, as: Int64.self)),
+                        UnsafeRawPointer(k.mv_data!), p
+                    ))
                 rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
             }
             if rc != MDB_NOTFOUND { try check(rc) }
@@ -92,7 +110,8 @@ extension SQLiteContestant {
 
     func explainSQL(_ sql: String) throws -> String {
         try pool.read { db in
-            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql).map { ($0["detail"] as String?) ?? "?" }.joined(separator: "; ")
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql).map { ($0["detail"] as String?) ?? "?" }.joined(
+                separator: "; ")
         }
     }
 }

@@ -30,7 +30,9 @@ struct Options {
 
     static func parse(_ args: [String]) throws -> Options {
         var o = Options()
-        if let env = ProcessInfo.processInfo.environment["PERF_COUNT"], let n = Int(env) { o.count = n; o.mode = "custom" }
+        if let env = ProcessInfo.processInfo.environment["PERF_COUNT"], let n = Int(env) {
+            o.count = n; o.mode = "custom"
+        }
         var i = 0
         func value() throws -> String {
             i += 1
@@ -43,7 +45,10 @@ struct Options {
             case "--tiny": o.count = 2_000; o.mode = "tiny"
             case "--full": o.count = 1_000_000; o.mode = "full"
             case "--count":
-                guard let n = Int(try value()), n >= 200 else { throw BenchError("--count needs a number ≥ 200 (the local-change workloads change 146 distinct rows)") }
+                guard let n = Int(try value()), n >= 200 else {
+                    throw BenchError(
+                        "--count needs a number ≥ 200 (the local-change workloads change 146 distinct rows)")
+                }
                 o.count = n; o.mode = "custom"
             case "--seed":
                 guard let s = UInt64(try value()) else { throw BenchError("--seed needs a number") }
@@ -52,15 +57,21 @@ struct Options {
             case "--keep": o.keep = true
             case "--only":
                 let w = try value()
-                guard w == "changes" else { throw BenchError("--only changes (the local-change workloads) is the one choice") }
+                guard w == "changes" else {
+                    throw BenchError("--only changes (the local-change workloads) is the one choice")
+                }
                 o.only = w
             case "--json": o.json = try value()
             case "--profile":
                 let w = try value()
-                guard profileWorkloads.contains(w) else { throw BenchError("--profile " + profileWorkloads.joined(separator: "|")) }
+                guard profileWorkloads.contains(w) else {
+                    throw BenchError("--profile " + profileWorkloads.joined(separator: "|"))
+                }
                 o.profile = (w, o.profile?.contestant ?? "OfflineStore")
             case "--writers":
-                guard let w = Int(try value()), (1...1_024).contains(w) else { throw BenchError("--writers needs a number from 1 to 1024") }
+                guard let w = Int(try value()), (1...1_024).contains(w) else {
+                    throw BenchError("--writers needs a number from 1 to 1024")
+                }
                 o.writers = w
             case "--nosync": o.noSync = true
             case "--offline-store": o.offlineStore = try value()
@@ -68,7 +79,9 @@ struct Options {
                 let c = try value()
                 o.profile = (o.profile?.workload ?? "read", c)
             case "-h", "--help":
-                print("usage: offline-store-bench [--quick | --tiny | --full | --count N] [--seed S] [--dir DIR] [--keep] [--json FILE] [--only changes] [--offline-store PATH] [--profile \(profileWorkloads.joined(separator: "|")) [--contestant NAME] [--writers N] [--nosync]]")
+                print(
+                    "usage: offline-store-bench [--quick | --tiny | --full | --count N] [--seed S] [--dir DIR] [--keep] [--json FILE] [--only changes] [--offline-store PATH] [--profile \(profileWorkloads.joined(separator: "|")) [--contestant NAME] [--writers N] [--nosync]]"
+                )
                 exit(0)
             default: throw BenchError("unknown argument \(args[i]) (try --help)")
             }
@@ -81,16 +94,23 @@ struct Options {
             let configuration = "release"
             #endif
             let built = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(".build/\(configuration)/offline-store").path
+                .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(
+                    ".build/\(configuration)/offline-store"
+                ).path
             if FileManager.default.isExecutableFile(atPath: built) { o.offlineStore = built }
         }
-        if o.noSync && o.profile == nil { throw BenchError("--nosync is for --profile only: the table compares durable commits") }
+        if o.noSync && o.profile == nil {
+            throw BenchError("--nosync is for --profile only: the table compares durable commits")
+        }
         return o
     }
 }
 
 /// `--profile` workloads: the basic ones and the queries (`q…`: OfflineStore through URLs) and the JSON stream.
-let profileWorkloads = ["read", "find", "scan", "load", "qkey", "qfind", "qrange", "qscan", "qcount", "qcover", "qprepared", "json", "changes", "batch"]
+let profileWorkloads = [
+    "read", "find", "scan", "load", "qkey", "qfind", "qrange", "qscan", "qcount", "qcover", "qprepared", "json",
+    "changes", "batch",
+]
 
 /// A pointer that threads fill at disjoint indexes.
 struct Shared<T>: @unchecked Sendable {
@@ -111,7 +131,8 @@ func run() throws {
     }
     let o = try Options.parse(args)
     let n = o.count
-    let dir = o.dir ?? FileManager.default.temporaryDirectory.appendingPathComponent("offline-store-bench-\(getpid())").path
+    let dir =
+        o.dir ?? FileManager.default.temporaryDirectory.appendingPathComponent("offline-store-bench-\(getpid())").path
     if FileManager.default.fileExists(atPath: dir) {
         throw BenchError("\(dir) exists; give an empty or new --dir")
     }
@@ -123,11 +144,14 @@ func run() throws {
     #endif
 
     // MARK: The data set
-    log("data: \(grouped(Double(n))) SalesOrderItems, \(grouped(Double(max(n / 100, 1)))) Products, seed \(o.seed), in \(dir)")
+    log(
+        "data: \(grouped(Double(n))) SalesOrderItems, \(grouped(Double(max(n / 100, 1)))) Products, seed \(o.seed), in \(dir)"
+    )
     var start = now()
     let store = try OfflineStore.create(
         at: dir + "/offline-store", metadata: Array(BenchSchema.metadata.utf8),
-        configuration: StoreConfiguration(indexes: [BenchSchema.set: BenchSchema.indexes], durability: o.noSync ? .noSync : .full))
+        configuration: StoreConfiguration(
+            indexes: [BenchSchema.set: BenchSchema.indexes], durability: o.noSync ? .noSync : .full))
     try store.generate(set: "Products", count: max(n / 100, 1), seed: o.seed)
     var productIDs: [String] = []
     try store.scan(set: "Products") { p in
@@ -146,10 +170,13 @@ func run() throws {
         initialized = n
     }
     let rowBytes = items.prefix(1000).reduce(0) { $0 + RawLMDB.valueSize($1) + RawLMDB.keySize } / min(n, 1000)
-    let storeRowBytes = try items.prefix(1000).reduce(0) { total, i in
-        total + (try store.encodedSize(set: BenchSchema.set, entity: i.properties))
-    } / min(n, 1000)
-    log("data: generated in \(fixed(Double(now() - start) / 1e9)) s; row ≈ \(rowBytes) bytes raw, \(storeRowBytes) in OfflineStore (key included)")
+    let storeRowBytes =
+        try items.prefix(1000).reduce(0) { total, i in
+            total + (try store.encodedSize(set: BenchSchema.set, entity: i.properties))
+        } / min(n, 1000)
+    log(
+        "data: generated in \(fixed(Double(now() - start) / 1e9)) s; row ≈ \(rowBytes) bytes raw, \(storeRowBytes) in OfflineStore (key included)"
+    )
 
     let raw = try RawLMDB(path: dir + "/lmdb")
     let offline = OfflineStoreContestant(store: store)
@@ -162,12 +189,18 @@ func run() throws {
         return
     }
     var results: [Result] = []
-    func record(_ workload: String, _ unit: String, _ c: any Contestant, nsPerOp: Double, ops: Int, name: String? = nil,
-                peakMiB: Double? = nil, peakRSSMiB: Double? = nil) {
-        results.append(Result(workload: workload, unit: unit, contestant: name ?? c.name, nsPerOp: nsPerOp,
-                              opsPerSecond: 1e9 / nsPerOp, operations: ops, peakMemoryDeltaMiB: peakMiB, peakRSSMiB: peakRSSMiB))
-        log("  \(name ?? c.name): \(grouped(nsPerOp)) ns/\(unit)" + (peakMiB.map { ", peak ΔRSS \(fixed($0, 1)) MiB" } ?? "")
-            + (peakRSSMiB.map { ", peak RSS \(fixed($0, 1)) MiB" } ?? ""))
+    func record(
+        _ workload: String, _ unit: String, _ c: any Contestant, nsPerOp: Double, ops: Int, name: String? = nil,
+        peakMiB: Double? = nil, peakRSSMiB: Double? = nil
+    ) {
+        results.append(
+            Result(
+                workload: workload, unit: unit, contestant: name ?? c.name, nsPerOp: nsPerOp,
+                opsPerSecond: 1e9 / nsPerOp, operations: ops, peakMemoryDeltaMiB: peakMiB, peakRSSMiB: peakRSSMiB))
+        log(
+            "  \(name ?? c.name): \(grouped(nsPerOp)) ns/\(unit)"
+                + (peakMiB.map { ", peak ΔRSS \(fixed($0, 1)) MiB" } ?? "")
+                + (peakRSSMiB.map { ", peak RSS \(fixed($0, 1)) MiB" } ?? ""))
     }
 
     // MARK: Bulk load: all N rows, 50,000 per durable transaction, 3 secondary indexes maintained.
@@ -192,7 +225,9 @@ func run() throws {
         let i = items[random.below(n)]
         let key = ItemKey(salesOrderID: i.salesOrderID, itemPosition: i.itemPosition)
         let seen = try contestants.map { c in try c.item(key).map { "\($0)" } ?? "missing in \(c.name)" }
-        guard Set(seen).count == 1, seen[0] == "\(i)" else { throw BenchError("contestants disagree on \(key): \(seen)") }
+        guard Set(seen).count == 1, seen[0] == "\(i)" else {
+            throw BenchError("contestants disagree on \(key): \(seen)")
+        }
     }
     for _ in 0..<5 {
         let p = productIDs[random.below(productIDs.count)]
@@ -251,14 +286,19 @@ func run() throws {
         // extra line), the others by hand; every contestant's answers compared before timing.
         /// Compares every contestant's answers to the first `check` queries, records the plans, then
         /// times all of them (median of `rounds`); the label gets the rows per query.
-        func queryWorkload(_ label: (Int) -> String, unit: String, _ queries: [BenchQuery], rounds: Int, check: Int,
-                           opsPerQuery: Int = 1) throws {
+        func queryWorkload(
+            _ label: (Int) -> String, unit: String, _ queries: [BenchQuery], rounds: Int, check: Int,
+            opsPerQuery: Int = 1
+        ) throws {
             var rowsPerQuery = 0
             for q in queries.prefix(check) {
                 let answers = try contestants.map { c in try c.queryItems(q).map { "\($0)" } }
                 let compared = q.isOrdered ? answers : answers.map { $0.sorted() }
                 guard Set(compared).count == 1 else {
-                    throw BenchError("contestants disagree on \(q.url): " + zip(contestants, answers).map { "\($0.name): \($1.count) rows \($1.prefix(2))" }.joined(separator: "; "))
+                    throw BenchError(
+                        "contestants disagree on \(q.url): "
+                            + zip(contestants, answers).map { "\($0.name): \($1.count) rows \($1.prefix(2))" }.joined(
+                                separator: "; "))
                 }
                 rowsPerQuery += answers[0].count
             }
@@ -281,7 +321,9 @@ func run() throws {
                 }
                 totals.append(rows)
                 guard rows == totals[0] else {
-                    throw BenchError("\(c.name) returned \(rows) rows for the \(queries.count) queries, \(contestants[0].name) \(totals[0])")
+                    throw BenchError(
+                        "\(c.name) returned \(rows) rows for the \(queries.count) queries, \(contestants[0].name) \(totals[0])"
+                    )
                 }
                 record(workload, unit, c, nsPerOp: ns, ops: queries.count * rounds)
                 if c === offline {
@@ -290,19 +332,24 @@ func run() throws {
                     let nsJSON = try medianNanos(rounds: rounds, ops: queries.count * opsPerQuery) {
                         for q in queries { blackHole(try offline.queryJSON(q)) }
                     }
-                    record(workload, unit, c, nsPerOp: nsJSON, ops: queries.count * rounds, name: offline.name + ", JSON")
+                    record(
+                        workload, unit, c, nsPerOp: nsJSON, ops: queries.count * rounds, name: offline.name + ", JSON")
                 }
             }
         }
 
         // 1. Point read by key through a URL: `SalesOrderItems(SalesOrderID='…',ItemPosition=…)`.
-        try queryWorkload({ _ in "query: point read by key" }, unit: "read", keys.map { BenchQuery(.key($0)) }, rounds: 5, check: 20)
+        try queryWorkload(
+            { _ in "query: point read by key" }, unit: "read", keys.map { BenchQuery(.key($0)) }, rounds: 5, check: 20)
         log(PreparedReads.workload)
-        record(PreparedReads.workload, "read", offline, nsPerOp: try PreparedReads.pointRead(offline, keys: keys), ops: keys.count * 5)
+        record(
+            PreparedReads.workload, "read", offline, nsPerOp: try PreparedReads.pointRead(offline, keys: keys),
+            ops: keys.count * 5)
 
         // 2. Index equality: `$filter=ProductID eq '…'` (~100 rows).
-        try queryWorkload({ "query: index equality, ~\($0) rows" }, unit: "query", products.map { BenchQuery(.product($0)) },
-                          rounds: 5, check: 5)
+        try queryWorkload(
+            { "query: index equality, ~\($0) rows" }, unit: "query", products.map { BenchQuery(.product($0)) },
+            rounds: 5, check: 5)
 
         // 3. Range + $orderby + $top 100 on the DeliveryDate index: a random 31-day window (~7,700 of
         //    1M rows match), the first 100 by date.
@@ -311,20 +358,25 @@ func run() throws {
             let from = firstDay + Int32(random.below(Int(lastDay - firstDay) - 31))
             return BenchQuery(.deliveries(from: from, until: from + 31, top: 100))
         }
-        try queryWorkload({ "query: range + orderby + top 100 (\($0) rows)" }, unit: "query", ranges, rounds: 5, check: 5)
+        try queryWorkload(
+            { "query: range + orderby + top 100 (\($0) rows)" }, unit: "query", ranges, rounds: 5, check: 5)
 
         // 4. A filter on properties no contestant indexes: every row read, ~0.5% returned.
         let matches = try raw.query(BenchQuery(.cheapInCurrency))
-        try queryWorkload({ "query: non-indexed filter, \(grouped(Double($0))) of \(grouped(Double(n))) match" }, unit: "row scanned",
-                          [BenchQuery(.cheapInCurrency)], rounds: 5, check: 1, opsPerQuery: n)
+        try queryWorkload(
+            { "query: non-indexed filter, \(grouped(Double($0))) of \(grouped(Double(n))) match" }, unit: "row scanned",
+            [BenchQuery(.cheapInCurrency)], rounds: 5, check: 1, opsPerQuery: n)
         _ = matches
         // 4b. `$count` with the same filter (FilteredCount.swift).
-        try filteredCountWorkload(contestants, rows: n) { workload, c, ns in record(workload, "row scanned", c, nsPerOp: ns, ops: n * 5) }
+        try filteredCountWorkload(contestants, rows: n) { workload, c, ns in
+            record(workload, "row scanned", c, nsPerOp: ns, ops: n * 5)
+        }
 
         // 4b. A covering index for `$filter=ProductID eq '…'&$select=Quantity,NetAmount` (`CoveringWorkload.swift`).
-        try runCoveringWorkload(raw: raw, offline: offline, sqlite: sqlite, products: products,
-                                record: { w, u, c, ns, ops, name in record(w, u, c, nsPerOp: ns, ops: ops, name: name) },
-                                plans: { plans.append(($0, $1, $2)) })
+        try runCoveringWorkload(
+            raw: raw, offline: offline, sqlite: sqlite, products: products,
+            record: { w, u, c, ns, ops, name in record(w, u, c, nsPerOp: ns, ops: ops, name: name) },
+            plans: { plans.append(($0, $1, $2)) })
 
         // 5. Every row as one OData JSON response, streamed to a sink that counts the bytes: rows per
         //    second and the peak memory while streaming (ours streams 64 KiB chunks from one read
@@ -348,7 +400,9 @@ func run() throws {
             var detail = zip(contestants, digests).map { "\($0.name): \($1)" }.joined(separator: "; ")
             if let at = (0..<heads.map(\.count).min()!).first(where: { i in heads.contains { $0[i] != heads[0][i] } }) {
                 for (c, h) in zip(contestants, heads) {
-                    detail += "\n  \(c.name) at byte \(at): " + String(decoding: h[max(0, at - 80)..<min(h.count, at + 80)], as: UTF8.self)
+                    detail +=
+                        "\n  \(c.name) at byte \(at): "
+                        + String(decoding: h[max(0, at - 80)..<min(h.count, at + 80)], as: UTF8.self)
                 }
             }
             throw BenchError("the JSON streams differ: \(detail)")
@@ -361,19 +415,24 @@ func run() throws {
             for _ in 0..<3 {
                 var bytes = 0
                 let (ns, delta) = try measureMemory { try c.streamJSON { bytes += $0.count } }
-                guard bytes == jsonBytes else { throw BenchError("\(c.name) streamed \(bytes) bytes, expected \(jsonBytes)") }
+                guard bytes == jsonBytes else {
+                    throw BenchError("\(c.name) streamed \(bytes) bytes, expected \(jsonBytes)")
+                }
                 samples.append(Double(ns) / Double(n))
                 if let delta { peakKiB = max(peakKiB ?? 0, delta) }
             }
             samples.sort()
-            record("\(streamLabel), \(grouped(Double(jsonBytes) / Double(1 << 20))) MiB", "row", c, nsPerOp: samples[1], ops: n * 3,
-                   peakMiB: peakKiB.map { Double($0) / 1024 })
+            record(
+                "\(streamLabel), \(grouped(Double(jsonBytes) / Double(1 << 20))) MiB", "row", c, nsPerOp: samples[1],
+                ops: n * 3,
+                peakMiB: peakKiB.map { Double($0) / 1024 })
         }
 
         // 5b. Every row ordered by a property no contestant indexes, no $top (`SortWorkload.swift`).
-        try runSortWorkload(raw: raw, offline: offline, sqlite: sqlite, n: n,
-                            record: { w, c, ns, ops, peak in record(w, "row", c, nsPerOp: ns, ops: ops, peakMiB: peak) },
-                            plans: { plans.append(($0, $1, $2)) })
+        try runSortWorkload(
+            raw: raw, offline: offline, sqlite: sqlite, n: n,
+            record: { w, c, ns, ops, peak in record(w, "row", c, nsPerOp: ns, ops: ops, peakMiB: peak) },
+            plans: { plans.append(($0, $1, $2)) })
 
         // MARK: Durable single-change commits: replace one item (a changed quantity moves its index entry).
         func changed(_ r: inout BenchRandom) -> Item {
@@ -388,7 +447,8 @@ func run() throws {
         for c in contestants {
             start = now()
             for i in changes { try c.upsert(i) }
-            record("durable commit, 1 writer", "commit", c, nsPerOp: Double(now() - start) / Double(commits), ops: commits)
+            record(
+                "durable commit, 1 writer", "commit", c, nsPerOp: Double(now() - start) / Double(commits), ops: commits)
         }
         // Group commit: 8 writers (the issue's case) and 16, each replacing its own items.
         for writers in [8, 16] {
@@ -399,7 +459,9 @@ func run() throws {
                 let ns = try runThreads(writers) { t in
                     for i in concurrentChanges[t] { try c.upsert(i) }
                 }
-                record("durable commits, \(writers) writers", "commit", c, nsPerOp: Double(ns) / Double(writers * perWriter), ops: writers * perWriter)
+                record(
+                    "durable commits, \(writers) writers", "commit", c,
+                    nsPerOp: Double(ns) / Double(writers * perWriter), ops: writers * perWriter)
             }
         }
     }
@@ -407,7 +469,9 @@ func run() throws {
     // MARK: Local changes with their queue record (`LocalChanges.swift`): 1, 8 and 64 writers, and a batch.
     var localChanges = LocalChangeWorkloads(mode: o.mode)
     try localChanges.fit(rows: n)
-    try runLocalChanges(localChanges, contestants: contestants, offline: offline, sqlite: sqlite, items: items, seed: o.seed) {
+    try runLocalChanges(
+        localChanges, contestants: contestants, offline: offline, sqlite: sqlite, items: items, seed: o.seed
+    ) {
         workload, c, ns, changes, name in
         record(workload, "change", c, nsPerOp: ns, ops: changes, name: name)
     }
@@ -418,7 +482,9 @@ func run() throws {
             record(workload, "row", offline, nsPerOp: ns, ops: n, name: name, peakRSSMiB: peak)
         }
     } else {
-        log("\(CLILoad.workload): skipped (no offline-store executable: build the root package or pass --offline-store PATH)")
+        log(
+            "\(CLILoad.workload): skipped (no offline-store executable: build the root package or pass --offline-store PATH)"
+        )
     }
 
     let report = try store.check()
@@ -427,23 +493,32 @@ func run() throws {
     // MARK: Ratios, table, JSON
     for i in results.indices {
         let same = results.filter { $0.workload == results[i].workload }
-        if let r = same.first(where: { $0.contestant == raw.name }) { results[i].ratioToRawLMDB = results[i].nsPerOp / r.nsPerOp }
-        if let s = same.first(where: { $0.contestant == sqlite.name }) { results[i].ratioToSQLite = results[i].nsPerOp / s.nsPerOp }
+        if let r = same.first(where: { $0.contestant == raw.name }) {
+            results[i].ratioToRawLMDB = results[i].nsPerOp / r.nsPerOp
+        }
+        if let s = same.first(where: { $0.contestant == sqlite.name }) {
+            results[i].ratioToSQLite = results[i].nsPerOp / s.nsPerOp
+        }
     }
     let machine = machineDescription()
     var build = "release"
     #if DEBUG
     build = "debug"
     #endif
-    let header = "OfflineStore PerfTests: \(grouped(Double(n))) SalesOrderItems (\(o.mode), seed \(o.seed); a row is ~\(rowBytes) B raw, ~\(storeRowBytes) B in OfflineStore), \(build) build\nmachine: \(machine)\n"
-    var planText = "plans (OfflineStore: store.explain(url); SQLite: EXPLAIN QUERY PLAN; raw LMDB: what it does by hand):\n"
+    let header =
+        "OfflineStore PerfTests: \(grouped(Double(n))) SalesOrderItems (\(o.mode), seed \(o.seed); a row is ~\(rowBytes) B raw, ~\(storeRowBytes) B in OfflineStore), \(build) build\nmachine: \(machine)\n"
+    var planText =
+        "plans (OfflineStore: store.explain(url); SQLite: EXPLAIN QUERY PLAN; raw LMDB: what it does by hand):\n"
     for p in plans {
         planText += "  \(p.workload) — \(p.url)\n"
         for (name, plan) in p.plans {
-            planText += "    " + pad(name + ":", 15) + plan.replacingOccurrences(of: "\n", with: "\n" + String(repeating: " ", count: 19)) + "\n"
+            planText +=
+                "    " + pad(name + ":", 15)
+                + plan.replacingOccurrences(of: "\n", with: "\n" + String(repeating: " ", count: 19)) + "\n"
         }
     }
-    let text = header + "\n" + table(results)
+    let text =
+        header + "\n" + table(results)
         + "\nns/op: lower is better. ×raw LMDB, ×SQLite: this row's ns/op over theirs (0.50 = twice as fast).\n"
         + "query workloads: OfflineStore answers the OData URL with entities(url) (decoded Properties); \"OfflineStore, JSON\"\n"
         + "answers it with query(url, format: .json), bytes discarded; raw LMDB and SQLite decode into a struct.\n"
@@ -472,17 +547,24 @@ func run() throws {
     }
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-    let json = try encoder.encode(Report(date: ISO8601DateFormatter().string(from: Date()), machine: machine, build: build,
-                                         mode: o.mode, count: n, seed: o.seed,
-                                         command: CommandLine.arguments.joined(separator: " "), results: results,
-                                         plans: plans.map { Plan(workload: $0.workload, url: $0.url, plans: Dictionary(uniqueKeysWithValues: $0.plans)) }))
-    try FileManager.default.createDirectory(atPath: (o.json as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+    let json = try encoder.encode(
+        Report(
+            date: ISO8601DateFormatter().string(from: Date()), machine: machine, build: build,
+            mode: o.mode, count: n, seed: o.seed,
+            command: CommandLine.arguments.joined(separator: " "), results: results,
+            plans: plans.map {
+                Plan(workload: $0.workload, url: $0.url, plans: Dictionary(uniqueKeysWithValues: $0.plans))
+            }))
+    try FileManager.default.createDirectory(
+        atPath: (o.json as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
     try json.write(to: URL(fileURLWithPath: o.json))
     log("wrote \(o.json)")
 }
 
 /// One workload against one contestant, for about ten seconds, for `perf record` or callgrind.
-func profile(_ workload: String, _ c: any Contestant, items: [Item], productIDs: [String], seed: UInt64, _ o: Options) throws {
+func profile(
+    _ workload: String, _ c: any Contestant, items: [Item], productIDs: [String], seed: UInt64, _ o: Options
+) throws {
     let n = items.count
     var random = BenchRandom(seed: seed)
     if workload == "load" {
@@ -507,15 +589,18 @@ func profile(_ workload: String, _ c: any Contestant, items: [Item], productIDs:
             ops += writers * perWriter
         }
         let cpu = processCPUNanos()
-        log("\(c.name) \(workload): \(grouped(Double(now() - start) / Double(ops))) ns/change; CPU (all threads) "
-            + "user \(grouped(Double(cpu.user - cpuStart.user) / Double(ops))), system \(grouped(Double(cpu.system - cpuStart.system) / Double(ops))) "
-            + "ns/change (\(grouped(Double(ops))) changes)")
+        log(
+            "\(c.name) \(workload): \(grouped(Double(now() - start) / Double(ops))) ns/change; CPU (all threads) "
+                + "user \(grouped(Double(cpu.user - cpuStart.user) / Double(ops))), system \(grouped(Double(cpu.system - cpuStart.system) / Double(ops))) "
+                + "ns/change (\(grouped(Double(ops))) changes)")
         return
     }
     // `qcover`: the covering-index query (CoveringWorkload.swift), OfflineStore only.
     let coverURLs = productIDs.map { "\(BenchSchema.set)?$filter=ProductID eq '\($0)'&$select=Quantity,NetAmount" }
     if workload == "qcover" {
-        guard let offline = c as? OfflineStoreContestant else { throw BenchError("--profile qcover is for OfflineStore") }
+        guard let offline = c as? OfflineStoreContestant else {
+            throw BenchError("--profile qcover is for OfflineStore")
+        }
         try offline.store.addIndex(set: BenchSchema.set, definition: "ProductID INCLUDE Quantity, NetAmount")
     }
     let start = now()
@@ -523,10 +608,13 @@ func profile(_ workload: String, _ c: any Contestant, items: [Item], productIDs:
     while now() - start < 10_000_000_000 {
         switch workload {
         case "qprepared":
-            let prepared = try (c as! OfflineStoreContestant).store.prepare("\(BenchSchema.set)(SalesOrderID=@id,ItemPosition=@pos)")
+            let prepared = try (c as! OfflineStoreContestant).store.prepare(
+                "\(BenchSchema.set)(SalesOrderID=@id,ItemPosition=@pos)")
             for _ in 0..<10_000 {
                 let i = items[random.below(n)]
-                blackHole(try prepared.entities(aliases: ["id": .string(i.salesOrderID), "pos": .int(Int64(i.itemPosition))]).count)
+                blackHole(
+                    try prepared.entities(aliases: ["id": .string(i.salesOrderID), "pos": .int(Int64(i.itemPosition))])
+                        .count)
             }
             ops += 10_000
         case "qcover":
@@ -581,7 +669,9 @@ func targets(_ results: [Result], raw: String, offline: String, sqlite: String) 
         results.first { $0.workload.hasPrefix(prefix) && $0.contestant == who }?.nsPerOp
     }
     var lines = ["targets (measured, not asserted):"]
-    func line(_ text: String, _ ok: Bool?) { lines.append("  " + (ok == nil ? "?" : ok! ? "met   " : "missed") + "  " + text) }
+    func line(_ text: String, _ ok: Bool?) {
+        lines.append("  " + (ok == nil ? "?" : ok! ? "met   " : "missed") + "  " + text)
+    }
     if let o = ns("point read", offline), let r = ns("point read", raw), let s = ns("point read", sqlite) {
         line("point read ≤ 1.5× raw LMDB: \(fixed(o / r))×", o / r <= 1.5)
         line("point read ≥ 2× faster than SQLite: \(fixed(s / o))× faster", s / o >= 2)
@@ -600,11 +690,17 @@ func targets(_ results: [Result], raw: String, offline: String, sqlite: String) 
     }
     for who in ["OfflineStore CLI", "OfflineStore CLI, --batch 50000"] {
         if let o = ns(CLILoad.workload, who), let s = ns(CLILoad.workload, "SQLite (GRDB)") {
-            line("load of a JSON file through the CLI (\(who.dropFirst("OfflineStore CLI".count).drop { $0 == "," || $0 == " " }.isEmpty ? "all or nothing" : "--batch 50000")) ≥ 1.5× SQLite's import rate: \(fixed(s / o))×", s / o >= 1.5)
+            line(
+                "load of a JSON file through the CLI (\(who.dropFirst("OfflineStore CLI".count).drop { $0 == "," || $0 == " " }.isEmpty ? "all or nothing" : "--batch 50000")) ≥ 1.5× SQLite's import rate: \(fixed(s / o))×",
+                s / o >= 1.5)
         }
     }
-    if let o = ns("query: non-indexed filter", offline), let r = ns("query: non-indexed filter", raw), let s = ns("query: non-indexed filter", sqlite) {
-        line("non-indexed filter ≤ SQLite's time and ≤ 2.5× raw LMDB: \(fixed(o / s))× SQLite's, \(fixed(o / r))× raw LMDB", o <= s && o / r <= 2.5)
+    if let o = ns("query: non-indexed filter", offline), let r = ns("query: non-indexed filter", raw),
+        let s = ns("query: non-indexed filter", sqlite)
+    {
+        line(
+            "non-indexed filter ≤ SQLite's time and ≤ 2.5× raw LMDB: \(fixed(o / s))× SQLite's, \(fixed(o / r))× raw LMDB",
+            o <= s && o / r <= 2.5)
     }
     if let o = ns("stream all rows", offline), let s = ns("stream all rows", sqlite) {
         line("JSON streaming ≥ 1.3× faster than SQLite: \(fixed(s / o))× faster", s / o >= 1.3)
@@ -615,7 +711,9 @@ func targets(_ results: [Result], raw: String, offline: String, sqlite: String) 
     for (writers, factor) in [(8, 3.0), (64, 10.0)] {
         let w = LocalChangeWorkloads.writersLabel(writers)
         if let o = ns(w, offline), let s = ns(w, sqlite) {
-            line("durable changes + queue records, \(writers) writers ≥ \(Int(factor))× SQLite's changes/s: \(fixed(s / o))×", s / o >= factor)
+            line(
+                "durable changes + queue records, \(writers) writers ≥ \(Int(factor))× SQLite's changes/s: \(fixed(s / o))×",
+                s / o >= factor)
         }
     }
     if let o = ns("batch of", offline), let s = ns("batch of", sqlite) {

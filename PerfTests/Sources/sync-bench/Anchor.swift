@@ -18,18 +18,24 @@ struct AnchorResult {
     var peakRSSMiB: Double
 
     init(requests: Int, items: Int, seconds: Double, cpuSeconds: Double, peakRSSMiB: Double) {
-        (self.requests, self.items, self.seconds, self.cpuSeconds, self.peakRSSMiB) = (requests, items, seconds, cpuSeconds, peakRSSMiB)
+        (self.requests, self.items, self.seconds, self.cpuSeconds, self.peakRSSMiB) = (
+            requests, items, seconds, cpuSeconds, peakRSSMiB
+        )
     }
 
     init(line: String) throws {
-        guard let l = line.split(separator: "\n").last(where: { $0.hasPrefix("anchor: ") }) else { throw BenchError("the anchor printed no result: \(line.prefix(300))") }
+        guard let l = line.split(separator: "\n").last(where: { $0.hasPrefix("anchor: ") }) else {
+            throw BenchError("the anchor printed no result: \(line.prefix(300))")
+        }
         var f: [String: String] = [:]
         for part in l.dropFirst(8).split(separator: " ") {
             let kv = part.split(separator: "=", maxSplits: 1)
             if kv.count == 2 { f[String(kv[0])] = String(kv[1]) }
         }
-        guard let r = f["requests"].flatMap(Int.init), let i = f["items"].flatMap(Int.init), let s = f["seconds"].flatMap(Double.init),
-              let c = f["cpu"].flatMap(Double.init), let m = f["maxrss_kib"].flatMap(Double.init) else { throw BenchError("cannot read the anchor's line: \(l)") }
+        guard let r = f["requests"].flatMap(Int.init), let i = f["items"].flatMap(Int.init),
+            let s = f["seconds"].flatMap(Double.init),
+            let c = f["cpu"].flatMap(Double.init), let m = f["maxrss_kib"].flatMap(Double.init)
+        else { throw BenchError("cannot read the anchor's line: \(l)") }
         self.init(requests: r, items: i, seconds: s, cpuSeconds: c, peakRSSMiB: m / 1024)
     }
 
@@ -52,11 +58,15 @@ func selfPeakRSSMiB() -> Double {
 
 enum Anchor {
     static func client() -> HTTPClient {
-        HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10))))
+        HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: .init(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10))))
     }
 
     /// One request as flush's `HTTPBackend` sends it: `OData-Version`, `Accept`, the body's type.
-    static func request(_ url: String, method: HTTPMethod = .GET, headers: [(String, String)] = [], body: [UInt8]? = nil) -> HTTPClientRequest {
+    static func request(
+        _ url: String, method: HTTPMethod = .GET, headers: [(String, String)] = [], body: [UInt8]? = nil
+    ) -> HTTPClientRequest {
         var r = HTTPClientRequest(url: url)
         r.method = method
         r.headers.add(name: "OData-Version", value: "4.0")
@@ -94,16 +104,23 @@ enum Anchor {
                 }
                 body.append(contentsOf: "]}".utf8)
                 let (status, answer) = try await fetch(client, request(service + "$batch", method: .POST, body: body))
-                guard status == 200 else { throw BenchError("$batch answered \(status): \(String(buffer: answer).prefix(300))") }
+                guard status == 200 else {
+                    throw BenchError("$batch answered \(status): \(String(buffer: answer).prefix(300))")
+                }
                 let statuses = Self.statuses(answer)
                 guard statuses.count == end - i, statuses.allSatisfy({ (200..<300).contains($0) }) else {
-                    throw BenchError("$batch of \(end - i): statuses \(statuses.prefix(10)): \(String(buffer: answer).prefix(400))")
+                    throw BenchError(
+                        "$batch of \(end - i): statuses \(statuses.prefix(10)): \(String(buffer: answer).prefix(400))")
                 }
                 i = end
                 trips += 1
             }
             let secs = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-            print(AnchorResult(requests: trips, items: lines.count, seconds: secs, cpuSeconds: selfCPUSeconds() - cpu0, peakRSSMiB: selfPeakRSSMiB()).line)
+            print(
+                AnchorResult(
+                    requests: trips, items: lines.count, seconds: secs, cpuSeconds: selfCPUSeconds() - cpu0,
+                    peakRSSMiB: selfPeakRSSMiB()
+                ).line)
         } catch {
             try? await client.shutdown()
             throw error
@@ -145,8 +162,11 @@ enum Anchor {
             var pages = 0, items = 0
             var delta: String?
             while let url = next {
-                let (status, body) = try await fetch(client, request(url, headers: [("Prefer", "odata.maxpagesize=\(pageSize), odata.track-changes")]))
-                guard status == 200 else { throw BenchError("GET \(url): \(status): \(String(buffer: body).prefix(300))") }
+                let (status, body) = try await fetch(
+                    client, request(url, headers: [("Prefer", "odata.maxpagesize=\(pageSize), odata.track-changes")]))
+                guard status == 200 else {
+                    throw BenchError("GET \(url): \(status): \(String(buffer: body).prefix(300))")
+                }
                 pages += 1
                 items += count(#""@odata.etag":"#, in: body) + count(#""@removed":"#, in: body)
                 next = link(#""@odata.nextLink":""#, in: body)
@@ -157,7 +177,11 @@ enum Anchor {
                 guard let delta else { throw BenchError("the last page of \(first) has no @odata.deltaLink") }
                 try delta.write(toFile: deltaFile, atomically: true, encoding: .utf8)
             }
-            print(AnchorResult(requests: pages, items: items, seconds: secs, cpuSeconds: selfCPUSeconds() - cpu0, peakRSSMiB: selfPeakRSSMiB()).line)
+            print(
+                AnchorResult(
+                    requests: pages, items: items, seconds: secs, cpuSeconds: selfCPUSeconds() - cpu0,
+                    peakRSSMiB: selfPeakRSSMiB()
+                ).line)
         } catch {
             try? await client.shutdown()
             throw error
@@ -185,7 +209,8 @@ enum Anchor {
     /// The string value after `needle` (which ends with the opening quote), searched from the end:
     /// the links come after the `value` array. JSON's `\/` is undone.
     static func link(_ needle: String, in b: ByteBuffer) -> String? {
-        let tail = b.getString(at: b.readerIndex + max(0, b.readableBytes - 4096), length: min(4096, b.readableBytes)) ?? ""
+        let tail =
+            b.getString(at: b.readerIndex + max(0, b.readableBytes - 4096), length: min(4096, b.readableBytes)) ?? ""
         guard let r = tail.range(of: needle, options: .backwards) else { return nil }
         let rest = tail[r.upperBound...]
         guard let end = rest.firstIndex(of: "\"") else { return nil }

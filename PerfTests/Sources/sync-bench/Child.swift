@@ -69,12 +69,15 @@ func runChild(_ args: [String], in dir: String, allowFailure: Bool = false) thro
     }
     status = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
     let wall = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-    let r = ChildRun(status: status, wallSeconds: wall, cpuSeconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
-                     peakRSSMiB: Double(usage.ru_maxrss) / 1024, peakAnonMiB: anonKiB / 1024,
-                     stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-                     stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+    let r = ChildRun(
+        status: status, wallSeconds: wall, cpuSeconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+        peakRSSMiB: Double(usage.ru_maxrss) / 1024, peakAnonMiB: anonKiB / 1024,
+        stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+        stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
     if r.status != 0 && !allowFailure {
-        throw BenchError("\(args.map { $0.contains(" ") ? "'\($0)'" : $0 }.joined(separator: " ")) exited with \(r.status): \(r.stderr.prefix(600))\(r.stdout.suffix(300))")
+        throw BenchError(
+            "\(args.map { $0.contains(" ") ? "'\($0)'" : $0 }.joined(separator: " ")) exited with \(r.status): \(r.stderr.prefix(600))\(r.stdout.suffix(300))"
+        )
     }
     return r
 }
@@ -87,8 +90,11 @@ final class Server {
 
     init(binary: String, store: String, lifetime: Int, dir: String) throws {
         let out = dir + "/serve.out", err = dir + "/serve.err"
-        pid = try spawn([binary, "serve", "--store", store, "--host", "127.0.0.1", "--port", "0", "--lifetime", String(lifetime),
-                         "--log-level", "warning"], out: out, err: err)
+        pid = try spawn(
+            [
+                binary, "serve", "--store", store, "--host", "127.0.0.1", "--port", "0", "--lifetime", String(lifetime),
+                "--log-level", "warning",
+            ], out: out, err: err)
         var found: String?
         for _ in 0..<400 {
             if let text = try? String(contentsOfFile: out, encoding: .utf8), let r = text.range(of: "http://") {
@@ -101,14 +107,17 @@ final class Server {
             }
             usleep(50_000)
         }
-        guard let found else { kill(pid, SIGKILL); _ = try? reap(pid); throw BenchError("serve printed no address in 20 s") }
+        guard let found else {
+            kill(pid, SIGKILL); _ = try? reap(pid); throw BenchError("serve printed no address in 20 s")
+        }
         url = found.hasSuffix("/") ? found : found + "/"
     }
 
     /// User + system CPU seconds of the server so far (`/proc/PID/stat`).
     func cpuSeconds() -> Double {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")") else { return 0 }
+            let close = text.lastIndex(of: ")")
+        else { return 0 }
         let fields = text[text.index(after: close)...].split(separator: " ")
         // After the command: state is field 3, utime 14, stime 15 (1-based over the whole line).
         guard fields.count > 13, let u = Double(fields[11]), let s = Double(fields[12]) else { return 0 }
@@ -143,7 +152,8 @@ final class Server {
 /// A kB field of a `/proc/PID/status` file (0 when absent).
 func statusField(_ path: String, _ name: String) -> Double {
     guard let text = try? String(contentsOfFile: path, encoding: .utf8),
-          let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name) }),
-          let kb = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return 0 }
+        let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name) }),
+        let kb = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+    else { return 0 }
     return kb
 }

@@ -42,43 +42,64 @@ struct SyncBench {
         if let d = o.dir {
             try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
             work = (d as NSString).standardizingPath
-            guard (try FileManager.default.contentsOfDirectory(atPath: work)).isEmpty else { throw BenchError("--dir \(d) is not empty") }
+            guard (try FileManager.default.contentsOfDirectory(atPath: work)).isEmpty else {
+                throw BenchError("--dir \(d) is not empty")
+            }
         } else {
-            var template = Array("\(ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp")/sync-bench.XXXXXX".utf8CString)
+            var template = Array(
+                "\(ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp")/sync-bench.XXXXXX".utf8CString)
             guard let made = mkdtemp(&template) else { throw BenchError("mkdtemp failed") }
             work = String(cString: made)
         }
         defer { if !o.keep { try? FileManager.default.removeItem(atPath: work) } }
         let metadata = work + "/metadata.xml", config = work + "/config.json"
         try SampleData.metadata.write(toFile: metadata, atomically: true, encoding: .utf8)
-        try #"{"indexes":{"BusinessPartners":["Country","CompanyName"],"Products":["Category, Price DESC"],"SalesOrderItems":["Quantity DESC, ProductID"]}}"#
+        try
+            #"{"indexes":{"BusinessPartners":["Country","CompanyName"],"Products":["Category, Price DESC"],"SalesOrderItems":["Quantity DESC, ProductID"]}}"#
             .write(toFile: config, atomically: true, encoding: .utf8)
 
         let doFlush = o.only != "refresh", doRefresh = o.only != "flush"
         let products = doFlush ? max(o.changes, 100) : 100
         let items = doRefresh ? o.entities : 0
-        print("sync-bench (\(o.mode)): \(doFlush ? "\(o.changes) changes a flush" : "no flush"), \(doRefresh ? "\(items) entities refreshed, \(o.delta) in the delta, pages of \(o.pageSize)" : "no refresh")")
-        print("machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(loadAverage()); offline-store: \(o.binary)")
+        print(
+            "sync-bench (\(o.mode)): \(doFlush ? "\(o.changes) changes a flush" : "no flush"), \(doRefresh ? "\(items) entities refreshed, \(o.delta) in the delta, pages of \(o.pageSize)" : "no refresh")"
+        )
+        print(
+            "machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(loadAverage()); offline-store: \(o.binary)"
+        )
 
         // The served store.
         let served = work + "/served"
         var t0 = DispatchTime.now().uptimeNanoseconds
         _ = try os("init", "--store", served, "--metadata", metadata, "--config", config, in: work)
-        _ = try os("generate", "--store", served, "--set", "BusinessPartners", "--count", "100", "--seed", "1", in: work)
-        _ = try os("generate", "--store", served, "--set", "Products", "--count", String(products), "--seed", "2", in: work)
+        _ = try os(
+            "generate", "--store", served, "--set", "BusinessPartners", "--count", "100", "--seed", "1", in: work)
+        _ = try os(
+            "generate", "--store", served, "--set", "Products", "--count", String(products), "--seed", "2", in: work)
         if items > 0 {
-            try os("generate", "--store", served, "--set", "SalesOrders", "--count", String(max(1, items / 4)), "--seed", "3", in: work)
-            try os("generate", "--store", served, "--set", "SalesOrderItems", "--count", String(items), "--seed", "4", in: work)
+            try os(
+                "generate", "--store", served, "--set", "SalesOrders", "--count", String(max(1, items / 4)), "--seed",
+                "3", in: work)
+            try os(
+                "generate", "--store", served, "--set", "SalesOrderItems", "--count", String(items), "--seed", "4",
+                in: work)
         }
-        print("served store: 100 BusinessPartners, \(products) Products\(items > 0 ? ", \(max(1, items / 4)) SalesOrders, \(items) SalesOrderItems" : "") generated in \(fmt(elapsed(t0), 1)) s")
+        print(
+            "served store: 100 BusinessPartners, \(products) Products\(items > 0 ? ", \(max(1, items / 4)) SalesOrders, \(items) SalesOrderItems" : "") generated in \(fmt(elapsed(t0), 1)) s"
+        )
         let lifetime = 300 + o.changes / 10 + o.entities / 200
         let server = try Server(binary: o.binary, store: served, lifetime: lifetime, dir: work)
         print("serving at \(server.url) (pid \(server.pid), --lifetime \(lifetime))")
         let client = Anchor.client()
         do {
             var lines: [Line] = []
-            if doFlush { lines += try await flush(server: server, client: client, work: work, metadata: metadata, config: config) }
-            if doRefresh { lines += try await refresh(server: server, client: client, work: work, metadata: metadata, config: config) }
+            if doFlush {
+                lines += try await flush(server: server, client: client, work: work, metadata: metadata, config: config)
+            }
+            if doRefresh {
+                lines += try await refresh(
+                    server: server, client: client, work: work, metadata: metadata, config: config)
+            }
             try await client.shutdown()
             try server.stop()
             t0 = DispatchTime.now().uptimeNanoseconds
@@ -100,16 +121,21 @@ struct SyncBench {
     // MARK: Flush
 
     static func product(_ prefix: String, _ i: Int) -> Properties {
-        ["ProductID": .string(prefix + String(repeating: "0", count: max(0, 7 - String(i).count)) + String(i)),
-         "Name": .string("Bench \(prefix) \(i)"), "Category": .string(i % 2 == 0 ? "Notebooks" : "Tablets"),
-         "Price": .decimal(EDMDecimal(Int64(100 + i % 900))), "CurrencyCode": .string("EUR"), "WeightMeasure": .double(Double(i % 7) * 0.5)]
+        [
+            "ProductID": .string(prefix + String(repeating: "0", count: max(0, 7 - String(i).count)) + String(i)),
+            "Name": .string("Bench \(prefix) \(i)"), "Category": .string(i % 2 == 0 ? "Notebooks" : "Tablets"),
+            "Price": .decimal(EDMDecimal(Int64(100 + i % 900))), "CurrencyCode": .string("EUR"),
+            "WeightMeasure": .double(Double(i % 7) * 0.5),
+        ]
     }
 
     static func patch(_ run: Int, _ i: Int) -> Properties {
         ["Price": .decimal(EDMDecimal(Int64(run * 1_000 + i % 1_000))), "Name": .string("Changed \(run) \(i)")]
     }
 
-    func flush(server: Server, client: HTTPClient, work: String, metadata: String, config: String) async throws -> [Line] {
+    func flush(
+        server: Server, client: HTTPClient, work: String, metadata: String, config: String
+    ) async throws -> [Line] {
         let store = work + "/flush"
         _ = try os("init", "--store", store, "--metadata", metadata, "--config", config, in: work)
         _ = try os("define", "--store", store, "Products", "Products", in: work)
@@ -117,7 +143,9 @@ struct SyncBench {
         print("flush store: \(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) (\(fmt(r.wallSeconds, 2)) s)")
         let half = o.changes / 2
         var keys = try await productETags(server: server, client: client).keys.sorted()
-        guard keys.count >= 2 * half else { throw BenchError("the service has \(keys.count) Products, \(2 * half) needed") }
+        guard keys.count >= 2 * half else {
+            throw BenchError("the service has \(keys.count) Products, \(2 * half) needed")
+        }
         keys = Array(keys.prefix(2 * half))
         let flushKeys = Array(keys.prefix(half)), anchorKeys = Array(keys.suffix(half))
         var lines: [Line] = []
@@ -127,40 +155,57 @@ struct SyncBench {
             let bodies = try await queue(store: store, prefix: fp, keys: flushKeys, run: round + 1)
             server.resetPeak()
             let cpu0 = server.cpuSeconds()
-            let f = try runChild([o.binary, "flush", "--store", store, "--service", server.url, "--batch-size", String(batch)], in: work)
+            let f = try runChild(
+                [o.binary, "flush", "--store", store, "--service", server.url, "--batch-size", String(batch)], in: work)
             let serverCPU = server.cpuSeconds() - cpu0, serverPeak = server.peakMiB()
             let out = f.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
             guard out.hasPrefix("flush: sent \(o.changes), succeeded \(o.changes), archived 0, left 0, round trips "),
-                  let trips = Int(out.split(separator: " ").last ?? "") else { throw BenchError("flush --batch-size \(batch): \(out)") }
-            lines.append(Line(label: "flush (offline-store flush)", size: String(batch), trips: trips, items: o.changes, seconds: f.wallSeconds,
-                              clientCPU: f.cpuSeconds, clientPeakMiB: f.peakRSSMiB, clientAnonMiB: f.peakAnonMiB, serverCPU: serverCPU, serverPeakMiB: serverPeak))
+                let trips = Int(out.split(separator: " ").last ?? "")
+            else { throw BenchError("flush --batch-size \(batch): \(out)") }
+            lines.append(
+                Line(
+                    label: "flush (offline-store flush)", size: String(batch), trips: trips, items: o.changes,
+                    seconds: f.wallSeconds,
+                    clientCPU: f.cpuSeconds, clientPeakMiB: f.peakRSSMiB, clientAnonMiB: f.peakAnonMiB,
+                    serverCPU: serverCPU, serverPeakMiB: serverPeak))
             // The anchor: the same requests for other keys, as flush writes them into a $batch.
             let etags = try await productETags(server: server, client: client)
             let file = work + "/anchor-\(batch).jsonl"
-            try anchorRequests(store: store, prefix: ap, keys: anchorKeys, etags: etags, run: round + 1, expect: bodies).write(toFile: file, atomically: true, encoding: .utf8)
+            try anchorRequests(store: store, prefix: ap, keys: anchorKeys, etags: etags, run: round + 1, expect: bodies)
+                .write(toFile: file, atomically: true, encoding: .utf8)
             let c1 = server.cpuSeconds()
             server.resetPeak()
             let a = try runChild([me, "anchor-flush", server.url, String(batch), file], in: work)
             let anchor = try AnchorResult(line: a.stdout)
-            lines.append(Line(label: "anchor: same $batch POSTs, bare AsyncHTTPClient", size: String(batch), trips: anchor.requests, items: anchor.items,
-                              seconds: anchor.seconds, clientCPU: anchor.cpuSeconds, clientPeakMiB: anchor.peakRSSMiB,
-                              serverCPU: server.cpuSeconds() - c1, serverPeakMiB: server.peakMiB()))
-            print(String(format: "flush --batch-size %d: %.2f s, %.0f requests/s; anchor %.2f s, %.0f requests/s", batch, f.wallSeconds,
-                         lines[lines.count - 2].rate, anchor.seconds, lines[lines.count - 1].rate))
+            lines.append(
+                Line(
+                    label: "anchor: same $batch POSTs, bare AsyncHTTPClient", size: String(batch),
+                    trips: anchor.requests, items: anchor.items,
+                    seconds: anchor.seconds, clientCPU: anchor.cpuSeconds, clientPeakMiB: anchor.peakRSSMiB,
+                    serverCPU: server.cpuSeconds() - c1, serverPeakMiB: server.peakMiB()))
+            print(
+                String(
+                    format: "flush --batch-size %d: %.2f s, %.0f requests/s; anchor %.2f s, %.0f requests/s", batch,
+                    f.wallSeconds,
+                    lines[lines.count - 2].rate, anchor.seconds, lines[lines.count - 1].rate))
         }
         // Every create arrived once: the service's Products are the generated ones and 4 × half new ones.
         let (status, body) = try await Anchor.fetch(client, Anchor.request(server.url + "Products?$top=0&$count=true"))
         let json = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
         let count = json?["@odata.count"] as? Int ?? -1
         let expected = max(o.changes, 100) + 4 * half
-        guard status == 200, count == expected else { throw BenchError("the service has \(count) Products, expected \(expected)") }
+        guard status == 200, count == expected else {
+            throw BenchError("the service has \(count) Products, expected \(expected)")
+        }
         print("service: \(count) Products, as expected (every create arrived once)")
         return lines
     }
 
     /// Queues half creates and half PATCHes (interleaved) in the store; returns the bodies of the first
     /// create and the first PATCH as the queue recorded them.
-    func queue(store path: String, prefix: String, keys: [String], run: Int) async throws -> (create: String, update: String) {
+    func queue(
+        store path: String, prefix: String, keys: [String], run: Int
+    ) async throws -> (create: String, update: String) {
         let store = try OfflineStore.open(at: path)
         var changes: [OfflineStore.Change] = []
         for (i, key) in keys.enumerated() {
@@ -172,9 +217,13 @@ struct SyncBench {
             _ = try await store.apply(Array(changes[i..<min(i + 5_000, changes.count)]))
             i += 5_000
         }
-        guard try store.pendingRequestCount() == changes.count else { throw BenchError("\(try store.pendingRequestCount()) requests queued, \(changes.count) made") }
+        guard try store.pendingRequestCount() == changes.count else {
+            throw BenchError("\(try store.pendingRequestCount()) requests queued, \(changes.count) made")
+        }
         let first = try store.entities("RequestQueue?$orderby=RequestID&$top=2")
-        guard first.count == 2, case .string(let c)? = first[0]["Body"], case .string(let u)? = first[1]["Body"] else { throw BenchError("cannot read the queue's first records") }
+        guard first.count == 2, case .string(let c)? = first[0]["Body"], case .string(let u)? = first[1]["Body"] else {
+            throw BenchError("cannot read the queue's first records")
+        }
         return (c, u)
     }
 
@@ -183,9 +232,12 @@ struct SyncBench {
         var out: [String: String] = [:]
         var next: String? = server.url + "Products?$select=ProductID"
         while let url = next {
-            let (status, body) = try await Anchor.fetch(client, Anchor.request(url, headers: [("Prefer", "odata.maxpagesize=10000")]))
-            guard status == 200, let json = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
-                  let value = json["value"] as? [[String: Any]] else { throw BenchError("GET \(url): \(status)") }
+            let (status, body) = try await Anchor.fetch(
+                client, Anchor.request(url, headers: [("Prefer", "odata.maxpagesize=10000")]))
+            guard status == 200,
+                let json = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
+                let value = json["value"] as? [[String: Any]]
+            else { throw BenchError("GET \(url): \(status)") }
             for e in value { if let k = e["ProductID"] as? String, let t = e["@odata.etag"] as? String { out[k] = t } }
             next = json["@odata.nextLink"] as? String
         }
@@ -195,8 +247,10 @@ struct SyncBench {
     /// The anchor's `$batch` request objects, one a line, as flush writes them (`HTTPBackend.batch`,
     /// `Flush.request`): the same bodies (checked against the queue's), Repeatability-Request-ID,
     /// Repeatability-First-Sent, Prefer on creates, If-Match with the service's ETag on PATCHes.
-    func anchorRequests(store path: String, prefix: String, keys: [String], etags: [String: String], run: Int,
-                        expect: (create: String, update: String)) throws -> String {
+    func anchorRequests(
+        store path: String, prefix: String, keys: [String], etags: [String: String], run: Int,
+        expect: (create: String, update: String)
+    ) throws -> String {
         let store = try OfflineStore.open(at: path, readOnly: true)
         let firstSent = imfDate()
         func q(_ s: String) -> String {
@@ -214,24 +268,32 @@ struct SyncBench {
         var id = 0
         for (i, key) in keys.enumerated() {
             let create = try store.json(set: "Products", entity: Self.product(prefix, i))
-            let update = try store.json(set: "Products", entity: Self.patch(run, i), select: Set(Self.patch(run, i).keys))
+            let update = try store.json(
+                set: "Products", entity: Self.patch(run, i), select: Set(Self.patch(run, i).keys))
             if i == 0 {
                 // The same shape as the queue's: only the new key differs.
                 let flushPrefix = expect.create.contains("\"A0000000\"") ? "A" : "B"
-                guard create.replacingOccurrences(of: "\"\(prefix)0000000\"", with: "\"\(flushPrefix)0000000\"")
-                    .replacingOccurrences(of: "Bench \(prefix) 0", with: "Bench \(flushPrefix) 0") == expect.create,
-                      update == expect.update else {
-                    throw BenchError("the anchor's bodies differ from flush's: \(create) / \(expect.create); \(update) / \(expect.update)")
+                guard
+                    create.replacingOccurrences(of: "\"\(prefix)0000000\"", with: "\"\(flushPrefix)0000000\"")
+                        .replacingOccurrences(of: "Bench \(prefix) 0", with: "Bench \(flushPrefix) 0") == expect.create,
+                    update == expect.update
+                else {
+                    throw BenchError(
+                        "the anchor's bodies differ from flush's: \(create) / \(expect.create); \(update) / \(expect.update)"
+                    )
                 }
             }
             guard let etag = etags[key] else { throw BenchError("no ETag for Products('\(key)')") }
             id += 1
-            out += #"{"id":"\#(id)","method":"POST","url":"Products","headers":{"Repeatability-Request-ID":"\#(UUID().uuidString.lowercased())","#
+            out +=
+                #"{"id":"\#(id)","method":"POST","url":"Products","headers":{"Repeatability-Request-ID":"\#(UUID().uuidString.lowercased())","#
                 + #""Repeatability-First-Sent":"\#(firstSent)","Prefer":"return=representation","Content-Type":"application/json"},"body":\#(create)}"#
                 + "\n"
             id += 1
-            let url = "Products('\(key.replacingOccurrences(of: "'", with: "''"))')".addingPercentEncoding(withAllowedCharacters: .urlPathAllowed)!
-            out += #"{"id":"\#(id)","method":"PATCH","url":\#(q(url)),"headers":{"Repeatability-Request-ID":"\#(UUID().uuidString.lowercased())","#
+            let url = "Products('\(key.replacingOccurrences(of: "'", with: "''"))')".addingPercentEncoding(
+                withAllowedCharacters: .urlPathAllowed)!
+            out +=
+                #"{"id":"\#(id)","method":"PATCH","url":\#(q(url)),"headers":{"Repeatability-Request-ID":"\#(UUID().uuidString.lowercased())","#
                 + #""Repeatability-First-Sent":"\#(firstSent)","If-Match":\#(q(etag)),"Content-Type":"application/json"},"body":\#(update)}"#
                 + "\n"
         }
@@ -240,7 +302,9 @@ struct SyncBench {
 
     // MARK: Refresh
 
-    func refresh(server: Server, client: HTTPClient, work: String, metadata: String, config: String) async throws -> [Line] {
+    func refresh(
+        server: Server, client: HTTPClient, work: String, metadata: String, config: String
+    ) async throws -> [Line] {
         let store = work + "/refresh"
         _ = try os("init", "--store", store, "--metadata", metadata, "--config", config, in: work)
         _ = try os("define", "--store", store, "Items", "SalesOrderItems", in: work)
@@ -253,65 +317,110 @@ struct SyncBench {
         server.resetPeak()
         var a = try runChild([me, "anchor-read", server.url + "SalesOrderItems", page, deltaFile], in: work)
         var anchor = try AnchorResult(line: a.stdout)
-        guard anchor.items == o.entities else { throw BenchError("the anchor read \(anchor.items) entities, the service has \(o.entities)") }
-        let anchorFull = Line(label: "anchor: same GETs, bare AsyncHTTPClient", size: page, trips: anchor.requests, items: anchor.items, seconds: anchor.seconds,
-                              clientCPU: anchor.cpuSeconds, clientPeakMiB: anchor.peakRSSMiB, serverCPU: server.cpuSeconds() - c0, serverPeakMiB: server.peakMiB())
+        guard anchor.items == o.entities else {
+            throw BenchError("the anchor read \(anchor.items) entities, the service has \(o.entities)")
+        }
+        let anchorFull = Line(
+            label: "anchor: same GETs, bare AsyncHTTPClient", size: page, trips: anchor.requests, items: anchor.items,
+            seconds: anchor.seconds,
+            clientCPU: anchor.cpuSeconds, clientPeakMiB: anchor.peakRSSMiB, serverCPU: server.cpuSeconds() - c0,
+            serverPeakMiB: server.peakMiB())
 
         c0 = server.cpuSeconds()
         server.resetPeak()
-        var r = try runChild([o.binary, "refresh", "--store", store, "--service", server.url, "--page-size", page], in: work)
+        var r = try runChild(
+            [o.binary, "refresh", "--store", store, "--service", server.url, "--page-size", page], in: work)
         var received = try Self.received(r.stdout, mode: "full")
-        guard received == o.entities else { throw BenchError("refresh received \(received) entities, the service has \(o.entities): \(r.stdout)") }
-        lines.append(Line(label: "refresh, full (offline-store refresh)", size: page, trips: nil, items: received,
-                          seconds: r.wallSeconds, clientCPU: r.cpuSeconds, clientPeakMiB: r.peakRSSMiB, clientAnonMiB: r.peakAnonMiB, serverCPU: server.cpuSeconds() - c0, serverPeakMiB: server.peakMiB()))
+        guard received == o.entities else {
+            throw BenchError("refresh received \(received) entities, the service has \(o.entities): \(r.stdout)")
+        }
+        lines.append(
+            Line(
+                label: "refresh, full (offline-store refresh)", size: page, trips: nil, items: received,
+                seconds: r.wallSeconds, clientCPU: r.cpuSeconds, clientPeakMiB: r.peakRSSMiB,
+                clientAnonMiB: r.peakAnonMiB, serverCPU: server.cpuSeconds() - c0, serverPeakMiB: server.peakMiB()))
         lines.append(anchorFull)
-        print(String(format: "refresh, full: %.2f s, %.0f entities/s, peak %.1f MiB (anonymous %.1f MiB); anchor %.2f s, %.0f entities/s", r.wallSeconds, lines[0].rate, r.peakRSSMiB, r.peakAnonMiB,
-                     anchorFull.seconds, anchorFull.rate))
+        print(
+            String(
+                format:
+                    "refresh, full: %.2f s, %.0f entities/s, peak %.1f MiB (anonymous %.1f MiB); anchor %.2f s, %.0f entities/s",
+                r.wallSeconds, lines[0].rate, r.peakRSSMiB, r.peakAnonMiB,
+                anchorFull.seconds, anchorFull.rate))
 
         // K changes on the service, then the delta refresh and the anchor's delta read.
         try await changeItems(server: server, client: client)
         c0 = server.cpuSeconds()
         server.resetPeak()
-        r = try runChild([o.binary, "refresh", "--store", store, "--service", server.url, "--page-size", page], in: work)
+        r = try runChild(
+            [o.binary, "refresh", "--store", store, "--service", server.url, "--page-size", page], in: work)
         received = try Self.received(r.stdout, mode: "delta")
-        guard received == o.delta else { throw BenchError("the delta refresh received \(received) entities, \(o.delta) changed: \(r.stdout)") }
-        lines.append(Line(label: "refresh, delta (offline-store refresh)", size: page, trips: nil, items: received,
-                          seconds: r.wallSeconds, clientCPU: r.cpuSeconds, clientPeakMiB: r.peakRSSMiB, clientAnonMiB: r.peakAnonMiB, serverCPU: server.cpuSeconds() - c0, serverPeakMiB: server.peakMiB()))
+        guard received == o.delta else {
+            throw BenchError("the delta refresh received \(received) entities, \(o.delta) changed: \(r.stdout)")
+        }
+        lines.append(
+            Line(
+                label: "refresh, delta (offline-store refresh)", size: page, trips: nil, items: received,
+                seconds: r.wallSeconds, clientCPU: r.cpuSeconds, clientPeakMiB: r.peakRSSMiB,
+                clientAnonMiB: r.peakAnonMiB, serverCPU: server.cpuSeconds() - c0, serverPeakMiB: server.peakMiB()))
         let link = try String(contentsOfFile: deltaFile, encoding: .utf8)
         c0 = server.cpuSeconds()
         server.resetPeak()
         a = try runChild([me, "anchor-read", link.hasPrefix("http") ? link : server.url + link, page], in: work)
         anchor = try AnchorResult(line: a.stdout)
-        guard anchor.items == o.delta else { throw BenchError("the anchor's delta read \(anchor.items) entities, \(o.delta) changed") }
-        lines.append(Line(label: "anchor: same delta GET, bare AsyncHTTPClient", size: page, trips: anchor.requests, items: anchor.items, seconds: anchor.seconds,
-                          clientCPU: anchor.cpuSeconds, clientPeakMiB: anchor.peakRSSMiB, serverCPU: server.cpuSeconds() - c0, serverPeakMiB: server.peakMiB()))
-        print(String(format: "refresh, delta: %.2f s, %.0f entities/s; anchor %.3f s", r.wallSeconds, lines[2].rate, anchor.seconds))
-        let count = try os("query", "--store", store, "SalesOrderItems/$count", in: work).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard Int(count) == o.entities else { throw BenchError("the refreshed store has \(count) SalesOrderItems, the service \(o.entities)") }
+        guard anchor.items == o.delta else {
+            throw BenchError("the anchor's delta read \(anchor.items) entities, \(o.delta) changed")
+        }
+        lines.append(
+            Line(
+                label: "anchor: same delta GET, bare AsyncHTTPClient", size: page, trips: anchor.requests,
+                items: anchor.items, seconds: anchor.seconds,
+                clientCPU: anchor.cpuSeconds, clientPeakMiB: anchor.peakRSSMiB, serverCPU: server.cpuSeconds() - c0,
+                serverPeakMiB: server.peakMiB()))
+        print(
+            String(
+                format: "refresh, delta: %.2f s, %.0f entities/s; anchor %.3f s", r.wallSeconds, lines[2].rate,
+                anchor.seconds))
+        let count = try os("query", "--store", store, "SalesOrderItems/$count", in: work).stdout.trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        guard Int(count) == o.entities else {
+            throw BenchError("the refreshed store has \(count) SalesOrderItems, the service \(o.entities)")
+        }
         return lines
     }
 
     static func received(_ out: String, mode: String) throws -> Int {
         guard out.contains("(Items: \(mode))"), let r = out.range(of: #"[0-9]+ received"#, options: .regularExpression),
-              let n = Int(out[r].split(separator: " ")[0]) else { throw BenchError("refresh printed: \(out)") }
+            let n = Int(out[r].split(separator: " ")[0])
+        else { throw BenchError("refresh printed: \(out)") }
         return n
     }
 
     /// `--delta` PATCHes of SalesOrderItems on the service, in `$batch`es of 100 (untimed).
     func changeItems(server: Server, client: HTTPClient) async throws {
-        let (status, body) = try await Anchor.fetch(client, Anchor.request(server.url + "SalesOrderItems?$select=SalesOrderID,ItemPosition&$top=\(o.delta)"))
-        guard status == 200, let json = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
-              let value = json["value"] as? [[String: Any]], value.count == o.delta else { throw BenchError("cannot read \(o.delta) item keys: \(status)") }
+        let (status, body) = try await Anchor.fetch(
+            client, Anchor.request(server.url + "SalesOrderItems?$select=SalesOrderID,ItemPosition&$top=\(o.delta)"))
+        guard status == 200,
+            let json = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
+            let value = json["value"] as? [[String: Any]], value.count == o.delta
+        else { throw BenchError("cannot read \(o.delta) item keys: \(status)") }
         var i = 0
         while i < value.count {
             var parts: [String] = []
             for (k, e) in value[i..<min(i + 100, value.count)].enumerated() {
-                guard let so = e["SalesOrderID"] as? String, let pos = e["ItemPosition"] as? Int else { throw BenchError("an item without its key") }
-                let url = "SalesOrderItems(SalesOrderID='\(so)',ItemPosition=\(pos))".addingPercentEncoding(withAllowedCharacters: .urlPathAllowed)!
-                parts.append(#"{"id":"\#(k + 1)","method":"PATCH","url":"\#(url)","headers":{"Content-Type":"application/json"},"body":{"Quantity":\#(9_000 + k)}}"#)
+                guard let so = e["SalesOrderID"] as? String, let pos = e["ItemPosition"] as? Int else {
+                    throw BenchError("an item without its key")
+                }
+                let url = "SalesOrderItems(SalesOrderID='\(so)',ItemPosition=\(pos))".addingPercentEncoding(
+                    withAllowedCharacters: .urlPathAllowed)!
+                parts.append(
+                    #"{"id":"\#(k + 1)","method":"PATCH","url":"\#(url)","headers":{"Content-Type":"application/json"},"body":{"Quantity":\#(9_000 + k)}}"#
+                )
             }
-            let (s, answer) = try await Anchor.fetch(client, Anchor.request(server.url + "$batch", method: .POST,
-                                                                             body: Array(#"{"requests":[\#(parts.joined(separator: ","))]}"#.utf8)))
+            let (s, answer) = try await Anchor.fetch(
+                client,
+                Anchor.request(
+                    server.url + "$batch", method: .POST,
+                    body: Array(#"{"requests":[\#(parts.joined(separator: ","))]}"#.utf8)))
             let statuses = Anchor.statuses(answer)
             guard s == 200, statuses.count == parts.count, statuses.allSatisfy({ (200..<300).contains($0) }) else {
                 throw BenchError("PATCH of items: \(s) \(String(buffer: answer).prefix(300))")
@@ -324,7 +433,9 @@ struct SyncBench {
 
     func table(_ lines: [Line]) {
         print("")
-        print("Flush and refresh throughput: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average after: \(loadAverage())")
+        print(
+            "Flush and refresh throughput: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average after: \(loadAverage())"
+        )
         let widths = [46, 6, 7, 9, 8, 10, 8, 10, 8, 9, 10, 8]
         func row(_ cells: [String]) -> String {
             zip(cells, widths).enumerated().map { i, cw in
@@ -333,17 +444,31 @@ struct SyncBench {
                 return i == 0 ? c + pad : pad + c
             }.joined(separator: " ")
         }
-        print(row(["what", "size", "trips", "items", "wall s", "items/s", "×anchor", "cli µs/it", "cli MiB", "cli anon", "srv µs/it", "srv MiB"]))
+        print(
+            row([
+                "what", "size", "trips", "items", "wall s", "items/s", "×anchor", "cli µs/it", "cli MiB", "cli anon",
+                "srv µs/it", "srv MiB",
+            ]))
         print(String(repeating: "-", count: widths.reduce(0, +) + widths.count - 1))
         for (i, l) in lines.enumerated() {
             // Each measured line is followed by its anchor.
-            let ratio = l.label.hasPrefix("anchor") ? "1" : (i + 1 < lines.count ? fmt(l.rate / lines[i + 1].rate, 2) : "")
-            print(row([l.label, l.size, l.trips.map(String.init) ?? "-", String(l.items), fmt(l.seconds, 2), fmt(l.rate, 0), ratio,
-                       fmt(l.clientCPU * 1e6 / Double(l.items), 1), fmt(l.clientPeakMiB, 1), l.clientAnonMiB.map { fmt($0, 1) } ?? "-",
-                       fmt(l.serverCPU * 1e6 / Double(l.items), 1), fmt(l.serverPeakMiB, 1)]))
+            let ratio =
+                l.label.hasPrefix("anchor") ? "1" : (i + 1 < lines.count ? fmt(l.rate / lines[i + 1].rate, 2) : "")
+            print(
+                row([
+                    l.label, l.size, l.trips.map(String.init) ?? "-", String(l.items), fmt(l.seconds, 2),
+                    fmt(l.rate, 0), ratio,
+                    fmt(l.clientCPU * 1e6 / Double(l.items), 1), fmt(l.clientPeakMiB, 1),
+                    l.clientAnonMiB.map { fmt($0, 1) } ?? "-",
+                    fmt(l.serverCPU * 1e6 / Double(l.items), 1), fmt(l.serverPeakMiB, 1),
+                ]))
         }
-        print("items: requests (flush: N/2 creates + N/2 PATCHes) or entities (refresh); size: batch size or page size; trips: round trips or pages")
-        print("cli: the client process: CPU µs per item and peak resident MiB (with the store's mapped pages) from wait4, peak anonymous MiB (RssAnon, sampled); the anchors time and measure their own loop")
+        print(
+            "items: requests (flush: N/2 creates + N/2 PATCHes) or entities (refresh); size: batch size or page size; trips: round trips or pages"
+        )
+        print(
+            "cli: the client process: CPU µs per item and peak resident MiB (with the store's mapped pages) from wait4, peak anonymous MiB (RssAnon, sampled); the anchors time and measure their own loop"
+        )
         print("srv: the server process over the same span (CPU from /proc/PID/stat, VmHWM after a reset)")
     }
 }
@@ -351,7 +476,8 @@ struct SyncBench {
 func elapsed(_ t0: UInt64) -> Double { Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9 }
 func fmt(_ v: Double, _ digits: Int) -> String { String(format: "%.\(digits)f", v) }
 func loadAverage() -> String {
-    ((try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? "").split(separator: " ").prefix(3).joined(separator: " ")
+    ((try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? "").split(separator: " ").prefix(3).joined(
+        separator: " ")
 }
 
 /// An IMF-fixdate of now (RFC 9110), as flush sends Repeatability-First-Sent.

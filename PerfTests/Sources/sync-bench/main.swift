@@ -48,7 +48,9 @@ struct Options {
             return args[i]
         }
         func count(_ name: String, min: Int, max: Int) throws -> Int {
-            guard let n = Int(try value()), n >= min, n <= max else { throw BenchError("\(name) needs a number from \(min) to \(max)") }
+            guard let n = Int(try value()), n >= min, n <= max else {
+                throw BenchError("\(name) needs a number from \(min) to \(max)")
+            }
             return n
         }
         while i < args.count {
@@ -72,7 +74,9 @@ struct Options {
             }
             i += 1
         }
-        guard !o.binary.isEmpty else { throw BenchError("give the offline-store binary: --offline-store PATH or OFFLINE_STORE=PATH") }
+        guard !o.binary.isEmpty else {
+            throw BenchError("give the offline-store binary: --offline-store PATH or OFFLINE_STORE=PATH")
+        }
         guard access(o.binary, X_OK) == 0 else { throw BenchError("\(o.binary) is not an executable") }
         o.changes -= o.changes % 2
         guard o.delta <= o.entities else { throw BenchError("--delta must not exceed --entities") }
@@ -84,10 +88,14 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 do {
     switch arguments.first {
     case "anchor-flush":
-        guard arguments.count == 4, let batch = Int(arguments[2]), batch >= 1 else { throw BenchError("anchor-flush SERVICE BATCH FILE") }
+        guard arguments.count == 4, let batch = Int(arguments[2]), batch >= 1 else {
+            throw BenchError("anchor-flush SERVICE BATCH FILE")
+        }
         try await Anchor.flush(service: arguments[1], batch: batch, file: arguments[3])
     case "anchor-read":
-        guard arguments.count == 3 || arguments.count == 4, let size = Int(arguments[2]), size >= 1 else { throw BenchError("anchor-read URL PAGESIZE [DELTAFILE]") }
+        guard arguments.count == 3 || arguments.count == 4, let size = Int(arguments[2]), size >= 1 else {
+            throw BenchError("anchor-read URL PAGESIZE [DELTAFILE]")
+        }
         try await Anchor.read(url: arguments[1], pageSize: size, deltaFile: arguments.count == 4 ? arguments[3] : nil)
     default:
         let options = try Options.parse(arguments)

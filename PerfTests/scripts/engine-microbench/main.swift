@@ -5,10 +5,14 @@ import Foundation
 import Storage
 import Query
 
-func now() -> UInt64 { var ts = timespec(); clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts); return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec) }
+func now() -> UInt64 {
+    var ts = timespec(); clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
 let n = Int(CommandLine.arguments.dropFirst().first ?? "100000")!
 let dir = NSTemporaryDirectory() + "mb-\(UUID().uuidString)"
-let store = try EntityStore.create(path: dir, metadata: Array(BenchSchema.metadata.utf8), configuration: StoreConfiguration())
+let store = try EntityStore.create(
+    path: dir, metadata: Array(BenchSchema.metadata.utf8), configuration: StoreConfiguration())
 defer { try? FileManager.default.removeItem(atPath: dir) }
 var rng = SystemRandomNumberGenerator()
 let currencies = ["EUR", "USD", "BRL", "JPY", "GBP", "CHF", "INR", "CNY", "AUD", "CAD"]
@@ -19,15 +23,21 @@ for i in 0..<n {
     p["ProductID"] = .string("HT-\(1000 + i % 1000)")
     if i % 3 == 0 { p["Note"] = .string("note \(i) with \"quotes\"") }
     p["Quantity"] = .int(Int64.random(in: 1...50, using: &rng)); p["QuantityUnit"] = .string("EA")
-    for k in ["NetAmount", "TaxAmount", "GrossAmount"] { p[k] = .decimal(EDMDecimal(significand: Int128(Int.random(in: 0...2_000_000, using: &rng)), scale: 3)) }
+    for k in ["NetAmount", "TaxAmount", "GrossAmount"] {
+        p[k] = .decimal(EDMDecimal(significand: Int128(Int.random(in: 0...2_000_000, using: &rng)), scale: 3))
+    }
     p["CurrencyCode"] = .string(currencies.randomElement(using: &rng)!)
     p["DeliveryDate"] = .date(EDMDate(days: Int32.random(in: 16_000...20_000, using: &rng)))
     p["ChangedAt"] = .dateTimeOffset(EDMDateTimeOffset(ticks: Int64.random(in: 0...(1 << 54), using: &rng)))
-    p["ItemGUID"] = .guid(EDMGuid(high: UInt64.random(in: 0...UInt64.max, using: &rng), low: UInt64.random(in: 0...UInt64.max, using: &rng)))
+    p["ItemGUID"] = .guid(
+        EDMGuid(
+            high: UInt64.random(in: 0...UInt64.max, using: &rng), low: UInt64.random(in: 0...UInt64.max, using: &rng)))
     rows.append(p)
 }
 var at = 0
-while at < n { _ = try store.load(set: "SalesOrderItems", entities: Array(rows[at..<min(n, at + 50_000)])); at += 50_000 }
+while at < n {
+    _ = try store.load(set: "SalesOrderItems", entities: Array(rows[at..<min(n, at + 50_000)])); at += 50_000
+}
 rows = []
 let engine = QueryEngine(store: store)
 let url = "SalesOrderItems?$filter=CurrencyCode eq 'BRL' and NetAmount lt 5"
@@ -38,10 +48,19 @@ func median(_ body: () throws -> Void) rethrows -> Double {
     return s.sorted()[2]
 }
 var c1 = 0, c2 = 0, c3 = 0
-let floor = try median { c3 = 0; try store.read { t in try set.scanEntities(t, lower: nil, upper: nil) { _, _ in c3 += 1; return true } } }
+let floor = try median {
+    c3 = 0;
+    try store.read { t in
+        try set.scanEntities(t, lower: nil, upper: nil) { _, _ in
+            c3 += 1; return true
+        }
+    }
+}
 let compiled = try median { c2 = try engine.count(url) }
 var bytes = 0
-let json = try median { bytes = 0; try engine.execute("SalesOrderItems", writeBytes: { bytes += $0.count }) }
+let json = try median {
+    bytes = 0; try engine.execute("SalesOrderItems", writeBytes: { bytes += $0.count })
+}
 let values = ValueJSON(schema: store.schema)
 var bytes2 = 0
 let valuePath = try median {
@@ -68,7 +87,11 @@ if CommandLine.arguments.count > 2 {
     let mode = CommandLine.arguments[2]
     let start = now()
     while now() - start < 8_000_000_000 {
-        if mode == "filter" { _ = try engine.count(url) } else { try engine.execute("SalesOrderItems", writeBytes: { bytes += $0.count }) }
+        if mode == "filter" {
+            _ = try engine.count(url)
+        } else {
+            try engine.execute("SalesOrderItems", writeBytes: { bytes += $0.count })
+        }
     }
 }
 print(String(format: "cursor floor (scanEntities, nothing done)  %6.0f ns/row", floor))

@@ -44,7 +44,9 @@ public final class EntityCollection<Entity: Codable & Sendable>: Sendable {
         key = type.key.compactMap { name in type.properties.first { $0.name == name } }
         let (keys, problems) = TypedProbe.check(Entity.self, shape: shape)
         var all = problems
-        for k in key where !keys.contains(k.name) { all.append("the key property \(k.name) of \(set) is not read by \(Entity.self)") }
+        for k in key where !keys.contains(k.name) {
+            all.append("the key property \(k.name) of \(set) is not read by \(Entity.self)")
+        }
         guard all.isEmpty else {
             throw EntityError.badInput("\(Entity.self) does not fit \(set): " + all.joined(separator: "; "))
         }
@@ -55,18 +57,26 @@ public final class EntityCollection<Entity: Codable & Sendable>: Sendable {
     /// Every entity of the set, in key order.
     public func findAll() throws -> [Entity] {
         var out: [Entity] = []
-        try store.scan(set: set) { out.append(try decode($0)); return true }
+        try store.scan(set: set) {
+            out.append(try decode($0)); return true
+        }
         return out
     }
 
     /// The entity with this key (one value per key property, in key order), or nil.
     public func find(key values: any Encodable...) throws -> Entity? {
         guard values.count == key.count else {
-            throw EntityError.badInput("\(set) has \(key.count) key propert\(key.count == 1 ? "y" : "ies") (\(key.map(\.name).joined(separator: ", "))), not \(values.count)")
+            throw EntityError.badInput(
+                "\(set) has \(key.count) key propert\(key.count == 1 ? "y" : "ies") (\(key.map(\.name).joined(separator: ", "))), not \(values.count)"
+            )
         }
         let schema = shape.schema
         let keyValues: [Value]
-        do { keyValues = try zip(values, key).map { v, p in try PropertiesEncoder.encode(v, p.type, schema: schema, path: [AnyKey(p.name)]) } } catch let e as EncodingError {
+        do {
+            keyValues = try zip(values, key).map { v, p in
+                try PropertiesEncoder.encode(v, p.type, schema: schema, path: [AnyKey(p.name)])
+            }
+        } catch let e as EncodingError {
             throw EntityError.badInput("a key of \(set): \(TypedProbe.describe(e))")
         }
         return try store.get(set: set, key: keyValues).map(decode)
@@ -76,9 +86,13 @@ public final class EntityCollection<Entity: Codable & Sendable>: Sendable {
     /// with `eq`, so an index on that property is used when there is one.
     public func findBy<V: Codable & Equatable>(_ keyPath: KeyPath<Entity, V>, _ value: V) throws -> [Entity] {
         let name = try property(keyPath)
-        guard let p = shape.properties.first(where: { $0.name == name }) else { throw EntityError.unknownProperty(set: set, property: name) }
+        guard let p = shape.properties.first(where: { $0.name == name }) else {
+            throw EntityError.unknownProperty(set: set, property: name)
+        }
         let v: Value
-        do { v = try PropertiesEncoder.encode(value, p.type, schema: shape.schema, path: [AnyKey(name)]) } catch let e as EncodingError {
+        do { v = try PropertiesEncoder.encode(value, p.type, schema: shape.schema, path: [AnyKey(name)]) } catch let e
+            as EncodingError
+        {
             throw EntityError.badInput("findBy on \(set): \(TypedProbe.describe(e))")
         }
         return try query("$filter=\(name) eq \(Self.literal(v, p.type, schema: shape.schema))")
@@ -100,7 +114,9 @@ public final class EntityCollection<Entity: Codable & Sendable>: Sendable {
             let changed = try TypedProbe.instance(Entity.self, shape: shape, variant: name)
             if changed[keyPath: keyPath] != base[keyPath: keyPath] { return name }
         }
-        throw EntityError.badInput("the key path does not read one property of \(set) that can take two values (a Bool or a one-case enum is ambiguous here)")
+        throw EntityError.badInput(
+            "the key path does not read one property of \(set) that can take two values (a Bool or a one-case enum is ambiguous here)"
+        )
     }
 
     // MARK: Changing (through the request queue)
@@ -145,7 +161,9 @@ public final class EntityCollection<Entity: Codable & Sendable>: Sendable {
 
     /// An entity of the set as an `Entity`.
     public func decode(_ properties: Properties) throws -> Entity {
-        do { return try Entity(from: PropertiesDecoder(properties: properties, shape: shape)) } catch let e as DecodingError {
+        do { return try Entity(from: PropertiesDecoder(properties: properties, shape: shape)) } catch let e
+            as DecodingError
+        {
             throw EntityError.badInput("\(set) as \(Entity.self): \(TypedProbe.describe(e))")
         }
     }
@@ -175,7 +193,9 @@ public final class EntityCollection<Entity: Codable & Sendable>: Sendable {
 extension OfflineStore {
     /// A typed view of entity set `set` as `Entity`; throws when the type does not fit the set's
     /// entity type (every problem named). See `EntityCollection`.
-    public func collection<Entity: Codable & Sendable>(_ type: Entity.Type, set: String) throws -> EntityCollection<Entity> {
+    public func collection<Entity: Codable & Sendable>(
+        _ type: Entity.Type, set: String
+    ) throws -> EntityCollection<Entity> {
         try EntityCollection(store: self, set: set)
     }
 }

@@ -32,17 +32,26 @@ struct PropertiesDecoder: Decoder {
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
-        throw DecodingError.typeMismatch([Any].self, .init(codingPath: codingPath, debugDescription: "an entity of \(shape.owner) is an object, not an array"))
+        throw DecodingError.typeMismatch(
+            [Any].self,
+            .init(codingPath: codingPath, debugDescription: "an entity of \(shape.owner) is an object, not an array"))
     }
 
     func singleValueContainer() throws -> any SingleValueDecodingContainer {
-        throw DecodingError.typeMismatch(Any.self, .init(codingPath: codingPath, debugDescription: "an entity of \(shape.owner) is an object, not a single value"))
+        throw DecodingError.typeMismatch(
+            Any.self,
+            .init(
+                codingPath: codingPath, debugDescription: "an entity of \(shape.owner) is an object, not a single value"
+            ))
     }
 
     /// `value` of type `edm` as a `T`.
-    static func decode<T: Decodable>(_ type: T.Type, _ value: Value, _ edm: TypeRef, schema: Schema, path: [any CodingKey]) throws -> T {
+    static func decode<T: Decodable>(
+        _ type: T.Type, _ value: Value, _ edm: TypeRef, schema: Schema, path: [any CodingKey]
+    ) throws -> T {
         if value.isNull {
-            throw DecodingError.valueNotFound(T.self, .init(codingPath: path, debugDescription: "the value is null; declare the property Optional"))
+            throw DecodingError.valueNotFound(
+                T.self, .init(codingPath: path, debugDescription: "the value is null; declare the property Optional"))
         }
         if let scalar = try TypedScalar.decode(T.self, value, edm, schema: schema, path: path) { return scalar }
         switch (edm, value) {
@@ -68,17 +77,32 @@ struct PropertiesDecoder: Decoder {
         func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
             let path = codingPath + [key]
             guard let p = decoder.shape.property(key) else {
-                throw DecodingError.keyNotFound(key, .init(codingPath: path, debugDescription: "\(decoder.shape.owner) has no property '\(key.stringValue)'"))
+                throw DecodingError.keyNotFound(
+                    key,
+                    .init(
+                        codingPath: path,
+                        debugDescription: "\(decoder.shape.owner) has no property '\(key.stringValue)'"))
             }
-            return try PropertiesDecoder.decode(T.self, decoder.properties[key.stringValue] ?? .null, p.type, schema: decoder.shape.schema, path: path)
+            return try PropertiesDecoder.decode(
+                T.self, decoder.properties[key.stringValue] ?? .null, p.type, schema: decoder.shape.schema, path: path)
         }
 
-        func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
-            throw DecodingError.typeMismatch(NestedKey.self, .init(codingPath: codingPath + [key], debugDescription: "nested containers are not supported; use a Decodable type"))
+        func nestedContainer<NestedKey: CodingKey>(
+            keyedBy type: NestedKey.Type, forKey key: Key
+        ) throws -> KeyedDecodingContainer<NestedKey> {
+            throw DecodingError.typeMismatch(
+                NestedKey.self,
+                .init(
+                    codingPath: codingPath + [key],
+                    debugDescription: "nested containers are not supported; use a Decodable type"))
         }
 
         func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-            throw DecodingError.typeMismatch([Any].self, .init(codingPath: codingPath + [key], debugDescription: "nested containers are not supported; use an array type"))
+            throw DecodingError.typeMismatch(
+                [Any].self,
+                .init(
+                    codingPath: codingPath + [key],
+                    debugDescription: "nested containers are not supported; use an array type"))
         }
 
         func superDecoder() throws -> any Decoder { decoder }
@@ -106,11 +130,13 @@ struct ItemsDecoder: Decoder, UnkeyedDecodingContainer {
     var isAtEnd: Bool { currentIndex >= items.count }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        throw DecodingError.typeMismatch(Key.self, .init(codingPath: codingPath, debugDescription: "a collection is an array"))
+        throw DecodingError.typeMismatch(
+            Key.self, .init(codingPath: codingPath, debugDescription: "a collection is an array"))
     }
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer { self }
     func singleValueContainer() throws -> any SingleValueDecodingContainer {
-        throw DecodingError.typeMismatch(Any.self, .init(codingPath: codingPath, debugDescription: "a collection is an array"))
+        throw DecodingError.typeMismatch(
+            Any.self, .init(codingPath: codingPath, debugDescription: "a collection is an array"))
     }
 
     mutating func decodeNil() throws -> Bool {
@@ -123,16 +149,21 @@ struct ItemsDecoder: Decoder, UnkeyedDecodingContainer {
         guard !isAtEnd else {
             throw DecodingError.valueNotFound(T.self, .init(codingPath: codingPath, debugDescription: "no more items"))
         }
-        let value = try PropertiesDecoder.decode(T.self, items[currentIndex], edm, schema: schema, path: codingPath + [IndexKey(currentIndex)])
+        let value = try PropertiesDecoder.decode(
+            T.self, items[currentIndex], edm, schema: schema, path: codingPath + [IndexKey(currentIndex)])
         currentIndex += 1
         return value
     }
 
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
-        throw DecodingError.typeMismatch(NestedKey.self, .init(codingPath: codingPath, debugDescription: "nested containers are not supported"))
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy type: NestedKey.Type
+    ) throws -> KeyedDecodingContainer<NestedKey> {
+        throw DecodingError.typeMismatch(
+            NestedKey.self, .init(codingPath: codingPath, debugDescription: "nested containers are not supported"))
     }
     mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
-        throw DecodingError.typeMismatch([Any].self, .init(codingPath: codingPath, debugDescription: "nested containers are not supported"))
+        throw DecodingError.typeMismatch(
+            [Any].self, .init(codingPath: codingPath, debugDescription: "nested containers are not supported"))
     }
     mutating func superDecoder() throws -> any Decoder { self }
 }
@@ -147,10 +178,12 @@ struct ValueDecoder: Decoder, SingleValueDecodingContainer {
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        throw DecodingError.typeMismatch(Key.self, .init(codingPath: codingPath, debugDescription: "\(edm) is a single value, not an object"))
+        throw DecodingError.typeMismatch(
+            Key.self, .init(codingPath: codingPath, debugDescription: "\(edm) is a single value, not an object"))
     }
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
-        throw DecodingError.typeMismatch([Any].self, .init(codingPath: codingPath, debugDescription: "\(edm) is a single value, not an array"))
+        throw DecodingError.typeMismatch(
+            [Any].self, .init(codingPath: codingPath, debugDescription: "\(edm) is a single value, not an array"))
     }
     func singleValueContainer() throws -> any SingleValueDecodingContainer { self }
 
@@ -203,7 +236,8 @@ final class PropertiesEncoder: Encoder {
             let encoder = SingleEncoder(edm: edm, schema: schema, codingPath: path)
             try value.encode(to: encoder)
             guard let v = encoder.value else {
-                throw EncodingError.invalidValue(value, .init(codingPath: path, debugDescription: "a \(type(of: value)) encoded nothing for \(edm)"))
+                throw EncodingError.invalidValue(
+                    value, .init(codingPath: path, debugDescription: "a \(type(of: value)) encoded nothing for \(edm)"))
             }
             return v
         }
@@ -227,7 +261,11 @@ final class PropertiesEncoder: Encoder {
 
         func property(_ key: Key) throws -> Property {
             guard let p = encoder.shape.property(key) else {
-                throw EncodingError.invalidValue(key.stringValue, .init(codingPath: codingPath + [key], debugDescription: "\(encoder.shape.owner) has no property '\(key.stringValue)'"))
+                throw EncodingError.invalidValue(
+                    key.stringValue,
+                    .init(
+                        codingPath: codingPath + [key],
+                        debugDescription: "\(encoder.shape.owner) has no property '\(key.stringValue)'"))
             }
             return p
         }
@@ -239,15 +277,21 @@ final class PropertiesEncoder: Encoder {
 
         mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
             let p = try property(key)
-            encoder.properties[key.stringValue] = try PropertiesEncoder.encode(value, p.type, schema: encoder.shape.schema, path: codingPath + [key])
+            encoder.properties[key.stringValue] = try PropertiesEncoder.encode(
+                value, p.type, schema: encoder.shape.schema, path: codingPath + [key])
         }
 
-        mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-            KeyedEncodingContainer(FailingKeyed<NestedKey>(codingPath: codingPath + [key], why: "nested containers are not supported; use an Encodable type"))
+        mutating func nestedContainer<NestedKey: CodingKey>(
+            keyedBy keyType: NestedKey.Type, forKey key: Key
+        ) -> KeyedEncodingContainer<NestedKey> {
+            KeyedEncodingContainer(
+                FailingKeyed<NestedKey>(
+                    codingPath: codingPath + [key], why: "nested containers are not supported; use an Encodable type"))
         }
 
         mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-            FailingUnkeyed(codingPath: codingPath + [key], why: "nested containers are not supported; use an array type")
+            FailingUnkeyed(
+                codingPath: codingPath + [key], why: "nested containers are not supported; use an array type")
         }
 
         mutating func superEncoder() -> any Encoder { encoder }
@@ -284,10 +328,15 @@ final class ItemsEncoder: Encoder {
         var count: Int { encoder.items.items.count }
         mutating func encodeNil() throws { encoder.items.items.append(.null) }
         mutating func encode<T: Encodable>(_ value: T) throws {
-            encoder.items.items.append(try PropertiesEncoder.encode(value, encoder.edm, schema: encoder.schema, path: codingPath + [IndexKey(count)]))
+            encoder.items.items.append(
+                try PropertiesEncoder.encode(
+                    value, encoder.edm, schema: encoder.schema, path: codingPath + [IndexKey(count)]))
         }
-        mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
-            KeyedEncodingContainer(FailingKeyed<NestedKey>(codingPath: codingPath, why: "nested containers are not supported"))
+        mutating func nestedContainer<NestedKey: CodingKey>(
+            keyedBy keyType: NestedKey.Type
+        ) -> KeyedEncodingContainer<NestedKey> {
+            KeyedEncodingContainer(
+                FailingKeyed<NestedKey>(codingPath: codingPath, why: "nested containers are not supported"))
         }
         mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
             FailingUnkeyed(codingPath: codingPath, why: "nested containers are not supported")
@@ -311,7 +360,8 @@ final class SingleEncoder: Encoder, SingleValueEncodingContainer {
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-        KeyedEncodingContainer(FailingKeyed<Key>(codingPath: codingPath, why: "\(edm) is a single value, not an object"))
+        KeyedEncodingContainer(
+            FailingKeyed<Key>(codingPath: codingPath, why: "\(edm) is a single value, not an object"))
     }
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
         FailingUnkeyed(codingPath: codingPath, why: "\(edm) is a single value, not an array")
@@ -330,13 +380,19 @@ final class SingleEncoder: Encoder, SingleValueEncodingContainer {
 struct FailingKeyed<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let codingPath: [any CodingKey]
     let why: String
-    func fail(_ value: Any = ()) -> EncodingError { .invalidValue(value, .init(codingPath: codingPath, debugDescription: why)) }
+    func fail(_ value: Any = ()) -> EncodingError {
+        .invalidValue(value, .init(codingPath: codingPath, debugDescription: why))
+    }
     mutating func encodeNil(forKey key: Key) throws { throw fail() }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws { throw fail(value) }
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy keyType: NestedKey.Type, forKey key: Key
+    ) -> KeyedEncodingContainer<NestedKey> {
         KeyedEncodingContainer(FailingKeyed<NestedKey>(codingPath: codingPath, why: why))
     }
-    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer { FailingUnkeyed(codingPath: codingPath, why: why) }
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        FailingUnkeyed(codingPath: codingPath, why: why)
+    }
     mutating func superEncoder() -> any Encoder { FailingEncoder(codingPath: codingPath, why: why) }
     mutating func superEncoder(forKey key: Key) -> any Encoder { FailingEncoder(codingPath: codingPath, why: why) }
 }
@@ -345,10 +401,14 @@ struct FailingUnkeyed: UnkeyedEncodingContainer {
     let codingPath: [any CodingKey]
     let why: String
     var count: Int { 0 }
-    func fail(_ value: Any = ()) -> EncodingError { .invalidValue(value, .init(codingPath: codingPath, debugDescription: why)) }
+    func fail(_ value: Any = ()) -> EncodingError {
+        .invalidValue(value, .init(codingPath: codingPath, debugDescription: why))
+    }
     mutating func encodeNil() throws { throw fail() }
     mutating func encode<T: Encodable>(_ value: T) throws { throw fail(value) }
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy keyType: NestedKey.Type
+    ) -> KeyedEncodingContainer<NestedKey> {
         KeyedEncodingContainer(FailingKeyed<NestedKey>(codingPath: codingPath, why: why))
     }
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer { self }
@@ -358,15 +418,21 @@ struct FailingUnkeyed: UnkeyedEncodingContainer {
 struct FailingSingle: SingleValueEncodingContainer {
     let codingPath: [any CodingKey]
     let why: String
-    mutating func encodeNil() throws { throw EncodingError.invalidValue((), .init(codingPath: codingPath, debugDescription: why)) }
-    mutating func encode<T: Encodable>(_ value: T) throws { throw EncodingError.invalidValue(value, .init(codingPath: codingPath, debugDescription: why)) }
+    mutating func encodeNil() throws {
+        throw EncodingError.invalidValue((), .init(codingPath: codingPath, debugDescription: why))
+    }
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        throw EncodingError.invalidValue(value, .init(codingPath: codingPath, debugDescription: why))
+    }
 }
 
 struct FailingEncoder: Encoder {
     let codingPath: [any CodingKey]
     let why: String
     var userInfo: [CodingUserInfoKey: Any] { [:] }
-    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> { KeyedEncodingContainer(FailingKeyed<Key>(codingPath: codingPath, why: why)) }
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(FailingKeyed<Key>(codingPath: codingPath, why: why))
+    }
     func unkeyedContainer() -> any UnkeyedEncodingContainer { FailingUnkeyed(codingPath: codingPath, why: why) }
     func singleValueContainer() -> any SingleValueEncodingContainer { FailingSingle(codingPath: codingPath, why: why) }
 }

@@ -14,7 +14,9 @@ struct TypedProbe {
 
     /// Decodes `T` with every value the first of its two probe values, except `variant` (a
     /// top-level key), which gets the second; optionals are nil except `variant`.
-    static func instance<T: Decodable>(_ type: T.Type, shape: TypedShape, variant: String? = nil, log: Log = Log()) throws -> T {
+    static func instance<T: Decodable>(
+        _ type: T.Type, shape: TypedShape, variant: String? = nil, log: Log = Log()
+    ) throws -> T {
         try T(from: ProbeDecoder(shape: shape, variant: variant, log: log, codingPath: []))
     }
 
@@ -31,8 +33,9 @@ struct TypedProbe {
 
     static func describe(_ error: any Error) -> String {
         switch error {
-        case DecodingError.typeMismatch(_, let c), DecodingError.valueNotFound(_, let c), DecodingError.keyNotFound(_, let c),
-             DecodingError.dataCorrupted(let c):
+        case DecodingError.typeMismatch(_, let c), DecodingError.valueNotFound(_, let c),
+            DecodingError.keyNotFound(_, let c),
+            DecodingError.dataCorrupted(let c):
             let path = c.codingPath.map(\.stringValue).joined(separator: ".")
             return (path.isEmpty ? "" : path + ": ") + c.debugDescription
         case EncodingError.invalidValue(_, let c):
@@ -53,18 +56,28 @@ struct TypedProbe {
             KeyedDecodingContainer(Keyed<Key>(decoder: self))
         }
         func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
-            throw DecodingError.typeMismatch([Any].self, .init(codingPath: codingPath, debugDescription: "\(shape.owner) is an object, not an array"))
+            throw DecodingError.typeMismatch(
+                [Any].self, .init(codingPath: codingPath, debugDescription: "\(shape.owner) is an object, not an array")
+            )
         }
         func singleValueContainer() throws -> any SingleValueDecodingContainer {
-            throw DecodingError.typeMismatch(Any.self, .init(codingPath: codingPath, debugDescription: "\(shape.owner) is an object, not a single value"))
+            throw DecodingError.typeMismatch(
+                Any.self,
+                .init(codingPath: codingPath, debugDescription: "\(shape.owner) is an object, not a single value"))
         }
 
         /// A made-up scalar or `CaseIterable` `T` whatever the property (nil `edm`: none fits),
         /// to go on after a problem is logged.
-        static func any<T>(_ type: T.Type, second: Bool = false, edm: TypeRef? = nil, schema: Schema? = nil, path: [any CodingKey]) throws -> T {
+        static func any<T>(
+            _ type: T.Type, second: Bool = false, edm: TypeRef? = nil, schema: Schema? = nil, path: [any CodingKey]
+        ) throws -> T {
             let e = edm ?? .primitive(.string)
             if let v = TypedScalar.probe(T.self, variant: second, edm: e, schema: schema) as? T { return v }
-            if let cases = T.self as? any CaseIterable.Type, let v = TypedProbe.cases(of: cases).compactMap({ $0 as? T }).first { return v }
+            if let cases = T.self as? any CaseIterable.Type,
+                let v = TypedProbe.cases(of: cases).compactMap({ $0 as? T }).first
+            {
+                return v
+            }
             throw Skip()
         }
 
@@ -72,7 +85,10 @@ struct TypedProbe {
         func value<T: Decodable>(_ type: T.Type, _ edm: TypeRef, second: Bool, path: [any CodingKey]) throws -> T {
             let schema = shape.schema
             if let fits = TypedScalar.fits(T.self, edm) {
-                if !fits { log.problems.append("\(path.map(\.stringValue).joined(separator: ".")): a \(T.self) cannot hold \(edm)") }
+                if !fits {
+                    log.problems.append(
+                        "\(path.map(\.stringValue).joined(separator: ".")): a \(T.self) cannot hold \(edm)")
+                }
                 return try Self.any(T.self, second: second, edm: fits ? edm : nil, schema: schema, path: path)
             }
             if let cases = T.self as? any CaseIterable.Type {
@@ -103,7 +119,9 @@ struct TypedProbe {
             func note(_ key: Key) -> Property? {
                 if top, !decoder.log.keys.contains(key.stringValue) { decoder.log.keys.append(key.stringValue) }
                 guard let p = decoder.shape.property(key) else {
-                    decoder.log.problems.append("\((codingPath + [key]).map(\.stringValue).joined(separator: ".")): \(decoder.shape.owner) has no property '\(key.stringValue)'")
+                    decoder.log.problems.append(
+                        "\((codingPath + [key]).map(\.stringValue).joined(separator: ".")): \(decoder.shape.owner) has no property '\(key.stringValue)'"
+                    )
                     return nil
                 }
                 return p
@@ -120,7 +138,9 @@ struct TypedProbe {
                 let path = codingPath + [key]
                 guard let p = note(key) else { return try ProbeDecoder.any(T.self, path: path) }
                 if p.nullable {
-                    decoder.log.problems.append("\(path.map(\.stringValue).joined(separator: ".")): \(p.name) may be null in \(decoder.shape.owner); declare it Optional")
+                    decoder.log.problems.append(
+                        "\(path.map(\.stringValue).joined(separator: ".")): \(p.name) may be null in \(decoder.shape.owner); declare it Optional"
+                    )
                 }
                 return try decoder.value(T.self, p.type, second: top && decoder.variant == key.stringValue, path: path)
             }
@@ -128,8 +148,12 @@ struct TypedProbe {
             // The standard library's defaults for these ask contains/decodeNil and skip the
             // check; every optional goes through `optional`.
             func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try optional(Bool.self, key) }
-            func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? { try optional(String.self, key) }
-            func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? { try optional(Double.self, key) }
+            func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
+                try optional(String.self, key)
+            }
+            func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? {
+                try optional(Double.self, key)
+            }
             func decodeIfPresent(_ type: Float.Type, forKey key: Key) throws -> Float? { try optional(Float.self, key) }
             func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try optional(Int.self, key) }
             func decodeIfPresent(_ type: Int8.Type, forKey key: Key) throws -> Int8? { try optional(Int8.self, key) }
@@ -138,10 +162,18 @@ struct TypedProbe {
             func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? { try optional(Int64.self, key) }
             func decodeIfPresent(_ type: UInt.Type, forKey key: Key) throws -> UInt? { try optional(UInt.self, key) }
             func decodeIfPresent(_ type: UInt8.Type, forKey key: Key) throws -> UInt8? { try optional(UInt8.self, key) }
-            func decodeIfPresent(_ type: UInt16.Type, forKey key: Key) throws -> UInt16? { try optional(UInt16.self, key) }
-            func decodeIfPresent(_ type: UInt32.Type, forKey key: Key) throws -> UInt32? { try optional(UInt32.self, key) }
-            func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? { try optional(UInt64.self, key) }
-            func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? { try optional(T.self, key) }
+            func decodeIfPresent(_ type: UInt16.Type, forKey key: Key) throws -> UInt16? {
+                try optional(UInt16.self, key)
+            }
+            func decodeIfPresent(_ type: UInt32.Type, forKey key: Key) throws -> UInt32? {
+                try optional(UInt32.self, key)
+            }
+            func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? {
+                try optional(UInt64.self, key)
+            }
+            func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+                try optional(T.self, key)
+            }
 
             func optional<T: Decodable>(_ type: T.Type, _ key: Key) throws -> T? {
                 guard let p = note(key) else { return nil }
@@ -151,11 +183,21 @@ struct TypedProbe {
                 return chosen ? v : nil
             }
 
-            func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
-                throw DecodingError.typeMismatch(NestedKey.self, .init(codingPath: codingPath + [key], debugDescription: "nested containers are not supported; use a Decodable type"))
+            func nestedContainer<NestedKey: CodingKey>(
+                keyedBy type: NestedKey.Type, forKey key: Key
+            ) throws -> KeyedDecodingContainer<NestedKey> {
+                throw DecodingError.typeMismatch(
+                    NestedKey.self,
+                    .init(
+                        codingPath: codingPath + [key],
+                        debugDescription: "nested containers are not supported; use a Decodable type"))
             }
             func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-                throw DecodingError.typeMismatch([Any].self, .init(codingPath: codingPath + [key], debugDescription: "nested containers are not supported; use an array type"))
+                throw DecodingError.typeMismatch(
+                    [Any].self,
+                    .init(
+                        codingPath: codingPath + [key],
+                        debugDescription: "nested containers are not supported; use an array type"))
             }
             func superDecoder() throws -> any Decoder { decoder }
             func superDecoder(forKey key: Key) throws -> any Decoder { decoder }
@@ -181,18 +223,23 @@ struct TypedProbe {
         var userInfo: [CodingUserInfoKey: Any] { [:] }
 
         func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-            log.problems.append("\(codingPath.map(\.stringValue).joined(separator: ".")): \(edm) is a single value, not an object")
+            log.problems.append(
+                "\(codingPath.map(\.stringValue).joined(separator: ".")): \(edm) is a single value, not an object")
             throw Skip()
         }
         func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
-            log.problems.append("\(codingPath.map(\.stringValue).joined(separator: ".")): \(edm) is a single value, not an array")
+            log.problems.append(
+                "\(codingPath.map(\.stringValue).joined(separator: ".")): \(edm) is a single value, not an array")
             throw Skip()
         }
         func singleValueContainer() throws -> any SingleValueDecodingContainer { self }
         func decodeNil() -> Bool { false }
         func decode<T: Decodable>(_ type: T.Type) throws -> T {
-            guard TypedScalar.fits(T.self, edm) == true, let v = TypedScalar.probe(T.self, variant: second, edm: edm, schema: schema) as? T else {
-                log.problems.append("\(codingPath.map(\.stringValue).joined(separator: ".")): a \(T.self) cannot hold \(edm)")
+            guard TypedScalar.fits(T.self, edm) == true,
+                let v = TypedScalar.probe(T.self, variant: second, edm: edm, schema: schema) as? T
+            else {
+                log.problems.append(
+                    "\(codingPath.map(\.stringValue).joined(separator: ".")): a \(T.self) cannot hold \(edm)")
                 throw Skip()
             }
             return v
@@ -207,21 +254,24 @@ struct TypedProbe {
         var isAtEnd: Bool { true }
         var currentIndex: Int { 0 }
         func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-            throw DecodingError.typeMismatch(Key.self, .init(codingPath: codingPath, debugDescription: "a collection is an array"))
+            throw DecodingError.typeMismatch(
+                Key.self, .init(codingPath: codingPath, debugDescription: "a collection is an array"))
         }
         func unkeyedContainer() throws -> any UnkeyedDecodingContainer { self }
         func singleValueContainer() throws -> any SingleValueDecodingContainer {
-            throw DecodingError.typeMismatch(Any.self, .init(codingPath: codingPath, debugDescription: "a collection is an array"))
+            throw DecodingError.typeMismatch(
+                Any.self, .init(codingPath: codingPath, debugDescription: "a collection is an array"))
         }
         mutating func decodeNil() throws -> Bool { false }
         mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
             throw DecodingError.valueNotFound(T.self, .init(codingPath: codingPath, debugDescription: "empty"))
         }
-        mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+        mutating func nestedContainer<NestedKey: CodingKey>(
+            keyedBy type: NestedKey.Type
+        ) throws -> KeyedDecodingContainer<NestedKey> {
             throw DecodingError.valueNotFound(NestedKey.self, .init(codingPath: codingPath, debugDescription: "empty"))
         }
         mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer { self }
         mutating func superDecoder() throws -> any Decoder { self }
     }
 }
-

@@ -30,7 +30,8 @@ enum TypedScalar {
     }
 
     enum Kind: Equatable {
-        case string, bool, integer, floating, decimal, edmDecimal, date, edmDate, edmDateTimeOffset, edmTimeOfDay, edmDuration, uuid, edmGuid, data
+        case string, bool, integer, floating, decimal, edmDecimal, date, edmDate, edmDateTimeOffset, edmTimeOfDay,
+            edmDuration, uuid, edmGuid, data
 
         init?(_ t: Any.Type) {
             switch t {
@@ -68,10 +69,14 @@ enum TypedScalar {
     }
 
     /// `value` (never `.null`) as a `T`, or nil when `T` is not a scalar here.
-    static func decode<T>(_ type: T.Type, _ value: Value, _ edm: TypeRef, schema: Schema, path: [any CodingKey]) throws -> T? {
+    static func decode<T>(
+        _ type: T.Type, _ value: Value, _ edm: TypeRef, schema: Schema, path: [any CodingKey]
+    ) throws -> T? {
         guard let kind = Kind(type) else { return nil }
         func mismatch() -> DecodingError {
-            .typeMismatch(T.self, .init(codingPath: path, debugDescription: "the store holds \(edm) \(value), which is not a \(T.self)"))
+            .typeMismatch(
+                T.self,
+                .init(codingPath: path, debugDescription: "the store holds \(edm) \(value), which is not a \(T.self)"))
         }
         let out: Any?
         switch (kind, value) {
@@ -85,10 +90,13 @@ enum TypedScalar {
             out = n
         case (.floating, .double(let d)): out = T.self == Float.self ? Float(d) as Any : d
         case (.decimal, .decimal(let d)):
-            guard let f = Decimal(string: d.description, locale: Locale(identifier: "en_US_POSIX")) else { throw mismatch() }
+            guard let f = Decimal(string: d.description, locale: Locale(identifier: "en_US_POSIX")) else {
+                throw mismatch()
+            }
             out = f
         case (.edmDecimal, .decimal(let d)): out = d
-        case (.date, .dateTimeOffset(let t)): out = Date(timeIntervalSince1970: Double(t.ticks) / Double(ticksPerSecond))
+        case (.date, .dateTimeOffset(let t)):
+            out = Date(timeIntervalSince1970: Double(t.ticks) / Double(ticksPerSecond))
         case (.date, .date(let d)): out = Date(timeIntervalSince1970: Double(d.days) * 86_400)
         case (.edmDate, .date(let d)): out = d
         case (.edmDateTimeOffset, .dateTimeOffset(let t)): out = t
@@ -107,7 +115,9 @@ enum TypedScalar {
     static func encode(_ swift: Any, _ edm: TypeRef, schema: Schema, path: [any CodingKey]) throws -> Value? {
         guard let kind = Kind(type(of: swift)) else { return nil }
         func mismatch(_ why: String = "") -> EncodingError {
-            .invalidValue(swift, .init(codingPath: path, debugDescription: "a \(type(of: swift)) cannot be stored as \(edm)\(why)"))
+            .invalidValue(
+                swift,
+                .init(codingPath: path, debugDescription: "a \(type(of: swift)) cannot be stored as \(edm)\(why)"))
         }
         if case .enumeration(let name) = edm {
             guard let e = schema.enumTypes[name] else { throw mismatch() }
@@ -115,7 +125,9 @@ enum TypedScalar {
             case let s as String:
                 var total: Int64 = 0
                 for part in s.split(separator: ",") {
-                    guard let v = e.value(of: part.trimmingCharacters(in: .whitespaces)) else { throw mismatch(": '\(s)' is not a member of \(e.name)") }
+                    guard let v = e.value(of: part.trimmingCharacters(in: .whitespaces)) else {
+                        throw mismatch(": '\(s)' is not a member of \(e.name)")
+                    }
                     total |= v
                 }
                 return .enumMember(total)
@@ -162,7 +174,9 @@ enum TypedScalar {
 
     static func uuid(_ g: EDMGuid) -> UUID {
         let b = g.bytes
-        return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
+        return UUID(
+            uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15])
+        )
     }
 
     static func flagNames(_ v: Int64, _ e: EnumType) -> String {
@@ -178,7 +192,9 @@ enum TypedScalar {
         let n = variant ? 1 : 0
         switch kind {
         case .string:
-            if case .enumeration(let name) = edm, let e = schema?.enumTypes[name], e.members.count > n { return e.members[n].name }
+            if case .enumeration(let name) = edm, let e = schema?.enumTypes[name], e.members.count > n {
+                return e.members[n].name
+            }
             return variant ? "b" : "a"
         case .bool: return variant
         case .integer:

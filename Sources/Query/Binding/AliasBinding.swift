@@ -25,7 +25,9 @@ extension ExpressionBinder {
     }
 
     private func cannotInfer(_ name: String, at: Int) -> QueryError {
-        error("cannot tell the type of alias '@\(name)' here: compare it with a property or pass it to a function", at: at)
+        error(
+            "cannot tell the type of alias '@\(name)' here: compare it with a property or pass it to a function", at: at
+        )
     }
 
     /// `expr` bound where a value of type `expected` belongs: a prepared alias gets that type.
@@ -54,15 +56,21 @@ extension ExpressionBinder {
 
     /// A comparison or arithmetic with a prepared alias on one side: the alias takes the other
     /// side's type.
-    mutating func bindBinaryWithParameter(_ op: BinaryOperator, _ lhs: Expr, _ rhs: Expr, at: Int) throws(QueryError) -> TypedExpr {
+    mutating func bindBinaryWithParameter(
+        _ op: BinaryOperator, _ lhs: Expr, _ rhs: Expr, at: Int
+    ) throws(QueryError) -> TypedExpr {
         let aliasOnLeft = isParameter(lhs)
         let (aliasSyntax, otherSyntax) = aliasOnLeft ? (lhs, rhs) : (rhs, lhs)
-        guard case .alias(let name) = aliasSyntax.kind else { return try bindBinary(op, try bind(lhs), try bind(rhs), rhs: rhs, at: at) }
+        guard case .alias(let name) = aliasSyntax.kind else {
+            return try bindBinary(op, try bind(lhs), try bind(rhs), rhs: rhs, at: at)
+        }
         if op == .has { throw error("a prepared alias cannot be the operand of 'has'", at: aliasSyntax.position) }
         if isParameter(otherSyntax) { throw cannotInfer(name, at: aliasSyntax.position) }
         let other = try bind(otherSyntax)
         guard let type = other.type else { throw cannotInfer(name, at: aliasSyntax.position) }
         let parameter = TypedExpr(.literal(Self.placeholder(name)), type: type, at: aliasSyntax.position)
-        return aliasOnLeft ? try bindBinary(op, parameter, other, rhs: rhs, at: at) : try bindBinary(op, other, parameter, rhs: rhs, at: at)
+        return aliasOnLeft
+            ? try bindBinary(op, parameter, other, rhs: rhs, at: at)
+            : try bindBinary(op, other, parameter, rhs: rhs, at: at)
     }
 }

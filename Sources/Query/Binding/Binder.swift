@@ -41,7 +41,9 @@ package struct Binder: Sendable {
         for (name, n) in uses {
             total += n * (url.aliases[name]?.nodeCount ?? 1)
             if total > maxAliasExpansion {
-                throw QueryError("parameter alias values put in place of their uses exceed \(maxAliasExpansion) nodes", option: "@" + name, column: nil)
+                throw QueryError(
+                    "parameter alias values put in place of their uses exceed \(maxAliasExpansion) nodes",
+                    option: "@" + name, column: nil)
             }
         }
     }
@@ -51,12 +53,14 @@ package struct Binder: Sendable {
         let last = path.segments[path.segments.count - 1]
         let type = schema.entityTypes[last.entityType]!
         let options = try bindOptions(url.options, type: type, set: last.entitySet, nestedIn: nil)
-        return BoundQuery(path: path, options: options, skipToken: url.skipToken, format: url.format,
-                          customOptions: url.customOptions)
+        return BoundQuery(
+            path: path, options: options, skipToken: url.skipToken, format: url.format,
+            customOptions: url.customOptions)
     }
 
     /// Binds a Boolean expression against an entity set, e.g. for a filter given on its own.
-    package func bindFilter(_ expr: Expr, entitySet: String, option: String = "$filter") throws(QueryError) -> TypedExpr {
+    package func bindFilter(_ expr: Expr, entitySet: String, option: String = "$filter") throws(QueryError) -> TypedExpr
+    {
         guard let type = schema.entityType(ofSet: entitySet) else {
             throw QueryError("unknown entity set '\(entitySet)'", option: option, column: nil)
         }
@@ -85,10 +89,14 @@ package struct Binder: Sendable {
                 guard let set = schema.entitySet(segment.name), let type = schema.entityTypes[set.entityType] else {
                     throw pathError("unknown entity set '\(segment.name)'", at: segment.position)
                 }
-                if set.isSingleton, segment.key != nil { throw pathError("a singleton has no key", at: segment.position) }
+                if set.isSingleton, segment.key != nil {
+                    throw pathError("a singleton has no key", at: segment.position)
+                }
                 let key = try segment.key.map { k throws(QueryError) in try bindKey(k, of: type, at: segment.position) }
-                bound.append(BoundSegment(navigation: nil, entitySet: set.name, entityType: type.qualifiedName, key: key,
-                                          isSingle: key != nil || set.isSingleton))
+                bound.append(
+                    BoundSegment(
+                        navigation: nil, entitySet: set.name, entityType: type.qualifiedName, key: key,
+                        isSingle: key != nil || set.isSingleton))
                 continue
             }
             let source = schema.entityTypes[previous.entityType]!
@@ -99,18 +107,23 @@ package struct Binder: Sendable {
                 throw pathError("unknown navigation property '\(segment.name)'", at: segment.position)
             }
             guard previous.isSingle else {
-                throw pathError("'\(segment.name)' must follow a single entity; add a key to '\(path.segments[bound.count - 1].name)'",
-                                at: segment.position)
+                throw pathError(
+                    "'\(segment.name)' must follow a single entity; add a key to '\(path.segments[bound.count - 1].name)'",
+                    at: segment.position)
             }
-            guard let target = schema.entityTypes[nav.targetType], let set = schema.targetSet(of: nav, from: previous.entitySet) else {
+            guard let target = schema.entityTypes[nav.targetType],
+                let set = schema.targetSet(of: nav, from: previous.entitySet)
+            else {
                 throw pathError("no entity set for navigation property '\(nav.name)'", at: segment.position)
             }
             if !nav.isCollection, segment.key != nil {
                 throw pathError("single-valued navigation '\(nav.name)' takes no key", at: segment.position)
             }
             let key = try segment.key.map { k throws(QueryError) in try bindKey(k, of: target, at: segment.position) }
-            bound.append(BoundSegment(navigation: nav, entitySet: set, entityType: target.qualifiedName, key: key,
-                                      isSingle: !nav.isCollection || key != nil))
+            bound.append(
+                BoundSegment(
+                    navigation: nav, entitySet: set, entityType: target.qualifiedName, key: key,
+                    isSingle: !nav.isCollection || key != nil))
         }
         if path.isCount, bound.last?.isSingle == true {
             throw pathError("$count requires a collection", at: path.segments.last!.position)
@@ -122,26 +135,36 @@ package struct Binder: Sendable {
     private func bindKey(_ values: [KeyValue], of type: EntityType, at: Int) throws(QueryError) -> [KeyComponent] {
         let names = type.key
         guard values.count == names.count else {
-            throw pathError("\(type.name) has \(names.count) key propert\(names.count == 1 ? "y" : "ies"), got \(values.count) value\(values.count == 1 ? "" : "s")",
-                            at: values.first?.position ?? at)
+            throw pathError(
+                "\(type.name) has \(names.count) key propert\(names.count == 1 ? "y" : "ies"), got \(values.count) value\(values.count == 1 ? "" : "s")",
+                at: values.first?.position ?? at)
         }
         var byName: [String: KeyValue] = [:]
         for value in values {
             let name = value.name ?? names[0]
             guard value.name == nil ? names.count == 1 : names.contains(name) else {
-                throw pathError(value.name == nil ? "key values of \(type.name) must be named" : "'\(name)' is not a key property of \(type.name)",
-                                at: value.position)
+                throw pathError(
+                    value.name == nil
+                        ? "key values of \(type.name) must be named"
+                        : "'\(name)' is not a key property of \(type.name)",
+                    at: value.position)
             }
-            guard byName.updateValue(value, forKey: name) == nil else { throw pathError("duplicate key property '\(name)'", at: value.position) }
+            guard byName.updateValue(value, forKey: name) == nil else {
+                throw pathError("duplicate key property '\(name)'", at: value.position)
+            }
         }
         var result: [KeyComponent] = []
         for name in names {
             var value = byName[name]!
-            guard let property = type.property(name) else { throw pathError("unknown key property '\(name)'", at: value.position) }
+            guard let property = type.property(name) else {
+                throw pathError("unknown key property '\(name)'", at: value.position)
+            }
             if let alias = value.alias {
                 if let given = aliases[alias] {
                     guard case .literal(let literal) = given.kind else {
-                        throw pathError("the value of alias '@\(alias)', used as a key value, must be a literal", at: value.position)
+                        throw pathError(
+                            "the value of alias '@\(alias)', used as a key value, must be a literal", at: value.position
+                        )
                     }
                     value.value = literal
                 } else if preparing {
@@ -152,7 +175,8 @@ package struct Binder: Sendable {
                 }
             }
             guard case .primitive(let v, let p) = value.value,
-                  let c = TypeRules.convertLiteral(v, from: .primitive(p), to: property.type, schema: schema) else {
+                let c = TypeRules.convertLiteral(v, from: .primitive(p), to: property.type, schema: schema)
+            else {
                 throw pathError("key value \(value.value) does not match \(property.type)", at: value.position)
             }
             result.append(KeyComponent(name: name, value: c))

@@ -88,7 +88,9 @@ struct ExpressionBinder {
         case .primitive(let value, let type):
             return TypedExpr(.literal(value), type: .primitive(type), at: at)
         case .enumeration(let name, let members):
-            guard let e = TypeRules.enumType(named: name, in: schema) else { throw error("unknown enum type '\(name)'", at: at) }
+            guard let e = TypeRules.enumType(named: name, in: schema) else {
+                throw error("unknown enum type '\(name)'", at: at)
+            }
             guard let v = TypeRules.enumValue(members, of: e) else {
                 throw error("unknown member '\(members)' of enum \(e.qualifiedName)", at: at)
             }
@@ -99,7 +101,9 @@ struct ExpressionBinder {
     // MARK: Paths
 
     /// Resolves `segments` to a path; `element` is set when the path ends at a collection.
-    func resolve(_ segments: ArraySlice<PathSegment>) throws(QueryError) -> (path: PropertyPath, context: Context, element: Context?) {
+    func resolve(
+        _ segments: ArraySlice<PathSegment>
+    ) throws(QueryError) -> (path: PropertyPath, context: Context, element: Context?) {
         var context = Context.entity(rootType, set: rootSet)
         var variable: String?
         var rest = segments
@@ -148,7 +152,9 @@ struct ExpressionBinder {
     }
 
     private func unknownProperty(_ segment: PathSegment) -> QueryError {
-        if segment.name.contains(".") { return error("type cast '\(segment.name)' is not supported", at: segment.position) }
+        if segment.name.contains(".") {
+            return error("type cast '\(segment.name)' is not supported", at: segment.position)
+        }
         return error("unknown property '\(segment.name)'", at: segment.position)
     }
 
@@ -183,8 +189,10 @@ struct ExpressionBinder {
         }
     }
 
-    private mutating func bindLambda(_ kind: LambdaKind, _ segments: [PathSegment], _ variable: PathSegment?,
-                                      _ predicate: Expr?, at: Int) throws(QueryError) -> TypedExpr {
+    private mutating func bindLambda(
+        _ kind: LambdaKind, _ segments: [PathSegment], _ variable: PathSegment?,
+        _ predicate: Expr?, at: Int
+    ) throws(QueryError) -> TypedExpr {
         let (path, _, element) = try resolve(segments[...])
         guard let element else {
             throw error("'\(segments.last?.name ?? "$it")' is not a collection", at: segments.last?.position ?? at)
@@ -204,7 +212,8 @@ struct ExpressionBinder {
             throw error
         }
         variables.removeLast()
-        let node: TypedExpr.Kind = kind == .any
+        let node: TypedExpr.Kind =
+            kind == .any
             ? .any(path, variable: variable.name, predicate: bound)
             : .all(path, variable: variable.name, predicate: bound)
         return TypedExpr(node, type: TypedExpr.boolean, at: at)

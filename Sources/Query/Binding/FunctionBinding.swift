@@ -96,14 +96,16 @@ extension ExpressionBinder {
         let count = signature.args.count
         guard syntax.count <= count, syntax.count >= count - signature.optional else {
             let expected = signature.optional == 0 ? "\(count)" : "\(count - signature.optional) or \(count)"
-            throw error("function '\(lower)' takes \(expected) argument\(count == 1 ? "" : "s"), not \(syntax.count)", at: at)
+            throw error(
+                "function '\(lower)' takes \(expected) argument\(count == 1 ? "" : "s"), not \(syntax.count)", at: at)
         }
         var args: [TypedExpr] = []
         for (i, arg) in syntax.enumerated() {
             let typed = try bindOperand(arg, expecting: signature.args[i].aliasType)
             if let type = typed.type {
                 guard let p = type.primitive, signature.args[i].accepts(p) else {
-                    throw error("argument \(i + 1) of '\(lower)' must be \(signature.args[i]), not \(type)", at: typed.position)
+                    throw error(
+                        "argument \(i + 1) of '\(lower)' must be \(signature.args[i]), not \(type)", at: typed.position)
                 }
             }
             args.append(typed)

@@ -2,8 +2,10 @@ import Storage
 
 /// Type checking of comparison, arithmetic, `has`, `in` and negation.
 extension ExpressionBinder {
-    func bindBinary(_ op: BinaryOperator, _ lhs: TypedExpr, _ rhs: TypedExpr, rhs syntax: Expr,
-                    at: Int) throws(QueryError) -> TypedExpr {
+    func bindBinary(
+        _ op: BinaryOperator, _ lhs: TypedExpr, _ rhs: TypedExpr, rhs syntax: Expr,
+        at: Int
+    ) throws(QueryError) -> TypedExpr {
         switch op {
         case .eq, .ne, .gt, .ge, .lt, .le:
             let cmp = ComparisonOperator(rawValue: op.rawValue)!
@@ -21,8 +23,9 @@ extension ExpressionBinder {
                 throw error("'has' requires an enum operand, not \(lhs.type?.description ?? "null")", at: at)
             }
             guard case .literal(let value) = rhs.kind,
-                  let converted = TypeRules.convertLiteral(value, from: rhs.type, to: .enumeration(name), schema: schema),
-                  case .enumMember(let bits) = converted else {
+                let converted = TypeRules.convertLiteral(value, from: rhs.type, to: .enumeration(name), schema: schema),
+                case .enumMember(let bits) = converted
+            else {
                 throw error("'has' requires a member of \(e.qualifiedName)", at: rhs.position)
             }
             return TypedExpr(.has(lhs, bits), type: TypedExpr.boolean, at: at)
@@ -57,7 +60,9 @@ extension ExpressionBinder {
         guard let lt = l.type, let rt = r.type else { return (l, r) }
         try requireComparable(lt, rt, at: at)
         if lt == rt { return (l, r) }
-        if let lp = lt.primitive, let rp = rt.primitive, TypeRules.numericClass(lp) != nil, TypeRules.numericClass(rp) != nil {
+        if let lp = lt.primitive, let rp = rt.primitive, TypeRules.numericClass(lp) != nil,
+            TypeRules.numericClass(rp) != nil
+        {
             let (a, b, _) = numericPair(l, r, widenOnly: false)
             return (a, b)
         }
@@ -80,7 +85,8 @@ extension ExpressionBinder {
             let target = isLiteral(l) ? rp : lp
             let source = isLiteral(l) ? lp : rp
             if case .literal(let v) = lit.kind, !widenOnly || TypeRules.promote(source, target) == target,
-               let c = TypeRules.convertNumeric(v, to: target) {
+                let c = TypeRules.convertNumeric(v, to: target)
+            {
                 let converted = TypedExpr(.literal(c), type: .primitive(target), at: lit.position)
                 return isLiteral(l) ? (converted, other, target) : (other, converted, target)
             }
@@ -99,14 +105,19 @@ extension ExpressionBinder {
         return TypedExpr(.convert(e), type: .primitive(t), at: e.position)
     }
 
-    private func arithmetic(_ op: ArithmeticOperator, _ l: TypedExpr, _ r: TypedExpr, at: Int) throws(QueryError) -> TypedExpr {
+    private func arithmetic(
+        _ op: ArithmeticOperator, _ l: TypedExpr, _ r: TypedExpr, at: Int
+    ) throws(QueryError) -> TypedExpr {
         func fail() -> QueryError {
-            error("operator '\(op.rawValue)' cannot be applied to \(l.type?.description ?? "null") and \(r.type?.description ?? "null")", at: at)
+            error(
+                "operator '\(op.rawValue)' cannot be applied to \(l.type?.description ?? "null") and \(r.type?.description ?? "null")",
+                at: at)
         }
         let lp = l.type?.primitive, rp = r.type?.primitive
         if l.type == nil || r.type == nil {
             guard let known = l.type ?? r.type else { return TypedExpr(.arithmetic(op, l, r), type: nil, at: at) }
-            guard let p = known.primitive, TypeRules.numericClass(p) != nil || [.duration, .date, .dateTimeOffset, .dateTime].contains(p)
+            guard let p = known.primitive,
+                TypeRules.numericClass(p) != nil || [.duration, .date, .dateTimeOffset, .dateTime].contains(p)
             else { throw fail() }
             return TypedExpr(.arithmetic(op, l, r), type: known, at: at)
         }
@@ -147,9 +158,12 @@ extension ExpressionBinder {
         if case .literal(let v) = operand.kind {
             switch v {
             case .int(let i) where i != .min: return TypedExpr(.literal(.int(-i)), type: type, at: at)
-            case .decimal(let d): return TypedExpr(.literal(.decimal(EDMDecimal(significand: -d.significand, scale: d.scale))), type: type, at: at)
+            case .decimal(let d):
+                return TypedExpr(
+                    .literal(.decimal(EDMDecimal(significand: -d.significand, scale: d.scale))), type: type, at: at)
             case .double(let d): return TypedExpr(.literal(.double(-d)), type: type, at: at)
-            case .duration(let d) where d.ticks != .min: return TypedExpr(.literal(.duration(EDMDuration(ticks: -d.ticks))), type: type, at: at)
+            case .duration(let d) where d.ticks != .min:
+                return TypedExpr(.literal(.duration(EDMDuration(ticks: -d.ticks))), type: type, at: at)
             default: break
             }
         }
@@ -160,7 +174,9 @@ extension ExpressionBinder {
         guard let type = operand.type else { throw error("left operand of 'in' cannot be null", at: operand.position) }
         var values: [Value] = []
         for item in list {
-            guard case .literal(let literal) = item.kind else { throw error("expected a literal in list", at: item.position) }
+            guard case .literal(let literal) = item.kind else {
+                throw error("expected a literal in list", at: item.position)
+            }
             let typed = try bindLiteral(literal, at: item.position)
             guard case .literal(let v) = typed.kind else { continue }
             if let t = typed.type { try requireComparable(type, t, at: item.position) }

@@ -3,7 +3,9 @@ import Storage
 /// Binding of `$filter`, `$orderby`, `$select` and `$expand` (also nested in `$expand`).
 extension Binder {
     /// Options nested in `$expand` report errors as `$expand` (their columns are within its text).
-    func bindOptions(_ options: QueryOptions, type: EntityType, set: String, nestedIn: String?) throws(QueryError) -> BoundOptions {
+    func bindOptions(
+        _ options: QueryOptions, type: EntityType, set: String, nestedIn: String?
+    ) throws(QueryError) -> BoundOptions {
         var out = BoundOptions()
         if let filter = options.filter {
             var binder = expressionBinder(option: nestedIn ?? "$filter", entityType: type, entitySet: set)
@@ -17,7 +19,9 @@ extension Binder {
             case .primitive(let p)? where p != .json: break
             case .enumeration?: break
             default:
-                throw QueryError("cannot order by a value of type \(e.type?.description ?? "null")", option: option, column: e.position)
+                throw QueryError(
+                    "cannot order by a value of type \(e.type?.description ?? "null")", option: option,
+                    column: e.position)
             }
             out.orderBy.append(BoundOrderBy(expression: e, descending: item.descending))
         }
@@ -34,40 +38,57 @@ extension Binder {
 
     // MARK: $expand
 
-    private func bindExpand(_ items: [ExpandItem], type: EntityType, set: String, option: String) throws(QueryError) -> [BoundExpand] {
+    private func bindExpand(
+        _ items: [ExpandItem], type: EntityType, set: String, option: String
+    ) throws(QueryError) -> [BoundExpand] {
         var result: [BoundExpand] = []
         for item in items {
             if item.path.count == 1, item.path[0].name == "*" {
                 for nav in type.navigationProperties {
-                    try merge(try expandChain([PathSegment(nav.name, at: item.path[0].position)][...], options: item.options,
-                                              type: type, set: set, option: option), into: &result, option: option)
+                    try merge(
+                        try expandChain(
+                            [PathSegment(nav.name, at: item.path[0].position)][...], options: item.options,
+                            type: type, set: set, option: option), into: &result, option: option)
                 }
                 continue
             }
-            try merge(try expandChain(item.path[...], options: item.options, type: type, set: set, option: option),
-                      into: &result, option: option)
+            try merge(
+                try expandChain(item.path[...], options: item.options, type: type, set: set, option: option),
+                into: &result, option: option)
         }
         return result
     }
 
     /// `A/B/C` (V2) as A expanding B expanding C; the options belong to the last segment.
-    private func expandChain(_ path: ArraySlice<PathSegment>, options: QueryOptions, type: EntityType, set: String,
-                             option: String) throws(QueryError) -> BoundExpand {
-        guard let segment = path.first else { throw QueryError("expected a navigation property", option: option, column: nil) }
+    private func expandChain(
+        _ path: ArraySlice<PathSegment>, options: QueryOptions, type: EntityType, set: String,
+        option: String
+    ) throws(QueryError) -> BoundExpand {
+        guard let segment = path.first else {
+            throw QueryError("expected a navigation property", option: option, column: nil)
+        }
         guard let nav = type.navigationProperty(segment.name) else {
-            let message: QueryError.Message = type.property(segment.name) != nil ? "'\(segment.name)' is not a navigation property"
-                : segment.name == "*" ? "'*' must stand alone in $expand" : "unknown navigation property '\(segment.name)'"
+            let message: QueryError.Message =
+                type.property(segment.name) != nil
+                ? "'\(segment.name)' is not a navigation property"
+                : segment.name == "*"
+                    ? "'*' must stand alone in $expand" : "unknown navigation property '\(segment.name)'"
             throw QueryError(message, option: option, column: segment.position)
         }
-        guard let target = schema.entityTypes[nav.targetType], let targetSet = schema.targetSet(of: nav, from: set) else {
-            throw QueryError("no entity set for navigation property '\(nav.name)'", option: option, column: segment.position)
+        guard let target = schema.entityTypes[nav.targetType], let targetSet = schema.targetSet(of: nav, from: set)
+        else {
+            throw QueryError(
+                "no entity set for navigation property '\(nav.name)'", option: option, column: segment.position)
         }
-        var expand = BoundExpand(navigation: nav, entitySet: targetSet, entityType: target.qualifiedName,
-                                 options: BoundOptions(), position: segment.position)
+        var expand = BoundExpand(
+            navigation: nav, entitySet: targetSet, entityType: target.qualifiedName,
+            options: BoundOptions(), position: segment.position)
         if path.count == 1 {
             expand.options = try bindOptions(options, type: target, set: targetSet, nestedIn: option)
         } else {
-            expand.options.expand = [try expandChain(path.dropFirst(), options: options, type: target, set: targetSet, option: option)]
+            expand.options.expand = [
+                try expandChain(path.dropFirst(), options: options, type: target, set: targetSet, option: option)
+            ]
         }
         return expand
     }
@@ -82,7 +103,8 @@ extension Binder {
         var children = e.options.expand
         if e.options.hasOwnOptions {
             guard !existing.options.hasOwnOptions else {
-                throw QueryError("'\(e.navigation.name)' is expanded more than once", option: option, column: e.position)
+                throw QueryError(
+                    "'\(e.navigation.name)' is expanded more than once", option: option, column: e.position)
             }
             children = existing.options.expand
             existing.options = e.options
@@ -94,15 +116,21 @@ extension Binder {
     // MARK: $select
 
     /// Applies select paths; V2 `Nav/Prop` paths go to the expansion of `Nav` (which must exist).
-    private func applySelect(_ paths: [ArraySlice<PathSegment>], to options: inout BoundOptions, type: EntityType,
-                             option: String) throws(QueryError) {
+    private func applySelect(
+        _ paths: [ArraySlice<PathSegment>], to options: inout BoundOptions, type: EntityType,
+        option: String
+    ) throws(QueryError) {
         var select = options.select ?? BoundSelect()
         var star = false
         var nested: [(index: Int, paths: [ArraySlice<PathSegment>])] = []
         for path in paths {
-            guard let first = path.first else { throw QueryError("expected a property name", option: option, column: nil) }
+            guard let first = path.first else {
+                throw QueryError("expected a property name", option: option, column: nil)
+            }
             if first.name == "*" {
-                guard path.count == 1 else { throw QueryError("unexpected '/' after '*'", option: option, column: first.position) }
+                guard path.count == 1 else {
+                    throw QueryError("unexpected '/' after '*'", option: option, column: first.position)
+                }
                 star = true
             } else if let p = type.property(first.name) {
                 // Once each: the writer walks the selection for every entity, so a repeated item
@@ -113,7 +141,9 @@ extension Binder {
                 if !select.navigations.contains(nav.name) { select.navigations.append(nav.name) }
                 guard path.count > 1 else { continue }
                 guard let index = options.expand.firstIndex(where: { $0.navigation.name == nav.name }) else {
-                    throw QueryError("'\(nav.name)' must be expanded to select its properties", option: option, column: first.position)
+                    throw QueryError(
+                        "'\(nav.name)' must be expanded to select its properties", option: option,
+                        column: first.position)
                 }
                 if let k = nested.firstIndex(where: { $0.index == index }) {
                     nested[k].paths.append(path.dropFirst())
@@ -121,8 +151,10 @@ extension Binder {
                     nested.append((index, [path.dropFirst()]))
                 }
             } else {
-                throw QueryError(first.name.contains(".") ? "type cast '\(first.name)' is not supported" : "unknown property '\(first.name)'",
-                                 option: option, column: first.position)
+                throw QueryError(
+                    first.name.contains(".")
+                        ? "type cast '\(first.name)' is not supported" : "unknown property '\(first.name)'",
+                    option: option, column: first.position)
             }
         }
         for (index, group) in nested {
@@ -133,12 +165,15 @@ extension Binder {
     }
 
     /// `Address/City`: a path of structural properties through complex types.
-    private func selectedProperty(_ first: Property, _ rest: ArraySlice<PathSegment>, option: String) throws(QueryError) -> PropertyPath {
+    private func selectedProperty(
+        _ first: Property, _ rest: ArraySlice<PathSegment>, option: String
+    ) throws(QueryError) -> PropertyPath {
         var steps: [PathStep] = [.property(first)]
         var type = first.type
         for segment in rest {
             guard case .complex(let name) = type, let complex = schema.complexTypes[name],
-                  let p = complex.property(segment.name) else {
+                let p = complex.property(segment.name)
+            else {
                 throw QueryError("unknown property '\(segment.name)'", option: option, column: segment.position)
             }
             steps.append(.property(p))

@@ -38,7 +38,10 @@ package struct PreparedStatement: Sendable {
     }
     let pointRead: PointRead?
 
-    init(url: String, schema: Schema, template: BoundQuery, parameters: [String: TypeRef], keySlots: [(Int, Int, String)], inOptions: Bool) {
+    init(
+        url: String, schema: Schema, template: BoundQuery, parameters: [String: TypeRef],
+        keySlots: [(Int, Int, String)], inOptions: Bool
+    ) {
         self.url = url
         self.schema = schema
         self.template = template
@@ -48,10 +51,12 @@ package struct PreparedStatement: Sendable {
         var others = template.options
         others.select = nil
         if template.path.segments.count == 1, !template.path.isCount, let segment = template.path.segments.first,
-           segment.isSingle, segment.navigation == nil, let key = segment.key, others == BoundOptions(), !inOptions {
-            pointRead = PointRead(entitySet: segment.entitySet, key: key.map(\.value), select: template.options.select,
-                                  // In alias order, as `bind` converts: the first bad value is the same one.
-                                  slots: keySlots.sorted { $0.2 < $1.2 }.map { (component: $0.1, alias: $0.2, type: parameters[$0.2]!) })
+            segment.isSingle, segment.navigation == nil, let key = segment.key, others == BoundOptions(), !inOptions
+        {
+            pointRead = PointRead(
+                entitySet: segment.entitySet, key: key.map(\.value), select: template.options.select,
+                // In alias order, as `bind` converts: the first bad value is the same one.
+                slots: keySlots.sorted { $0.2 < $1.2 }.map { (component: $0.1, alias: $0.2, type: parameters[$0.2]!) })
         } else {
             pointRead = nil
         }
@@ -70,7 +75,8 @@ package struct PreparedStatement: Sendable {
         // Every value named an alias of the key, or one did not: then `bind`'s error for it, first.
         if found != values.count { try checkNames(values) }
         for slot in read.slots {
-            key[slot.component] = try Self.convert(key[slot.component], to: slot.type, alias: slot.alias, schema: schema)
+            key[slot.component] = try Self.convert(
+                key[slot.component], to: slot.type, alias: slot.alias, schema: schema)
         }
         // The first null in key order, as `bind` finds it.
         if let i = key.firstIndex(where: \.isNull), let slot = read.slots.first(where: { $0.component == i }) {
@@ -83,7 +89,9 @@ package struct PreparedStatement: Sendable {
     func checkNames(_ values: [String: Value]) throws(QueryError) {
         for name in values.keys where parameters[name] == nil {
             let known = parameters.keys.sorted().map { "@" + $0 }.joined(separator: ", ")
-            throw QueryError("the query has no alias '@\(name)' (it has \(known.isEmpty ? "none" : known))", option: "@" + name, column: nil)
+            throw QueryError(
+                "the query has no alias '@\(name)' (it has \(known.isEmpty ? "none" : known))", option: "@" + name,
+                column: nil)
         }
     }
 
@@ -128,7 +136,9 @@ package struct PreparedStatement: Sendable {
         case .null, .json, .complex, .collection: source = nil
         }
         guard let source, let result = TypeRules.convertLiteral(value, from: source, to: type, schema: schema) else {
-            throw QueryError("value \(Literal.format(value, nil)) does not fit the alias's type \(type)", option: "@" + alias, column: nil)
+            throw QueryError(
+                "value \(Literal.format(value, nil)) does not fit the alias's type \(type)", option: "@" + alias,
+                column: nil)
         }
         return result
     }
@@ -136,7 +146,9 @@ package struct PreparedStatement: Sendable {
     static func substitute(_ options: BoundOptions, _ values: [String: Value]) -> BoundOptions {
         var out = options
         out.filter = options.filter.map { substitute($0, values) }
-        out.orderBy = options.orderBy.map { BoundOrderBy(expression: substitute($0.expression, values), descending: $0.descending) }
+        out.orderBy = options.orderBy.map {
+            BoundOrderBy(expression: substitute($0.expression, values), descending: $0.descending)
+        }
         out.expand = options.expand.map { e in
             var e = e
             e.options = substitute(e.options, values)
@@ -162,7 +174,9 @@ package struct PreparedStatement: Sendable {
             if op == .eq || op == .ne {
                 let other: TypedExpr? = value(a)?.isNull == true ? b : value(b)?.isNull == true ? a : nil
                 if let other {
-                    if value(other)?.isNull == true { return TypedExpr(.literal(.bool(op == .eq)), type: TypedExpr.boolean, at: e.position) }
+                    if value(other)?.isNull == true {
+                        return TypedExpr(.literal(.bool(op == .eq)), type: TypedExpr.boolean, at: e.position)
+                    }
                     let test = TypedExpr(.isNull(substitute(other, values)), type: TypedExpr.boolean, at: e.position)
                     return op == .eq ? test : TypedExpr(.not(test), type: TypedExpr.boolean, at: e.position)
                 }
@@ -172,13 +186,15 @@ package struct PreparedStatement: Sendable {
         case .and(let xs): return rebuilt(.and(xs.map { substitute($0, values) }))
         case .or(let xs): return rebuilt(.or(xs.map { substitute($0, values) }))
         case .not(let x): return rebuilt(.not(substitute(x, values)))
-        case .arithmetic(let op, let a, let b): return rebuilt(.arithmetic(op, substitute(a, values), substitute(b, values)))
+        case .arithmetic(let op, let a, let b):
+            return rebuilt(.arithmetic(op, substitute(a, values), substitute(b, values)))
         case .negate(let x): return rebuilt(.negate(substitute(x, values)))
         case .convert(let x): return rebuilt(.convert(substitute(x, values)))
         case .function(let name, let args): return rebuilt(.function(name, args.map { substitute($0, values) }))
         case .any(let path, let variable, let predicate):
             return rebuilt(.any(path, variable: variable, predicate: predicate.map { substitute($0, values) }))
-        case .all(let path, let variable, let predicate): return rebuilt(.all(path, variable: variable, predicate: substitute(predicate, values)))
+        case .all(let path, let variable, let predicate):
+            return rebuilt(.all(path, variable: variable, predicate: substitute(predicate, values)))
         case .in(let x, let list): return rebuilt(.in(substitute(x, values), list))
         case .has(let x, let bits): return rebuilt(.has(substitute(x, values), bits))
         }
@@ -187,19 +203,23 @@ package struct PreparedStatement: Sendable {
     /// Each placeholder in `e` with its type, in tree order.
     static func placeholders(in e: TypedExpr, into found: inout [(String, TypeRef?, Int)]) {
         switch e.kind {
-        case .literal(let v): if let name = ExpressionBinder.placeholderName(v) { found.append((name, e.type, e.position)) }
+        case .literal(let v):
+            if let name = ExpressionBinder.placeholderName(v) { found.append((name, e.type, e.position)) }
         case .property, .count: break
         case .compare(_, let a, let b), .arithmetic(_, let a, let b):
             placeholders(in: a, into: &found)
             placeholders(in: b, into: &found)
-        case .isNull(let x), .not(let x), .negate(let x), .convert(let x), .has(let x, _), .in(let x, _): placeholders(in: x, into: &found)
+        case .isNull(let x), .not(let x), .negate(let x), .convert(let x), .has(let x, _), .in(let x, _):
+            placeholders(in: x, into: &found)
         case .and(let xs), .or(let xs), .function(_, let xs): for x in xs { placeholders(in: x, into: &found) }
         case .any(_, _, let p): if let p { placeholders(in: p, into: &found) }
         case .all(_, _, let p): placeholders(in: p, into: &found)
         }
     }
 
-    static func placeholders(in options: BoundOptions, option: String?, into found: inout [(String, TypeRef?, Int, String)]) {
+    static func placeholders(
+        in options: BoundOptions, option: String?, into found: inout [(String, TypeRef?, Int, String)]
+    ) {
         var exprs: [(TypedExpr, String)] = options.filter.map { [($0, option ?? "$filter")] } ?? []
         exprs += options.orderBy.map { ($0.expression, option ?? "$orderby") }
         for (e, name) in exprs {
@@ -224,7 +244,9 @@ extension Binder {
         let template = try binder.bindAll(parsed)
         var parameters: [String: TypeRef] = [:]
         func add(_ name: String, _ type: TypeRef?, option: String?, at column: Int?) throws(QueryError) {
-            guard let type else { throw QueryError("cannot tell the type of alias '@\(name)'", option: option, column: column) }
+            guard let type else {
+                throw QueryError("cannot tell the type of alias '@\(name)'", option: option, column: column)
+            }
             if let known = parameters[name], known != type {
                 throw QueryError("alias '@\(name)' is used as \(known) and as \(type)", option: option, column: column)
             }
@@ -242,6 +264,8 @@ extension Binder {
         var found: [(String, TypeRef?, Int, String)] = []
         PreparedStatement.placeholders(in: template.options, option: nil, into: &found)
         for (name, type, column, option) in found { try add(name, type, option: option, at: column) }
-        return PreparedStatement(url: url, schema: schema, template: template, parameters: parameters, keySlots: keySlots, inOptions: !found.isEmpty)
+        return PreparedStatement(
+            url: url, schema: schema, template: template, parameters: parameters, keySlots: keySlots,
+            inOptions: !found.isEmpty)
     }
 }

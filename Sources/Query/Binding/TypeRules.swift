@@ -55,7 +55,9 @@ enum TypeRules {
         case (.decimal, .decimal): return value
         case (.decimal(let d), .floating): return .double(d.doubleValue)
         case (.double(let x), .integer):
-            guard x.isFinite, x.rounded() == x, let i = Int64(exactly: x), target.integerRange!.contains(i) else { return nil }
+            guard x.isFinite, x.rounded() == x, let i = Int64(exactly: x), target.integerRange!.contains(i) else {
+                return nil
+            }
             return .int(i)
         case (.double(let x), .decimal):
             guard x.isFinite, let d = EDMDecimal("\(x)") else { return nil }

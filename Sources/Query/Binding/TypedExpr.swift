@@ -86,7 +86,9 @@ package struct TypedExpr: Sendable, Hashable, CustomStringConvertible {
             let target = name == "cast" ? [type?.description ?? "null"] : []
             return "(" + ([name] + args.map(\.description) + target).joined(separator: " ") + ")"
         case .any(let path, let variable, let predicate):
-            return "(" + (["any", path.description] + [variable, predicate?.description].compactMap { $0 }).joined(separator: " ") + ")"
+            return "("
+                + (["any", path.description] + [variable, predicate?.description].compactMap { $0 }).joined(
+                    separator: " ") + ")"
         case .all(let path, let variable, let predicate): return "(all \(path) \(variable) \(predicate))"
         case .in(let x, let values):
             return "(in \(x) (" + values.map { Self.format($0, x.type) }.joined(separator: " ") + "))"

@@ -22,9 +22,11 @@ package enum AccessPath: CustomStringConvertible {
         case .key(let k): return "point read by key (\(list(k)))"
         case .keys(let ks): return "\(ks.count) point reads by key"
         case .keyRange(let p, let r, let rev):
-            return "key range scan" + (p.isEmpty ? "" : " with key prefix (\(list(p)))") + (r.map { ", \($0)" } ?? "") + (rev ? ", reversed" : "")
+            return "key range scan" + (p.isEmpty ? "" : " with key prefix (\(list(p)))") + (r.map { ", \($0)" } ?? "")
+                + (rev ? ", reversed" : "")
         case .index(let i, let p, let r):
-            return "index scan on '\(i.definition.name)'" + (p.isEmpty ? "" : " equal to (\(list(p)))") + (r.map { ", \($0)" } ?? "")
+            return "index scan on '\(i.definition.name)'" + (p.isEmpty ? "" : " equal to (\(list(p)))")
+                + (r.map { ", \($0)" } ?? "")
         case .indexIn(let i, let p, let vs):
             return "\(vs.count) index probes on '\(i.definition.name)'" + (p.isEmpty ? "" : " after (\(list(p)))")
         case .fullScan(let rev): return "full scan in key order" + (rev ? ", reversed" : "")
@@ -71,8 +73,10 @@ extension AccessPath {
 
     /// Visits the candidates (primary key, row bytes) until `body` returns false. With `covering`
     /// (an index scan only), the row bytes are the index entries' carried values, not the rows.
-    static func run(_ access: AccessPath, set: EntitySetHandle, t: ReadView, covering: Bool = false,
-                    _ body: (MappedBytes, MappedBytes) throws -> Bool) throws {
+    static func run(
+        _ access: AccessPath, set: EntitySetHandle, t: ReadView, covering: Bool = false,
+        _ body: (MappedBytes, MappedBytes) throws -> Bool
+    ) throws {
         func fetch(_ pk: MappedBytes) throws -> Bool {
             guard let row = try set.row(t, key: Array(pk)) else { return true }
             return try body(pk, row)
@@ -96,7 +100,8 @@ extension AccessPath {
             try set.scanEntities(t, lower: l, upper: u, reverse: reverse, body)
         case .index(let index, let prefix, let range):
             let p = try index.encodeTuple(prefix)
-            let desc = prefix.count < index.definition.components.count && index.definition.components[prefix.count].descending
+            let desc =
+                prefix.count < index.definition.components.count && index.definition.components[prefix.count].descending
             let (l, u) = try bounds(prefix: p, descending: desc, range)
             if covering {
                 try set.scanIndexEntries(t, index, lower: l, upper: u) { _, pk, carried in try body(pk, carried) }
@@ -104,7 +109,9 @@ extension AccessPath {
                 try set.scanIndex(t, index, lower: l, upper: u) { _, pk in try fetch(pk) }
             }
         case .indexIn(let index, let prefix, let values):
-            let tuples = try Set(values.map { try index.encodeTuple(prefix + [$0]) }).sorted { $0.lexicographicallyPrecedes($1) }
+            let tuples = try Set(values.map { try index.encodeTuple(prefix + [$0]) }).sorted {
+                $0.lexicographicallyPrecedes($1)
+            }
             var go = true
             for tuple in tuples where go {
                 try set.scanIndexEntries(t, index, lower: (tuple, true), upper: (tuple, true)) { _, pk, carried in
@@ -117,11 +124,15 @@ extension AccessPath {
         }
     }
 
-    static func bounds(prefix p: [UInt8], descending: Bool, _ range: ComponentRange?) throws
-        -> (lower: (bytes: [UInt8], inclusive: Bool), upper: (bytes: [UInt8], inclusive: Bool)) {
+    static func bounds(
+        prefix p: [UInt8], descending: Bool, _ range: ComponentRange?
+    ) throws
+        -> (lower: (bytes: [UInt8], inclusive: Bool), upper: (bytes: [UInt8], inclusive: Bool))
+    {
         switch range {
         case nil: return ((p, true), (p, true))
-        case .bounds(let l, let u)?: return try EntitySetHandle.byteBounds(prefix: p, descending: descending, lower: l, upper: u)
+        case .bounds(let l, let u)?:
+            return try EntitySetHandle.byteBounds(prefix: p, descending: descending, lower: l, upper: u)
         case .stringPrefix(let s)?:
             let b = EntitySetHandle.stringPrefixBytes(prefix: p, descending: descending, s)
             return ((b, true), (b, true))

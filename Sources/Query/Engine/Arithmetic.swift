@@ -68,7 +68,8 @@ enum Arithmetic {
             case .mod: return .double(x.truncatingRemainder(dividingBy: y))
             }
         case (.dateTimeOffset(let d), .duration(let u)) where op == .add || op == .sub:
-            let (t, o) = op == .add ? d.ticks.addingReportingOverflow(u.ticks) : d.ticks.subtractingReportingOverflow(u.ticks)
+            let (t, o) =
+                op == .add ? d.ticks.addingReportingOverflow(u.ticks) : d.ticks.subtractingReportingOverflow(u.ticks)
             guard !o, TemporalRange.ticks.contains(t) else { return .null }
             return .dateTimeOffset(EDMDateTimeOffset(ticks: t, offsetMinutes: d.offsetMinutes))
         case (.dateTimeOffset(let x), .dateTimeOffset(let y)) where op == .sub:
@@ -78,17 +79,21 @@ enum Arithmetic {
             // As the spec says: the date at midnight, plus the duration, then the date part of that
             // (so a date minus a positive duration shorter than a day is the day before).
             guard let midnight = TemporalRange.ticks(ofDays: Int64(d.days)) else { return .null }
-            let (t, o) = op == .add ? midnight.addingReportingOverflow(u.ticks) : midnight.subtractingReportingOverflow(u.ticks)
+            let (t, o) =
+                op == .add ? midnight.addingReportingOverflow(u.ticks) : midnight.subtractingReportingOverflow(u.ticks)
             guard !o else { return .null }
             let days = TemporalRange.days(ofTicks: t)
             guard TemporalRange.days.contains(days), let d32 = Int32(exactly: days) else { return .null }
             return .date(EDMDate(days: d32))
         case (.date(let x), .date(let y)) where op == .sub:
-            guard let tx = TemporalRange.ticks(ofDays: Int64(x.days)), let ty = TemporalRange.ticks(ofDays: Int64(y.days)) else { return .null }
+            guard let tx = TemporalRange.ticks(ofDays: Int64(x.days)),
+                let ty = TemporalRange.ticks(ofDays: Int64(y.days))
+            else { return .null }
             let (t, o) = tx.subtractingReportingOverflow(ty)
             return o ? .null : .duration(EDMDuration(ticks: t))
         case (.duration(let x), .duration(let y)) where op == .add || op == .sub:
-            let (t, o) = op == .add ? x.ticks.addingReportingOverflow(y.ticks) : x.ticks.subtractingReportingOverflow(y.ticks)
+            let (t, o) =
+                op == .add ? x.ticks.addingReportingOverflow(y.ticks) : x.ticks.subtractingReportingOverflow(y.ticks)
             return o ? .null : .duration(EDMDuration(ticks: t))
         default: break
         }
@@ -133,7 +138,8 @@ enum Arithmetic {
         case (.int(let x), .double?), (.int(let x), .single?): return .double(Double(x))
         case (.decimal(let x), .double?), (.decimal(let x), .single?): return .double(x.doubleValue)
         case (.date(let d), .dateTimeOffset?):
-            return TemporalRange.ticks(ofDays: Int64(d.days)).map { .dateTimeOffset(EDMDateTimeOffset(ticks: $0)) } ?? .null
+            return TemporalRange.ticks(ofDays: Int64(d.days)).map { .dateTimeOffset(EDMDateTimeOffset(ticks: $0)) }
+                ?? .null
         default: return v
         }
     }
@@ -142,7 +148,8 @@ enum Arithmetic {
 /// The dates and instants the engine computes with: years -9999 to 9999, the ones `Edm.Date` and
 /// `Edm.DateTimeOffset` literals and payloads can be written as. An arithmetic result outside is null.
 enum TemporalRange {
-    static let days = Int64(daysFromCivil(year: -9999, month: 1, day: 1))...Int64(daysFromCivil(year: 9999, month: 12, day: 31))
+    static let days =
+        Int64(daysFromCivil(year: -9999, month: 1, day: 1))...Int64(daysFromCivil(year: 9999, month: 12, day: 31))
     static let ticks = days.lowerBound * ticksPerDay...(days.upperBound + 1) * ticksPerDay - 1
 
     /// Midnight UTC of a day count, or nil when that does not fit in ticks.

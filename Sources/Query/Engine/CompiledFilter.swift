@@ -101,7 +101,9 @@ final class CompiledFilter {
             case .compare(let op, let a, let b):
                 if let n = compare(op, a, b, e) { compiled += 1; return n }
             case .in(let x, let values):
-                if !values.isEmpty, !values.contains(where: \.isNull), let n = membership(x, values, e) { compiled += 1; return n }
+                if !values.isEmpty, !values.contains(where: \.isNull), let n = membership(x, values, e) {
+                    compiled += 1; return n
+                }
             default:
                 break
             }
@@ -112,7 +114,9 @@ final class CompiledFilter {
         mutating func interpret(_ e: TypedExpr, counted: Bool = true) -> Node {
             if counted { interpreted += 1 }
             let evaluator = self.evaluator, set = self.set
-            return { r, pk in CompiledFilter.truth(try evaluator.evaluate(e, EntityRef(set: set, view: r, primaryKey: pk))) }
+            return { r, pk in
+                CompiledFilter.truth(try evaluator.evaluate(e, EntityRef(set: set, view: r, primaryKey: pk)))
+            }
         }
 
         /// Three-valued `and` (`deciding` .no) or `or` (.yes), as `ExpressionEvaluator.threeValued`,
@@ -148,8 +152,9 @@ final class CompiledFilter {
         /// `P` of the entity being filtered: its row position and type.
         func simpleProperty(_ e: TypedExpr) -> (Int, TypeRef)? {
             guard case .property(let path) = e.kind, path.variable == nil, path.steps.count == 1,
-                  case .property(let p) = path.steps[0], let i = set.position(of: p.name),
-                  set.type.properties[i].type == p.type else { return nil }
+                case .property(let p) = path.steps[0], let i = set.position(of: p.name),
+                set.type.properties[i].type == p.type
+            else { return nil }
             return (i, p.type)
         }
 
@@ -157,8 +162,9 @@ final class CompiledFilter {
         func operand(_ e: TypedExpr) -> (position: Int, stored: TypeRef, promotedTo: EDMPrimitive?)? {
             if let (i, t) = simpleProperty(e) { return (i, t, nil) }
             guard case .convert(let inner) = e.kind, let target = e.type?.primitive,
-                  target == .decimal || target == .double,
-                  let (i, t) = simpleProperty(inner), let p = t.primitive, p.isInteger else { return nil }
+                target == .decimal || target == .double,
+                let (i, t) = simpleProperty(inner), let p = t.primitive, p.isInteger
+            else { return nil }
             return (i, t, target)
         }
 
@@ -179,7 +185,9 @@ final class CompiledFilter {
                 }
             }
             guard case .literal(let value) = lit.kind, !value.isNull, let operand = operand(p),
-                  let cmp = Self.comparator(operand.stored, promotedTo: operand.promotedTo, value, stringsAsValues: flipped) else { return nil }
+                let cmp = Self.comparator(
+                    operand.stored, promotedTo: operand.promotedTo, value, stringsAsValues: flipped)
+            else { return nil }
             let i = operand.position
             let fallback = interpret(whole, counted: false)
             // A null property: `eq` false, `ne` true, the orderings false (the literal is not null).
@@ -210,7 +218,8 @@ final class CompiledFilter {
             struct Comparator { let order: (UnsafeRawBufferPointer) -> Int? }
             var cmps: [Comparator] = []
             for v in values {
-                guard let c = Self.comparator(operand.stored, promotedTo: operand.promotedTo, v, stringsAsValues: true) else { return nil }
+                guard let c = Self.comparator(operand.stored, promotedTo: operand.promotedTo, v, stringsAsValues: true)
+                else { return nil }
                 cmps.append(Comparator(order: c))
             }
             let i = operand.position
@@ -236,8 +245,10 @@ final class CompiledFilter {
         /// which are equal when canonically equivalent (`"e\u{301}"` and `"é"`, `"\u{212A}"` and `"K"`):
         /// then bytes that differ decide only when both sides are ASCII; otherwise nil, and the
         /// interpreter decides.
-        static func comparator(_ type: TypeRef, promotedTo: EDMPrimitive?, _ literal: Value,
-                               stringsAsValues: Bool = false) -> ((UnsafeRawBufferPointer) -> Int?)? {
+        static func comparator(
+            _ type: TypeRef, promotedTo: EDMPrimitive?, _ literal: Value,
+            stringsAsValues: Bool = false
+        ) -> ((UnsafeRawBufferPointer) -> Int?)? {
             if case .enumeration = type {
                 guard promotedTo == nil, case .enumMember(let y) = literal else { return nil }
                 return { s in s.count == 8 ? order(Int64(bitPattern: load(s, 8)), y) : nil }
@@ -299,9 +310,14 @@ final class CompiledFilter {
             case (.double, .double(let y)):
                 return { s in s.count == 8 ? doubleOrder(Double(bitPattern: load(s, 8)), y) : nil }
             case (.single, .double(let y)):
-                return { s in s.count == 4 ? doubleOrder(Double(Float(bitPattern: UInt32(truncatingIfNeeded: load(s, 4)))), y) : nil }
+                return { s in
+                    s.count == 4
+                        ? doubleOrder(Double(Float(bitPattern: UInt32(truncatingIfNeeded: load(s, 4)))), y) : nil
+                }
             case (.date, .date(let y)):
-                return { s in s.count == 4 ? order(Int32(bitPattern: UInt32(truncatingIfNeeded: load(s, 4))), y.days) : nil }
+                return { s in
+                    s.count == 4 ? order(Int32(bitPattern: UInt32(truncatingIfNeeded: load(s, 4))), y.days) : nil
+                }
             case (.dateTimeOffset, .dateTimeOffset(let y)), (.dateTime, .dateTimeOffset(let y)):
                 return { s in s.count == 10 ? order(Int64(bitPattern: load(s, 8)), y.ticks) : nil }
             case (.timeOfDay, .timeOfDay(let y)), (.time, .timeOfDay(let y)):

@@ -67,7 +67,8 @@ package struct ExpressionEvaluator {
         case .function(let name, _) where name.hasPrefix("offline."):
             return .bool(try localState(name, it))
         case .function(let name, let args):
-            return try Functions.call(name, try args.map { try evaluate($0, it) }, resultType: e.type, now: now, at: e.position)
+            return try Functions.call(
+                name, try args.map { try evaluate($0, it) }, resultType: e.type, now: now, at: e.position)
         case .any(let path, let variable, let predicate):
             for element in try collection(path, it) {
                 guard let predicate, let variable else { return .bool(true) }
@@ -97,10 +98,13 @@ package struct ExpressionEvaluator {
     /// `StringProperty op 'literal'` on a row: compares the row's UTF-8 bytes with the literal's,
     /// which is ordinal order, without making a String. Nil when the shape does not apply.
     @inline(__always)
-    func compareStringOnBytes(_ op: ComparisonOperator, _ a: TypedExpr, _ b: TypedExpr, _ it: EntityRef) throws -> Value? {
+    func compareStringOnBytes(
+        _ op: ComparisonOperator, _ a: TypedExpr, _ b: TypedExpr, _ it: EntityRef
+    ) throws -> Value? {
         guard it.isRow, case .property(let path) = a.kind, path.variable == nil, path.steps.count == 1,
-              case .property(let p) = path.steps[0], case .primitive(.string) = p.type,
-              case .literal(.string(let text)) = b.kind, let i = it.set.position(of: p.name) else { return nil }
+            case .property(let p) = path.steps[0], case .primitive(.string) = p.type,
+            case .literal(.string(let text)) = b.kind, let i = it.set.position(of: p.name)
+        else { return nil }
         guard let raw = try it.rawBytes(at: i) else { return .bool(op == .ne) }  // null: only `ne` holds
         var literal = text
         let c: Int = literal.withUTF8 { l in
@@ -199,7 +203,13 @@ package struct ExpressionEvaluator {
             let last = n == path.steps.count - 1
             switch step {
             case .property(let p):
-                if let e = entity { value = try e.value(p.name); entity = nil } else if case .complex(let props) = value { value = props[p.name] ?? .null } else { return [] }
+                if let e = entity {
+                    value = try e.value(p.name); entity = nil
+                } else if case .complex(let props) = value {
+                    value = props[p.name] ?? .null
+                } else {
+                    return []
+                }
             case .navigation(let nav, let target):
                 guard let e = entity else { return [] }
                 let related = try navigator.related(e, nav, targetSet: target)

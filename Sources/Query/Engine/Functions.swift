@@ -3,7 +3,9 @@ import Storage
 /// The built-in functions of `$filter`; any null argument gives null (except `concat`, which
 /// OData also makes null). Strings count Unicode scalars, as code points.
 enum Functions {
-    static func call(_ name: String, _ args: [Value], resultType: TypeRef?, now: EDMDateTimeOffset, at position: Int) throws -> Value {
+    static func call(
+        _ name: String, _ args: [Value], resultType: TypeRef?, now: EDMDateTimeOffset, at position: Int
+    ) throws -> Value {
         switch name {
         case "now": return .dateTimeOffset(now)
         case "maxdatetime": return .dateTimeOffset(EDMDateTimeOffset("9999-12-31T23:59:59.9999999Z")!)
@@ -14,12 +16,14 @@ enum Functions {
         switch (name, args.first) {
         case ("contains", .string(let s)?): return .bool(contains(s, string(args[1])))
         case ("startswith", .string(let s)?): return .bool(s.utf8.starts(with: string(args[1]).utf8))
-        case ("endswith", .string(let s)?): return .bool(s.utf8.reversed().starts(with: string(args[1]).utf8.reversed()))
+        case ("endswith", .string(let s)?):
+            return .bool(s.utf8.reversed().starts(with: string(args[1]).utf8.reversed()))
         case ("indexof", .string(let s)?):
             let scalars = Array(s.unicodeScalars), needle = Array(string(args[1]).unicodeScalars)
             if needle.isEmpty { return .int(0) }
             if needle.count <= scalars.count {
-                for i in 0...(scalars.count - needle.count) where scalars[i..<(i + needle.count)].elementsEqual(needle) { return .int(Int64(i)) }
+                for i in 0...(scalars.count - needle.count) where scalars[i..<(i + needle.count)].elementsEqual(needle)
+                { return .int(Int64(i)) }
             }
             return .int(-1)
         case ("length", .string(let s)?): return .int(Int64(s.unicodeScalars.count))
@@ -32,7 +36,9 @@ enum Functions {
             var to = count
             if args.count > 2 {
                 guard case .int(let length) = args[2] else { return .null }
-                if length < 0 { throw QueryError("substring length must not be negative", option: "$filter", column: position) }
+                if length < 0 {
+                    throw QueryError("substring length must not be negative", option: "$filter", column: position)
+                }
                 to = from + min(length, count - from)
             }
             var out = String.UnicodeScalarView()
@@ -41,8 +47,10 @@ enum Functions {
         case ("tolower", .string(let s)?): return .string(s.lowercased())
         case ("toupper", .string(let s)?): return .string(s.uppercased())
         case ("trim", .string(let s)?):
-            return .string(String(s.unicodeScalars.drop(while: { $0.properties.isWhitespace }).reversed()
-                .drop(while: { $0.properties.isWhitespace }).reversed().map(Character.init)))
+            return .string(
+                String(
+                    s.unicodeScalars.drop(while: { $0.properties.isWhitespace }).reversed()
+                        .drop(while: { $0.properties.isWhitespace }).reversed().map(Character.init)))
         case ("concat", .string(let s)?): return .string(s + string(args[1]))
         case ("year", let v?): return civil(v).map { .int(Int64($0.year)) } ?? .null
         case ("month", let v?): return civil(v).map { .int(Int64($0.month)) } ?? .null
@@ -51,13 +59,18 @@ enum Functions {
         case ("minute", let v?): return timeTicks(v).map { .int($0 / (60 * ticksPerSecond) % 60) } ?? .null
         case ("second", let v?): return timeTicks(v).map { .int($0 / ticksPerSecond % 60) } ?? .null
         case ("fractionalseconds", let v?):
-            return timeTicks(v).map { .decimal(EDMDecimal(significand: Int128($0 % ticksPerSecond), scale: 7).normalized) } ?? .null
+            return timeTicks(v).map {
+                .decimal(EDMDecimal(significand: Int128($0 % ticksPerSecond), scale: 7).normalized)
+            } ?? .null
         case ("totaloffsetminutes", .dateTimeOffset(let d)?): return .int(Int64(d.offsetMinutes))
         case ("date", .dateTimeOffset(let d)?):
             let local = d.localTicks
-            return .date(EDMDate(days: Int32((local - (local % ticksPerDay + ticksPerDay) % ticksPerDay) / ticksPerDay)))
-        case ("time", .dateTimeOffset(let d)?): return .timeOfDay(EDMTimeOfDay(ticks: (d.localTicks % ticksPerDay + ticksPerDay) % ticksPerDay))
-        case ("totalseconds", .duration(let d)?): return .decimal(EDMDecimal(significand: Int128(d.ticks), scale: 7).normalized)
+            return .date(
+                EDMDate(days: Int32((local - (local % ticksPerDay + ticksPerDay) % ticksPerDay) / ticksPerDay)))
+        case ("time", .dateTimeOffset(let d)?):
+            return .timeOfDay(EDMTimeOfDay(ticks: (d.localTicks % ticksPerDay + ticksPerDay) % ticksPerDay))
+        case ("totalseconds", .duration(let d)?):
+            return .decimal(EDMDecimal(significand: Int128(d.ticks), scale: 7).normalized)
         case ("round", let v?): return round(v, .toNearestOrAwayFromZero)
         case ("floor", let v?): return round(v, .down)
         case ("ceiling", let v?): return round(v, .up)
@@ -119,7 +132,8 @@ enum Functions {
         case (_, .string):
             if case .string = v { return v }
             var out = ""
-            ValueJSON(schema: Schema(version: .v4, entityTypes: [:], complexTypes: [:], enumTypes: [:], entitySets: [])).write(v, type: .primitive(p), to: &out)
+            ValueJSON(schema: Schema(version: .v4, entityTypes: [:], complexTypes: [:], enumTypes: [:], entitySets: []))
+                .write(v, type: .primitive(p), to: &out)
             if out.hasPrefix("\"") { out = String(out.dropFirst().dropLast()) }
             return .string(out)
         case (.int(let x), _) where p.isInteger: return p.integerRange!.contains(x) ? v : .null
@@ -130,14 +144,21 @@ enum Functions {
             // Truncated, then in range (a negative scale, 1E+30, is not its significand).
             return TypeRules.convertNumeric(.decimal(d.rounded(.towardZero)), to: p) ?? .null
         case (.double(let d), _) where p.isInteger:
-            guard d.isFinite, let i = Int64(exactly: d.rounded(.towardZero)), p.integerRange!.contains(i) else { return .null }
+            guard d.isFinite, let i = Int64(exactly: d.rounded(.towardZero)), p.integerRange!.contains(i) else {
+                return .null
+            }
             return .int(i)
         case (.double(let d), .decimal): return EDMDecimal(String(d)).map { .decimal($0) } ?? .null
         case (.string(let s), _):
-            return (try? ValueJSON(schema: Schema(version: .v4, entityTypes: [:], complexTypes: [:], enumTypes: [:], entitySets: []))
+            return
+                (try? ValueJSON(
+                    schema: Schema(version: .v4, entityTypes: [:], complexTypes: [:], enumTypes: [:], entitySets: [])
+                )
                 .value(from: .string(s), type: .primitive(p), property: "cast")) ?? .null
         default:
-            return compareValues(v, v) != nil && Arithmetic.convert(v, to: type) != v ? Arithmetic.convert(v, to: type) : (p == .dateTimeOffset || p == .double || p == .decimal ? Arithmetic.convert(v, to: type) : v)
+            return compareValues(v, v) != nil && Arithmetic.convert(v, to: type) != v
+                ? Arithmetic.convert(v, to: type)
+                : (p == .dateTimeOffset || p == .double || p == .decimal ? Arithmetic.convert(v, to: type) : v)
         }
     }
 }

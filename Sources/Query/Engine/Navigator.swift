@@ -24,12 +24,16 @@ package struct Navigator {
         guard let equalities = try constraints(of: entity, nav) else { return [] }
         if equalities.contains(where: { $0.1.isNull }) { return [] }
         var out: [EntityRef] = []
-        try find(try store.set(targetSet), equalities) { out.append(EntityRef(set: $0.set, properties: try $0.properties())); return true }
+        try find(try store.set(targetSet), equalities) {
+            out.append(EntityRef(set: $0.set, properties: try $0.properties())); return true
+        }
         return out
     }
 
     /// Visits entities of `set` whose properties equal the given values until `body` returns false.
-    package func find(_ set: EntitySetHandle, _ equalities: [(String, Value)], _ body: (EntityRef) throws -> Bool) throws {
+    package func find(
+        _ set: EntitySetHandle, _ equalities: [(String, Value)], _ body: (EntityRef) throws -> Bool
+    ) throws {
         let access = AccessPath.forEqualities(set, equalities)
         try AccessPath.run(access, set: set, t: t) { pk, row in
             let e = try EntityRef(set: set, row: row, primaryKey: pk)

@@ -8,9 +8,12 @@ enum Paging {
     /// engine writes it in `@odata.nextLink`. 0 without a token.
     static func offset(skipToken: String?) throws(QueryError) -> Int {
         guard let token = skipToken else { return 0 }
-        guard !token.isEmpty, token.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }), let n = Int(token) else {
-            throw QueryError("invalid skip token '\(token)': expected a token from an @odata.nextLink of this store (a non-negative integer)",
-                             option: "$skiptoken", column: 1)
+        guard !token.isEmpty, token.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+            let n = Int(token)
+        else {
+            throw QueryError(
+                "invalid skip token '\(token)': expected a token from an @odata.nextLink of this store (a non-negative integer)",
+                option: "$skiptoken", column: 1)
         }
         return n
     }

@@ -16,8 +16,10 @@ extension Planner {
     /// The top-level properties a query reads from each candidate entity (the key's always
     /// included), or nil when it reads more than properties of the entity itself (all of them, a
     /// navigation, an expansion).
-    static func propertiesRead(_ set: EntitySetHandle, options: BoundOptions, equalities: [(String, Value)],
-                               reading: ResultReading) -> Set<String>? {
+    static func propertiesRead(
+        _ set: EntitySetHandle, options: BoundOptions, equalities: [(String, Value)],
+        reading: ResultReading
+    ) -> Set<String>? {
         var names = Set(set.type.key)
         names.formUnion(equalities.map(\.0))
         switch reading {
@@ -42,15 +44,19 @@ extension Planner {
             if p.variable != nil { return true }  // a lambda variable: an element, not the entity
             guard let first = p.steps.first else { return true }
             guard case .property(let prop) = first else { return false }
-            if p.steps.dropFirst().contains(where: { if case .navigation = $0 { true } else { false } }) { return false }
+            if p.steps.dropFirst().contains(where: { if case .navigation = $0 { true } else { false } }) {
+                return false
+            }
             names.insert(prop.name)
             return true
         }
         switch e.kind {
         case .literal: return true
         case .property(let p), .count(let p): return path(p)
-        case .compare(_, let a, let b), .arithmetic(_, let a, let b): return collect(a, into: &names) && collect(b, into: &names)
-        case .isNull(let x), .not(let x), .negate(let x), .convert(let x), .in(let x, _), .has(let x, _): return collect(x, into: &names)
+        case .compare(_, let a, let b), .arithmetic(_, let a, let b):
+            return collect(a, into: &names) && collect(b, into: &names)
+        case .isNull(let x), .not(let x), .negate(let x), .convert(let x), .in(let x, _), .has(let x, _):
+            return collect(x, into: &names)
         case .and(let xs), .or(let xs), .function(_, let xs): return xs.allSatisfy { collect($0, into: &names) }
         case .any(let p, _, let predicate): return path(p) && (predicate.map { collect($0, into: &names) } ?? true)
         case .all(let p, _, let predicate): return path(p) && collect(predicate, into: &names)

@@ -28,11 +28,15 @@ package struct Planner {
     /// Plans `options` over `set`, with `equalities` from the resource path. `reading` says what
     /// the caller reads of each result: when an index scan's entries carry all of it (a covering
     /// index, `INCLUDE`), the plan reads no entity row.
-    package static func plan(_ set: EntitySetHandle, options: BoundOptions, equalities: [(String, Value)] = [],
-                             reading: ResultReading = .entities) -> QueryPlan {
+    package static func plan(
+        _ set: EntitySetHandle, options: BoundOptions, equalities: [(String, Value)] = [],
+        reading: ResultReading = .entities
+    ) -> QueryPlan {
         let read = propertiesRead(set, options: options, equalities: equalities, reading: reading)
         let conjuncts = options.filter.map(flatten) ?? []
-        var sargables: [Sargable] = equalities.map { Sargable(property: $0.0, kind: .eq($0.1), conjunct: nil, exact: true) }
+        var sargables: [Sargable] = equalities.map {
+            Sargable(property: $0.0, kind: .eq($0.1), conjunct: nil, exact: true)
+        }
         for (i, c) in conjuncts.enumerated() { sargables.append(contentsOf: sargable(c, index: i, set: set)) }
 
         var best = Candidate(access: .fullScan(reverse: false), used: [], score: 0, ordered: options.orderBy.isEmpty)
@@ -42,10 +46,15 @@ package struct Planner {
             orderings.append((index, index.definition.components.map { ($0.path[0], $0.descending) }))
         }
         for (index, columns) in orderings {
-            guard let c = candidate(index: index, columns: columns, sargables: sargables, set: set, orderBy: options.orderBy) else { continue }
+            guard
+                let c = candidate(
+                    index: index, columns: columns, sargables: sargables, set: set, orderBy: options.orderBy)
+            else { continue }
             let sameOrder = c.ordered == best.ordered && c.tieGroups == best.tieGroups
-            if c.score > best.score || (c.score == best.score && c.ordered && (!best.ordered || (best.tieGroups && !c.tieGroups)))
-                || (c.score == best.score && sameOrder && covers(c.access, read) && !covers(best.access, read)) {
+            if c.score > best.score
+                || (c.score == best.score && c.ordered && (!best.ordered || (best.tieGroups && !c.tieGroups)))
+                || (c.score == best.score && sameOrder && covers(c.access, read) && !covers(best.access, read))
+            {
                 best = c
             }
         }
@@ -56,7 +65,9 @@ package struct Planner {
                 satisfies(options.orderBy, columns: columns, fixed: [], isKey: index == nil).map { (index, $0) }
             }
             let preferred = orders.filter { $0.1 != .forwardInTieGroups }
-            let covering = (preferred.isEmpty ? orders : preferred).first { o in o.0.map { covers(.index($0, prefix: [], range: nil), read) } ?? false }
+            let covering = (preferred.isEmpty ? orders : preferred).first { o in
+                o.0.map { covers(.index($0, prefix: [], range: nil), read) } ?? false
+            }
             if let (index, order) = covering ?? preferred.first ?? orders.first {
                 best.ordered = true
                 best.tieGroups = order == .forwardInTieGroups
@@ -64,15 +75,23 @@ package struct Planner {
             }
         }
         let usedConjuncts = Set(best.used.compactMap { sargables[$0].exact ? sargables[$0].conjunct : nil })
-        let usedEqualities = Set(best.used.filter { sargables[$0].conjunct == nil && sargables[$0].exact }.map { sargables[$0].property })
+        let usedEqualities = Set(
+            best.used.filter { sargables[$0].conjunct == nil && sargables[$0].exact }.map { sargables[$0].property })
         let remaining = conjuncts.enumerated().filter { !usedConjuncts.contains($0.offset) }.map(\.element)
-        let residual: TypedExpr? = remaining.isEmpty ? nil
-            : remaining.count == 1 ? remaining[0] : TypedExpr(.and(remaining), type: .primitive(.boolean), at: remaining[0].position)
+        let residual: TypedExpr? =
+            remaining.isEmpty
+            ? nil
+            : remaining.count == 1
+                ? remaining[0] : TypedExpr(.and(remaining), type: .primitive(.boolean), at: remaining[0].position)
         let skip = options.skip ?? 0
-        let sort: SortStrategy = best.ordered ? (best.tieGroups ? .streamInTieGroups : .stream) : (options.top.map { .topN(Paging.sum(skip, $0)) } ?? .sort)
-        return QueryPlan(set: set, access: best.access, residual: residual,
-                         residualEqualities: equalities.filter { !usedEqualities.contains($0.0) },
-                         orderBy: options.orderBy, sort: sort, skip: skip, top: options.top, covering: covers(best.access, read))
+        let sort: SortStrategy =
+            best.ordered
+            ? (best.tieGroups ? .streamInTieGroups : .stream)
+            : (options.top.map { .topN(Paging.sum(skip, $0)) } ?? .sort)
+        return QueryPlan(
+            set: set, access: best.access, residual: residual,
+            residualEqualities: equalities.filter { !usedEqualities.contains($0.0) },
+            orderBy: options.orderBy, sort: sort, skip: skip, top: options.top, covering: covers(best.access, read))
     }
 
     struct Candidate {
@@ -84,14 +103,18 @@ package struct Planner {
     }
 
     /// The access an ordering (the key or an index) offers for the sargable conjuncts.
-    static func candidate(index: IndexHandle?, columns: [(String, Bool)], sargables: [Sargable],
-                          set: EntitySetHandle, orderBy: [BoundOrderBy]) -> Candidate? {
+    static func candidate(
+        index: IndexHandle?, columns: [(String, Bool)], sargables: [Sargable],
+        set: EntitySetHandle, orderBy: [BoundOrderBy]
+    ) -> Candidate? {
         var prefix: [Value] = []
         var used: [Int] = []
         for (name, _) in columns {
-            guard let i = sargables.firstIndex(where: { s in
-                if s.property == name, case .eq = s.kind { return true } else { return false }
-            }), case .eq(let v) = sargables[i].kind, !(index == nil && v.isNull) else { break }
+            guard
+                let i = sargables.firstIndex(where: { s in
+                    if s.property == name, case .eq = s.kind { return true } else { return false }
+                }), case .eq(let v) = sargables[i].kind, !(index == nil && v.isNull)
+            else { break }
             prefix.append(v)
             used.append(i)
         }
@@ -129,20 +152,25 @@ package struct Planner {
             return Candidate(access: .key(prefix), used: used, score: 1000, ordered: true)
         }
         if isKey && prefix.count == columns.count - 1, let vs = inValues {
-            return Candidate(access: .keys(vs.map { prefix + [$0] }), used: used, score: 900,
-                             ordered: satisfies(orderBy, columns: columns, fixed: fixed, isKey: true) == .forward)
+            return Candidate(
+                access: .keys(vs.map { prefix + [$0] }), used: used, score: 900,
+                ordered: satisfies(orderBy, columns: columns, fixed: fixed, isKey: true) == .forward)
         }
         if let vs = inValues {
             guard let index else { return nil }
-            return Candidate(access: .indexIn(index, prefix: prefix, values: vs), used: used, score: 10 * prefix.count + 3, ordered: orderBy.isEmpty)
+            return Candidate(
+                access: .indexIn(index, prefix: prefix, values: vs), used: used, score: 10 * prefix.count + 3,
+                ordered: orderBy.isEmpty)
         }
         let score = 10 * prefix.count + (range != nil ? 5 : 0)
         if score == 0 { return nil }
         let order = satisfies(orderBy, columns: columns, fixed: fixed, isKey: isKey)
-        let access: AccessPath = index.map { .index($0, prefix: prefix, range: range) }
+        let access: AccessPath =
+            index.map { .index($0, prefix: prefix, range: range) }
             ?? .keyRange(prefix: prefix, range: range, reverse: order == .reverse)
-        return Candidate(access: access, used: used, score: score + (isKey ? 1 : 0), ordered: order != nil,
-                         tieGroups: order == .forwardInTieGroups)
+        return Candidate(
+            access: access, used: used, score: score + (isKey ? 1 : 0), ordered: order != nil,
+            tieGroups: order == .forwardInTieGroups)
     }
 
     /// How rows ordered by some columns come out in `$orderby` order.
@@ -160,12 +188,15 @@ package struct Planner {
     /// order, and how; nil if not. The key breaks ties by its further columns, which is primary-key
     /// order; an index breaks them by its further columns first, so an `$orderby` over a prefix of
     /// an index needs tie groups.
-    static func satisfies(_ orderBy: [BoundOrderBy], columns: [(String, Bool)], fixed: Set<String>, isKey: Bool) -> Order? {
+    static func satisfies(
+        _ orderBy: [BoundOrderBy], columns: [(String, Bool)], fixed: Set<String>, isKey: Bool
+    ) -> Order? {
         if orderBy.isEmpty { return .forward }
         var wanted: [(String, Bool)] = []
         for o in orderBy {
             guard case .property(let path) = o.expression.kind, path.variable == nil, path.steps.count == 1,
-                  case .property(let p) = path.steps[0] else { return nil }
+                case .property(let p) = path.steps[0]
+            else { return nil }
             if fixed.contains(p.name) { continue }
             wanted.append((p.name, o.descending))
         }
@@ -176,7 +207,9 @@ package struct Planner {
         }
         // Backwards only over every key column: then there are no ties, whose order (primary key
         // ascending everywhere else) reading backwards would reverse.
-        if isKey, wanted.count == free.count, zip(wanted, free).allSatisfy({ $0.0 == $1.0 && $0.1 != $1.1 }) { return .reverse }
+        if isKey, wanted.count == free.count, zip(wanted, free).allSatisfy({ $0.0 == $1.0 && $0.1 != $1.1 }) {
+            return .reverse
+        }
         return nil
     }
 
@@ -190,8 +223,10 @@ package struct Planner {
     static func sargable(_ e: TypedExpr, index: Int, set: EntitySetHandle) -> [Sargable] {
         func simple(_ x: TypedExpr) -> Property? {
             guard case .property(let path) = x.kind, path.variable == nil, path.steps.count == 1,
-                  case .property(let p) = path.steps[0], p.type.primitive != nil || { if case .enumeration = p.type { true } else { false } }(),
-                  p.type.primitive != .json else { return nil }
+                case .property(let p) = path.steps[0],
+                p.type.primitive != nil || { if case .enumeration = p.type { true } else { false } }(),
+                p.type.primitive != .json
+            else { return nil }
             return p
         }
         func exact(_ p: Property) -> Bool { p.type.primitive != .double && p.type.primitive != .single }
@@ -201,10 +236,12 @@ package struct Planner {
             switch (v, p.type) {
             case (.int, .primitive(let t)) where t.isInteger: return v
             case (.decimal, .primitive(.decimal)), (.string, .primitive(.string)), (.bool, .primitive(.boolean)),
-                 (.date, .primitive(.date)), (.dateTimeOffset, .primitive(.dateTimeOffset)), (.dateTimeOffset, .primitive(.dateTime)),
-                 (.timeOfDay, .primitive(.timeOfDay)), (.timeOfDay, .primitive(.time)), (.duration, .primitive(.duration)),
-                 (.guid, .primitive(.guid)), (.binary, .primitive(.binary)), (.double, .primitive(.double)),
-                 (.double, .primitive(.single)), (.enumMember, .enumeration):
+                (.date, .primitive(.date)), (.dateTimeOffset, .primitive(.dateTimeOffset)),
+                (.dateTimeOffset, .primitive(.dateTime)),
+                (.timeOfDay, .primitive(.timeOfDay)), (.timeOfDay, .primitive(.time)),
+                (.duration, .primitive(.duration)),
+                (.guid, .primitive(.guid)), (.binary, .primitive(.binary)), (.double, .primitive(.double)),
+                (.double, .primitive(.single)), (.enumMember, .enumeration):
                 return v
             default: return nil
             }
@@ -219,10 +256,30 @@ package struct Planner {
             guard let p = simple(lhs), let v = literal(rhs, for: p) else { return [] }
             switch o {
             case .eq: return [Sargable(property: p.name, kind: .eq(v), conjunct: index, exact: exact(p))]
-            case .gt: return [Sargable(property: p.name, kind: .lower(ValueBound(v, inclusive: false)), conjunct: index, exact: exact(p))]
-            case .ge: return [Sargable(property: p.name, kind: .lower(ValueBound(v, inclusive: true)), conjunct: index, exact: exact(p))]
-            case .lt: return [Sargable(property: p.name, kind: .upper(ValueBound(v, inclusive: false)), conjunct: index, exact: exact(p))]
-            case .le: return [Sargable(property: p.name, kind: .upper(ValueBound(v, inclusive: true)), conjunct: index, exact: exact(p))]
+            case .gt:
+                return [
+                    Sargable(
+                        property: p.name, kind: .lower(ValueBound(v, inclusive: false)), conjunct: index,
+                        exact: exact(p))
+                ]
+            case .ge:
+                return [
+                    Sargable(
+                        property: p.name, kind: .lower(ValueBound(v, inclusive: true)), conjunct: index, exact: exact(p)
+                    )
+                ]
+            case .lt:
+                return [
+                    Sargable(
+                        property: p.name, kind: .upper(ValueBound(v, inclusive: false)), conjunct: index,
+                        exact: exact(p))
+                ]
+            case .le:
+                return [
+                    Sargable(
+                        property: p.name, kind: .upper(ValueBound(v, inclusive: true)), conjunct: index, exact: exact(p)
+                    )
+                ]
             case .ne: return []
             }
         case .isNull(let x):
@@ -234,7 +291,8 @@ package struct Planner {
             guard typed.count == values.count else { return [] }
             return [Sargable(property: p.name, kind: .in(typed), conjunct: index, exact: exact(p))]
         case .function("startswith", let args) where args.count == 2:
-            guard let p = simple(args[0]), p.type.primitive == .string, case .literal(.string(let s)) = args[1].kind else { return [] }
+            guard let p = simple(args[0]), p.type.primitive == .string, case .literal(.string(let s)) = args[1].kind
+            else { return [] }
             return [Sargable(property: p.name, kind: .prefix(s), conjunct: index, exact: true)]
         default:
             return []

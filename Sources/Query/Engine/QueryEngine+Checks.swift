@@ -15,16 +15,21 @@ extension QueryEngine {
     /// `json`, or the JSON media type with the parameters that do not change what is written:
     /// `application/json;odata.metadata=minimal;odata.streaming=true;charset=utf-8;IEEE754Compatible=false`.
     static func checkFormat(_ format: String) throws(QueryError) {
-        let parts = format.split(separator: ";", omittingEmptySubsequences: false).map { String($0).trimmingSpaces.lowercased() }
+        let parts = format.split(separator: ";", omittingEmptySubsequences: false).map {
+            String($0).trimmingSpaces.lowercased()
+        }
         guard parts[0] == "json" || parts[0] == "application/json" else {
             throw QueryError("$format '\(format)' is not supported; only json is", option: "$format", column: 1)
         }
-        let harmless: Set<String> = ["odata.metadata=minimal", "odata.streaming=true", "odata.streaming=false",
-                                     "streaming=true", "streaming=false", "metadata=minimal",
-                                     "charset=utf-8", "ieee754compatible=false"]
+        let harmless: Set<String> = [
+            "odata.metadata=minimal", "odata.streaming=true", "odata.streaming=false",
+            "streaming=true", "streaming=false", "metadata=minimal",
+            "charset=utf-8", "ieee754compatible=false",
+        ]
         for p in parts.dropFirst() where !harmless.contains(p) {
-            throw QueryError("$format parameter '\(p)' is not supported; only odata.metadata=minimal output is written",
-                             option: "$format", column: 1)
+            throw QueryError(
+                "$format parameter '\(p)' is not supported; only odata.metadata=minimal output is written",
+                option: "$format", column: 1)
         }
     }
 

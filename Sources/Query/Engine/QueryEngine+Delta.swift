@@ -24,8 +24,10 @@ extension QueryEngine {
     /// navigation, `/$count`, a singleton), and `$orderby`, `$top`, `$skip`, `$count` and
     /// `$skiptoken`, which have no meaning for a list of changes (entries are in change order,
     /// and a cut-off or skipped change would be lost to the client for good).
-    package func delta(_ url: String, changed: [[Value]], options: ResultOptions = ResultOptions(),
-                      writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
+    package func delta(
+        _ url: String, changed: [[Value]], options: ResultOptions = ResultOptions(),
+        writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
         try delta(url, changes: { _ in changed }, options: options, writeBytes: write)
     }
 
@@ -33,17 +35,21 @@ extension QueryEngine {
     /// transaction, so that a tracker kept in the store gives keys, entities and delta link of
     /// one snapshot (with keys gathered before the transaction, a change committed in between
     /// could be covered by the delta link without being in the response).
-    package func delta(_ url: String, changes: (ReadView) throws -> [[Value]], options: ResultOptions = ResultOptions(),
-                       writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
+    package func delta(
+        _ url: String, changes: (ReadView) throws -> [[Value]], options: ResultOptions = ResultOptions(),
+        writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
         let query = try bind(url)
         try Self.checkDelta(query)
         let set = try store.set(query.path.entitySet)
         try store.read { t in
             let keys = try changes(t)
             let deltaLink = try options.deltaLink?(t)
-            let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory,
-                                         expansions: ExpansionBudget(limit: limits.maxExpandedEntities))
-            let shape = try EntityShape(set: set, options: query.options, store: store, etags: options.etags, alwaysID: true)
+            let executor = QueryExecutor(
+                store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory,
+                expansions: ExpansionBudget(limit: limits.maxExpandedEntities))
+            let shape = try EntityShape(
+                set: set, options: query.options, store: store, etags: options.etags, alwaysID: true)
             // Every key is checked before anything is written.
             let encoded = try keys.map { try set.encodeKey($0) }
             var out = ResultWriter(schema: store.schema, format: .json, options: options, sink: write)
@@ -70,15 +76,20 @@ extension QueryEngine {
     /// What a delta request may not have: see `delta(_:changed:options:writeBytes:)`.
     static func checkDelta(_ query: BoundQuery) throws(QueryError) {
         guard query.path.segments.count == 1, let segment = query.path.segments.first, segment.key == nil,
-              !segment.isSingle, !query.path.isCount else {
-            throw QueryError("a delta response is for an entity set ('Set?$filter=…'), not a key, navigation, singleton or /$count path",
-                             option: nil, column: nil)
+            !segment.isSingle, !query.path.isCount
+        else {
+            throw QueryError(
+                "a delta response is for an entity set ('Set?$filter=…'), not a key, navigation, singleton or /$count path",
+                option: nil, column: nil)
         }
         let options = query.options
-        for (name, present) in [("$orderby", !options.orderBy.isEmpty), ("$top", options.top != nil), ("$skip", options.skip != nil),
-                                ("$count", options.count), ("$skiptoken", query.skipToken != nil)] where present {
-            throw QueryError("\(name) is not allowed in a delta request: its entries are the changes, in the order they happened",
-                             option: name, column: nil)
+        for (name, present) in [
+            ("$orderby", !options.orderBy.isEmpty), ("$top", options.top != nil), ("$skip", options.skip != nil),
+            ("$count", options.count), ("$skiptoken", query.skipToken != nil),
+        ] where present {
+            throw QueryError(
+                "\(name) is not allowed in a delta request: its entries are the changes, in the order they happened",
+                option: name, column: nil)
         }
     }
 }

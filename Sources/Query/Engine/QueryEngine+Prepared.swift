@@ -28,19 +28,24 @@ public struct PreparedQuery: Sendable {
 
     /// The matching entities, decoded (as `QueryEngine.entities(_:)`).
     public func entities(aliases: [String: Value] = [:]) throws -> [Properties] {
-        if let read = statement.pointRead { return try engine.entities(read, key: try statement.pointReadKey(read, aliases)) }
+        if let read = statement.pointRead {
+            return try engine.entities(read, key: try statement.pointReadKey(read, aliases))
+        }
         return try engine.entities(try statement.bind(aliases))
     }
 
     /// Runs the query with `aliases` and hands the result to `writeBytes` (as `QueryEngine.execute`);
     /// a next link carries the alias values as `@name=literal` options.
     @discardableResult
-    public func execute(aliases: [String: Value] = [:], format: QueryFormat = .json, pageSize: Int? = nil,
-                        options: ResultOptions = ResultOptions(),
-                        writeBytes: @escaping (UnsafeRawBufferPointer) throws -> Void) throws -> ResultSummary {
+    public func execute(
+        aliases: [String: Value] = [:], format: QueryFormat = .json, pageSize: Int? = nil,
+        options: ResultOptions = ResultOptions(),
+        writeBytes: @escaping (UnsafeRawBufferPointer) throws -> Void
+    ) throws -> ResultSummary {
         let query = try statement.bind(aliases)
-        return try engine.execute(query, url: { statement.url(with: aliases) }, format: format, pageSize: pageSize, options: options,
-                                  writeBytes: writeBytes)
+        return try engine.execute(
+            query, url: { statement.url(with: aliases) }, format: format, pageSize: pageSize, options: options,
+            writeBytes: writeBytes)
     }
 
     /// The plan for `aliases` (the access path can depend on them, as on literals).
@@ -90,9 +95,10 @@ extension PreparedStatement {
         var bytes: [UInt8] = []
         for b in text.utf8 {
             switch b {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "'"),
-                 UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: ","), UInt8(ascii: ":"):
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "'"),
+                UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: ","), UInt8(ascii: ":"):
                 bytes.append(b)
             default:
                 bytes += [UInt8(ascii: "%"), hex[Int(b >> 4)], hex[Int(b & 15)]]

@@ -24,8 +24,10 @@ package struct QueryEngine: Sendable {
     /// Bounds on the work of one request; by default the store configuration's.
     package let limits: QueryLimits
 
-    package init(store: EntityStore, memorySortLimit: Int = 200_000, cache: BoundQueryCache? = nil,
-                limits: QueryLimits? = nil, scratchDirectory: String? = nil) {
+    package init(
+        store: EntityStore, memorySortLimit: Int = 200_000, cache: BoundQueryCache? = nil,
+        limits: QueryLimits? = nil, scratchDirectory: String? = nil
+    ) {
         self.store = store
         self.memorySortLimit = max(1, memorySortLimit)
         self.cache = cache
@@ -39,7 +41,8 @@ package struct QueryEngine: Sendable {
     /// Parses and binds `url` against the store's schema, and checks it against what the engine
     /// runs and its `limits`. Throws `QueryError` with the position.
     package func bind(_ url: String) throws -> BoundQuery {
-        let query = try cache.map { cache in try cache.query(url) { try Binder(schema: store.schema).bind(url) } }
+        let query =
+            try cache.map { cache in try cache.query(url) { try Binder(schema: store.schema).bind(url) } }
             ?? Binder(schema: store.schema).bind(url)
         try check(query)
         return query
@@ -55,8 +58,10 @@ package struct QueryEngine: Sendable {
             case .single(let set, let eqs, _):
                 return "single entity of \(set.name)\naccess: \(AccessPath.forEqualities(set, eqs))"
             case .collection(let set, let eqs):
-                var text = Planner.plan(set, options: query.options, equalities: eqs,
-                                        reading: query.path.isCount ? .count : .selected).description
+                var text = Planner.plan(
+                    set, options: query.options, equalities: eqs,
+                    reading: query.path.isCount ? .count : .selected
+                ).description
                 if query.path.isCount { text += "\nresult: count only" }
                 for e in query.options.expand { text += "\nexpand \(e.navigation.name): " + (try expandAccess(e)) }
                 return text
@@ -70,9 +75,13 @@ package struct QueryEngine: Sendable {
     /// Runs `url` and writes the result in `format`; with `pageSize`, at most that many entities
     /// and an `@odata.nextLink` to the rest. `options` adds what a server needs (see `ResultOptions`).
     @discardableResult
-    package func execute(_ url: String, format: Format = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions(),
-                        write: @escaping (String) throws -> Void) throws -> ResultSummary {
-        try execute(url, format: format, pageSize: pageSize, options: options, writeBytes: { try write(String(decoding: $0, as: UTF8.self)) })
+    package func execute(
+        _ url: String, format: Format = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions(),
+        write: @escaping (String) throws -> Void
+    ) throws -> ResultSummary {
+        try execute(
+            url, format: format, pageSize: pageSize, options: options,
+            writeBytes: { try write(String(decoding: $0, as: UTF8.self)) })
     }
 
     /// Runs `url` and hands the result to `writeBytes` as UTF-8 chunks of about 64 KiB, valid only
@@ -83,22 +92,28 @@ package struct QueryEngine: Sendable {
     /// last page of a collection ends with `@odata.deltaLink` when `options.deltaLink` is set.
     /// Returns the ETag of a single entity (`Set(key)`), read with the body.
     @discardableResult
-    package func execute(_ url: String, format: Format = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions(),
-                        writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void) throws -> ResultSummary {
+    package func execute(
+        _ url: String, format: Format = .json, pageSize: Int? = nil, options: ResultOptions = ResultOptions(),
+        writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void
+    ) throws -> ResultSummary {
         try Paging.check(pageSize: pageSize)
-        return try execute(try bind(url), url: { url }, format: format, pageSize: pageSize, options: options, writeBytes: write)
+        return try execute(
+            try bind(url), url: { url }, format: format, pageSize: pageSize, options: options, writeBytes: write)
     }
 
     /// Runs a bound `query`; `url` gives the URL a next link continues (called only for one).
-    func execute(_ query: BoundQuery, url: () -> String, format: Format, pageSize: Int?, options: ResultOptions,
-                 writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void) throws -> ResultSummary {
+    func execute(
+        _ query: BoundQuery, url: () -> String, format: Format, pageSize: Int?, options: ResultOptions,
+        writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void
+    ) throws -> ResultSummary {
         try Paging.check(pageSize: pageSize)
         let offset = try Paging.offset(skipToken: query.skipToken)
         return try store.read { t in
             var summary = ResultSummary()
             var out = ResultWriter(schema: store.schema, format: format, options: options, sink: write)
-            let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory,
-                                         expansions: ExpansionBudget(limit: limits.maxExpandedEntities))
+            let executor = QueryExecutor(
+                store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory,
+                expansions: ExpansionBudget(limit: limits.maxExpandedEntities))
             // The delta link of a collection, made before any output from this transaction's snapshot.
             func deltaLink() throws -> String? {
                 guard format == .json, let make = options.deltaLink else { return nil }
@@ -111,14 +126,18 @@ package struct QueryEngine: Sendable {
                 if query.path.isCount { try out.raw("0"); try out.flush(); return summary }
                 throw NoRelatedEntity(navigation: nav)
             case .empty(let set):
-                if query.path.isCount { try out.raw("0") } else {
+                if query.path.isCount {
+                    try out.raw("0")
+                } else {
                     let delta = try deltaLink()
                     try out.beginCollection(context: set.name, count: query.options.count ? 0 : nil)
                     try out.endCollection(nextLink: nil, deltaLink: delta)
                 }
             case .single(let set, let eqs, let context):
                 var found: EntityRef? = nil
-                try executor.evaluator.navigator.find(set, eqs) { found = $0; return false }
+                try executor.evaluator.navigator.find(set, eqs) {
+                    found = $0; return false
+                }
                 guard let found else {
                     if query.path.isCount { try out.raw("0"); try out.flush(); return summary }
                     // The key comes from the URL: escaped, so the message cannot carry terminal escapes.
@@ -183,17 +202,24 @@ package struct QueryEngine: Sendable {
 
     func entities(_ query: BoundQuery) throws -> [Properties] {
         try store.read { t in
-            let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory)
+            let executor = QueryExecutor(
+                store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory)
             var result: [Properties] = []
             switch try resolve(query, t) {
             case .missing, .empty, .noRelated: break
             case .single(let set, let eqs, _):
                 let read = Self.reader(query.options.select, set)
-                try executor.evaluator.navigator.find(set, eqs) { result.append(try read($0)); return false }
+                try executor.evaluator.navigator.find(set, eqs) {
+                    result.append(try read($0)); return false
+                }
             case .collection(let set, let eqs):
-                let plan = Planner.plan(set, options: query.options, equalities: eqs, reading: query.options.select == nil ? .entities : .selected)
+                let plan = Planner.plan(
+                    set, options: query.options, equalities: eqs,
+                    reading: query.options.select == nil ? .entities : .selected)
                 let read = Self.reader(query.options.select, set)
-                try executor.run(plan) { result.append(try read($0)); return true }
+                try executor.run(plan) {
+                    result.append(try read($0)); return true
+                }
             }
             return result
         }
@@ -221,12 +247,15 @@ package struct QueryEngine: Sendable {
     package func count(_ url: String) throws -> Int {
         let query = try bind(url)
         return try store.read { t in
-            let executor = QueryExecutor(store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory)
+            let executor = QueryExecutor(
+                store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory)
             switch try resolve(query, t) {
             case .missing, .empty, .noRelated: return 0
             case .single(let set, let eqs, _):
                 var n = 0
-                try executor.evaluator.navigator.find(set, eqs) { _ in n = 1; return false }
+                try executor.evaluator.navigator.find(set, eqs) { _ in
+                    n = 1; return false
+                }
                 return n
             case .collection(let set, let eqs):
                 return try executor.count(Planner.plan(set, options: query.options, equalities: eqs, reading: .count))
@@ -259,7 +288,9 @@ package struct QueryEngine: Sendable {
             var eqs: [(String, Value)] = []
             if let nav = segment.navigation, let p = parent {
                 guard let c = try navigator.constraints(of: p, nav) else {
-                    throw QueryError("navigation property '\(nav.name)' has no referential constraint, so it cannot be followed in the local store", option: nil, column: nil)
+                    throw QueryError(
+                        "navigation property '\(nav.name)' has no referential constraint, so it cannot be followed in the local store",
+                        option: nil, column: nil)
                 }
                 if c.contains(where: { $0.1.isNull }) {
                     if segment.isSingle && i == segments.count - 1 { return .noRelated(navigation: nav.name) }
@@ -272,7 +303,9 @@ package struct QueryEngine: Sendable {
                 return segment.isSingle ? .single(set, eqs, context: set.name + "/$entity") : .collection(set, eqs)
             }
             var found: EntityRef? = nil
-            try navigator.find(set, eqs) { found = EntityRef(set: $0.set, properties: try $0.properties()); return false }
+            try navigator.find(set, eqs) {
+                found = EntityRef(set: $0.set, properties: try $0.properties()); return false
+            }
             guard let found else { return .missing }
             parent = found
         }
@@ -284,7 +317,9 @@ package struct QueryEngine: Sendable {
     func expandAccess(_ e: BoundExpand) throws -> String {
         let target = try store.set(e.entitySet)
         let nav = e.navigation
-        let props = nav.dependentConstraints.isEmpty ? nav.principalConstraints.map(\.property) : nav.dependentConstraints.map(\.referencedProperty)
+        let props =
+            nav.dependentConstraints.isEmpty
+            ? nav.principalConstraints.map(\.property) : nav.dependentConstraints.map(\.referencedProperty)
         if props.isEmpty { return "no referential constraint: not expanded locally" }
         let by = props.joined(separator: ",")
         switch AccessPath.forEqualities(target, props.map { ($0, Value.null) }) {

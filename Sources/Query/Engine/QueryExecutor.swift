@@ -16,8 +16,10 @@ package struct QueryExecutor {
     /// What `$expand` may still write in this response.
     let expansions: ExpansionBudget
 
-    init(store: EntityStore, t: ReadView, memorySortLimit: Int = 200_000, scratchDirectory: String? = nil,
-         expansions: ExpansionBudget = ExpansionBudget(limit: .max)) {
+    init(
+        store: EntityStore, t: ReadView, memorySortLimit: Int = 200_000, scratchDirectory: String? = nil,
+        expansions: ExpansionBudget = ExpansionBudget(limit: .max)
+    ) {
         self.scratchDirectory = scratchDirectory
         self.store = store
         self.t = t
@@ -49,9 +51,13 @@ package struct QueryExecutor {
 
     /// How many entities match, ignoring `$skip`/`$top`; never materializes them.
     func count(_ plan: QueryPlan) throws -> Int {
-        if case .fullScan = plan.access, plan.residual == nil, plan.residualEqualities.isEmpty { return try plan.set.count(t) }
+        if case .fullScan = plan.access, plan.residual == nil, plan.residualEqualities.isEmpty {
+            return try plan.set.count(t)
+        }
         var n = 0
-        try matches(plan) { _ in n += 1; return true }
+        try matches(plan) { _ in
+            n += 1; return true
+        }
         return n
     }
 
@@ -130,7 +136,9 @@ package struct QueryExecutor {
                 try spill.inOrder { entry in
                     if skipped < plan.skip { skipped += 1; return true }
                     guard let row = try entry.row ?? plan.set.row(t, key: entry.primaryKey) else { return true }
-                    let go = try entry.primaryKey.withUnsafeBytes { pk in try emit(try EntityRef(set: plan.set, row: row, primaryKey: pk)) }
+                    let go = try entry.primaryKey.withUnsafeBytes { pk in
+                        try emit(try EntityRef(set: plan.set, row: row, primaryKey: pk))
+                    }
                     emitted += 1
                     return go && emitted < limit
                 }
@@ -142,12 +150,16 @@ package struct QueryExecutor {
         return emitted
     }
 
-    private func emitSorted(_ plan: QueryPlan, _ entries: some Sequence<SortEntry>, _ emit: (EntityRef) throws -> Bool) throws -> Int {
+    private func emitSorted(
+        _ plan: QueryPlan, _ entries: some Sequence<SortEntry>, _ emit: (EntityRef) throws -> Bool
+    ) throws -> Int {
         var n = 0
         for entry in entries {
             guard let row = try entry.row ?? plan.set.row(t, key: entry.primaryKey) else { continue }
             n += 1
-            let go = try entry.primaryKey.withUnsafeBytes { pk in try emit(try EntityRef(set: plan.set, row: row, primaryKey: pk)) }
+            let go = try entry.primaryKey.withUnsafeBytes { pk in
+                try emit(try EntityRef(set: plan.set, row: row, primaryKey: pk))
+            }
             if !go { break }
         }
         return n
@@ -160,7 +172,9 @@ package struct QueryExecutor {
         for o in plan.orderBy {
             let v = try evaluator.evaluate(o.expression, e)
             do { try KeyCodec.append(v, descending: o.descending, to: &key) } catch {
-                throw QueryError("cannot order by \(o.expression) (a \(o.expression.type?.description ?? "null") value)", option: "$orderby", column: o.expression.position)
+                throw QueryError(
+                    "cannot order by \(o.expression) (a \(o.expression.type?.description ?? "null") value)",
+                    option: "$orderby", column: o.expression.position)
             }
         }
         let pk = Array(e.primaryKey ?? MappedBytes(start: nil, count: 0))
@@ -253,8 +267,9 @@ final class _SortSpill {
                     } else {
                         let at = 4 + n
                         let m = Int(v[at]) | Int(v[at + 1]) << 8 | Int(v[at + 2]) << 16 | Int(v[at + 3]) << 24
-                        entry = SortEntry(sortKey: Array(v[4..<at]), primaryKey: Array(v[(at + 4)..<(at + 4 + m)]),
-                                          row: MappedBytes(rebasing: v[(at + 4 + m)...]))
+                        entry = SortEntry(
+                            sortKey: Array(v[4..<at]), primaryKey: Array(v[(at + 4)..<(at + 4 + m)]),
+                            row: MappedBytes(rebasing: v[(at + 4 + m)...]))
                     }
                     let prefix = Array(k.prefix(k.count - 8))
                     if prefix != groupPrefix {

@@ -8,13 +8,15 @@ extension QueryLimits {
     func check(_ query: BoundQuery) throws(QueryError) {
         let depth = Self.expansionDepth(query.options)
         if depth > maxExpansionDepth {
-            throw QueryError("$expand is nested \(depth) levels deep; the limit is \(maxExpansionDepth) (limits.maxExpansionDepth)",
-                             option: "$expand", column: nil)
+            throw QueryError(
+                "$expand is nested \(depth) levels deep; the limit is \(maxExpansionDepth) (limits.maxExpansionDepth)",
+                option: "$expand", column: nil)
         }
         let nodes = Self.nodeCount(query.options)
         if nodes > maxNodeCount {
-            throw QueryError("the request's $filter, $orderby and $expand have \(nodes) nodes; the limit is \(maxNodeCount) (limits.maxNodeCount)",
-                             option: nil, column: nil)
+            throw QueryError(
+                "the request's $filter, $orderby and $expand have \(nodes) nodes; the limit is \(maxNodeCount) (limits.maxNodeCount)",
+                option: nil, column: nil)
         }
         try checkLambdas(query.options, option: nil)
     }
@@ -68,8 +70,9 @@ extension QueryLimits {
         for (e, name) in exprs {
             let depth = Self.anyAllDepth(e)
             if depth > maxAnyAllDepth {
-                throw QueryError("any/all (and /$count) are nested \(depth) deep; the limit is \(maxAnyAllDepth) (limits.maxAnyAllDepth)",
-                                 option: name, column: e.position)
+                throw QueryError(
+                    "any/all (and /$count) are nested \(depth) deep; the limit is \(maxAnyAllDepth) (limits.maxAnyAllDepth)",
+                    option: name, column: e.position)
             }
         }
         for e in options.expand { try checkLambdas(e.options, option: "$expand") }
@@ -88,8 +91,9 @@ final class ExpansionBudget {
     /// Counts one expanded entity of `expand`; throws once the response would pass the limit.
     func spend(on expand: BoundExpand) throws(QueryError) {
         guard spent < limit else {
-            throw QueryError("the response expands more than \(limit) related entities (limits.maxExpandedEntities); page it or narrow '\(expand.navigation.name)' with $filter or $top",
-                             option: "$expand", column: expand.position)
+            throw QueryError(
+                "the response expands more than \(limit) related entities (limits.maxExpandedEntities); page it or narrow '\(expand.navigation.name)' with $filter or $top",
+                option: "$expand", column: expand.position)
         }
         spent += 1
     }

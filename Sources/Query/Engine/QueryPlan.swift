@@ -41,12 +41,17 @@ package struct QueryPlan: CustomStringConvertible {
     package var covering = false
 
     package var description: String {
-        var lines = ["entity set: \(set.name)", "access: \(access)" + (covering ? ", covering (no entity rows read)" : "")]
+        var lines = [
+            "entity set: \(set.name)", "access: \(access)" + (covering ? ", covering (no entity rows read)" : ""),
+        ]
         var checks: [String] = residualEqualities.map { "\($0.0) eq \(EntitySetHandle.literal($0.1))" }
         if let residual { checks.append(residual.description) }
         lines.append("residual filter: " + (checks.isEmpty ? "none" : checks.joined(separator: " and ")))
         if !orderBy.isEmpty {
-            lines.append("order: " + orderBy.map { $0.expression.description + ($0.descending ? " desc" : "") }.joined(separator: ", ") + " — \(sort)")
+            lines.append(
+                "order: "
+                    + orderBy.map { $0.expression.description + ($0.descending ? " desc" : "") }.joined(separator: ", ")
+                    + " — \(sort)")
         }
         if skip > 0 || top != nil { lines.append("skip \(skip), top \(top.map(String.init) ?? "all")") }
         return lines.joined(separator: "\n")

@@ -13,8 +13,10 @@ struct ResultWriter {
     /// Table columns, fixed by the first entity.
     var columns: [String]? = nil
 
-    init(schema: Schema, format: QueryEngine.Format, options: ResultOptions = ResultOptions(),
-         sink: @escaping (UnsafeRawBufferPointer) throws -> Void) {
+    init(
+        schema: Schema, format: QueryEngine.Format, options: ResultOptions = ResultOptions(),
+        sink: @escaping (UnsafeRawBufferPointer) throws -> Void
+    ) {
         self.schema = schema
         self.format = format
         self.options = options
@@ -74,7 +76,11 @@ struct ResultWriter {
             try writeEntity(e, shape: shape, executor: executor, to: &body)
             buffer.append("{\"@odata.context\":")
             buffer.appendString(options.contextURL(context))
-            if body.count > 2 { buffer.append(UInt8(ascii: ",")); buffer.bytes.append(contentsOf: body.bytes.dropFirst()) } else { buffer.append("}") }
+            if body.count > 2 {
+                buffer.append(UInt8(ascii: ",")); buffer.bytes.append(contentsOf: body.bytes.dropFirst())
+            } else {
+                buffer.append("}")
+            }
             buffer.append("\n")
         default:
             try entity(e, shape: shape, executor: executor)
@@ -103,7 +109,9 @@ struct ResultWriter {
                 var cell = ""
                 let v = try e.value(p.name)
                 if case .string(let s) = v { cell = s } else { values.write(v, type: p.type, to: &cell) }
-                if cell.count >= 2, cell.hasPrefix("\""), cell.hasSuffix("\""), !v.isString { cell = String(cell.dropFirst().dropLast()) }
+                if cell.count >= 2, cell.hasPrefix("\""), cell.hasSuffix("\""), !v.isString {
+                    cell = String(cell.dropFirst().dropLast())
+                }
                 cells.append(pad(cell))
             }
             buffer.appendRaw(cells.joined(separator: " ") + "\n")
@@ -168,7 +176,11 @@ struct ResultWriter {
             first = false
             out.appendString(p.name)
             out.append(UInt8(ascii: ":"))
-            if let sub { writeSelected(props[p.name] ?? .null, type: p.type, tree: sub, to: &out) } else { values.write(props[p.name] ?? .null, type: p.type, to: &out) }
+            if let sub {
+                writeSelected(props[p.name] ?? .null, type: p.type, tree: sub, to: &out)
+            } else {
+                values.write(props[p.name] ?? .null, type: p.type, to: &out)
+            }
         }
         out.append(UInt8(ascii: "}"))
     }
@@ -199,7 +211,9 @@ struct ResultWriter {
                 // Straight from the row's bytes, without a `Value` (`RowJSON`).
                 if let raw = try e.rawBytes(at: c.index) {
                     if !RowJSON.write(c.kind, raw, to: &out) {
-                        if c.kind == .string { throw EntityError.corruptRow(set: e.set.name, key: "", reason: "string is not valid UTF-8") }
+                        if c.kind == .string {
+                            throw EntityError.corruptRow(set: e.set.name, key: "", reason: "string is not valid UTF-8")
+                        }
                         values.write(try e.value(at: c.index), type: c.type, to: &out)  // reports the corrupt row
                     }
                 } else {
@@ -218,7 +232,9 @@ struct ResultWriter {
     }
 
     /// `"Items":[…]` or `"Customer":{…}|null`, with the nested options applied.
-    func writeExpansion(_ e: EntityRef, _ expansion: EntityShape.Expansion, executor: QueryExecutor, to out: inout JSONBuffer) throws {
+    func writeExpansion(
+        _ e: EntityRef, _ expansion: EntityShape.Expansion, executor: QueryExecutor, to out: inout JSONBuffer
+    ) throws {
         let expand = expansion.expand
         let name = expand.navigation.name
         let constraints = try executor.evaluator.navigator.constraints(of: e, expand.navigation)
@@ -227,7 +243,8 @@ struct ResultWriter {
         if expand.navigation.isCollection {
             if expand.options.count {
                 out.appendString(name + "@odata.count")
-                out.append(UInt8(ascii: ":")); out.appendInt(Int64(unresolvable ? 0 : try executor.count(plan))); out.append(UInt8(ascii: ","))
+                out.append(UInt8(ascii: ":")); out.appendInt(Int64(unresolvable ? 0 : try executor.count(plan)));
+                out.append(UInt8(ascii: ","))
             }
             out.appendString(name)
             out.append(":[")
@@ -312,7 +329,8 @@ final class EntityShape {
             var member = JSONBuffer(capacity: p.name.utf8.count + 3)
             member.appendString(p.name)
             member.append(UInt8(ascii: ":"))
-            return Column(index: i, member: member.bytes, type: p.type, kind: RowJSON.kind(of: p.type), subtree: subtree)
+            return Column(
+                index: i, member: member.bytes, type: p.type, kind: RowJSON.kind(of: p.type), subtree: subtree)
         }
         let keysSelected = tree.map { t in set.type.key.allSatisfy { t.children[$0] != nil } } ?? true
         writesID = alwaysID || !keysSelected
@@ -327,7 +345,9 @@ final class EntityShape {
             return (i, isString, Array(((n > 0 ? "," : "") + (composite ? name + "=" : "")).utf8))
         }
         expansions = try options.expand.map { e in
-            Expansion(expand: e, shape: try EntityShape(set: try store.set(e.entitySet), options: e.options, store: store, etags: etags))
+            Expansion(
+                expand: e,
+                shape: try EntityShape(set: try store.set(e.entitySet), options: e.options, store: store, etags: etags))
         }
     }
 
@@ -350,7 +370,11 @@ final class EntityShape {
                     scratch.append(quote)
                 } else {
                     let v = try e.value(at: k.position)
-                    if case .int(let i) = v { scratch.append(contentsOf: String(i).utf8) } else { scratch.append(contentsOf: EntitySetHandle.literal(v).utf8) }
+                    if case .int(let i) = v {
+                        scratch.append(contentsOf: String(i).utf8)
+                    } else {
+                        scratch.append(contentsOf: EntitySetHandle.literal(v).utf8)
+                    }
                 }
             }
             scratch.append(UInt8(ascii: ")"))

@@ -64,7 +64,8 @@ enum RowJSON {
             let scale = Int16(littleEndian: s.loadUnaligned(as: Int16.self))
             let lo = UInt64(littleEndian: s.loadUnaligned(fromByteOffset: 2, as: UInt64.self))
             let hi = UInt64(littleEndian: s.loadUnaligned(fromByteOffset: 10, as: UInt64.self))
-            out.appendDecimal(EDMDecimal(significand: Int128(bitPattern: UInt128(hi) << 64 | UInt128(lo)), scale: scale))
+            out.appendDecimal(
+                EDMDecimal(significand: Int128(bitPattern: UInt128(hi) << 64 | UInt128(lo)), scale: scale))
         case .date:
             guard s.count == 4 else { return false }
             out.append(0x22)
@@ -73,8 +74,10 @@ enum RowJSON {
         case .dateTimeOffset:
             guard s.count == 10 else { return false }
             out.append(0x22)
-            out.appendDateTimeOffset(EDMDateTimeOffset(ticks: Int64(littleEndian: s.loadUnaligned(as: Int64.self)),
-                                                       offsetMinutes: Int16(littleEndian: s.loadUnaligned(fromByteOffset: 8, as: Int16.self))))
+            out.appendDateTimeOffset(
+                EDMDateTimeOffset(
+                    ticks: Int64(littleEndian: s.loadUnaligned(as: Int64.self)),
+                    offsetMinutes: Int16(littleEndian: s.loadUnaligned(fromByteOffset: 8, as: Int16.self))))
             out.append(0x22)
         case .timeOfDay:
             guard s.count == 8 else { return false }
@@ -84,8 +87,10 @@ enum RowJSON {
         case .guid:
             guard s.count == 16 else { return false }
             out.append(0x22)
-            out.appendGuid(EDMGuid(high: UInt64(bigEndian: s.loadUnaligned(as: UInt64.self)),
-                                   low: UInt64(bigEndian: s.loadUnaligned(fromByteOffset: 8, as: UInt64.self))))
+            out.appendGuid(
+                EDMGuid(
+                    high: UInt64(bigEndian: s.loadUnaligned(as: UInt64.self)),
+                    low: UInt64(bigEndian: s.loadUnaligned(fromByteOffset: 8, as: UInt64.self))))
             out.append(0x22)
         case .value:
             return false

@@ -19,8 +19,10 @@ struct ExpressionParser {
     }
 
     /// Parses the whole range as one expression.
-    static func parse(_ text: [Unicode.Scalar], from start: Int = 0, to end: Int? = nil, option: String,
-                      version: ODataVersion) throws(QueryError) -> Expr {
+    static func parse(
+        _ text: [Unicode.Scalar], from start: Int = 0, to end: Int? = nil, option: String,
+        version: ODataVersion
+    ) throws(QueryError) -> Expr {
         var parser = try ExpressionParser(Lexer(text, from: start, to: end, option: option, version: version))
         let expr = try parser.parseExpression()
         try parser.expectEnd()
@@ -129,7 +131,9 @@ struct ExpressionParser {
         return lhs
     }
 
-    private static let multiplicative: [String: BinaryOperator] = ["mul": .mul, "div": .div, "divby": .divby, "mod": .mod]
+    private static let multiplicative: [String: BinaryOperator] = [
+        "mul": .mul, "div": .div, "divby": .divby, "mod": .mod,
+    ]
 
     private mutating func parseMultiplicative() throws(QueryError) -> Expr {
         var lhs = try parseUnary()
@@ -280,7 +284,8 @@ struct ExpressionParser {
             let at = token.start
             switch token.kind {
             case .literal(let l): items.append(try make(.literal(l), at: at))
-            case .quoted(let s) where close == "]": items.append(try make(.literal(.primitive(.string(s), .string)), at: at))
+            case .quoted(let s) where close == "]":
+                items.append(try make(.literal(.primitive(.string(s), .string)), at: at))
             default: throw error("expected a literal in list", at: at)
             }
             try advance()

@@ -46,8 +46,10 @@ struct Lexer: Sendable {
     let option: String?
     let version: ODataVersion
 
-    init(_ text: [Unicode.Scalar], from start: Int = 0, to end: Int? = nil, option: String?,
-         version: ODataVersion) {
+    init(
+        _ text: [Unicode.Scalar], from start: Int = 0, to end: Int? = nil, option: String?,
+        version: ODataVersion
+    ) {
         self.text = text
         self.end = min(end ?? text.count, text.count)
         self.pos = max(0, min(start, self.end))
@@ -175,7 +177,8 @@ struct Lexer: Sendable {
             case "t": out.append("\t")
             case "u":
                 guard pos + 4 <= end, let v = UInt32(String(String.UnicodeScalarView(text[pos..<pos + 4])), radix: 16),
-                      let u = Unicode.Scalar(v) else { throw error("invalid escape in string", at: pos - 2) }
+                    let u = Unicode.Scalar(v)
+                else { throw error("invalid escape in string", at: pos - 2) }
                 out.append(u)
                 pos += 4
             default: throw error("invalid escape in string", at: pos - 2)

@@ -19,7 +19,8 @@ extension Lexer {
             return nil
         }
         guard isDigit(c) else { return nil }
-        if digitsAt(pos, 4), scalar(pos + 4) == "-", digitsAt(pos + 5, 2), scalar(pos + 7) == "-", digitsAt(pos + 8, 2) {
+        if digitsAt(pos, 4), scalar(pos + 4) == "-", digitsAt(pos + 5, 2), scalar(pos + 7) == "-", digitsAt(pos + 8, 2)
+        {
             return try scanDate()
         }
         if digitsAt(pos, 2), scalar(pos + 2) == ":", digitsAt(pos + 3, 2) {
@@ -138,7 +139,9 @@ extension Lexer {
         guard !isIdentifierCharAt(pos), scalar(pos) != "." else {
             throw error("invalid number literal '\(excerpt(start, scanEnd(from: pos)))'", at: start)
         }
-        func invalid(_ type: String) -> QueryError { error("invalid \(type) literal '\(excerpt(start, pos))'", at: start) }
+        func invalid(_ type: String) -> QueryError {
+            error("invalid \(type) literal '\(excerpt(start, pos))'", at: start)
+        }
         switch suffix {
         case "L", "l":
             guard isInteger, let i = Int64(number) else { throw invalid("Int64") }

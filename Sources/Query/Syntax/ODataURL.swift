@@ -35,8 +35,10 @@ package struct ODataURL: Sendable, Hashable, CustomStringConvertible {
     /// (`$filter`, `$orderby`, function arguments, key predicates); one used without a value is null.
     package var aliases: [String: Expr]
 
-    package init(path: ResourcePath, options: QueryOptions = QueryOptions(), skipToken: String? = nil,
-                format: String? = nil, customOptions: [CustomOption] = [], aliases: [String: Expr] = [:]) {
+    package init(
+        path: ResourcePath, options: QueryOptions = QueryOptions(), skipToken: String? = nil,
+        format: String? = nil, customOptions: [CustomOption] = [], aliases: [String: Expr] = [:]
+    ) {
         self.path = path
         self.options = options
         self.skipToken = skipToken
@@ -53,8 +55,10 @@ package struct ODataURL: Sendable, Hashable, CustomStringConvertible {
     /// Parses a relative URL (`Set?$top=1`, `/Set(1)`), or an absolute one under `serviceRoot`
     /// (`http://host/service/`). `version` decides how `binary'…'` is read (V4 base64url, V2/V3 hex);
     /// all other V2 literal forms are accepted in any version.
-    package static func parse(_ url: String, serviceRoot: String? = nil,
-                             version: ODataVersion = .v4) throws(QueryError) -> ODataURL {
+    package static func parse(
+        _ url: String, serviceRoot: String? = nil,
+        version: ODataVersion = .v4
+    ) throws(QueryError) -> ODataURL {
         var rest = Substring(url)
         // Byte searches: ASCII delimiters never occur inside a multi-byte UTF-8 character.
         if let hash = rest.utf8.firstIndex(of: UInt8(ascii: "#")) { rest = rest[..<hash] }
@@ -67,14 +71,18 @@ package struct ODataURL: Sendable, Hashable, CustomStringConvertible {
             rawPath = rest
             rawQuery = ""
         }
-        var result = ODataURL(path: try ResourcePathParser.parse(try percentDecode(rawPath, plusAsSpace: false, part: nil), version: version))
+        var result = ODataURL(
+            path: try ResourcePathParser.parse(
+                try percentDecode(rawPath, plusAsSpace: false, part: nil), version: version))
         var seen: Set<String> = []
         for pieceBytes in rawQuery.utf8.split(separator: UInt8(ascii: "&")) {
             let piece = Substring(pieceBytes)
             let eq = piece.utf8.firstIndex(of: UInt8(ascii: "="))
             let name = try percentDecode(piece[..<(eq ?? piece.endIndex)], plusAsSpace: true, part: "query option name")
             var value: String? = nil
-            if let eq { value = try percentDecode(piece[piece.utf8.index(after: eq)...], plusAsSpace: true, part: name) }
+            if let eq {
+                value = try percentDecode(piece[piece.utf8.index(after: eq)...], plusAsSpace: true, part: name)
+            }
             if name.hasPrefix("@") {
                 try result.addAlias(name, value, version: version)
                 continue
@@ -85,8 +93,11 @@ package struct ODataURL: Sendable, Hashable, CustomStringConvertible {
             }
             let key = name.lowercased()
             guard let value else { throw QueryError("missing value", option: key, column: nil) }
-            guard seen.insert(key).inserted else { throw QueryError("duplicate system query option", option: key, column: nil) }
-            if (key == "$count" && seen.contains("$inlinecount")) || (key == "$inlinecount" && seen.contains("$count")) {
+            guard seen.insert(key).inserted else {
+                throw QueryError("duplicate system query option", option: key, column: nil)
+            }
+            if (key == "$count" && seen.contains("$inlinecount")) || (key == "$inlinecount" && seen.contains("$count"))
+            {
                 throw QueryError("$count and $inlinecount cannot both be given", option: key, column: nil)
             }
             try result.apply(key, value, version: version)
@@ -103,13 +114,16 @@ package struct ODataURL: Sendable, Hashable, CustomStringConvertible {
         let name = String(option.unicodeScalars.dropFirst())
         let scalars = Array(name.unicodeScalars)
         guard let first = scalars.first, isIdentifierStart(first) else {
-            throw QueryError("a parameter alias name must start with a letter or '_' after '@'", option: option, column: nil)
+            throw QueryError(
+                "a parameter alias name must start with a letter or '_' after '@'", option: option, column: nil)
         }
         if let bad = scalars.firstIndex(where: { !isIdentifierChar($0) }) {
-            throw QueryError("unexpected '\(scalars[bad])' in parameter alias name (column \(bad + 2))", option: option, column: nil)
+            throw QueryError(
+                "unexpected '\(scalars[bad])' in parameter alias name (column \(bad + 2))", option: option, column: nil)
         }
         guard scalars.count <= Self.maxAliasName else {
-            throw QueryError("parameter alias name longer than \(Self.maxAliasName) characters", option: option, column: nil)
+            throw QueryError(
+                "parameter alias name longer than \(Self.maxAliasName) characters", option: option, column: nil)
         }
         guard let value, !value.trimmingSpaces.isEmpty else {
             throw QueryError("missing value of parameter alias", option: option, column: nil)
@@ -121,7 +135,9 @@ package struct ODataURL: Sendable, Hashable, CustomStringConvertible {
         }
         let expr = try ExpressionParser.parse(text, option: option, version: version)
         if let inner = expr.firstAlias {
-            throw QueryError("an alias value cannot refer to another alias ('@\(inner.name)')", option: option, column: inner.position)
+            throw QueryError(
+                "an alias value cannot refer to another alias ('@\(inner.name)')", option: option,
+                column: inner.position)
         }
         aliases[name] = expr
     }
@@ -159,7 +175,9 @@ package struct ODataURL: Sendable, Hashable, CustomStringConvertible {
         let isAbsolute = containsScheme(rest.utf8.prefix { $0 != UInt8(ascii: "?") })
         if let serviceRoot, !serviceRoot.isEmpty {
             let root = serviceRoot.hasSuffix("/") ? serviceRoot : serviceRoot + "/"
-            let rootPath = root.firstRange(of: "://").flatMap { r in root[r.upperBound...].firstIndex(of: "/").map { root[$0...] } }
+            let rootPath = root.firstRange(of: "://").flatMap { r in
+                root[r.upperBound...].firstIndex(of: "/").map { root[$0...] }
+            }
             if let stripped = dropPrefix(root, from: rest) {
                 rest = stripped
             } else if String(rest) + "/" == root || (rootPath.map { String(rest) + "/" == $0 } ?? false) {
@@ -206,9 +224,13 @@ package struct ODataURL: Sendable, Hashable, CustomStringConvertible {
     package var description: String {
         var parts: [String] = []
         if let filter = options.filter { parts.append("$filter=\(filter)") }
-        if !options.orderBy.isEmpty { parts.append("$orderby=" + options.orderBy.map(\.description).joined(separator: ",")) }
+        if !options.orderBy.isEmpty {
+            parts.append("$orderby=" + options.orderBy.map(\.description).joined(separator: ","))
+        }
         if let select = options.select { parts.append("$select=" + select.map(\.description).joined(separator: ",")) }
-        if !options.expand.isEmpty { parts.append("$expand=" + options.expand.map(\.description).joined(separator: ",")) }
+        if !options.expand.isEmpty {
+            parts.append("$expand=" + options.expand.map(\.description).joined(separator: ","))
+        }
         if let top = options.top { parts.append("$top=\(top)") }
         if let skip = options.skip { parts.append("$skip=\(skip)") }
         if let count = options.count { parts.append("$count=\(count)") }

@@ -55,8 +55,10 @@ struct OptionsParser {
                 } else if let name = token.identifier {
                     path.append(PathSegment(name, at: token.start + 1))
                 } else {
-                    throw error(token.kind == .end ? "expected a property name" : "unexpected '\(lex.excerpt(token.start, token.end))'",
-                                at: token.start)
+                    throw error(
+                        token.kind == .end
+                            ? "expected a property name" : "unexpected '\(lex.excerpt(token.start, token.end))'",
+                        at: token.start)
                 }
                 token = try lex.next()
                 guard token.isSymbol("/"), path.last?.name != "*" else { break }
@@ -68,7 +70,9 @@ struct OptionsParser {
                 token = try lex.next()
                 continue
             }
-            guard token.kind == .end else { throw error("unexpected '\(lex.excerpt(token.start, token.end))'", at: token.start) }
+            guard token.kind == .end else {
+                throw error("unexpected '\(lex.excerpt(token.start, token.end))'", at: token.start)
+            }
             return items
         }
     }
@@ -88,8 +92,10 @@ struct OptionsParser {
                 } else if case .dollar(let name) = token.kind {
                     throw error("'\(name)' is not supported", at: token.start)
                 } else {
-                    throw error(token.kind == .end ? "expected a navigation property" : "unexpected '\(lex.excerpt(token.start, token.end))'",
-                                at: token.start)
+                    throw error(
+                        token.kind == .end
+                            ? "expected a navigation property" : "unexpected '\(lex.excerpt(token.start, token.end))'",
+                        at: token.start)
                 }
                 token = try lex.next()
                 guard token.isSymbol("/") else { break }
@@ -106,7 +112,9 @@ struct OptionsParser {
                 token = try lex.next()
                 continue
             }
-            guard token.kind == .end else { throw error("unexpected '\(lex.excerpt(token.start, token.end))'", at: token.start) }
+            guard token.kind == .end else {
+                throw error("unexpected '\(lex.excerpt(token.start, token.end))'", at: token.start)
+            }
             return items
         }
     }
@@ -142,8 +150,10 @@ struct OptionsParser {
         }
     }
 
-    private func apply(_ name: String, _ start: Int, _ end: Int, to options: inout QueryOptions, at nameAt: Int,
-                       depth: Int) throws(QueryError) {
+    private func apply(
+        _ name: String, _ start: Int, _ end: Int, to options: inout QueryOptions, at nameAt: Int,
+        depth: Int
+    ) throws(QueryError) {
         switch name {
         case "$filter": options.filter = try filter(start, end)
         case "$orderby": options.orderBy = try orderBy(start, end)

@@ -12,7 +12,9 @@ func percentDecode(_ text: Substring, plusAsSpace: Bool, part: String?) throws(Q
     var i = 0
     while i < bytes.count {
         let b = bytes[i]
-        if b == UInt8(ascii: "%"), i + 2 < bytes.count, let hi = hexNibble(bytes[i + 1]), let lo = hexNibble(bytes[i + 2]) {
+        if b == UInt8(ascii: "%"), i + 2 < bytes.count, let hi = hexNibble(bytes[i + 1]),
+            let lo = hexNibble(bytes[i + 2])
+        {
             out.append(hi << 4 | lo)
             i += 3
             continue

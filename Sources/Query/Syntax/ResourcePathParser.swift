@@ -64,14 +64,16 @@ struct ResourcePathParser {
         } else {
             while true {
                 guard let name = token.identifier else {
-                    throw lexer.error(token.isSymbol(")") ? "empty key predicate" : "expected a key value", at: token.start)
+                    throw lexer.error(
+                        token.isSymbol(")") ? "empty key predicate" : "expected a key value", at: token.start)
                 }
                 try advance()
                 guard token.isSymbol("=") else { throw lexer.error("expected '='", at: token.start) }
                 try advance()
                 switch token.kind {
                 case .literal(let literal): values.append(KeyValue(name: name, value: literal, at: token.start + 1))
-                case .alias(let alias): values.append(KeyValue(name: name, value: .null, alias: alias, at: token.start + 1))
+                case .alias(let alias):
+                    values.append(KeyValue(name: name, value: .null, alias: alias, at: token.start + 1))
                 default: throw lexer.error("expected a key value", at: token.start)
                 }
                 try advance()

@@ -66,7 +66,9 @@ package enum KeyCodec {
     /// Decodes `count` components from the front of `bytes`, typed by `types` (needed to tell the
     /// integer widths and V2 date-times apart; `nil` reads the natural type of the tag).
     /// Returns the values and the number of bytes used.
-    package static func decode(_ bytes: UnsafeRawBufferPointer, count: Int, descending: [Bool] = []) throws(KeyCodecError) -> (values: [Value], length: Int) {
+    package static func decode(
+        _ bytes: UnsafeRawBufferPointer, count: Int, descending: [Bool] = []
+    ) throws(KeyCodecError) -> (values: [Value], length: Int) {
         var values: [Value] = []
         var i = 0
         for c in 0..<count {
@@ -79,7 +81,9 @@ package enum KeyCodec {
     }
 
     /// The byte length of the first `count` components, found without decoding them.
-    package static func tupleLength(_ bytes: UnsafeRawBufferPointer, count: Int, descending: [Bool] = []) throws(KeyCodecError) -> Int {
+    package static func tupleLength(
+        _ bytes: UnsafeRawBufferPointer, count: Int, descending: [Bool] = []
+    ) throws(KeyCodecError) -> Int {
         var i = 0
         for c in 0..<count {
             let flip: UInt8 = c < descending.count && descending[c] ? 0xFF : 0
@@ -104,7 +108,9 @@ package enum KeyCodec {
     }
 
     /// The byte length of the component that starts at `offset`.
-    package static func componentLength(_ bytes: UnsafeRawBufferPointer, at offset: Int, descending: Bool) throws(KeyCodecError) -> Int {
+    package static func componentLength(
+        _ bytes: UnsafeRawBufferPointer, at offset: Int, descending: Bool
+    ) throws(KeyCodecError) -> Int {
         try decodeOne(bytes, at: offset, descending: descending).1
     }
 
@@ -150,7 +156,9 @@ package enum KeyCodec {
 
     // MARK: - Decoding
 
-    static func decodeOne(_ bytes: UnsafeRawBufferPointer, at start: Int, descending: Bool) throws(KeyCodecError) -> (Value, Int) {
+    static func decodeOne(
+        _ bytes: UnsafeRawBufferPointer, at start: Int, descending: Bool
+    ) throws(KeyCodecError) -> (Value, Int) {
         let flip: UInt8 = descending ? 0xFF : 0
         @inline(__always) func byte(_ i: Int) throws(KeyCodecError) -> UInt8 {
             guard i < bytes.count else { throw KeyCodecError.truncated }

@@ -194,7 +194,9 @@ package struct RowView {
         return try RowView.decodePayload(s, type: type, schema: schema, depth: depth)
     }
 
-    static func decodePayload(_ s: UnsafeRawBufferPointer, type: TypeRef, schema: Schema, depth: Int) throws(RowCodecError) -> Value {
+    static func decodePayload(
+        _ s: UnsafeRawBufferPointer, type: TypeRef, schema: Schema, depth: Int
+    ) throws(RowCodecError) -> Value {
         func need(_ n: Int) throws(RowCodecError) { guard s.count == n else { throw .badLength(type.description) } }
         switch type {
         case .primitive(let p): return try decodePrimitive(s, p)
@@ -229,7 +231,9 @@ package struct RowView {
     /// Decodes a primitive value's bytes.
     @inline(__always)
     static func decodePrimitive(_ s: UnsafeRawBufferPointer, _ p: EDMPrimitive) throws(RowCodecError) -> Value {
-        func need(_ n: Int) throws(RowCodecError) { guard s.count == n else { throw .badLength(TypeRef.primitive(p).description) } }
+        func need(_ n: Int) throws(RowCodecError) {
+            guard s.count == n else { throw .badLength(TypeRef.primitive(p).description) }
+        }
         switch p {
         case .string: return .string(try _decodeUTF8(s))
         case .json: return .json(try _decodeUTF8(s))
@@ -253,14 +257,18 @@ package struct RowView {
         case .date: try need(4); return .date(EDMDate(days: Int32(bitPattern: UInt32(_loadLE(s, 0, 4)))))
         case .dateTimeOffset, .dateTime:
             try need(10)
-            return .dateTimeOffset(EDMDateTimeOffset(ticks: Int64(bitPattern: _loadLE(s, 0, 8)),
-                                                     offsetMinutes: Int16(bitPattern: UInt16(_loadLE(s, 8, 2)))))
+            return .dateTimeOffset(
+                EDMDateTimeOffset(
+                    ticks: Int64(bitPattern: _loadLE(s, 0, 8)),
+                    offsetMinutes: Int16(bitPattern: UInt16(_loadLE(s, 8, 2)))))
         case .timeOfDay, .time: try need(8); return .timeOfDay(EDMTimeOfDay(ticks: Int64(bitPattern: _loadLE(s, 0, 8))))
         case .duration: try need(8); return .duration(EDMDuration(ticks: Int64(bitPattern: _loadLE(s, 0, 8))))
         case .guid:
             try need(16)
-            return .guid(EDMGuid(high: UInt64(bigEndian: s.loadUnaligned(as: UInt64.self)),
-                                 low: UInt64(bigEndian: s.loadUnaligned(fromByteOffset: 8, as: UInt64.self))))
+            return .guid(
+                EDMGuid(
+                    high: UInt64(bigEndian: s.loadUnaligned(as: UInt64.self)),
+                    low: UInt64(bigEndian: s.loadUnaligned(fromByteOffset: 8, as: UInt64.self))))
         case .binary: return .binary(Array(s))
         }
     }

@@ -29,8 +29,10 @@ public enum EntityError: Error, Sendable, Hashable, CustomStringConvertible {
         case .tooLong(let p, let m, let l): "property '\(p)' is \(l) characters long; MaxLength is \(m)"
         case .outOfRange(let p, let t, let v): "property '\(p)': \(_excerpt(v)) is out of range for \(t)"
         case .missingKey(let s, let p): "key property '\(p)' of entity set '\(s)' is missing or null"
-        case .keyTooLong(let s, let l): "key of entity set '\(s)' encodes to \(l) bytes; the limit is \(KeyCodec.maxKeySize)"
-        case .indexKeyTooLong(let i, let l): "entry of index '\(i)' encodes to \(l) bytes; the limit is \(KeyCodec.maxKeySize)"
+        case .keyTooLong(let s, let l):
+            "key of entity set '\(s)' encodes to \(l) bytes; the limit is \(KeyCodec.maxKeySize)"
+        case .indexKeyTooLong(let i, let l):
+            "entry of index '\(i)' encodes to \(l) bytes; the limit is \(KeyCodec.maxKeySize)"
         case .duplicateKey(let s, let k): "entity \(s)(\(_excerpt(k))) already exists"
         case .notFound(let s, let k): "entity \(s)(\(_excerpt(k))) does not exist"
         case .uniqueViolation(let i, let k): "unique index '\(i)' already has an entry for (\(_excerpt(k)))"

@@ -14,21 +14,27 @@ extension EntitySetHandle {
     ///
     /// A bound is a tuple prefix: an inclusive bound takes every entry that starts with it, an
     /// exclusive one none of them. `body` gets the entry and its primary-key part.
-    package func scanIndex(_ t: ReadView, _ index: IndexHandle,
-                           lower: (bytes: [UInt8], inclusive: Bool)?, upper: (bytes: [UInt8], inclusive: Bool)?,
-                           _ body: (MappedBytes, MappedBytes) throws -> Bool) throws {
+    package func scanIndex(
+        _ t: ReadView, _ index: IndexHandle,
+        lower: (bytes: [UInt8], inclusive: Bool)?, upper: (bytes: [UInt8], inclusive: Bool)?,
+        _ body: (MappedBytes, MappedBytes) throws -> Bool
+    ) throws {
         try scanIndexEntries(t, index, lower: lower, upper: upper) { entry, pk, _ in try body(entry, pk) }
     }
 
     /// `scanIndex`, with each entry's value too (a covering index's carried properties, as a row).
-    package func scanIndexEntries(_ t: ReadView, _ index: IndexHandle,
-                                  lower: (bytes: [UInt8], inclusive: Bool)?, upper: (bytes: [UInt8], inclusive: Bool)?,
-                                  _ body: (MappedBytes, MappedBytes, MappedBytes) throws -> Bool) throws {
+    package func scanIndexEntries(
+        _ t: ReadView, _ index: IndexHandle,
+        lower: (bytes: [UInt8], inclusive: Bool)?, upper: (bytes: [UInt8], inclusive: Bool)?,
+        _ body: (MappedBytes, MappedBytes, MappedBytes) throws -> Bool
+    ) throws {
         var start: [UInt8]? = nil
         if let lower { start = lower.inclusive ? lower.bytes : Self.successor(lower.bytes) }
         if lower != nil && start == nil { return }
         if start?.isEmpty == true { start = nil }  // LMDB refuses an empty key; the empty prefix is the start  // nothing sorts after the maximum prefix
-        let stop: [UInt8]? = upper.flatMap { $0.inclusive ? Self.successor($0.bytes) : ($0.bytes.isEmpty ? [] : $0.bytes) }
+        let stop: [UInt8]? = upper.flatMap {
+            $0.inclusive ? Self.successor($0.bytes) : ($0.bytes.isEmpty ? [] : $0.bytes)
+        }
         let tupleCount = index.definition.components.count
         let descending = index.descending
         try t.withCursor(index.database) { c in
@@ -52,15 +58,20 @@ extension EntitySetHandle {
     }
 
     /// Primary keys of entities whose first `values.count` index components equal `values`, in index order.
-    package func findEqual(_ t: ReadView, index: IndexHandle, _ values: [Value], _ body: (MappedBytes) throws -> Bool) throws {
+    package func findEqual(
+        _ t: ReadView, index: IndexHandle, _ values: [Value], _ body: (MappedBytes) throws -> Bool
+    ) throws {
         let p = try index.encodeTuple(values)
         try scanIndex(t, index, lower: (p, true), upper: (p, true)) { _, pk in try body(pk) }
     }
 
     /// Byte bounds for "components equal `prefix`, and the next one between `lower` and `upper`"
     /// (nulls never match a range), for a next component that is `descending` or not.
-    package static func byteBounds(prefix p: [UInt8], descending desc: Bool, lower: ValueBound?, upper: ValueBound?) throws
-        -> (lower: (bytes: [UInt8], inclusive: Bool), upper: (bytes: [UInt8], inclusive: Bool)) {
+    package static func byteBounds(
+        prefix p: [UInt8], descending desc: Bool, lower: ValueBound?, upper: ValueBound?
+    ) throws
+        -> (lower: (bytes: [UInt8], inclusive: Bool), upper: (bytes: [UInt8], inclusive: Bool))
+    {
         let low = lower ?? (upper != nil ? ValueBound(.null, inclusive: false) : nil)
         func bytes(_ b: ValueBound) throws -> (bytes: [UInt8], inclusive: Bool) {
             var out = p
@@ -87,32 +98,42 @@ extension EntitySetHandle {
 
     /// Primary keys of entities whose components equal `prefix` and whose next component lies
     /// between `lower` and `upper` (nulls never match a range), in index order.
-    package func findRange(_ t: ReadView, index: IndexHandle, prefix: [Value] = [], lower: ValueBound?, upper: ValueBound?,
-                           _ body: (MappedBytes) throws -> Bool) throws {
+    package func findRange(
+        _ t: ReadView, index: IndexHandle, prefix: [Value] = [], lower: ValueBound?, upper: ValueBound?,
+        _ body: (MappedBytes) throws -> Bool
+    ) throws {
         precondition(prefix.count < index.definition.components.count, "range component beyond the index")
-        let (l, u) = try Self.byteBounds(prefix: try index.encodeTuple(prefix), descending: index.definition.components[prefix.count].descending,
-                                         lower: lower, upper: upper)
+        let (l, u) = try Self.byteBounds(
+            prefix: try index.encodeTuple(prefix), descending: index.definition.components[prefix.count].descending,
+            lower: lower, upper: upper)
         try scanIndex(t, index, lower: l, upper: u) { _, pk in try body(pk) }
     }
 
     /// Primary keys of entities whose components equal `prefix` and whose next (string) component
     /// starts with `stringPrefix`, in index order.
-    package func findPrefix(_ t: ReadView, index: IndexHandle, prefix: [Value] = [], stringPrefix: String,
-                            _ body: (MappedBytes) throws -> Bool) throws {
-        let p = Self.stringPrefixBytes(prefix: try index.encodeTuple(prefix),
-                                       descending: index.definition.components[prefix.count].descending, stringPrefix)
+    package func findPrefix(
+        _ t: ReadView, index: IndexHandle, prefix: [Value] = [], stringPrefix: String,
+        _ body: (MappedBytes) throws -> Bool
+    ) throws {
+        let p = Self.stringPrefixBytes(
+            prefix: try index.encodeTuple(prefix),
+            descending: index.definition.components[prefix.count].descending, stringPrefix)
         try scanIndex(t, index, lower: (p, true), upper: (p, true)) { _, pk in try body(pk) }
     }
 
     /// Visits (primary key, row) pairs between two key byte bounds (tuple prefixes, as in
     /// `scanIndex`), in key order, or in reverse, until `body` returns false.
-    package func scanEntities(_ t: ReadView, lower: (bytes: [UInt8], inclusive: Bool)?, upper: (bytes: [UInt8], inclusive: Bool)?,
-                              reverse: Bool = false, _ body: (MappedBytes, MappedBytes) throws -> Bool) throws {
+    package func scanEntities(
+        _ t: ReadView, lower: (bytes: [UInt8], inclusive: Bool)?, upper: (bytes: [UInt8], inclusive: Bool)?,
+        reverse: Bool = false, _ body: (MappedBytes, MappedBytes) throws -> Bool
+    ) throws {
         var start: [UInt8]? = nil
         if let lower { start = lower.inclusive ? lower.bytes : Self.successor(lower.bytes) }
         if lower != nil && start == nil { return }
         if start?.isEmpty == true { start = nil }  // LMDB refuses an empty key; the empty prefix is the start
-        let stop: [UInt8]? = upper.flatMap { $0.inclusive ? Self.successor($0.bytes) : ($0.bytes.isEmpty ? [] : $0.bytes) }
+        let stop: [UInt8]? = upper.flatMap {
+            $0.inclusive ? Self.successor($0.bytes) : ($0.bytes.isEmpty ? [] : $0.bytes)
+        }
         try t.withCursor(entities) { c in
             if !reverse {
                 var e = try start.map { try c.seek($0) } ?? c.first()
@@ -124,7 +145,11 @@ extension EntitySetHandle {
             } else {
                 // From the last key below `stop` down to `start`.
                 var e: (key: MappedBytes, value: MappedBytes)?
-                if let stop { e = try c.seek(stop).flatMap { _ in try c.previous() } ?? c.last() } else { e = try c.last() }
+                if let stop {
+                    e = try c.seek(stop).flatMap { _ in try c.previous() } ?? c.last()
+                } else {
+                    e = try c.last()
+                }
                 while let (k, v) = e {
                     if let start, k.lexicographicallyPrecedes(start) { return }
                     if try !body(k, v) { return }

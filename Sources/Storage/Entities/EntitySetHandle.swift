@@ -33,7 +33,8 @@ package final class EntitySetHandle: Sendable {
         self.entities = entities
         self.indexes = indexes
         self.keyPositions = type.key.map { k in type.propertyIndex(k)! }
-        self.propertyPositions = Dictionary(type.properties.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { a, _ in a })
+        self.propertyPositions = Dictionary(
+            type.properties.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { a, _ in a })
         self.propertyNames = type.properties.map(\.name)
         var buckets = [[Int]](repeating: [], count: Self.bucketMask + 1)
         for (i, n) in propertyNames.enumerated() { buckets[Self.bucket(n)].append(i) }
@@ -71,7 +72,8 @@ package final class EntitySetHandle: Sendable {
     /// The encoded primary-key tuple. Throws for a null or oversized key.
     package func encodeKey(_ values: [Value]) throws(EntityError) -> [UInt8] {
         guard values.count == type.key.count else {
-            throw .badKeyPredicate("entity set '\(name)' has \(type.key.count) key properties; got \(values.count) values")
+            throw .badKeyPredicate(
+                "entity set '\(name)' has \(type.key.count) key properties; got \(values.count) values")
         }
         for (k, v) in zip(type.key, values) where v.isNull { throw .missingKey(set: name, property: k) }
         let bytes: [UInt8]
@@ -176,7 +178,9 @@ package final class EntitySetHandle: Sendable {
 
     func decodeRow(_ bytes: MappedBytes, keyBytes: [UInt8]) throws(EntityError) -> Properties {
         let r: Result<Properties, EntityError> = keyBytes.withUnsafeBytes { k in
-            do throws(EntityError) { return .success(try decodeRow(bytes, keyBytes: k)) } catch { return .failure(error) }
+            do throws(EntityError) { return .success(try decodeRow(bytes, keyBytes: k)) } catch {
+                return .failure(error)
+            }
         }
         return try r.get()
     }
@@ -229,7 +233,9 @@ package final class EntitySetHandle: Sendable {
     /// Merges `changes` into the existing entity (PATCH). Returns its previous image and the
     /// entity as stored.
     @discardableResult
-    package func merge(_ t: WriteView, key keyValues: [Value], _ changes: Properties) throws -> (previous: Properties, current: Properties) {
+    package func merge(
+        _ t: WriteView, key keyValues: [Value], _ changes: Properties
+    ) throws -> (previous: Properties, current: Properties) {
         try validate(changes, partial: true)
         let key = try encodeKey(keyValues)
         guard let bytes = try t.get(entities, key) else {
@@ -249,7 +255,9 @@ package final class EntitySetHandle: Sendable {
     /// Replaces the existing entity (PUT): properties absent from `props` become null. Returns the
     /// previous image and the entity as stored.
     @discardableResult
-    package func replace(_ t: WriteView, key keyValues: [Value], _ props: Properties) throws -> (previous: Properties, current: Properties) {
+    package func replace(
+        _ t: WriteView, key keyValues: [Value], _ props: Properties
+    ) throws -> (previous: Properties, current: Properties) {
         var full = props
         for (k, v) in zip(type.key, keyValues) {
             if let given = props[k], given != v { throw EntityError.keyChange(set: name, property: k) }
@@ -299,7 +307,9 @@ package final class EntitySetHandle: Sendable {
     /// whose key stays is rewritten when its carried values (`INCLUDE`) change.
     private func write(_ t: WriteView, key: [UInt8], keyValues: [Value], old: Properties?, new: Properties) throws {
         let newEntries = try indexes.map { i throws(EntityError) in try i.entryKey(new, primaryKey: key) }
-        let oldEntries = try old.map { o in try indexes.map { i throws(EntityError) in try i.entryKey(o, primaryKey: key) } }
+        let oldEntries = try old.map { o in
+            try indexes.map { i throws(EntityError) in try i.entryKey(o, primaryKey: key) }
+        }
         for (n, index) in indexes.enumerated() where index.definition.unique {
             if oldEntries?[n] == newEntries[n] { continue }
             try index.checkUnique(t.reader, new, primaryKey: key)

@@ -15,7 +15,9 @@ extension EntityStore {
     /// meta pages hold transactions of the wrong parity, which the audit reports.
     ///
     /// - Throws: `DataFileError.unreadable` when `data.mdb` cannot be read; what `open` throws.
-    package static func check(path: String, maxProblems: Int = 100, roles: [any StoreRole.Type] = []) throws -> IntegrityReport {
+    package static func check(
+        path: String, maxProblems: Int = 100, roles: [any StoreRole.Type] = []
+    ) throws -> IntegrityReport {
         let dataFile = path + "/data.mdb"
         guard let size = (try? FileManager.default.attributesOfItem(atPath: dataFile))?[.size] as? NSNumber else {
             throw EntityError.badInput("no store in '\(path)' (run 'offline-store init' first)")
@@ -24,7 +26,9 @@ extension EntityStore {
         do {
             // An empty file is no store; opening it would make LMDB write a new one there.
             guard size.intValue > 0 else { throw DataFileError.tooShortForMetaPages(path: dataFile, fileSize: 0) }
-            audit = try Environment(path: path, readOnly: true).readAudited(maxProblems: maxProblems) { _, audit in audit }
+            audit = try Environment(path: path, readOnly: true).readAudited(maxProblems: maxProblems) { _, audit in
+                audit
+            }
         } catch let refused as DataFileError {
             // Not even to be mapped: the audit of the file alone says what is wrong.
             guard let byFile = try PageAudit.run(path: dataFile, maxProblems: maxProblems) else {
@@ -82,7 +86,9 @@ extension EntityStore {
                 do {
                     try set.validate(props, partial: false)
                     let k = try set.encodeKey(try set.keyValues(props))
-                    if !k.elementsEqual(key) { problem("\(name): row \(set.describeKey(try set.keyValues(props))) is stored under another key") }
+                    if !k.elementsEqual(key) {
+                        problem("\(name): row \(set.describeKey(try set.keyValues(props))) is stored under another key")
+                    }
                 } catch {
                     problem("\(name): row under key \(Array(key)) is invalid: \(error)")
                 }
@@ -96,7 +102,10 @@ extension EntityStore {
                     entries += 1
                     let tuple = Array(entry.prefix(entry.count - pk.count))
                     if index.definition.unique, tuple == previousTuple,
-                       !(try KeyCodec.decode(entry, count: index.definition.components.count, descending: index.descending).values.contains(.null)) {
+                        !(try KeyCodec.decode(
+                            entry, count: index.definition.components.count, descending: index.descending
+                        ).values.contains(.null))
+                    {
                         problem("\(name): unique index '\(index.definition.name)' has duplicate entries")
                     }
                     previousTuple = tuple
@@ -105,11 +114,16 @@ extension EntityStore {
                         return true
                     }
                     guard let props = try? set.codec.decode(row),
-                          let expected = try? index.entryKey(props, primaryKey: Array(pk)) else { return true }
+                        let expected = try? index.entryKey(props, primaryKey: Array(pk))
+                    else { return true }
                     if !expected.elementsEqual(entry) {
-                        problem("\(name): index '\(index.definition.name)' has a stale entry for \(set.describeKey((try? set.keyValues(props)) ?? []))")
+                        problem(
+                            "\(name): index '\(index.definition.name)' has a stale entry for \(set.describeKey((try? set.keyValues(props)) ?? []))"
+                        )
                     } else if !value.elementsEqual(index.entryValue(props)) {
-                        problem("\(name): index '\(index.definition.name)' carries values (INCLUDE) that differ from the entity \(set.describeKey((try? set.keyValues(props)) ?? []))")
+                        problem(
+                            "\(name): index '\(index.definition.name)' carries values (INCLUDE) that differ from the entity \(set.describeKey((try? set.keyValues(props)) ?? []))"
+                        )
                     }
                     return true
                 }
@@ -128,8 +142,13 @@ extension EntityStore {
             var sets: [StoreStats.SetStats] = []
             for name in setNames {
                 let set = try self.set(name)
-                let indexes = try set.indexes.map { ($0.definition.name, try t.count($0.database), $0.definition.automatic) }
-                sets.append(.init(name: name, entities: try set.count(t), indexes: indexes.map { .init(name: $0.0, entries: $0.1, automatic: $0.2) }))
+                let indexes = try set.indexes.map {
+                    ($0.definition.name, try t.count($0.database), $0.definition.automatic)
+                }
+                sets.append(
+                    .init(
+                        name: name, entities: try set.count(t),
+                        indexes: indexes.map { .init(name: $0.0, entries: $0.1, automatic: $0.2) }))
             }
             return StoreStats(sets: sets, fileSize: environment.fileSize, mapSize: environment.mapSize)
         }

@@ -6,8 +6,10 @@ extension EntityStore {
     ///
     /// Throws `EntityError.badInput` if a store already exists there, `CSDLError` for a document
     /// it cannot use, `EntityError` for a bad index definition. Nothing is left behind on failure.
-    package static func create(path: String, metadata: [UInt8], configuration: StoreConfiguration,
-                              roles: [any StoreRole.Type] = []) throws -> EntityStore {
+    package static func create(
+        path: String, metadata: [UInt8], configuration: StoreConfiguration,
+        roles: [any StoreRole.Type] = []
+    ) throws -> EntityStore {
         if FileManager.default.fileExists(atPath: path + "/data.mdb") {
             throw EntityError.badInput("a store already exists in '\(path)'")
         }
@@ -18,7 +20,8 @@ extension EntityStore {
         do {
             let env = try Environment(path: path, durability: configuration.durability)
             try env.setSizeCap(configuration.maxSizeBytes)
-            let store = try EntityStore(environment: env, schema: schema, metadata: metadata, configuration: configuration, roles: roles)
+            let store = try EntityStore(
+                environment: env, schema: schema, metadata: metadata, configuration: configuration, roles: roles)
             let meta = store.meta
             let config = Array(store.configuration.json.text.utf8)
             try store.write { t in
@@ -43,10 +46,14 @@ extension EntityStore {
     /// `maxSizeBytes` changes the store's size cap (`StoreConfiguration.maxSizeBytes`; 0 lifts
     /// it) and records the change in its configuration, for every later open. It is applied
     /// before it is recorded, so raising the cap of a full store works.
-    package static func open(path: String, durability: Durability? = nil, readOnly: Bool = false,
-                            maxSizeBytes: Int? = nil, roles: [any StoreRole.Type] = []) throws -> EntityStore {
+    package static func open(
+        path: String, durability: Durability? = nil, readOnly: Bool = false,
+        maxSizeBytes: Int? = nil, roles: [any StoreRole.Type] = []
+    ) throws -> EntityStore {
         if let cap = maxSizeBytes, cap != 0 { try StoreConfiguration.checkMaxSize(cap) }
-        if maxSizeBytes != nil && readOnly { throw EntityError.badInput("the size cap of a store opened read-only cannot be changed") }
+        if maxSizeBytes != nil && readOnly {
+            throw EntityError.badInput("the size cap of a store opened read-only cannot be changed")
+        }
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue {
             throw EnvironmentError.notADirectory(path)
@@ -60,17 +67,24 @@ extension EntityStore {
             throw EntityError.badInput("'\(path)' is not an OfflineStore store (no meta database)")
         }
         let (format, metadata, configText) = try env.read { txn in
-            (try txn.view.get(meta, formatKey).map(Array.init), try txn.view.get(meta, metadataKey).map(Array.init),
-             try txn.view.get(meta, configKey).map(Array.init))
+            (
+                try txn.view.get(meta, formatKey).map(Array.init), try txn.view.get(meta, metadataKey).map(Array.init),
+                try txn.view.get(meta, configKey).map(Array.init)
+            )
         }
         guard let format, let version = formatNumber(format), let metadata, let configText else {
-            throw EntityError.badInput("'\(path)' is not an OfflineStore store (no format, metadata or configuration in meta)")
+            throw EntityError.badInput(
+                "'\(path)' is not an OfflineStore store (no format, metadata or configuration in meta)")
         }
         if version > formatVersion {
-            throw EntityError.badInput("the store in '\(path)' has format \(version), made by a newer offline-store; this one reads formats 1 to \(formatVersion)")
+            throw EntityError.badInput(
+                "the store in '\(path)' has format \(version), made by a newer offline-store; this one reads formats 1 to \(formatVersion)"
+            )
         }
         if version < formatVersion && readOnly {
-            throw EntityError.badInput("the store in '\(path)' has format \(version); open it writable once (any writing command) to upgrade it to format \(formatVersion)")
+            throw EntityError.badInput(
+                "the store in '\(path)' has format \(version); open it writable once (any writing command) to upgrade it to format \(formatVersion)"
+            )
         }
         var configuration = try StoreConfiguration(json: try JSON.parse(configText))
         if let durability { configuration.durability = durability }
@@ -78,7 +92,9 @@ extension EntityStore {
         let capChanged = maxSizeBytes.map { ($0 == 0 ? nil : $0) != configuration.maxSizeBytes } ?? false
         if let cap = maxSizeBytes { configuration.maxSizeBytes = cap == 0 ? nil : cap }
         try env.setSizeCap(configuration.maxSizeBytes)
-        let store = try EntityStore(environment: env, schema: try CSDL.parse(metadata), metadata: metadata, configuration: configuration, roles: roles)
+        let store = try EntityStore(
+            environment: env, schema: try CSDL.parse(metadata), metadata: metadata, configuration: configuration,
+            roles: roles)
         if capChanged { try store.saveConfiguration() }
         if version < formatVersion {
             // The new databases were created as the store opened; recording the format finishes the upgrade.
@@ -92,7 +108,9 @@ extension EntityStore {
     /// N of `offline-store N`, or nil for anything else.
     static func formatNumber(_ bytes: [UInt8]) -> Int? {
         let text = String(decoding: bytes, as: UTF8.self)
-        guard text.hasPrefix("offline-store "), let n = Int(text.dropFirst("offline-store ".count)), n >= 1 else { return nil }
+        guard text.hasPrefix("offline-store "), let n = Int(text.dropFirst("offline-store ".count)), n >= 1 else {
+            return nil
+        }
         return n
     }
 }

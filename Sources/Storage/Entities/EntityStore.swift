@@ -47,11 +47,15 @@ package final class EntityStore: Sendable {
     /// Opens the store in `environment` with an already parsed schema; creates missing databases.
     /// Used by `create` and `open` once they have the schema. Every named database the store uses
     /// is opened here, in one transaction, so no write ever has to open one.
-    package init(environment: Environment, schema serviceSchema: Schema, metadata: [UInt8], configuration: StoreConfiguration,
-                roles: [any StoreRole.Type] = []) throws {
+    package init(
+        environment: Environment, schema serviceSchema: Schema, metadata: [UInt8], configuration: StoreConfiguration,
+        roles: [any StoreRole.Type] = []
+    ) throws {
         let schema = try serviceSchema.withSystemSets()
         guard StoreConfiguration.repeatabilityWindowRange.contains(configuration.repeatabilityWindowSeconds) else {
-            throw EntityError.badInput("configuration: repeatabilityWindowSeconds must be from \(StoreConfiguration.repeatabilityWindowRange.lowerBound) to \(StoreConfiguration.repeatabilityWindowRange.upperBound), not \(configuration.repeatabilityWindowSeconds)")
+            throw EntityError.badInput(
+                "configuration: repeatabilityWindowSeconds must be from \(StoreConfiguration.repeatabilityWindowRange.lowerBound) to \(StoreConfiguration.repeatabilityWindowRange.upperBound), not \(configuration.repeatabilityWindowSeconds)"
+            )
         }
         self.environment = environment
         self.schema = schema
@@ -62,13 +66,18 @@ package final class EntityStore: Sendable {
             guard schema.entitySet(set) != nil else { throw EntityError.unknownEntitySet(set) }
             for d in defs {
                 let definition = try IndexDefinition(entitySet: set, definition: d)
-                if let other = definitions.first(where: { $0.entitySet == set && $0.name == definition.name }), other.included != definition.included {
-                    throw EntityError.badIndexDefinition("index '\(definition.name)' of '\(set)' is configured twice, with different INCLUDE lists ('\(other.text)' and '\(definition.text)')")
+                if let other = definitions.first(where: { $0.entitySet == set && $0.name == definition.name }),
+                    other.included != definition.included
+                {
+                    throw EntityError.badIndexDefinition(
+                        "index '\(definition.name)' of '\(set)' is configured twice, with different INCLUDE lists ('\(other.text)' and '\(definition.text)')"
+                    )
                 }
                 definitions.append(definition)
             }
         }
-        for fk in Self.foreignKeyIndexes(schema) where !definitions.contains(where: {
+        for fk in Self.foreignKeyIndexes(schema)
+        where !definitions.contains(where: {
             $0.entitySet == fk.entitySet && $0.components.map(\.path) == fk.components.map(\.path)
         }) {
             definitions.append(fk)
@@ -80,8 +89,11 @@ package final class EntityStore: Sendable {
         var byName: [String: Database] = [:]
         for (name, db) in zip(names, opened) {
             // Index databases may be missing in a read-only store (their backfill never ran).
-            if let db { byName[name] = db } else if !name.hasPrefix("i/") {
-                throw EntityError.badInput("the store in '\(environment.path)' has no database '\(name)'; open it writable once to create it")
+            if let db {
+                byName[name] = db
+            } else if !name.hasPrefix("i/") {
+                throw EntityError.badInput(
+                    "the store in '\(environment.path)' has no database '\(name)'; open it writable once to create it")
             }
         }
         self.meta = byName["meta"]!
@@ -91,7 +103,8 @@ package final class EntityStore: Sendable {
         var handles: [String: EntitySetHandle] = [:]
         for name in setNames {
             guard let type = schema.entityType(ofSet: name) else { throw EntityError.unknownEntitySet(name) }
-            handles[name] = EntitySetHandle(name: name, type: type, schema: schema, entities: byName[Self.databaseName(ofSet: name)]!, indexes: [])
+            handles[name] = EntitySetHandle(
+                name: name, type: type, schema: schema, entities: byName[Self.databaseName(ofSet: name)]!, indexes: [])
         }
         state = Mutex(State(configuration: configuration, handles: handles))
         for d in definitions { try addIndex(d, persist: false) }
@@ -157,7 +170,9 @@ package final class EntityStore: Sendable {
         let existing = set.index(named: definition.name)
         if let existing, existing.definition.includedMarker == definition.includedMarker { return }
         if existing != nil && environment.isReadOnly {
-            throw EntityError.badInput("the INCLUDE list of index '\(definition.name)' of '\(definition.entitySet)' cannot be changed in a store opened read-only")
+            throw EntityError.badInput(
+                "the INCLUDE list of index '\(definition.name)' of '\(definition.entitySet)' cannot be changed in a store opened read-only"
+            )
         }
         // An index is ready once its backfill committed together with a marker in `meta` holding
         // its INCLUDE list; one without the marker (new, or cut off by a crash) or whose marker
@@ -199,8 +214,12 @@ package final class EntityStore: Sendable {
         if !definition.automatic {
             state.withLock { s in
                 var list = s.configuration.indexes[definition.entitySet] ?? []
-                let at = list.firstIndex { (try? IndexDefinition(entitySet: definition.entitySet, definition: $0).name) == definition.name }
-                list.removeAll { (try? IndexDefinition(entitySet: definition.entitySet, definition: $0).name) == definition.name }
+                let at = list.firstIndex {
+                    (try? IndexDefinition(entitySet: definition.entitySet, definition: $0).name) == definition.name
+                }
+                list.removeAll {
+                    (try? IndexDefinition(entitySet: definition.entitySet, definition: $0).name) == definition.name
+                }
                 list.insert(definition.text, at: min(at ?? list.count, list.count))
                 s.configuration.indexes[definition.entitySet] = list
             }
@@ -215,16 +234,18 @@ package final class EntityStore: Sendable {
         state.withLock { s in
             let h = s.handles[setName]!
             if let same = h.index(named: handle.definition.name), same.definition == handle.definition { return }
-            s.handles[setName] = EntitySetHandle(name: h.name, type: h.type, schema: schema, entities: h.entities,
-                                                 indexes: h.indexes.filter { $0.definition.name != handle.definition.name } + [handle])
+            s.handles[setName] = EntitySetHandle(
+                name: h.name, type: h.type, schema: schema, entities: h.entities,
+                indexes: h.indexes.filter { $0.definition.name != handle.definition.name } + [handle])
         }
     }
 
     private func uninstall(_ definition: IndexDefinition) {
         state.withLock { s in
             let h = s.handles[definition.entitySet]!
-            s.handles[definition.entitySet] = EntitySetHandle(name: h.name, type: h.type, schema: schema, entities: h.entities,
-                                                              indexes: h.indexes.filter { $0.definition.name != definition.name })
+            s.handles[definition.entitySet] = EntitySetHandle(
+                name: h.name, type: h.type, schema: schema, entities: h.entities,
+                indexes: h.indexes.filter { $0.definition.name != definition.name })
         }
     }
 
@@ -234,9 +255,12 @@ package final class EntityStore: Sendable {
         guard let index = set.index(named: name) else { throw EntityError.unknownIndex(set: setName, index: name) }
         state.withLock { s in
             let h = s.handles[setName]!
-            s.handles[setName] = EntitySetHandle(name: h.name, type: h.type, schema: schema, entities: h.entities,
-                                                 indexes: h.indexes.filter { $0.definition.name != name })
-            s.configuration.indexes[setName]?.removeAll { $0 == name || (try? IndexDefinition(entitySet: setName, definition: $0).name) == name }
+            s.handles[setName] = EntitySetHandle(
+                name: h.name, type: h.type, schema: schema, entities: h.entities,
+                indexes: h.indexes.filter { $0.definition.name != name })
+            s.configuration.indexes[setName]?.removeAll {
+                $0 == name || (try? IndexDefinition(entitySet: setName, definition: $0).name) == name
+            }
         }
         let meta = self.meta
         try write { t in try t.delete(meta, Array("ready/\(index.definition.databaseName)".utf8)) }
@@ -255,8 +279,10 @@ package final class EntityStore: Sendable {
     /// Changes the defining requests: `change` edits the list, which is written to `meta` (with
     /// whatever `also` writes, in the same transaction) and then takes effect. Nothing changes
     /// when `change` or the write throws.
-    package func changeDefiningRequests(_ change: (inout [StoreConfiguration.DefiningRequest]) throws -> Void,
-                                        also: (@Sendable (WriteView) throws -> Void)? = nil) throws {
+    package func changeDefiningRequests(
+        _ change: (inout [StoreConfiguration.DefiningRequest]) throws -> Void,
+        also: (@Sendable (WriteView) throws -> Void)? = nil
+    ) throws {
         try configurationWriter.withLock { _ in
             var config = configuration
             try change(&config.definingRequests)

@@ -29,7 +29,10 @@ package struct IndexDefinition: Sendable, Hashable {
     /// for a plain index.
     package var included: [String]
 
-    package init(entitySet: String, components: [Component], unique: Bool = false, automatic: Bool = false, included: [String] = []) {
+    package init(
+        entitySet: String, components: [Component], unique: Bool = false, automatic: Bool = false,
+        included: [String] = []
+    ) {
         self.entitySet = entitySet
         self.components = components
         self.unique = unique
@@ -41,7 +44,8 @@ package struct IndexDefinition: Sendable, Hashable {
     /// The index's name: its definition in canonical form, e.g. `Quantity DESC,ProductID`. The
     /// `INCLUDE` list is not part of it: the name (and the database) stay when the list changes.
     package var name: String {
-        (unique ? "UNIQUE " : "") + components.map { $0.path.joined(separator: "/") + ($0.descending ? " DESC" : "") }
+        (unique ? "UNIQUE " : "")
+            + components.map { $0.path.joined(separator: "/") + ($0.descending ? " DESC" : "") }
             .joined(separator: ",")
     }
 
@@ -67,11 +71,15 @@ package struct IndexDefinition: Sendable, Hashable {
         let words = text.split(separator: " ", omittingEmptySubsequences: true)
         if let at = words.firstIndex(where: { $0.uppercased() == "INCLUDE" }) {
             let list = words[(at + 1)...].joined(separator: " ")
-            guard !list.isEmpty else { throw .badIndexDefinition("'\(definition)' for '\(entitySet)': INCLUDE names no property") }
+            guard !list.isEmpty else {
+                throw .badIndexDefinition("'\(definition)' for '\(entitySet)': INCLUDE names no property")
+            }
             for part in list.split(separator: ",", omittingEmptySubsequences: false) {
                 let name = String(part).trimmingCharacters(in: .whitespaces)
                 guard !name.isEmpty, !name.contains(" "), !name.contains("/") else {
-                    throw .badIndexDefinition("'\(definition)' for '\(entitySet)': INCLUDE takes top-level property names separated by commas")
+                    throw .badIndexDefinition(
+                        "'\(definition)' for '\(entitySet)': INCLUDE takes top-level property names separated by commas"
+                    )
                 }
                 included.append(name)
             }
@@ -93,13 +101,15 @@ package struct IndexDefinition: Sendable, Hashable {
                 switch words[1].uppercased() {
                 case "ASC": descending = false
                 case "DESC": descending = true
-                default: throw .badIndexDefinition("'\(definition)' for '\(entitySet)': '\(words[1])' is not ASC or DESC")
+                default:
+                    throw .badIndexDefinition("'\(definition)' for '\(entitySet)': '\(words[1])' is not ASC or DESC")
                 }
             }
             components.append(Component(path: path.split(separator: "/").map(String.init), descending: descending))
         }
         guard !components.isEmpty else { throw .badIndexDefinition("empty index for '\(entitySet)'") }
-        self.init(entitySet: entitySet, components: components, unique: unique, automatic: automatic, included: included)
+        self.init(
+            entitySet: entitySet, components: components, unique: unique, automatic: automatic, included: included)
     }
 }
 

@@ -13,23 +13,30 @@ package struct IndexHandle: Sendable {
     /// last carried one (a row that ends early reads the rest as null). Nil for a plain index.
     let carriedCodec: RowCodec?
 
-    package init(definition: IndexDefinition, database: Database, entityType: EntityType, schema: Schema) throws(EntityError) {
+    package init(
+        definition: IndexDefinition, database: Database, entityType: EntityType, schema: Schema
+    ) throws(EntityError) {
         self.definition = definition
         self.database = database
         var types: [TypeRef] = []
         for c in definition.components {
             guard let first = c.path.first, var p = entityType.property(first) else {
-                throw .badIndexDefinition("'\(definition.name)': entity set '\(definition.entitySet)' has no property '\(c.path.joined(separator: "/"))'")
+                throw .badIndexDefinition(
+                    "'\(definition.name)': entity set '\(definition.entitySet)' has no property '\(c.path.joined(separator: "/"))'"
+                )
             }
             for segment in c.path.dropFirst() {
-                guard case .complex(let ctName) = p.type, let sub = schema.complexTypes[ctName]?.property(segment) else {
+                guard case .complex(let ctName) = p.type, let sub = schema.complexTypes[ctName]?.property(segment)
+                else {
                     throw .badIndexDefinition("'\(definition.name)': no property '\(c.path.joined(separator: "/"))'")
                 }
                 p = sub
             }
             switch p.type {
             case .primitive(.json), .complex, .collection:
-                throw .badIndexDefinition("'\(definition.name)': property '\(c.path.joined(separator: "/"))' of type \(p.type) cannot be indexed")
+                throw .badIndexDefinition(
+                    "'\(definition.name)': property '\(c.path.joined(separator: "/"))' of type \(p.type) cannot be indexed"
+                )
             default: types.append(p.type)
             }
         }
@@ -41,7 +48,8 @@ package struct IndexHandle: Sendable {
         }
         for name in definition.included {
             guard entityType.property(name) != nil else {
-                throw .badIndexDefinition("'\(definition.text)': entity set '\(definition.entitySet)' has no property '\(name)' to include")
+                throw .badIndexDefinition(
+                    "'\(definition.text)': entity set '\(definition.entitySet)' has no property '\(name)' to include")
             }
         }
         let names = Set(entityType.key + definition.components.map { $0.path[0] } + definition.included)
@@ -89,7 +97,9 @@ package struct IndexHandle: Sendable {
     package func entryKey(_ props: Properties, primaryKey: [UInt8]) throws(EntityError) -> [UInt8] {
         var out = try encodeTuple(componentValues(props))
         out.append(contentsOf: primaryKey)
-        guard out.count <= KeyCodec.maxKeySize else { throw .indexKeyTooLong(index: definition.name, length: out.count) }
+        guard out.count <= KeyCodec.maxKeySize else {
+            throw .indexKeyTooLong(index: definition.name, length: out.count)
+        }
         return out
     }
 
@@ -107,8 +117,9 @@ package struct IndexHandle: Sendable {
             guard let (k, _) = try c.seek(tuple) else { return }
             guard k.count >= tuple.count, k.prefix(tuple.count).elementsEqual(tuple) else { return }
             if !k.dropFirst(tuple.count).elementsEqual(primaryKey) {
-                throw EntityError.uniqueViolation(index: definition.name,
-                                                  key: values.map(EntitySetHandle.literal).joined(separator: ","))
+                throw EntityError.uniqueViolation(
+                    index: definition.name,
+                    key: values.map(EntitySetHandle.literal).joined(separator: ","))
             }
         }
     }

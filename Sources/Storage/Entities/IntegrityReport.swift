@@ -47,7 +47,9 @@ public struct IntegrityReport: Sendable, CustomStringConvertible {
         var lines = problems
         if problemCount > problems.count { lines.append("… and \(problemCount - problems.count) more") }
         if isDamaged {
-            lines.append("damaged: data.mdb fails the structural audit (\(problemCount) problem\(problemCount == 1 ? "" : "s")), so the logical check was not run; the audit reached \(entities) entities and \(indexEntries) index entries in \(pages)")
+            lines.append(
+                "damaged: data.mdb fails the structural audit (\(problemCount) problem\(problemCount == 1 ? "" : "s")), so the logical check was not run; the audit reached \(entities) entities and \(indexEntries) index entries in \(pages)"
+            )
         }
         return lines.joined(separator: "\n")
     }

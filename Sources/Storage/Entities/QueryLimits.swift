@@ -25,8 +25,10 @@ public struct QueryLimits: Sendable, Hashable {
     public var maxAnyAllDepth: Int
     public var maxExpandedEntities: Int
 
-    public init(maxExpansionDepth: Int = 5, maxNodeCount: Int = 100, maxAnyAllDepth: Int = 2,
-                maxExpandedEntities: Int = 100_000) {
+    public init(
+        maxExpansionDepth: Int = 5, maxNodeCount: Int = 100, maxAnyAllDepth: Int = 2,
+        maxExpandedEntities: Int = 100_000
+    ) {
         self.maxExpansionDepth = maxExpansionDepth
         self.maxNodeCount = maxNodeCount
         self.maxAnyAllDepth = maxAnyAllDepth
@@ -35,8 +37,10 @@ public struct QueryLimits: Sendable, Hashable {
 
     /// The members by their JSON names, in the order they are written.
     static var members: [(name: String, path: WritableKeyPath<QueryLimits, Int>)] {
-        [("maxExpansionDepth", \.maxExpansionDepth), ("maxNodeCount", \.maxNodeCount),
-         ("maxAnyAllDepth", \.maxAnyAllDepth), ("maxExpandedEntities", \.maxExpandedEntities)]
+        [
+            ("maxExpansionDepth", \.maxExpansionDepth), ("maxNodeCount", \.maxNodeCount),
+            ("maxAnyAllDepth", \.maxAnyAllDepth), ("maxExpandedEntities", \.maxExpandedEntities),
+        ]
     }
 
     /// Reads `{"maxExpansionDepth": 5, …}`: members left out keep their defaults; unknown members,

@@ -37,13 +37,17 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// Refuses a `maxSizeBytes` out of `maxSizeRange`.
     public static func checkMaxSize(_ bytes: Int) throws(EntityError) {
         guard maxSizeRange.contains(bytes) else {
-            throw .badInput("configuration: maxSizeBytes must be a whole number of bytes from \(maxSizeRange.lowerBound) (256 KiB) to \(maxSizeRange.upperBound) (64 TiB), not \(bytes)")
+            throw .badInput(
+                "configuration: maxSizeBytes must be a whole number of bytes from \(maxSizeRange.lowerBound) (256 KiB) to \(maxSizeRange.upperBound) (64 TiB), not \(bytes)"
+            )
         }
     }
 
-    public init(serviceRoot: String? = nil, definingRequests: [DefiningRequest] = [], indexes: [String: [String]] = [:],
-                requestQueueOptimization: Bool = true, durability: Durability = .full, limits: QueryLimits = QueryLimits(),
-                repeatabilityWindowSeconds: Int = StoreConfiguration.defaultRepeatabilityWindowSeconds, maxSizeBytes: Int? = nil) {
+    public init(
+        serviceRoot: String? = nil, definingRequests: [DefiningRequest] = [], indexes: [String: [String]] = [:],
+        requestQueueOptimization: Bool = true, durability: Durability = .full, limits: QueryLimits = QueryLimits(),
+        repeatabilityWindowSeconds: Int = StoreConfiguration.defaultRepeatabilityWindowSeconds, maxSizeBytes: Int? = nil
+    ) {
         self.serviceRoot = serviceRoot
         self.definingRequests = definingRequests
         self.indexes = indexes
@@ -71,26 +75,37 @@ public struct StoreConfiguration: Sendable, Hashable {
                 }
             case ("indexes", .object(let sets)):
                 for (set, list) in sets {
-                    guard case .array(let defs) = list else { throw .badInput("configuration: indexes of '\(set)' must be an array") }
+                    guard case .array(let defs) = list else {
+                        throw .badInput("configuration: indexes of '\(set)' must be an array")
+                    }
                     for d in defs {
-                        guard case .string(let s) = d else { throw .badInput("configuration: index of '\(set)' must be a string") }
+                        guard case .string(let s) = d else {
+                            throw .badInput("configuration: index of '\(set)' must be a string")
+                        }
                         indexes[set, default: []].append(s)
                     }
                 }
             case ("requestQueueOptimization", .bool(let b)): requestQueueOptimization = b
             case ("durability", .string(let s)):
-                guard let d = Durability(rawValue: s) else { throw .badInput("configuration: durability must be \"full\" or \"noSync\"") }
+                guard let d = Durability(rawValue: s) else {
+                    throw .badInput("configuration: durability must be \"full\" or \"noSync\"")
+                }
                 durability = d
             case ("limits", _): limits = try QueryLimits(json: value)
             case ("repeatabilityWindowSeconds", _):
-                guard case .number(let text) = value, let n = Int(text), Self.repeatabilityWindowRange.contains(n) else {
-                    throw .badInput("configuration: repeatabilityWindowSeconds must be a whole number of seconds from \(Self.repeatabilityWindowRange.lowerBound) to \(Self.repeatabilityWindowRange.upperBound) (a year)")
+                guard case .number(let text) = value, let n = Int(text), Self.repeatabilityWindowRange.contains(n)
+                else {
+                    throw .badInput(
+                        "configuration: repeatabilityWindowSeconds must be a whole number of seconds from \(Self.repeatabilityWindowRange.lowerBound) to \(Self.repeatabilityWindowRange.upperBound) (a year)"
+                    )
                 }
                 repeatabilityWindowSeconds = n
             case ("maxSizeBytes", .null): maxSizeBytes = nil
             case ("maxSizeBytes", _):
                 guard case .number(let text) = value, let n = Int(text) else {
-                    throw .badInput("configuration: maxSizeBytes must be a whole number of bytes from \(Self.maxSizeRange.lowerBound) (256 KiB) to \(Self.maxSizeRange.upperBound) (64 TiB)")
+                    throw .badInput(
+                        "configuration: maxSizeBytes must be a whole number of bytes from \(Self.maxSizeRange.lowerBound) (256 KiB) to \(Self.maxSizeRange.upperBound) (64 TiB)"
+                    )
                 }
                 try Self.checkMaxSize(n)
                 maxSizeBytes = n
@@ -103,8 +118,13 @@ public struct StoreConfiguration: Sendable, Hashable {
     package var json: JSON {
         var members: [(String, JSON)] = []
         if let serviceRoot { members.append(("serviceRoot", .string(serviceRoot))) }
-        members.append(("definingRequests", .array(definingRequests.map { .object([("name", .string($0.name)), ("url", .string($0.url))]) })))
-        members.append(("indexes", .object(indexes.keys.sorted().map { ($0, .array(indexes[$0]!.map { .string($0) })) })))
+        members.append(
+            (
+                "definingRequests",
+                .array(definingRequests.map { .object([("name", .string($0.name)), ("url", .string($0.url))]) })
+            ))
+        members.append(
+            ("indexes", .object(indexes.keys.sorted().map { ($0, .array(indexes[$0]!.map { .string($0) })) })))
         members.append(("requestQueueOptimization", .bool(requestQueueOptimization)))
         members.append(("durability", .string(durability.rawValue)))
         // Written only when set, so a store keeps the configuration text older builds can read.

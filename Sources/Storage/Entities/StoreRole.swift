@@ -22,7 +22,9 @@ package protocol StoreRole: Sendable {
 /// The role that answers SAP's local-state functions (`offline.isLocal()`,
 /// `offline.hasPendingChanges()`, `offline.inErrorState()`) for the query engine: the request queue.
 package protocol LocalStateRole: StoreRole {
-    static func localState(_ store: EntityStore, _ t: ReadView, set: String, keyBytes: some Collection<UInt8>) throws -> LocalState
+    static func localState(
+        _ store: EntityStore, _ t: ReadView, set: String, keyBytes: some Collection<UInt8>
+    ) throws -> LocalState
 }
 
 /// What the request queue says of one entity: answers SAP's local-state functions in `$filter`.
@@ -45,7 +47,9 @@ extension EntityStore {
     /// The handle of a role's database `name`. A role asks only for names it declared, so a
     /// missing one is a programming error.
     package func database(_ name: String) -> Database {
-        guard let db = roleDatabases[name] else { preconditionFailure("no role of this store declared the database '\(name)'") }
+        guard let db = roleDatabases[name] else {
+            preconditionFailure("no role of this store declared the database '\(name)'")
+        }
         return db
     }
 
@@ -70,9 +74,12 @@ extension EntityStore {
 
     /// Splits bytes that begin with an `entityKey` into the service set's handle, its key bytes and
     /// the length of the entity key; nil when they do not begin with one of a service set.
-    package func splitEntityKey(_ bytes: UnsafeRawBufferPointer) -> (set: EntitySetHandle, keyBytes: [UInt8], length: Int)? {
+    package func splitEntityKey(
+        _ bytes: UnsafeRawBufferPointer
+    ) -> (set: EntitySetHandle, keyBytes: [UInt8], length: Int)? {
         guard let (values, n) = try? KeyCodec.decode(bytes, count: 1), case .string(let name)? = values.first,
-              !schema.isSystemSet(name), let set = try? self.set(name) else { return nil }
+            !schema.isSystemSet(name), let set = try? self.set(name)
+        else { return nil }
         let rest = UnsafeRawBufferPointer(rebasing: bytes[n...])
         guard let keyLength = try? KeyCodec.decode(rest, count: set.type.key.count).length else { return nil }
         return (set, Array(rest[..<keyLength]), n + keyLength)

@@ -10,9 +10,12 @@ package enum Validation {
         try check(value, type: property.type, property: property, schema: schema, depth: 0)
     }
 
-    static func check(_ value: Value, type: TypeRef, property p: Property, schema: Schema, depth: Int) throws(EntityError) {
+    static func check(
+        _ value: Value, type: TypeRef, property p: Property, schema: Schema, depth: Int
+    ) throws(EntityError) {
         guard depth < RowCodec.maxDepth else {
-            throw .badInput("property '\(p.name)' nests complex values or collections more than \(RowCodec.maxDepth) deep")
+            throw .badInput(
+                "property '\(p.name)' nests complex values or collections more than \(RowCodec.maxDepth) deep")
         }
         func mismatch() -> EntityError { .typeMismatch(property: p.name, expected: type.description, got: "\(value)") }
         switch (type, value) {
@@ -21,16 +24,22 @@ package enum Validation {
             case (.string, .string(let s)):
                 if let max = p.maxLength {
                     // MaxLength counts characters; the UTF-8 byte count is a cheap upper bound.
-                    if s.utf8.count > max, s.count > max { throw .tooLong(property: p.name, maxLength: max, length: s.count) }
+                    if s.utf8.count > max, s.count > max {
+                        throw .tooLong(property: p.name, maxLength: max, length: s.count)
+                    }
                 }
             case (.binary, .binary(let b)):
-                if let max = p.maxLength, b.count > max { throw .tooLong(property: p.name, maxLength: max, length: b.count) }
+                if let max = p.maxLength, b.count > max {
+                    throw .tooLong(property: p.name, maxLength: max, length: b.count)
+                }
             case (.json, .json), (.boolean, .bool), (.single, .double), (.double, .double),
-                 (.date, .date), (.dateTimeOffset, .dateTimeOffset), (.dateTime, .dateTimeOffset),
-                 (.timeOfDay, .timeOfDay), (.time, .timeOfDay), (.duration, .duration), (.guid, .guid):
+                (.date, .date), (.dateTimeOffset, .dateTimeOffset), (.dateTime, .dateTimeOffset),
+                (.timeOfDay, .timeOfDay), (.time, .timeOfDay), (.duration, .duration), (.guid, .guid):
                 break
             case (_, .int(let i)) where t.isInteger:
-                if !t.integerRange!.contains(i) { throw .outOfRange(property: p.name, type: t.rawValue, value: String(i)) }
+                if !t.integerRange!.contains(i) {
+                    throw .outOfRange(property: p.name, type: t.rawValue, value: String(i))
+                }
             case (.decimal, .decimal(let d)):
                 let (digits, exponent) = d.digitCountAndExponent
                 let fraction = max(0, digits - exponent)
@@ -38,7 +47,8 @@ package enum Validation {
                     throw .outOfRange(property: p.name, type: "Edm.Decimal(scale \(scale))", value: d.description)
                 }
                 if let precision = p.precision, max(exponent, 0) + fraction > precision {
-                    throw .outOfRange(property: p.name, type: "Edm.Decimal(precision \(precision))", value: d.description)
+                    throw .outOfRange(
+                        property: p.name, type: "Edm.Decimal(precision \(precision))", value: d.description)
                 }
             default:
                 throw mismatch()
@@ -48,8 +58,9 @@ package enum Validation {
             guard let ct = schema.complexTypes[name] else { throw mismatch() }
             for (k, v) in props {
                 guard let sub = ct.property(k) else { throw .unknownProperty(set: name, property: k) }
-                let subProperty = Property(name: p.name + "/" + k, type: sub.type, nullable: sub.nullable,
-                                           maxLength: sub.maxLength, precision: sub.precision, scale: sub.scale)
+                let subProperty = Property(
+                    name: p.name + "/" + k, type: sub.type, nullable: sub.nullable,
+                    maxLength: sub.maxLength, precision: sub.precision, scale: sub.scale)
                 if v.isNull {
                     if !sub.nullable { throw .nullNotAllowed(property: subProperty.name) }
                 } else {

@@ -16,8 +16,9 @@ package struct EntityObjectBytes {
         do {
             return try JSON.parse(bytes)
         } catch {
-            throw JSONError(message: error.message, offset: offset + error.offset, line: line + error.line - 1,
-                            column: error.line == 1 ? column + error.column - 1 : error.column)
+            throw JSONError(
+                message: error.message, offset: offset + error.offset, line: line + error.line - 1,
+                column: error.line == 1 ? column + error.column - 1 : error.column)
         }
     }
 }
@@ -68,7 +69,11 @@ package final class EntityObjectStream {
     package convenience init(bytes: [UInt8], chunkSize: Int = 1 << 20) {
         self.init(chunkSize: chunkSize) { into, offset in
             let n = max(0, min(into.count, bytes.count - offset))
-            if n > 0 { bytes.withUnsafeBytes { into.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<offset + n])) } }
+            if n > 0 {
+                bytes.withUnsafeBytes {
+                    into.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<offset + n]))
+                }
+            }
             return n
         }
     }
@@ -105,7 +110,8 @@ package final class EntityObjectStream {
             // A scalar: parsed for its error, or refused for its shape.
             _ = try parse(try capture())
             try end()
-            throw EntityError.badInput("expected {\"value\":[…]}, {\"d\":{\"results\":[…]}}, an entity object or JSON lines")
+            throw EntityError.badInput(
+                "expected {\"value\":[…]}, {\"d\":{\"results\":[…]}}, an entity object or JSON lines")
         }
     }
 
@@ -151,11 +157,15 @@ package final class EntityObjectStream {
         // Read whole: the shapes `OfflineStore.load` took before streaming.
         let whole = Array(buf[(start.offset - base)..<pos])
         keep = nil
-        let doc = try EntityObjectBytes(bytes: whole, offset: start.offset, line: start.line, column: start.column, number: 0).parse()
+        let doc = try EntityObjectBytes(
+            bytes: whole, offset: start.offset, line: start.line, column: start.column, number: 0
+        ).parse()
         try skipSpace()
         if try peek() != nil {
             // More follows: JSON lines, and this object is the first entity.
-            try emit(EntityObjectBytes(bytes: whole, offset: start.offset, line: start.line, column: start.column, number: 0), body)
+            try emit(
+                EntityObjectBytes(
+                    bytes: whole, offset: start.offset, line: start.line, column: start.column, number: 0), body)
             return false
         }
         var entities: [JSON] = [doc]
@@ -168,7 +178,10 @@ package final class EntityObjectStream {
             emitted += 1
             var text = ""
             JSONWriter.write(entity, to: &text)
-            try body(EntityObjectBytes(bytes: Array(text.utf8), offset: start.offset, line: start.line, column: start.column, number: emitted))
+            try body(
+                EntityObjectBytes(
+                    bytes: Array(text.utf8), offset: start.offset, line: start.line, column: start.column,
+                    number: emitted))
         }
         return true
     }
@@ -269,7 +282,9 @@ package final class EntityObjectStream {
         }
         let old = buf.count
         buf.append(contentsOf: repeatElement(0, count: chunkSize))
-        let n = try buf.withUnsafeMutableBytes { try source(UnsafeMutableRawBufferPointer(rebasing: $0[old...]), base + old) }
+        let n = try buf.withUnsafeMutableBytes {
+            try source(UnsafeMutableRawBufferPointer(rebasing: $0[old...]), base + old)
+        }
         buf.removeLast(chunkSize - n)
         if n == 0 { atEnd = true }
     }
@@ -296,7 +311,9 @@ package final class EntityObjectStream {
                     if depth == 0 && !inString && base + pos > start.offset { break scan }
                     // Cut short: the parser names the first thing wrong in it, as it would in the whole input.
                     let partial = Array(buf[(start.offset - base)..<pos])
-                    _ = try EntityObjectBytes(bytes: partial, offset: start.offset, line: start.line, column: start.column, number: 0).parse()
+                    _ = try EntityObjectBytes(
+                        bytes: partial, offset: start.offset, line: start.line, column: start.column, number: 0
+                    ).parse()
                     throw error("unexpected end of input")
                 }
             }

@@ -11,7 +11,9 @@ package struct ValueJSON: Sendable {
     ///
     /// Annotations (`@odata.*`, `__metadata`) and navigation properties (`navigation`) are skipped;
     /// any other unknown name is an error.
-    package func properties(from json: JSON, properties: [Property], navigation: Set<String> = [], owner: String) throws(EntityError) -> Properties {
+    package func properties(
+        from json: JSON, properties: [Property], navigation: Set<String> = [], owner: String
+    ) throws(EntityError) -> Properties {
         guard case .object(let members) = json else {
             throw .badInput("expected a JSON object for an entity of '\(owner)'")
         }
@@ -48,7 +50,13 @@ package struct ValueJSON: Sendable {
                 var total: Int64 = 0
                 for part in s.split(separator: ",") {
                     let member = part.trimmingCharacters(in: .whitespaces)
-                    if let v = et.value(of: member) { total |= v } else if let v = Int64(member) { total |= v } else { throw mismatch() }
+                    if let v = et.value(of: member) {
+                        total |= v
+                    } else if let v = Int64(member) {
+                        total |= v
+                    } else {
+                        throw mismatch()
+                    }
                 }
                 return .enumMember(total)
             default: throw mismatch()
@@ -61,7 +69,7 @@ package struct ValueJSON: Sendable {
             var items: [JSON]
             switch json {
             case .array(let a): items = a
-            case .object: // V2: {"results": […]}
+            case .object:  // V2: {"results": […]}
                 guard case .array(let a)? = json["results"] else { throw mismatch() }
                 items = a
             default: throw mismatch()
@@ -84,7 +92,9 @@ package struct ValueJSON: Sendable {
                 if EDMDecimal(n) != nil { throw EntityError.outOfRange(property: property, type: p.rawValue, value: n) }
                 throw mismatch()
             }
-            guard p.integerRange!.contains(v) else { throw EntityError.outOfRange(property: property, type: p.rawValue, value: n) }
+            guard p.integerRange!.contains(v) else {
+                throw EntityError.outOfRange(property: property, type: p.rawValue, value: n)
+            }
             return .int(v)
         case (.single, .number(let n)), (.double, .number(let n)), (.single, .string(let n)), (.double, .string(let n)):
             switch n {
@@ -92,8 +102,12 @@ package struct ValueJSON: Sendable {
             case "-INF", "-Infinity": return .double(-.infinity)
             case "NaN": return .double(.nan)
             default:
-                guard let d = Double(n), EDMDecimal(n) != nil || n.contains("e") || n.contains("E") else { throw mismatch() }
-                if p == .single, d.isFinite, !Float(d).isFinite { throw EntityError.outOfRange(property: property, type: p.rawValue, value: n) }
+                guard let d = Double(n), EDMDecimal(n) != nil || n.contains("e") || n.contains("E") else {
+                    throw mismatch()
+                }
+                if p == .single, d.isFinite, !Float(d).isFinite {
+                    throw EntityError.outOfRange(property: property, type: p.rawValue, value: n)
+                }
                 return .double(p == .single ? Double(Float(d)) : d)
             }
         case (.decimal, .number(let n)), (.decimal, .string(let n)):
@@ -101,16 +115,21 @@ package struct ValueJSON: Sendable {
             return .decimal(d)
         case (.date, .string(let s)):
             if let d = EDMDate(s) { return .date(d) }
-            if let dto = Self.v2Date(s) ?? EDMDateTimeOffset(s, offsetOptional: true), dto.localTicks % ticksPerDay == 0 {
+            if let dto = Self.v2Date(s) ?? EDMDateTimeOffset(s, offsetOptional: true), dto.localTicks % ticksPerDay == 0
+            {
                 return .date(EDMDate(days: Int32(dto.localTicks / ticksPerDay)))
             }
             throw mismatch()
         case (.dateTimeOffset, .string(let s)), (.dateTime, .string(let s)):
-            if let v = Self.v2Date(s) ?? EDMDateTimeOffset(s, offsetOptional: p == .dateTime) { return .dateTimeOffset(v) }
+            if let v = Self.v2Date(s) ?? EDMDateTimeOffset(s, offsetOptional: p == .dateTime) {
+                return .dateTimeOffset(v)
+            }
             throw mismatch()
         case (.timeOfDay, .string(let s)), (.time, .string(let s)):
             if let t = EDMTimeOfDay(s) { return .timeOfDay(t) }
-            if let d = EDMDuration(s), d.ticks >= 0, d.ticks < ticksPerDay { return .timeOfDay(EDMTimeOfDay(ticks: d.ticks)) }
+            if let d = EDMDuration(s), d.ticks >= 0, d.ticks < ticksPerDay {
+                return .timeOfDay(EDMTimeOfDay(ticks: d.ticks))
+            }
             throw mismatch()
         case (.duration, .string(let s)):
             guard let d = EDMDuration(s) else { throw mismatch() }
@@ -153,7 +172,9 @@ package struct ValueJSON: Sendable {
         out += buffer.string
     }
 
-    package func write(_ props: Properties, properties: [Property], select: Set<String>? = nil, to out: inout JSONBuffer) {
+    package func write(
+        _ props: Properties, properties: [Property], select: Set<String>? = nil, to out: inout JSONBuffer
+    ) {
         out.append(UInt8(ascii: "{"))
         var first = true
         for p in properties {
@@ -181,7 +202,13 @@ package struct ValueJSON: Sendable {
         case .bool(let b): out.append(b ? "true" : "false")
         case .int(let i): out.appendInt(i)
         case .double(let d):
-            if d.isNaN { out.append("\"NaN\"") } else if d == .infinity { out.append("\"INF\"") } else if d == -.infinity { out.append("\"-INF\"") } else if type.primitive == .single {
+            if d.isNaN {
+                out.append("\"NaN\"")
+            } else if d == .infinity {
+                out.append("\"INF\"")
+            } else if d == -.infinity {
+                out.append("\"-INF\"")
+            } else if type.primitive == .single {
                 out.appendRaw("\(Float(d))")
             } else {
                 out.appendRaw("\(d)")

@@ -8,7 +8,9 @@ extension CSDLReader {
             guard let name = node["Name"] else { continue }
             containerNames.insert(name)
             containerNames.insert(namespace + "." + name)
-            if let alias = aliases.first(where: { $0.value == namespace })?.key { containerNames.insert(alias + "." + name) }
+            if let alias = aliases.first(where: { $0.value == namespace })?.key {
+                containerNames.insert(alias + "." + name)
+            }
         }
         var sets: [EntitySet] = []
         var index: [String: Int] = [:]

@@ -6,28 +6,33 @@ extension CSDLReader {
             guard let node = associationDecls[qualified] else { continue }
             var ends: [CSDLAssociation.End] = []
             for end in node.children("End") {
-                ends.append(.init(role: try Self.required(end, "Role"), type: qualify(try Self.required(end, "Type")),
-                                  multiplicity: try Self.required(end, "Multiplicity")))
+                ends.append(
+                    .init(
+                        role: try Self.required(end, "Role"), type: qualify(try Self.required(end, "Type")),
+                        multiplicity: try Self.required(end, "Multiplicity")))
             }
             guard ends.count == 2, ends[0].role != ends[1].role else {
                 throw CSDLError("an association needs two End elements with distinct roles", at: node)
             }
             var association = CSDLAssociation(ends: ends)
             if let constraint = node.child("ReferentialConstraint") {
-                guard let principal = constraint.child("Principal"), let dependent = constraint.child("Dependent") else {
+                guard let principal = constraint.child("Principal"), let dependent = constraint.child("Dependent")
+                else {
                     throw CSDLError("ReferentialConstraint needs Principal and Dependent", at: node)
                 }
                 let principalRole = try Self.required(principal, "Role")
                 let dependentRole = try Self.required(dependent, "Role")
                 guard association.end(principalRole) != nil, association.end(dependentRole) != nil,
-                      principalRole != dependentRole else {
+                    principalRole != dependentRole
+                else {
                     throw CSDLError("ReferentialConstraint roles do not match the association's ends", at: node)
                 }
                 let principalNames = try Self.propertyRefs(principal)
                 let dependentNames = try Self.propertyRefs(dependent)
                 guard principalNames.count == dependentNames.count, !principalNames.isEmpty else {
-                    throw CSDLError("ReferentialConstraint has \(principalNames.count) principal and "
-                                        + "\(dependentNames.count) dependent properties", at: node)
+                    throw CSDLError(
+                        "ReferentialConstraint has \(principalNames.count) principal and "
+                            + "\(dependentNames.count) dependent properties", at: node)
                 }
                 association.principalRole = principalRole
                 association.dependentRole = dependentRole
@@ -74,33 +79,39 @@ extension CSDLReader {
         guard entityDecls[target] != nil else { throw CSDLError("unknown entity type '\(inner)'", at: node) }
         var constraints: [ReferentialConstraint] = []
         for constraint in node.children("ReferentialConstraint") {
-            constraints.append(ReferentialConstraint(property: try Self.required(constraint, "Property"),
-                                                     referencedProperty: try Self.required(constraint, "ReferencedProperty")))
+            constraints.append(
+                ReferentialConstraint(
+                    property: try Self.required(constraint, "Property"),
+                    referencedProperty: try Self.required(constraint, "ReferencedProperty")))
         }
-        return NavigationProperty(name: name, targetType: target, isCollection: isCollection,
-                                  nullable: Self.flag(node, "Nullable", default: true), partner: node["Partner"],
-                                  dependentConstraints: constraints)
+        return NavigationProperty(
+            name: name, targetType: target, isCollection: isCollection,
+            nullable: Self.flag(node, "Nullable", default: true), partner: node["Partner"],
+            dependentConstraints: constraints)
     }
 
     /// A V2/V3 navigation property: `Relationship`, `FromRole`, `ToRole` resolved through its association.
     func associationNavigation(_ node: CSDLNode) throws(CSDLError) -> (NavigationProperty, CSDLLink) {
         let name = try Self.required(node, "Name")
         let relationship = qualify(try Self.required(node, "Relationship"))
-        let link = CSDLLink(association: relationship, fromRole: try Self.required(node, "FromRole"),
-                            toRole: try Self.required(node, "ToRole"))
+        let link = CSDLLink(
+            association: relationship, fromRole: try Self.required(node, "FromRole"),
+            toRole: try Self.required(node, "ToRole"))
         guard let association = associations[relationship] else {
             throw CSDLError("unknown association '\(relationship)'", at: node)
         }
         guard association.end(link.fromRole) != nil, let target = association.end(link.toRole),
-              link.fromRole != link.toRole else {
+            link.fromRole != link.toRole
+        else {
             throw CSDLError("FromRole/ToRole do not match association '\(relationship)'", at: node)
         }
         guard entityDecls[target.type] != nil else {
             throw CSDLError("unknown entity type '\(target.type)'", at: node)
         }
-        var navigation = NavigationProperty(name: name, targetType: target.type,
-                                            isCollection: target.multiplicity == "*",
-                                            nullable: target.multiplicity != "1")
+        var navigation = NavigationProperty(
+            name: name, targetType: target.type,
+            isCollection: target.multiplicity == "*",
+            nullable: target.multiplicity != "1")
         if link.fromRole == association.dependentRole {
             navigation.dependentConstraints = association.pairs
         } else if link.fromRole == association.principalRole {
@@ -141,7 +152,8 @@ extension CSDLReader {
             for index in type.navigationProperties.indices {
                 let nav = type.navigationProperties[index]
                 guard nav.dependentConstraints.isEmpty, nav.principalConstraints.isEmpty,
-                      let target = entityTypes[nav.targetType] else { continue }
+                    let target = entityTypes[nav.targetType]
+                else { continue }
                 let partner = target.navigationProperties.first { candidate in
                     if let declared = nav.partner { return candidate.name == declared }
                     return candidate.partner == nav.name && lineage.contains(candidate.targetType)

@@ -33,9 +33,10 @@ extension CSDLReader {
                 members.append((name, value))
                 next = value == .max ? nil : value + 1
             }
-            enumTypes[qualified] = EnumType(name: node["Name"] ?? qualified, qualifiedName: qualified,
-                                            underlying: underlying,
-                                            isFlags: Self.flag(node, "IsFlags", default: false), members: members)
+            enumTypes[qualified] = EnumType(
+                name: node["Name"] ?? qualified, qualifiedName: qualified,
+                underlying: underlying,
+                isFlags: Self.flag(node, "IsFlags", default: false), members: members)
         }
     }
 
@@ -96,10 +97,11 @@ extension CSDLReader {
         let isAbstract = Self.flag(node, "Abstract", default: false)
         guard !key.isEmpty || isAbstract else { throw CSDLError("entity type has no Key", at: node) }
         let isOpen = Self.flag(node, "OpenType", default: false) || parent?.isOpen == true
-        return EntityType(name: node["Name"] ?? qualified, qualifiedName: qualified, key: key,
-                          properties: properties,
-                          navigationProperties: (parent?.navigationProperties ?? []) + (ownNavigation[qualified] ?? []),
-                          baseType: parent?.qualifiedName, isAbstract: isAbstract, isOpen: isOpen)
+        return EntityType(
+            name: node["Name"] ?? qualified, qualifiedName: qualified, key: key,
+            properties: properties,
+            navigationProperties: (parent?.navigationProperties ?? []) + (ownNavigation[qualified] ?? []),
+            baseType: parent?.qualifiedName, isAbstract: isAbstract, isOpen: isOpen)
     }
 
     /// The `Property` children of a type appended to its inherited properties.
@@ -132,9 +134,10 @@ extension CSDLReader {
         let name = try Self.required(node, "Name")
         let typeName = try Self.required(node, "Type")
         guard let type = try typeRef(typeName, at: node) else { return nil }
-        return Property(name: name, type: type, nullable: Self.flag(node, "Nullable", default: true),
-                        maxLength: Self.integer(node["MaxLength"]), precision: Self.integer(node["Precision"]),
-                        scale: Self.integer(node["Scale"]), computed: Self.computed(node))
+        return Property(
+            name: name, type: type, nullable: Self.flag(node, "Nullable", default: true),
+            maxLength: Self.integer(node["MaxLength"]), precision: Self.integer(node["Precision"]),
+            scale: Self.integer(node["Scale"]), computed: Self.computed(node))
     }
 
     /// The type of a property: primitive, complex, enum, type definition or a collection; nil for streams.

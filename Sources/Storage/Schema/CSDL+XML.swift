@@ -66,7 +66,8 @@ struct CSDLNode: Sendable {
         let start = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
         let head = bytes[start..<min(bytes.count, start + 1024)]
         guard head.starts(with: Array("<?xml".utf8)),
-              let close = head.indices.first(where: { bytes[$0...].starts(with: [0x3F, 0x3E]) }) else {
+            let close = head.indices.first(where: { bytes[$0...].starts(with: [0x3F, 0x3E]) })
+        else {
             guard isUTF8(bytes) else { throw CSDLError("not an XML document: not valid UTF-8") }
             return bytes
         }
@@ -74,8 +75,9 @@ struct CSDLNode: Sendable {
         let declaration = String(decoding: bytes[start..<end], as: UTF8.self).lowercased()
         var encoding = ""
         if let key = declaration.range(of: "encoding") {
-            encoding = String(declaration[key.upperBound...].drop { " =\"'\t\r\n".contains($0) }
-                .prefix { $0.isLetter || $0.isNumber || "-_.:".contains($0) })
+            encoding = String(
+                declaration[key.upperBound...].drop { " =\"'\t\r\n".contains($0) }
+                    .prefix { $0.isLetter || $0.isNumber || "-_.:".contains($0) })
         }
         guard !encoding.isEmpty, encoding != "utf-8", encoding != "utf8" else {
             guard isUTF8(bytes) else { throw CSDLError("not an XML document: not valid UTF-8") }
@@ -108,7 +110,9 @@ struct CSDLNode: Sendable {
             // "<?": copy the target, then add a space if "?>" follows it directly.
             out.append(0x3F)
             var j = i + 2
-            while j < bytes.count, ![0x20, 0x09, 0x0D, 0x0A, 0x3F, 0x3C, 0x3E].contains(bytes[j]) { out.append(bytes[j]); j += 1 }
+            while j < bytes.count, ![0x20, 0x09, 0x0D, 0x0A, 0x3F, 0x3C, 0x3E].contains(bytes[j]) {
+                out.append(bytes[j]); j += 1
+            }
             if j > i + 2, j + 1 < bytes.count, bytes[j] == 0x3F, bytes[j + 1] == 0x3E { out.append(0x20) }
             i = j
         }
@@ -157,8 +161,10 @@ private final class TreeBuilder: NSObject, XMLParserDelegate {
     /// Deeper trees are refused: CSDL needs a few levels, and dropping a deep tree recurses.
     static let maxDepth = 256
 
-    func parser(_ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?,
-                qualifiedName qName: String?, attributes attributeDict: [String: String] = [:]) {
+    func parser(
+        _ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?,
+        qualifiedName qName: String?, attributes attributeDict: [String: String] = [:]
+    ) {
         let local = elementName.split(separator: ":", omittingEmptySubsequences: false).last.map(String.init)
         guard stack.count < Self.maxDepth else {
             tooDeep = true
@@ -169,8 +175,10 @@ private final class TreeBuilder: NSObject, XMLParserDelegate {
         stack.append(CSDLNode(name: local ?? elementName, attributes: attributeDict, line: line))
     }
 
-    func parser(_ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?,
-                qualifiedName qName: String?) {
+    func parser(
+        _ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?,
+        qualifiedName qName: String?
+    ) {
         guard !tooDeep, let node = stack.popLast() else { return }
         if stack.isEmpty {
             if root == nil { root = node }

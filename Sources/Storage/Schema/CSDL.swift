@@ -103,8 +103,9 @@ struct CSDLReader {
         try readAssociations()
         try readEntityTypes()
         let sets = try readContainers()
-        return Schema(version: version, entityTypes: entityTypes, complexTypes: complexTypes,
-                      enumTypes: enumTypes, entitySets: sets)
+        return Schema(
+            version: version, entityTypes: entityTypes, complexTypes: complexTypes,
+            enumTypes: enumTypes, entitySets: sets)
     }
 
     /// The protocol version from `edmx:Edmx Version` and `m:DataServiceVersion`.

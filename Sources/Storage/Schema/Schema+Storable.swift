@@ -26,7 +26,9 @@ extension Schema {
                 case .primitive(let t) where t != .json: break
                 case .enumeration: break
                 default:
-                    throw .badInput("entity type \(type.qualifiedName): key property \(k) has type \(p.type), which cannot be a key here (keys must be primitive or enum values)")
+                    throw .badInput(
+                        "entity type \(type.qualifiedName): key property \(k) has type \(p.type), which cannot be a key here (keys must be primitive or enum values)"
+                    )
                 }
             }
         }
@@ -37,17 +39,22 @@ extension Schema {
             for p in type.properties { try Self.checkFacets(p, owner: type.qualifiedName) }
         }
         if let cycle = requiredComplexCycle() {
-            throw .badInput("complex type \(cycle.last!) contains itself through non-nullable properties (\(cycle.joined(separator: " → "))): no value of it can be finite; make one of them nullable or a collection")
+            throw .badInput(
+                "complex type \(cycle.last!) contains itself through non-nullable properties (\(cycle.joined(separator: " → "))): no value of it can be finite; make one of them nullable or a collection"
+            )
         }
         let needed = Self.reservedDatabases + 2 * entitySetNames.count + indexCount
         if needed > Self.maxDatabases {
-            throw .badInput("the schema has \(entitySetNames.count) entity sets (and \(indexCount) indexes): a store holds at most \((Self.maxDatabases - Self.reservedDatabases - indexCount) / 2) sets with these indexes")
+            throw .badInput(
+                "the schema has \(entitySetNames.count) entity sets (and \(indexCount) indexes): a store holds at most \((Self.maxDatabases - Self.reservedDatabases - indexCount) / 2) sets with these indexes"
+            )
         }
     }
 
     static func checkFacets(_ p: Property, owner: String) throws(EntityError) {
         if let m = p.maxLength, m < 1 {
-            throw .badInput("\(owner): property \(p.name) has MaxLength=\(m); it must be at least 1 (or absent, or max)")
+            throw .badInput(
+                "\(owner): property \(p.name) has MaxLength=\(m); it must be at least 1 (or absent, or max)")
         }
         if let precision = p.precision, precision < 1 {
             throw .badInput("\(owner): property \(p.name) has Precision=\(precision); it must be at least 1")

@@ -18,8 +18,10 @@ public struct Property: Sendable, Hashable {
     /// may leave it out; for a key property the store then makes a local key.
     public var computed: Bool
 
-    public init(name: String, type: TypeRef, nullable: Bool = true, maxLength: Int? = nil,
-                precision: Int? = nil, scale: Int? = nil, computed: Bool = false) {
+    public init(
+        name: String, type: TypeRef, nullable: Bool = true, maxLength: Int? = nil,
+        precision: Int? = nil, scale: Int? = nil, computed: Bool = false
+    ) {
         self.name = name
         self.type = type
         self.nullable = nullable
@@ -58,9 +60,11 @@ public struct NavigationProperty: Sendable, Hashable {
     /// `target.property == source.referencedProperty`.
     public var principalConstraints: [ReferentialConstraint]
 
-    public init(name: String, targetType: String, isCollection: Bool, nullable: Bool = true,
-                partner: String? = nil, dependentConstraints: [ReferentialConstraint] = [],
-                principalConstraints: [ReferentialConstraint] = []) {
+    public init(
+        name: String, targetType: String, isCollection: Bool, nullable: Bool = true,
+        partner: String? = nil, dependentConstraints: [ReferentialConstraint] = [],
+        principalConstraints: [ReferentialConstraint] = []
+    ) {
         self.name = name
         self.targetType = targetType
         self.isCollection = isCollection
@@ -94,8 +98,10 @@ public struct EnumType: Sendable, Hashable {
     public var isFlags: Bool
     public var members: [(name: String, value: Int64)]
 
-    public init(name: String, qualifiedName: String, underlying: EDMPrimitive = .int32, isFlags: Bool = false,
-                members: [(name: String, value: Int64)]) {
+    public init(
+        name: String, qualifiedName: String, underlying: EDMPrimitive = .int32, isFlags: Bool = false,
+        members: [(name: String, value: Int64)]
+    ) {
         self.name = name
         self.qualifiedName = qualifiedName
         self.underlying = underlying
@@ -127,9 +133,11 @@ public struct EntityType: Sendable, Hashable {
     public var isAbstract: Bool
     public var isOpen: Bool
 
-    public init(name: String, qualifiedName: String, key: [String], properties: [Property],
-                navigationProperties: [NavigationProperty] = [], baseType: String? = nil,
-                isAbstract: Bool = false, isOpen: Bool = false) {
+    public init(
+        name: String, qualifiedName: String, key: [String], properties: [Property],
+        navigationProperties: [NavigationProperty] = [], baseType: String? = nil,
+        isAbstract: Bool = false, isOpen: Bool = false
+    ) {
         self.name = name
         self.qualifiedName = qualifiedName
         self.key = key
@@ -156,8 +164,10 @@ public struct EntitySet: Sendable, Hashable {
     public var navigationBindings: [String: String]
     public var isSingleton: Bool
 
-    public init(name: String, entityType: String, navigationBindings: [String: String] = [:],
-                isSingleton: Bool = false) {
+    public init(
+        name: String, entityType: String, navigationBindings: [String: String] = [:],
+        isSingleton: Bool = false
+    ) {
         self.name = name
         self.entityType = entityType
         self.navigationBindings = navigationBindings
@@ -176,8 +186,10 @@ public struct Schema: Sendable, Hashable {
     public var entitySets: [String: EntitySet]
     public var entitySetNames: [String]
 
-    public init(version: ODataVersion, entityTypes: [String: EntityType], complexTypes: [String: ComplexType],
-                enumTypes: [String: EnumType], entitySets: [EntitySet]) {
+    public init(
+        version: ODataVersion, entityTypes: [String: EntityType], complexTypes: [String: ComplexType],
+        enumTypes: [String: EnumType], entitySets: [EntitySet]
+    ) {
         self.version = version
         self.entityTypes = entityTypes
         self.complexTypes = complexTypes

@@ -17,56 +17,62 @@ package enum SystemSets {
     }
 
     /// A pending local change: `RequestID` orders the queue.
-    static let request = EntityType(name: "Request", qualifiedName: "\(namespace).Request", key: ["RequestID"], properties: [
-        Property(name: "RequestID", type: .primitive(.int64), nullable: false),
-        string("Method", nullable: false),            // POST, PATCH, PUT, DELETE
-        string("EntitySet", nullable: false),
-        string("EntityKey", nullable: false),         // the key as in a URL: 'HT-1000' or A=1,B='x'
-        Property(name: "KeyBytes", type: .primitive(.binary), nullable: false),  // the key tuple, exact
-        string("Body"),                               // OData JSON: the entity (POST, PUT) or its changes (PATCH)
-        string("CustomTag"),
-        string("CustomHeaders"),                      // a JSON object of header names to values
-        string("TransactionID"),
-        string("UploadCategory"),
-        Property(name: "RepeatabilityID", type: .primitive(.guid), nullable: false),
-        Property(name: "CreatedAt", type: .primitive(.dateTimeOffset), nullable: false),
-        string("Status", nullable: false),            // pending, sent, error
-        Property(name: "Attempts", type: .primitive(.int32), nullable: false),
-        Property(name: "Dependencies", type: .collection(.primitive(.int64))),
-        Property(name: "NonMergeable", type: .primitive(.boolean), nullable: false),
-        Property(name: "LocalKey", type: .primitive(.boolean), nullable: false),
-        // When flush first sent it (Repeatability-First-Sent); null until then. Added after the
-        // other properties, so records written before it read it as null.
-        Property(name: "FirstSentAt", type: .primitive(.dateTimeOffset)),
-    ])
+    static let request = EntityType(
+        name: "Request", qualifiedName: "\(namespace).Request", key: ["RequestID"],
+        properties: [
+            Property(name: "RequestID", type: .primitive(.int64), nullable: false),
+            string("Method", nullable: false),  // POST, PATCH, PUT, DELETE
+            string("EntitySet", nullable: false),
+            string("EntityKey", nullable: false),  // the key as in a URL: 'HT-1000' or A=1,B='x'
+            Property(name: "KeyBytes", type: .primitive(.binary), nullable: false),  // the key tuple, exact
+            string("Body"),  // OData JSON: the entity (POST, PUT) or its changes (PATCH)
+            string("CustomTag"),
+            string("CustomHeaders"),  // a JSON object of header names to values
+            string("TransactionID"),
+            string("UploadCategory"),
+            Property(name: "RepeatabilityID", type: .primitive(.guid), nullable: false),
+            Property(name: "CreatedAt", type: .primitive(.dateTimeOffset), nullable: false),
+            string("Status", nullable: false),  // pending, sent, error
+            Property(name: "Attempts", type: .primitive(.int32), nullable: false),
+            Property(name: "Dependencies", type: .collection(.primitive(.int64))),
+            Property(name: "NonMergeable", type: .primitive(.boolean), nullable: false),
+            Property(name: "LocalKey", type: .primitive(.boolean), nullable: false),
+            // When flush first sent it (Repeatability-First-Sent); null until then. Added after the
+            // other properties, so records written before it read it as null.
+            Property(name: "FirstSentAt", type: .primitive(.dateTimeOffset)),
+        ])
 
     /// A request the service refused, with SAP's ErrorArchive fields.
-    static let error = EntityType(name: "Error", qualifiedName: "\(namespace).Error", key: ["RequestID"], properties: [
-        Property(name: "RequestID", type: .primitive(.int64), nullable: false),
-        string("CustomTag"),
-        Property(name: "HTTPStatusCode", type: .primitive(.int32)),
-        string("Code"),
-        string("Message"),
-        string("InnerError"),
-        string("RequestMethod", nullable: false),
-        string("RequestURL", nullable: false),
-        string("RequestBody"),
-        string("AffectedEntity"),
-        Property(name: "CausedBy", type: .primitive(.int64)),  // for a dependent: the request that failed
-        Property(name: "ArchivedAt", type: .primitive(.dateTimeOffset), nullable: false),
-    ])
+    static let error = EntityType(
+        name: "Error", qualifiedName: "\(namespace).Error", key: ["RequestID"],
+        properties: [
+            Property(name: "RequestID", type: .primitive(.int64), nullable: false),
+            string("CustomTag"),
+            Property(name: "HTTPStatusCode", type: .primitive(.int32)),
+            string("Code"),
+            string("Message"),
+            string("InnerError"),
+            string("RequestMethod", nullable: false),
+            string("RequestURL", nullable: false),
+            string("RequestBody"),
+            string("AffectedEntity"),
+            Property(name: "CausedBy", type: .primitive(.int64)),  // for a dependent: the request that failed
+            Property(name: "ArchivedAt", type: .primitive(.dateTimeOffset), nullable: false),
+        ])
 
     /// One upload or download.
-    static let event = EntityType(name: "Event", qualifiedName: "\(namespace).Event", key: ["EventID"], properties: [
-        Property(name: "EventID", type: .primitive(.int64), nullable: false),
-        string("Type", nullable: false),              // Upload, Download
-        Property(name: "StartedAt", type: .primitive(.dateTimeOffset), nullable: false),
-        Property(name: "FinishedAt", type: .primitive(.dateTimeOffset)),
-        string("Outcome", nullable: false),           // succeeded, failed, cancelled
-        Property(name: "Requests", type: .primitive(.int64)),
-        Property(name: "Entities", type: .primitive(.int64)),
-        string("Details"),
-    ])
+    static let event = EntityType(
+        name: "Event", qualifiedName: "\(namespace).Event", key: ["EventID"],
+        properties: [
+            Property(name: "EventID", type: .primitive(.int64), nullable: false),
+            string("Type", nullable: false),  // Upload, Download
+            Property(name: "StartedAt", type: .primitive(.dateTimeOffset), nullable: false),
+            Property(name: "FinishedAt", type: .primitive(.dateTimeOffset)),
+            string("Outcome", nullable: false),  // succeeded, failed, cancelled
+            Property(name: "Requests", type: .primitive(.int64)),
+            Property(name: "Entities", type: .primitive(.int64)),
+            string("Details"),
+        ])
 
     static let types = [request, error, event]
 }
@@ -77,7 +83,8 @@ extension Schema {
     package func withSystemSets() throws(EntityError) -> Schema {
         var s = self
         for name in SystemSets.names where s.entitySets[name] != nil && !isSystemSet(name) {
-            throw .badInput("the service has an entity set named '\(name)', which is the name of one of the store's own sets")
+            throw .badInput(
+                "the service has an entity set named '\(name)', which is the name of one of the store's own sets")
         }
         for (name, type) in zip(SystemSets.names, SystemSets.types) where s.entitySets[name] == nil {
             s.entityTypes[type.qualifiedName] = type

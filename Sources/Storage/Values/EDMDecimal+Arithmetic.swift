@@ -56,7 +56,9 @@ extension EDMDecimal {
 
     /// `a ÷ b` to 28 significant digits (Foundation's Decimal); nil when b is zero.
     public static func dividing(_ a: EDMDecimal, _ b: EDMDecimal) -> EDMDecimal? {
-        guard !b.isZero, let x = Decimal(string: a.description), let y = Decimal(string: b.description) else { return nil }
+        guard !b.isZero, let x = Decimal(string: a.description), let y = Decimal(string: b.description) else {
+            return nil
+        }
         var q = x / y
         var rounded = Decimal()
         NSDecimalRound(&rounded, &q, 20, .plain)

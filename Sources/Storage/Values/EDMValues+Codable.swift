@@ -11,7 +11,8 @@ extension _EDMTextCodable {
         let container = try decoder.singleValueContainer()
         let text = try container.decode(String.self)
         guard let value = Self(edmText: text) else {
-            throw DecodingError.dataCorruptedError(in: container, debugDescription: "'\(text.prefix(80))' is not a valid \(Self.self)")
+            throw DecodingError.dataCorruptedError(
+                in: container, debugDescription: "'\(text.prefix(80))' is not a valid \(Self.self)")
         }
         self = value
     }

@@ -57,7 +57,9 @@ struct _ISOScanner {
     /// An unsigned integer of one or more digits.
     mutating func number() -> Int? {
         var v = 0, n = 0
-        while i < bytes.count, bytes[i] >= 48, bytes[i] <= 57, n < 18 { v = v * 10 + Int(bytes[i] - 48); i += 1; n += 1 }
+        while i < bytes.count, bytes[i] >= 48, bytes[i] <= 57, n < 18 {
+            v = v * 10 + Int(bytes[i] - 48); i += 1; n += 1
+        }
         return n == 0 ? nil : v
     }
     /// Fraction digits after a '.', as ticks (first 7 digits; further digits must be zero).
@@ -100,7 +102,8 @@ extension _ISOScanner {
     mutating func date() -> Int? {
         let negative = eat("-")
         guard let y = digits(4), eat("-"), let m = digits(2), eat("-"), let d = digits(2),
-              (1...12).contains(m) else { return nil }
+            (1...12).contains(m)
+        else { return nil }
         let year = negative ? -y : y
         guard d >= 1, d <= daysIn(year, m) else { return nil }
         return daysFromCivil(year: year, month: m, day: d)
@@ -237,11 +240,17 @@ public struct EDMDuration: Sendable, Hashable, Comparable, CustomStringConvertib
                 frac = 0
             }
             let unit: Int64
-            if !inTime, s.eat("D") { unit = ticksPerDay }
-            else if inTime, s.eat("H") { unit = 3600 * ticksPerSecond }
-            else if inTime, s.eat("M") { unit = 60 * ticksPerSecond }
-            else if inTime, s.eat("S") { unit = ticksPerSecond }
-            else { return nil }
+            if !inTime, s.eat("D") {
+                unit = ticksPerDay
+            } else if inTime, s.eat("H") {
+                unit = 3600 * ticksPerSecond
+            } else if inTime, s.eat("M") {
+                unit = 60 * ticksPerSecond
+            } else if inTime, s.eat("S") {
+                unit = ticksPerSecond
+            } else {
+                return nil
+            }
             if frac != 0 && unit != ticksPerSecond { return nil }
             let (p, o1) = Int64(n).multipliedReportingOverflow(by: unit)
             let (pf, o2) = p.addingReportingOverflow(frac)

@@ -28,10 +28,17 @@ import Samples
         let kills = Self.env("CRASHTEST_KILLS", 20), seconds = Self.env("CRASHTEST_SECONDS", 60)
         let seed = testSeed("crashTestPassesWithEveryPhase") % 1_000_000_000
         let dir = tempDir() + "/crashtest"
-        let r = try ChildProcess.run(["crashtest", "--kills", String(kills), "--seconds", String(seconds), "--seed", String(seed), "--phase", "all", "--dir", dir],
-                                     timeout: Double(seconds) + 300)
+        let r = try ChildProcess.run(
+            [
+                "crashtest", "--kills", String(kills), "--seconds", String(seconds), "--seed", String(seed), "--phase",
+                "all", "--dir", dir,
+            ],
+            timeout: Double(seconds) + 300)
         print("crashtest (seed \(seed)): \(r.stdout.split(separator: "\n").suffix(3).joined(separator: " | "))")
-        #expect(r.status == 0 && r.signal == nil && !r.hung, "status \(r.status), signal \(String(describing: r.signal)), hung \(r.hung): \(r.stderr.suffix(3000))\n\(r.stdout.suffix(3000))")
+        #expect(
+            r.status == 0 && r.signal == nil && !r.hung,
+            "status \(r.status), signal \(String(describing: r.signal)), hung \(r.hung): \(r.stderr.suffix(3000))\n\(r.stdout.suffix(3000))"
+        )
         let s = try #require(Self.summary(r.stdout), "no summary line: \(r.stdout.suffix(2000))")
         #expect(s.lost == 0 && s.duplicated == 0)
         #expect(s.kills >= min(kills, 5), "too few kills in \(seconds) s")
@@ -46,8 +53,11 @@ import Samples
     /// the seed, and fails.
     @Test func crashTestReportsALoss() throws {
         let dir = tempDir() + "/crashtest"
-        let r = try ChildProcess.run(["crashtest", "--kills", "4", "--seconds", "60", "--seed", "5", "--phase", "write", "--workers", "1",
-                                      "--dir", dir, "--false-ack-after", "0"], timeout: 400)
+        let r = try ChildProcess.run(
+            [
+                "crashtest", "--kills", "4", "--seconds", "60", "--seed", "5", "--phase", "write", "--workers", "1",
+                "--dir", dir, "--false-ack-after", "0",
+            ], timeout: 400)
         #expect(r.status == 1, "\(r.stdout.suffix(2000))")
         #expect(r.stderr.contains("never-written"), "\(r.stderr.suffix(2000))")
         #expect(r.stderr.contains("with seed 5"), "\(r.stderr.suffix(2000))")
@@ -55,7 +65,10 @@ import Samples
     }
 
     @Test func crashTestRefusesBadArguments() throws {
-        for args in [["--phase", "everything"], ["--kills", "0"], ["--workers", "0"], ["--seconds=-1"], ["--durability", "never"]] {
+        for args in [
+            ["--phase", "everything"], ["--kills", "0"], ["--workers", "0"], ["--seconds=-1"],
+            ["--durability", "never"],
+        ] {
             let r = try ChildProcess.run(["crashtest"] + args, timeout: 60)
             #expect(r.status != 0 && r.stderr.contains("offline-store: --"), "\(args): \(r.stderr)")
         }
@@ -66,10 +79,12 @@ import Samples
         final class Lines { var text = "" }
         let lines = Lines()
         _ = withUnsafeMutablePointer(to: &lines.text) { p in
-            mdb_reader_list(env, { msg, ctx in
-                ctx!.assumingMemoryBound(to: String.self).pointee += String(cString: msg!)
-                return 0
-            }, p)
+            mdb_reader_list(
+                env,
+                { msg, ctx in
+                    ctx!.assumingMemoryBound(to: String.self).pointee += String(cString: msg!)
+                    return 0
+                }, p)
         }
         // "    pid     thread     txnid" then one line a slot.
         return lines.text.split(separator: "\n").dropFirst().compactMap { Int32($0.split(separator: " ").first ?? "") }
@@ -93,9 +108,13 @@ import Samples
         try await client.shutdown()
         #expect(reply.status == 200)
         server.kill()
-        #expect(Self.readerPIDs(env!).contains(server.pid), "the killed server held no reader slot: \(Self.readerPIDs(env!))")
+        #expect(
+            Self.readerPIDs(env!).contains(server.pid),
+            "the killed server held no reader slot: \(Self.readerPIDs(env!))")
         let stats = try ChildProcess.run(["stats", "--store", path], timeout: 60)
         #expect(stats.status == 0, "\(stats.stderr)")
-        #expect(!Self.readerPIDs(env!).contains(server.pid), "the dead server's slot is still there: \(Self.readerPIDs(env!))")
+        #expect(
+            !Self.readerPIDs(env!).contains(server.pid),
+            "the dead server's slot is still there: \(Self.readerPIDs(env!))")
     }
 }

@@ -34,8 +34,12 @@ struct DamagedStoreTests {
         let dir = try store(Array(map.bytes.prefix(cut)))
         let check = try run(["check", "--store", dir])
         #expect(check.status == 1 && check.stdout.contains("data.mdb is truncated"), "\(check.stdout)")
-        let expected = "offline-store: data.mdb is truncated: its meta page says \(map.pages) pages of \(map.pageSize) bytes, the file has \(cut) bytes; the store is damaged (run offline-store check)\n"
-        for args in [["get", "--store", dir, "Products('HT-1000')"], ["query", "--store", dir, "Products?$top=1"], ["stats", "--store", dir]] {
+        let expected =
+            "offline-store: data.mdb is truncated: its meta page says \(map.pages) pages of \(map.pageSize) bytes, the file has \(cut) bytes; the store is damaged (run offline-store check)\n"
+        for args in [
+            ["get", "--store", dir, "Products('HT-1000')"], ["query", "--store", dir, "Products?$top=1"],
+            ["stats", "--store", dir],
+        ] {
             let o = try run(args)
             #expect(o.status == 1 && o.stderr == expected, "\(args[0]): \(o.stderr)")
         }
@@ -62,14 +66,17 @@ struct DamagedStoreTests {
         bytes[branch * map.pageSize + 12] = 18  // mp_lower: one node
         bytes[branch * map.pageSize + 13] = 0
         let check = try run(["check", "--store", try store(bytes)])
-        #expect(check.status == 1 && check.stdout.contains("page \(branch)") && check.stdout.contains("holds 1 node(s)"), "\(check.stdout)")
+        #expect(
+            check.status == 1 && check.stdout.contains("page \(branch)") && check.stdout.contains("holds 1 node(s)"),
+            "\(check.stdout)")
     }
 
     /// Regression: a branch node pointing at a meta page made LMDB assert that the page it
     /// reached is a branch (SIGABRT in check).
     @Test func aChildPointingAtAMetaPageIsReported() throws {
         let (_, map) = try Self.pristine.get()
-        let (branch, page) = try #require(map.live.first { $0.value.kind == .branch && $0.value.tree == .named && $0.value.nodes.count > 1 })
+        let (branch, page) = try #require(
+            map.live.first { $0.value.kind == .branch && $0.value.tree == .named && $0.value.nodes.count > 1 })
         var bytes = map.bytes
         let node = branch * map.pageSize + page.nodes[1].offset
         for k in 0..<6 { bytes[node + k] = k == 0 ? 1 : 0 }  // page 1
@@ -96,7 +103,10 @@ struct DamagedStoreTests {
         let dir = try store(bytes)
         let check = try run(["check", "--store", dir])
         #expect(check.status == 1 && check.stdout.contains("page size of 0 bytes"), "\(check.stdout)")
-        for args in [["get", "--store", dir, "Products('HT-1000')"], ["query", "--store", dir, "Products?$top=1"], ["stats", "--store", dir]] {
+        for args in [
+            ["get", "--store", dir, "Products('HT-1000')"], ["query", "--store", dir, "Products?$top=1"],
+            ["stats", "--store", dir],
+        ] {
             let o = try run(args)
             #expect(o.status == 1 && o.stderr.contains("page size of 0 bytes"), "\(args[0]): \(o.stderr)")
         }

@@ -70,7 +70,9 @@ struct DiskFullTests {
             #expect(r.signal == 0, "leaving \(leaving) bytes: died by signal \(r.signal)")
             if r.status != 0 {
                 #expect(r.stderr.contains("the disk is full"), "leaving \(leaving): \(r.stderr)")
-                #expect(!FileManager.default.fileExists(atPath: fs.path + "/s"), "leaving \(leaving): a half-made store is left")
+                #expect(
+                    !FileManager.default.fileExists(atPath: fs.path + "/s"),
+                    "leaving \(leaving): a half-made store is left")
             } else {
                 #expect(try CLI.run(["check", "--store", fs.path + "/s"]).status == 0)
                 try FileManager.default.removeItem(atPath: fs.path + "/s")
@@ -87,7 +89,9 @@ struct DiskFullTests {
         let store = fs.path + "/s"
         #expect(try CLI.run(["init", "--store", store, "--metadata", dir + "/m.xml"]).status == 0)
         try fs.fill(leaving: 64 << 10)
-        let r = try HostileEnvironmentTests.spawn(["generate", "--store", store, "--set", "BusinessPartners", "--count", "50000", "--batch", "2000"])
+        let r = try HostileEnvironmentTests.spawn([
+            "generate", "--store", store, "--set", "BusinessPartners", "--count", "50000", "--batch", "2000",
+        ])
         #expect(r.signal == 0 && r.status == 1, "\(r)")
         #expect(r.stderr.contains("the disk is full"), "\(r.stderr)")
         let check = try CLI.run(["check", "--store", store])
@@ -110,7 +114,9 @@ struct DiskFullTests {
         var text = ""
         try engine.execute("SalesOrderItems?$orderby=NetAmount desc") { chunk in
             text += chunk
-            #expect((try? FileManager.default.contentsOfDirectory(atPath: fs.path))?.isEmpty == true, "a scratch file is visible")
+            #expect(
+                (try? FileManager.default.contentsOfDirectory(atPath: fs.path))?.isEmpty == true,
+                "a scratch file is visible")
         }
         #expect(text.contains("\"value\""))
         try fs.fill()

@@ -31,7 +31,8 @@ import TestSupport
 
         let env = ProcessInfo.processInfo.environment
         let maxTrials = env["CORRUPTION_TRIALS"].flatMap(Int.init) ?? 300
-        let maxSeconds = env["CORRUPTION_SECONDS"].flatMap(Double.init) ?? (env["CORRUPTION_TRIALS"] == nil ? 60 : .infinity)
+        let maxSeconds =
+            env["CORRUPTION_SECONDS"].flatMap(Double.init) ?? (env["CORRUPTION_TRIALS"] == nil ? 60 : .infinity)
         var r = SeededRandom(seed: seed)
         let store = tempDir() + "/damaged"
         try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
@@ -68,13 +69,16 @@ import TestSupport
             tally[damage.kind] = t
             if let failure, issues < 20 {
                 issues += 1
-                Issue.record("trial \(trial), \(damage.kind) \(damage.detail), expected \(damage.expectation): \(failure)\nstdout: \(o.stdout.prefix(600))\nstderr: \(o.stderr.prefix(600))")
+                Issue.record(
+                    "trial \(trial), \(damage.kind) \(damage.detail), expected \(damage.expectation): \(failure)\nstdout: \(o.stdout.prefix(600))\nstderr: \(o.stderr.prefix(600))"
+                )
             }
         }
         let seconds = Date().timeIntervalSince(start)
         print(Self.summary(tally, trials: trial, seconds: seconds))
         let all = tally.values.reduce(into: Tally()) {
-            $0.signals += $1.signals; $0.hangs += $1.hangs; $0.missed += $1.missed; $0.falseAlarms += $1.falseAlarms; $0.badExits += $1.badExits
+            $0.signals += $1.signals; $0.hangs += $1.hangs; $0.missed += $1.missed; $0.falseAlarms += $1.falseAlarms;
+            $0.badExits += $1.badExits
         }
         #expect(all.signals == 0 && all.hangs == 0 && all.badExits == 0)
         #expect(all.missed == 0 && all.falseAlarms == 0)
@@ -84,7 +88,9 @@ import TestSupport
     /// `get` and `query` on a truncated copy: a clear error naming the truncation, never a signal;
     /// when only free pages were cut, they work. Returns what went wrong, if anything.
     static func readersOnTruncated(_ store: String, _ damage: FileDamage) throws -> String? {
-        for args in [["get", "--store", store, "Products('HT-1000')"], ["query", "--store", store, "Products?$top=2"]] {
+        for args in [
+            ["get", "--store", store, "Products('HT-1000')"], ["query", "--store", store, "Products?$top=2"],
+        ] {
             let o = try ChildProcess.run(args, timeout: 60)
             if let signal = o.signal { return "\(args[0]) died by signal \(signal)" }
             if o.hung { return "\(args[0]) hung" }
@@ -92,7 +98,9 @@ import TestSupport
             case .reported where damage.bytes.isEmpty:
                 if o.status == 0 { return "\(args[0]) succeeded on an empty data.mdb" }
             case .reported:
-                if o.status != 1 || !o.stderr.contains("truncated") { return "\(args[0]) exited \(o.status): \(o.stderr)" }
+                if o.status != 1 || !o.stderr.contains("truncated") {
+                    return "\(args[0]) exited \(o.status): \(o.stderr)"
+                }
             case .ok, .either:
                 if o.status != 0 { return "\(args[0]) failed on a file cut only in free pages: \(o.stderr)" }
             }
@@ -101,14 +109,18 @@ import TestSupport
     }
 
     static func summary(_ tally: [FileDamage.Kind: Tally], trials: Int, seconds: Double) -> String {
-        var lines = ["corruption trials: \(trials) in \(String(format: "%.1f", seconds)) s",
-                     "kind          trials reported   ok signals hangs missed falseAlarms badExits"]
+        var lines = [
+            "corruption trials: \(trials) in \(String(format: "%.1f", seconds)) s",
+            "kind          trials reported   ok signals hangs missed falseAlarms badExits",
+        ]
         for kind in FileDamage.Kind.allCases {
             let t = tally[kind, default: Tally()]
-            let columns = zip([t.trials, t.reported, t.ok, t.signals, t.hangs, t.missed, t.falseAlarms, t.badExits],
-                              [6, 9, 5, 8, 6, 7, 12, 9])
-            lines.append(kind.rawValue.padding(toLength: 13, withPad: " ", startingAt: 0)
-                + columns.map { String($0).leftPadded(to: $1) }.joined())
+            let columns = zip(
+                [t.trials, t.reported, t.ok, t.signals, t.hangs, t.missed, t.falseAlarms, t.badExits],
+                [6, 9, 5, 8, 6, 7, 12, 9])
+            lines.append(
+                kind.rawValue.padding(toLength: 13, withPad: " ", startingAt: 0)
+                    + columns.map { String($0).leftPadded(to: $1) }.joined())
         }
         return lines.joined(separator: "\n")
     }
@@ -119,7 +131,8 @@ import TestSupport
     /// needs an overflow run too.
     static func buildStore(seed: UInt64) throws -> String {
         let dir = tempDir() + "/pristine"
-        let store = try OfflineStore.create(at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
+        let store = try OfflineStore.create(
+            at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
         for set in SampleData.setsInLoadOrder { _ = try store.load(set: set, json: Array(SampleData.json(set).utf8)) }
         _ = try store.generate(set: "SalesOrders", count: 300, seed: seed)
         _ = try store.generate(set: "SalesOrderItems", count: 1_500, seed: seed)
@@ -154,11 +167,15 @@ import TestSupport
         try store.define(name: "BP", url: "BusinessPartners")
         let report = try await store.refresh(backend: ETaggedSampleBackend())
         #expect(report.received > 0)
-        let (members, etags) = try store.entities.read { t in (try t.count(store.entities.membership), try t.count(store.entities.serverETags)) }
+        let (members, etags) = try store.entities.read { t in
+            (try t.count(store.entities.membership), try t.count(store.entities.serverETags))
+        }
         #expect(members == report.received && etags == report.received, "\(members) members, \(etags) ETags")
         try await store.update(set: "Products", key: [.string("HT-1000")], changes: ["Name": .string("changed")])
         try await store.delete(set: "Products", key: [.string("HT-1001")])
-        try await store.create(set: "Products", entity: ["ProductID": .string("LOCAL-1"), "Name": .string("new"), "Category": .string("Notebooks")])
+        try await store.create(
+            set: "Products",
+            entity: ["ProductID": .string("LOCAL-1"), "Name": .string("new"), "Category": .string("Notebooks")])
         #expect(try store.check().isConsistent)
         return dir
     }
@@ -170,8 +187,10 @@ struct ETaggedSampleBackend: Backend {
 
     func send(_ request: BackendRequest) async throws -> BackendResponse {
         let answer = try await SampleBackend().send(request)
-        guard answer.status == 200, var doc = try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any],
-              let value = doc["value"] as? [[String: Any]] else { return answer }
+        guard answer.status == 200,
+            var doc = try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any],
+            let value = doc["value"] as? [[String: Any]]
+        else { return answer }
         doc["value"] = value.enumerated().map { i, e in e.merging(["@odata.etag": "W/\"\(i)\""]) { a, _ in a } }
         return BackendResponse(status: 200, body: Array(try JSONSerialization.data(withJSONObject: doc)))
     }

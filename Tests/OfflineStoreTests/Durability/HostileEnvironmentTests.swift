@@ -10,15 +10,21 @@ import Samples
     /// Runs the tool through `posix_spawn` so the test decides exactly which descriptors the child
     /// has: `closed` are closed in the child; `stdout`, when given, becomes its descriptor 1.
     /// SIGPIPE is ignored in the child when `ignoreSIGPIPE` (a disposition a spawned child inherits).
-    static func spawn(_ args: [String], closed: [Int32] = [], stdout: Int32? = nil,
-                      ignoreSIGPIPE: Bool = false, environment: [String: String] = [:]) throws -> (status: Int32, signal: Int32, stderr: String) {
+    static func spawn(
+        _ args: [String], closed: [Int32] = [], stdout: Int32? = nil,
+        ignoreSIGPIPE: Bool = false, environment: [String: String] = [:]
+    ) throws -> (status: Int32, signal: Int32, stderr: String) {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         let errPath = tempDir() + "/stderr"
         if let stdout { posix_spawn_file_actions_adddup2(&actions, stdout, 1) }
-        if !closed.contains(2) { posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
-        if !closed.contains(1) && stdout == nil { posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0) }
+        if !closed.contains(2) {
+            posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        }
+        if !closed.contains(1) && stdout == nil {
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        }
         for fd in closed { posix_spawn_file_actions_addclose(&actions, fd) }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -56,8 +62,11 @@ import Samples
             #expect(get.signal == 0 && get.status == 0, "closed \(closed): \(get)")
             let missing = try Self.spawn(["get", "--store", store, "Products('nope')"], closed: closed)
             #expect(missing.signal == 0 && missing.status == 1, "closed \(closed): \(missing)")
-            try write(#"{"value":[{"ProductID":"FD-\#(closed.count)","Name":"written with descriptors closed"}]}"#, to: dir + "/fd.json")
-            let load = try Self.spawn(["load", "--store", store, "--set", "Products", dir + "/fd.json"], closed: closed)
+            try write(
+                #"{"value":[{"ProductID":"FD-\#(closed.count)","Name":"written with descriptors closed"}]}"#,
+                to: dir + "/fd.json")
+            let load = try Self.spawn(
+                ["load", "--store", store, "--set", "Products", dir + "/fd.json"], closed: closed)
             #expect(load.signal == 0 && load.status == 0, "closed \(closed): \(load)")
             let query = try Self.spawn(["query", "--store", store, "Products?$top=5"], closed: closed)
             #expect(query.signal == 0 && query.status == 0, "closed \(closed): \(query)")
@@ -78,8 +87,10 @@ import Samples
         let full = open("/dev/full", O_WRONLY)
         #expect(full >= 0)
         defer { close(full) }
-        for args in [["query", "--store", store, "SalesOrderItems"], ["get", "--store", store, "Products('HT-1001')"],
-                     ["stats", "--store", store], ["query", "--store", store, "Products", "--format", "table"]] {
+        for args in [
+            ["query", "--store", store, "SalesOrderItems"], ["get", "--store", store, "Products('HT-1001')"],
+            ["stats", "--store", store], ["query", "--store", store, "Products", "--format", "table"],
+        ] {
             let r = try Self.spawn(args, stdout: full)
             #expect(r.signal == 0 && r.status == 1, "\(args): \(r)")
             #expect(r.stderr.contains("cannot write to standard output: No space left on device"), "\(r.stderr)")
@@ -111,12 +122,18 @@ import Samples
         #expect(big.status == 1 && big.stderr.contains("expected Edm.Decimal"), "\(big.stderr.prefix(300))")
         #expect(big.stderr.count < 400, "the error line is \(big.stderr.count) characters")
         let file = try CLI.run(["get", "--store", dir + "/big.json", "Products('X')"])
-        #expect(file.status == 1 && file.stderr.contains("is not a directory") && !file.stderr.contains("NSCocoa"), "\(file.stderr)")
+        #expect(
+            file.status == 1 && file.stderr.contains("is not a directory") && !file.stderr.contains("NSCocoa"),
+            "\(file.stderr)")
         let initFile = try CLI.run(["init", "--store", dir + "/big.json", "--metadata", dir + "/metadata.xml"])
         #expect(initFile.status == 1 && initFile.stderr.contains("is not a directory"), "\(initFile.stderr)")
-        let count = try Self.spawn(["generate", "--store", store, "--set", "SalesOrderItems", "--count", String(Int.max)])
+        let count = try Self.spawn([
+            "generate", "--store", store, "--set", "SalesOrderItems", "--count", String(Int.max),
+        ])
         #expect(count.signal == 0 && count.status == 1, "\(count)")
-        let batch = try Self.spawn(["generate", "--store", store, "--set", "BusinessPartners", "--count", "3", "--batch", String(Int.max)])
+        let batch = try Self.spawn([
+            "generate", "--store", store, "--set", "BusinessPartners", "--count", "3", "--batch", String(Int.max),
+        ])
         #expect(batch.signal == 0 && batch.status == 0, "\(batch)")
         #expect(try CLI.run(["check", "--store", store]).status == 0)
     }
@@ -133,7 +150,8 @@ import Samples
     @Test func loadTakesBOMsAndPipes() throws {
         let dir = try CLITests().sampleStore()
         let store = dir + "/store"
-        try Data([0xEF, 0xBB, 0xBF] + Array(#"{"value":[{"ProductID":"BOM-1"}]}"#.utf8)).write(to: URL(fileURLWithPath: dir + "/bom.json"))
+        try Data([0xEF, 0xBB, 0xBF] + Array(#"{"value":[{"ProductID":"BOM-1"}]}"#.utf8)).write(
+            to: URL(fileURLWithPath: dir + "/bom.json"))
         let bom = try CLI.run(["load", "--store", store, "--set", "Products", dir + "/bom.json"])
         #expect(bom.status == 0, "\(bom.stderr)")
         for name in ["-", "/dev/stdin"] {
@@ -148,7 +166,9 @@ import Samples
             input.fileHandleForWriting.write(Data(#"{"value":[{"ProductID":"PIPE-\#(name.count)"}]}"#.utf8))
             try input.fileHandleForWriting.close()
             p.waitUntilExit()
-            #expect(p.terminationStatus == 0, "\(name): \(String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))")
+            #expect(
+                p.terminationStatus == 0,
+                "\(name): \(String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))")
         }
         #expect(try CLI.run(["get", "--store", store, "Products('PIPE-10')"]).status == 0)
         #expect(try CLI.run(["get", "--store", store, "Products('BOM-1')"]).status == 0)
@@ -171,7 +191,7 @@ import Samples
         #expect(p.terminationStatus == 0)
         let firstLine = text.split(separator: "\n").first.map(String.init) ?? ""
         #expect(firstLine.contains(tmp + "/offline-store-demo-"), "\(firstLine)")
-        #expect(!firstLine.contains("offline-store-demo-\(p.processIdentifier)/") , "\(firstLine)")
+        #expect(!firstLine.contains("offline-store-demo-\(p.processIdentifier)/"), "\(firstLine)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: tmp).isEmpty)
     }
 }

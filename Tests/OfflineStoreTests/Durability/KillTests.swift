@@ -12,14 +12,18 @@ import Samples
         let dir = tempDir()
         try write(SampleData.metadata, to: dir + "/m.xml")
         try write(SampleData.configuration.json.text, to: dir + "/c.json")
-        #expect(try CLI.run(["init", "--store", dir + "/s", "--metadata", dir + "/m.xml", "--config", dir + "/c.json"]).status == 0)
+        #expect(
+            try CLI.run(["init", "--store", dir + "/s", "--metadata", dir + "/m.xml", "--config", dir + "/c.json"])
+                .status == 0)
         let batch = 500
         var previous = 0
         for round in 0..<4 {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: CLI.executable)
-            p.arguments = ["generate", "--store", dir + "/s", "--set", "Products", "--count", "1000000",
-                           "--batch", String(batch), "--seed", String(round)]
+            p.arguments = [
+                "generate", "--store", dir + "/s", "--set", "Products", "--count", "1000000",
+                "--batch", String(batch), "--seed", String(round),
+            ]
             p.standardOutput = FileHandle.nullDevice
             p.standardError = FileHandle.nullDevice
             try p.run()
@@ -47,7 +51,9 @@ extension KillTests {
         let dir = tempDir()
         try write(SampleData.metadata, to: dir + "/m.xml")
         try write(SampleData.configuration.json.text, to: dir + "/c.json")
-        #expect(try CLI.run(["init", "--store", dir + "/s", "--metadata", dir + "/m.xml", "--config", dir + "/c.json"]).status == 0)
+        #expect(
+            try CLI.run(["init", "--store", dir + "/s", "--metadata", dir + "/m.xml", "--config", dir + "/c.json"])
+                .status == 0)
         let rows = 120_000
         var text = "{\"value\":["
         for i in 0..<rows {
@@ -81,14 +87,18 @@ extension KillTests {
         let dir = tempDir()
         try write(SampleData.metadata, to: dir + "/m.xml")
         try write(SampleData.configuration.json.text, to: dir + "/c.json")
-        #expect(try CLI.run(["init", "--store", dir + "/s", "--metadata", dir + "/m.xml", "--config", dir + "/c.json"]).status == 0)
+        #expect(
+            try CLI.run(["init", "--store", dir + "/s", "--metadata", dir + "/m.xml", "--config", dir + "/c.json"])
+                .status == 0)
         let rows = 120_000, batch = 10_000
         try write(LoadStreamTests.products(0..<rows), to: dir + "/p.json")
         var partial = 0
         for round in 0..<4 {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: CLI.executable)
-            p.arguments = ["load", "--store", dir + "/s", "--set", "Products", "--batch", String(batch), dir + "/p.json"]
+            p.arguments = [
+                "load", "--store", dir + "/s", "--set", "Products", "--batch", String(batch), dir + "/p.json",
+            ]
             p.standardOutput = FileHandle.nullDevice
             p.standardError = FileHandle.nullDevice
             try p.run()
@@ -97,11 +107,15 @@ extension KillTests {
             p.waitUntilExit()
             #expect(try CLI.run(["check", "--store", dir + "/s"]).status == 0, "round \(round)")
             let n = try OfflineStore.open(at: dir + "/s").count(set: "Products")
-            #expect(n % batch == 0, "round \(round): \(n) products after the kill, not a whole number of batches of \(batch)")
+            #expect(
+                n % batch == 0,
+                "round \(round): \(n) products after the kill, not a whole number of batches of \(batch)")
             if n > 0 && n < rows { partial += 1 }
         }
         print("KillTests: a batched load killed 4 times; \(partial) kills left some batches and not all")
-        #expect(try CLI.run(["load", "--store", dir + "/s", "--set", "Products", "--batch", String(batch), dir + "/p.json"]).status == 0)
+        #expect(
+            try CLI.run(["load", "--store", dir + "/s", "--set", "Products", "--batch", String(batch), dir + "/p.json"])
+                .status == 0)
         #expect(try OfflineStore.open(at: dir + "/s").count(set: "Products") == rows)
         #expect(try CLI.run(["check", "--store", dir + "/s"]).status == 0)
     }

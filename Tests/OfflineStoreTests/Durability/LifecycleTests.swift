@@ -37,8 +37,9 @@ import Samples
     @Test func createLoadAndReleaseReportTheirStates() async throws {
         let lifecycle = Lifecycle()
         let recorder = Recorder(lifecycle.events())
-        var store: OfflineStore? = try OfflineStore.create(at: tempDir() + "/s", metadata: Array(SampleData.metadata.utf8),
-                                                          configuration: SampleData.configuration, lifecycle: lifecycle)
+        var store: OfflineStore? = try OfflineStore.create(
+            at: tempDir() + "/s", metadata: Array(SampleData.metadata.utf8),
+            configuration: SampleData.configuration, lifecycle: lifecycle)
         _ = try store!.load(set: "Products", json: Array(SampleData.json("Products").utf8))
         #expect(lifecycle.current.state == .open)
         let loaded = try store!.count(set: "Products")
@@ -59,7 +60,8 @@ import Samples
 
     @Test func openReportsOpeningThenOpen() async throws {
         let path = tempDir() + "/s"
-        _ = try OfflineStore.create(at: path, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
+        _ = try OfflineStore.create(
+            at: path, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
         let lifecycle = Lifecycle()
         let recorder = Recorder(lifecycle.events())
         do {
@@ -95,7 +97,10 @@ import Samples
 
             let report = try await offline.refresh(serviceRoot: server.url, pageSize: 2)
             #expect(report.requests.first?.mode == .full)
-            RefreshTests.expectSame(try RefreshTests.contents(offline), try RefreshTests.union(try RefreshTests.served(servedPath), [request]), "after the refresh that followed the cancelled one")
+            RefreshTests.expectSame(
+                try RefreshTests.contents(offline),
+                try RefreshTests.union(try RefreshTests.served(servedPath), [request]),
+                "after the refresh that followed the cancelled one")
         }
         let downloading = recorder.events { $0.filter { $0.state == .downloading } }
         #expect(downloading.contains { $0.entities > 0 && $0.bytes > 0 && $0.detail == "AllProducts" })
@@ -108,7 +113,8 @@ import Samples
     @Test func flushReportsUploadingAndCanBeCancelled() async throws {
         let (served, offline) = try FlushFixture.pair()
         for (n, p) in try offline.entities("Products?$top=6").enumerated() {
-            try await offline.update(set: "Products", key: [p["ProductID"]!], changes: ["Name": .string("renamed \(n)")])
+            try await offline.update(
+                set: "Products", key: [p["ProductID"]!], changes: ["Name": .string("renamed \(n)")])
         }
         #expect(try FlushFixture.queue(offline).count == 6)
         let recorder = Recorder(offline.lifecycle.events())

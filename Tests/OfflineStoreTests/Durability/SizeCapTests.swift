@@ -14,8 +14,11 @@ import Storage
 @Suite(.serialized, .checksStores) struct SizeCapTests {
     /// A partner with a company name of the longest allowed (80 characters).
     static func partner(_ i: Int) -> Properties {
-        ["BusinessPartnerID": .string(String(format: "C%09d", i)), "CompanyName": .string(String(repeating: "x", count: 80)),
-         "Country": .string("DE"), "EmailAddress": .string("c\(i)@example.com"), "CurrencyCode": .string("EUR")]
+        [
+            "BusinessPartnerID": .string(String(format: "C%09d", i)),
+            "CompanyName": .string(String(repeating: "x", count: 80)),
+            "Country": .string("DE"), "EmailAddress": .string("c\(i)@example.com"), "CurrencyCode": .string("EUR"),
+        ]
     }
 
     static func isCapError(_ error: any Error) -> Bool {
@@ -45,7 +48,8 @@ import Storage
         let path = tempDir() + "/store"
         var configuration = SampleData.configuration
         configuration.maxSizeBytes = 256 << 10
-        var store: OfflineStore? = try OfflineStore.create(at: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration)
+        var store: OfflineStore? = try OfflineStore.create(
+            at: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration)
         StoreRegistry.current?.add(path)
         let s = try #require(store)
         let fitted = try Self.fill(s, from: 0)
@@ -62,16 +66,23 @@ import Storage
         let big = Properties(["EmailAddress": .string(String(repeating: "y", count: 250))])
         var updated = 0
         for i in 0..<fitted {
-            do { _ = try s.update(set: "BusinessPartners", key: [.string(String(format: "C%09d", i))], changes: big); updated += 1 } catch {
+            do {
+                _ = try s.update(set: "BusinessPartners", key: [.string(String(format: "C%09d", i))], changes: big);
+                updated += 1
+            } catch {
                 #expect(Self.isCapError(error), "\(error)")
-                #expect(try s.get(set: "BusinessPartners", key: [.string(String(format: "C%09d", i))])?["EmailAddress"] == .string("c\(i)@example.com"))
+                #expect(
+                    try s.get(set: "BusinessPartners", key: [.string(String(format: "C%09d", i))])?["EmailAddress"]
+                        == .string("c\(i)@example.com"))
                 break
             }
         }
         #expect(updated < fitted, "every update fit")
         // Deleting frees pages (the creates collapse away): writes fit again.
         for i in stride(from: fitted - 1, to: fitted / 2, by: -1) {
-            do { _ = try s.delete(set: "BusinessPartners", key: [.string(String(format: "C%09d", i))]) } catch { Issue.record("delete \(i) of \(fitted): \(error)"); throw error }
+            do { _ = try s.delete(set: "BusinessPartners", key: [.string(String(format: "C%09d", i))]) } catch {
+                Issue.record("delete \(i) of \(fitted): \(error)"); throw error
+            }
         }
         let refitted = try Self.fill(s, from: 100_000)
         #expect(refitted > 10, "after deleting half, only \(refitted) partners fit")
@@ -81,7 +92,9 @@ import Storage
         store = nil
         let reopened = try OfflineStore.open(at: path)
         #expect(reopened.configuration.maxSizeBytes == 256 << 10)
-        #expect(throws: EnvironmentError.self) { try reopened.create(set: "BusinessPartners", entity: Self.partner(200_000)) }
+        #expect(throws: EnvironmentError.self) {
+            try reopened.create(set: "BusinessPartners", entity: Self.partner(200_000))
+        }
         _ = consume reopened
         let raised = try OfflineStore.open(at: path, maxSizeBytes: 1 << 20)
         #expect(try Self.fill(raised, from: 300_000) > 10)
@@ -115,7 +128,8 @@ import Storage
         var configuration = SampleData.configuration
         configuration.maxSizeBytes = 512 << 10
         do {
-            let offline = try OfflineStore.create(at: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration)
+            let offline = try OfflineStore.create(
+                at: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration)
             StoreRegistry.current?.add(path)
             try offline.define(name: items.name, url: items.url)
             try await withServer(servedPath) { _, server in
@@ -149,10 +163,14 @@ import Storage
             var created: [Int] = []
             var refused: HTTP.Reply?
             for i in 0..<3000 {
-                let body = try String(decoding: JSONSerialization.data(withJSONObject: [
-                    "BusinessPartnerID": String(format: "S%09d", i), "CompanyName": String(repeating: "z", count: 80),
-                    "Country": "DE", "EmailAddress": "s\(i)@example.com", "CurrencyCode": "EUR"]), as: UTF8.self)
-                let r = try await http.send(.POST, "BusinessPartners", body: body, headers: [("Content-Type", "application/json")])
+                let body = try String(
+                    decoding: JSONSerialization.data(withJSONObject: [
+                        "BusinessPartnerID": String(format: "S%09d", i),
+                        "CompanyName": String(repeating: "z", count: 80),
+                        "Country": "DE", "EmailAddress": "s\(i)@example.com", "CurrencyCode": "EUR",
+                    ]), as: UTF8.self)
+                let r = try await http.send(
+                    .POST, "BusinessPartners", body: body, headers: [("Content-Type", "application/json")])
                 if r.status == 201 { created.append(i); continue }
                 refused = r
                 break
@@ -170,11 +188,15 @@ import Storage
                 let d = try await http.send(.DELETE, "BusinessPartners('\(String(format: "S%09d", i))')")
                 #expect(d.status == 204, "DELETE \(i): \(d.status)")
             }
-            let body = #"{"BusinessPartnerID":"T000000001","CompanyName":"after","Country":"DE","EmailAddress":"t@example.com","CurrencyCode":"EUR"}"#
-            let again = try await http.send(.POST, "BusinessPartners", body: body, headers: [("Content-Type", "application/json")])
+            let body =
+                #"{"BusinessPartnerID":"T000000001","CompanyName":"after","Country":"DE","EmailAddress":"t@example.com","CurrencyCode":"EUR"}"#
+            let again = try await http.send(
+                .POST, "BusinessPartners", body: body, headers: [("Content-Type", "application/json")])
             #expect(again.status == 201, "\(again.status): \(String(decoding: again.body, as: UTF8.self))")
         }
-        #expect(Self.dataFileSize(servedPath) <= cap + max(cap / 16, 64 << 10), "data file \(Self.dataFileSize(servedPath)) bytes, cap \(cap)")
+        #expect(
+            Self.dataFileSize(servedPath) <= cap + max(cap / 16, 64 << 10),
+            "data file \(Self.dataFileSize(servedPath)) bytes, cap \(cap)")
         let report = try OfflineStore.check(at: servedPath)
         #expect(report.problems.isEmpty && !report.isDamaged, "\(report.problems)")
     }

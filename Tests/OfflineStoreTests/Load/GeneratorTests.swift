@@ -4,15 +4,20 @@ import OfflineStore
 import Samples
 
 @Suite(.checksStores) struct GeneratorTests {
-    static let counts = [("BusinessPartners", 50), ("Products", 300), ("SalesOrders", 1_000), ("SalesOrderItems", 4_000)]
+    static let counts = [
+        ("BusinessPartners", 50), ("Products", 300), ("SalesOrders", 1_000), ("SalesOrderItems", 4_000),
+    ]
 
     /// A store from the sample $metadata, generated parents first.
     func sampleStore(seed: UInt64, batch: Int = 700) throws -> OfflineStore {
-        let store = try OfflineStore.create(at: tempDir() + "/store", metadata: Array(SampleData.metadata.utf8),
-                                            configuration: SampleData.configuration)
+        let store = try OfflineStore.create(
+            at: tempDir() + "/store", metadata: Array(SampleData.metadata.utf8),
+            configuration: SampleData.configuration)
         for (set, n) in Self.counts {
             var calls: [(Int, Int)] = []
-            let written = try store.generate(set: set, count: n, seed: seed, batchSize: batch) { calls.append(($0, $1)) }
+            let written = try store.generate(set: set, count: n, seed: seed, batchSize: batch) {
+                calls.append(($0, $1))
+            }
             #expect(written == n)
             #expect(calls.count == (n + batch - 1) / batch && calls.last?.0 == n && calls.allSatisfy { $0.1 == n })
         }
@@ -21,7 +26,9 @@ import Samples
 
     func all(_ store: OfflineStore, _ set: String) throws -> [Properties] {
         var out: [Properties] = []
-        try store.scan(set: set) { out.append($0); return true }
+        try store.scan(set: set) {
+            out.append($0); return true
+        }
         return out
     }
 
@@ -41,7 +48,9 @@ import Samples
         for o in try all(store, "SalesOrders") {
             if let c = o["CustomerID"] { #expect(partners.contains(c)) } else { nullCustomers += 1 }
         }
-        #expect(nullCustomers > 30 && nullCustomers < 200, "nullable foreign keys are null about 10%: \(nullCustomers)/1000")
+        #expect(
+            nullCustomers > 30 && nullCustomers < 200, "nullable foreign keys are null about 10%: \(nullCustomers)/1000"
+        )
         var itemsPerOrder: [Value: Int] = [:]
         for i in try all(store, "SalesOrderItems") {
             let order = try #require(i["SalesOrderID"])
@@ -83,61 +92,62 @@ import Samples
     }
 
     static let everyType = """
-    <?xml version="1.0" encoding="utf-8"?>
-    <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx">
-      <edmx:DataServices>
-        <Schema Namespace="T" xmlns="http://docs.oasis-open.org/odata/ns/edm">
-          <EnumType Name="Color"><Member Name="Red" Value="1"/><Member Name="Green" Value="2"/><Member Name="Blue" Value="3"/></EnumType>
-          <EnumType Name="Access" IsFlags="true"><Member Name="None" Value="0"/><Member Name="Read" Value="1"/><Member Name="Write" Value="2"/><Member Name="Admin" Value="4"/></EnumType>
-          <ComplexType Name="Point2">
-            <Property Name="X" Type="Edm.Int16" Nullable="false"/>
-            <Property Name="Label" Type="Edm.String" MaxLength="6"/>
-          </ComplexType>
-          <ComplexType Name="Address">
-            <Property Name="Street" Type="Edm.String" MaxLength="30"/>
-            <Property Name="City" Type="Edm.String" MaxLength="12" Nullable="false"/>
-            <Property Name="Where" Type="T.Point2"/>
-          </ComplexType>
-          <EntityType Name="Thing">
-            <Key><PropertyRef Name="Region"/><PropertyRef Name="Serial"/><PropertyRef Name="Variant"/></Key>
-            <Property Name="Region" Type="Edm.String" MaxLength="2" Nullable="false"/>
-            <Property Name="Serial" Type="Edm.Guid" Nullable="false"/>
-            <Property Name="Variant" Type="Edm.Byte" Nullable="false"/>
-            <Property Name="Name" Type="Edm.String" MaxLength="20" Nullable="false"/>
-            <Property Name="Description" Type="Edm.String"/>
-            <Property Name="Flag" Type="Edm.Boolean"/>
-            <Property Name="Tiny" Type="Edm.SByte"/>
-            <Property Name="Small" Type="Edm.Int16"/>
-            <Property Name="Medium" Type="Edm.Int32"/>
-            <Property Name="Large" Type="Edm.Int64"/>
-            <Property Name="Ratio" Type="Edm.Single"/>
-            <Property Name="Weight" Type="Edm.Double"/>
-            <Property Name="Price" Type="Edm.Decimal" Precision="9" Scale="2"/>
-            <Property Name="Rate" Type="Edm.Decimal" Precision="5" Scale="5"/>
-            <Property Name="Count" Type="Edm.Decimal" Precision="4" Scale="0"/>
-            <Property Name="Day" Type="Edm.Date"/>
-            <Property Name="At" Type="Edm.DateTimeOffset"/>
-            <Property Name="Opens" Type="Edm.TimeOfDay"/>
-            <Property Name="Lasts" Type="Edm.Duration"/>
-            <Property Name="Id2" Type="Edm.Guid"/>
-            <Property Name="Blob" Type="Edm.Binary" MaxLength="5"/>
-            <Property Name="Where" Type="Edm.GeographyPoint"/>
-            <Property Name="Color" Type="T.Color"/>
-            <Property Name="Access" Type="T.Access"/>
-            <Property Name="Home" Type="T.Address"/>
-            <Property Name="Tags" Type="Collection(Edm.String)" MaxLength="8"/>
-            <Property Name="Stops" Type="Collection(T.Point2)"/>
-            <Property Name="Code" Type="Edm.String" MaxLength="1"/>
-          </EntityType>
-          <EntityContainer Name="C"><EntitySet Name="Things" EntityType="T.Thing"/></EntityContainer>
-        </Schema>
-      </edmx:DataServices>
-    </edmx:Edmx>
-    """
+        <?xml version="1.0" encoding="utf-8"?>
+        <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx">
+          <edmx:DataServices>
+            <Schema Namespace="T" xmlns="http://docs.oasis-open.org/odata/ns/edm">
+              <EnumType Name="Color"><Member Name="Red" Value="1"/><Member Name="Green" Value="2"/><Member Name="Blue" Value="3"/></EnumType>
+              <EnumType Name="Access" IsFlags="true"><Member Name="None" Value="0"/><Member Name="Read" Value="1"/><Member Name="Write" Value="2"/><Member Name="Admin" Value="4"/></EnumType>
+              <ComplexType Name="Point2">
+                <Property Name="X" Type="Edm.Int16" Nullable="false"/>
+                <Property Name="Label" Type="Edm.String" MaxLength="6"/>
+              </ComplexType>
+              <ComplexType Name="Address">
+                <Property Name="Street" Type="Edm.String" MaxLength="30"/>
+                <Property Name="City" Type="Edm.String" MaxLength="12" Nullable="false"/>
+                <Property Name="Where" Type="T.Point2"/>
+              </ComplexType>
+              <EntityType Name="Thing">
+                <Key><PropertyRef Name="Region"/><PropertyRef Name="Serial"/><PropertyRef Name="Variant"/></Key>
+                <Property Name="Region" Type="Edm.String" MaxLength="2" Nullable="false"/>
+                <Property Name="Serial" Type="Edm.Guid" Nullable="false"/>
+                <Property Name="Variant" Type="Edm.Byte" Nullable="false"/>
+                <Property Name="Name" Type="Edm.String" MaxLength="20" Nullable="false"/>
+                <Property Name="Description" Type="Edm.String"/>
+                <Property Name="Flag" Type="Edm.Boolean"/>
+                <Property Name="Tiny" Type="Edm.SByte"/>
+                <Property Name="Small" Type="Edm.Int16"/>
+                <Property Name="Medium" Type="Edm.Int32"/>
+                <Property Name="Large" Type="Edm.Int64"/>
+                <Property Name="Ratio" Type="Edm.Single"/>
+                <Property Name="Weight" Type="Edm.Double"/>
+                <Property Name="Price" Type="Edm.Decimal" Precision="9" Scale="2"/>
+                <Property Name="Rate" Type="Edm.Decimal" Precision="5" Scale="5"/>
+                <Property Name="Count" Type="Edm.Decimal" Precision="4" Scale="0"/>
+                <Property Name="Day" Type="Edm.Date"/>
+                <Property Name="At" Type="Edm.DateTimeOffset"/>
+                <Property Name="Opens" Type="Edm.TimeOfDay"/>
+                <Property Name="Lasts" Type="Edm.Duration"/>
+                <Property Name="Id2" Type="Edm.Guid"/>
+                <Property Name="Blob" Type="Edm.Binary" MaxLength="5"/>
+                <Property Name="Where" Type="Edm.GeographyPoint"/>
+                <Property Name="Color" Type="T.Color"/>
+                <Property Name="Access" Type="T.Access"/>
+                <Property Name="Home" Type="T.Address"/>
+                <Property Name="Tags" Type="Collection(Edm.String)" MaxLength="8"/>
+                <Property Name="Stops" Type="Collection(T.Point2)"/>
+                <Property Name="Code" Type="Edm.String" MaxLength="1"/>
+              </EntityType>
+              <EntityContainer Name="C"><EntitySet Name="Things" EntityType="T.Thing"/></EntityContainer>
+            </Schema>
+          </edmx:DataServices>
+        </edmx:Edmx>
+        """
 
     @Test func everyEDMTypeFitsItsFacets() throws {
-        let store = try OfflineStore.create(at: tempDir() + "/store", metadata: Array(Self.everyType.utf8),
-                                            configuration: StoreConfiguration(indexes: ["Things": ["Color, Day DESC"]]))
+        let store = try OfflineStore.create(
+            at: tempDir() + "/store", metadata: Array(Self.everyType.utf8),
+            configuration: StoreConfiguration(indexes: ["Things": ["Color, Day DESC"]]))
         let n = 3_000
         #expect(try store.generate(set: "Things", count: n, seed: 5, batchSize: 1_000) == n)  // upsert validates each
         #expect(try store.count(set: "Things") == n)  // keys are unique
@@ -161,8 +171,10 @@ import Samples
             if case .complex(let home)? = t["Home"] { #expect(home["City"] != nil) }
         }
         #expect(nulls > n / 20 && nulls < n / 6, "nullable properties are null about 10%: \(nulls)/\(n)")
-        for name in ["Flag", "Tiny", "Small", "Medium", "Large", "Ratio", "Weight", "Price", "Rate", "Count", "Day", "At",
-                     "Opens", "Lasts", "Id2", "Blob", "Where", "Color", "Access", "Home", "Tags", "Stops", "Code"] {
+        for name in [
+            "Flag", "Tiny", "Small", "Medium", "Large", "Ratio", "Weight", "Price", "Rate", "Count", "Day", "At",
+            "Opens", "Lasts", "Id2", "Blob", "Where", "Color", "Access", "Home", "Tags", "Stops", "Code",
+        ] {
             #expect(kinds.contains { $0.hasPrefix(name + ":") }, "\(name) never generated")
         }
         // The JSON writer accepts every value.

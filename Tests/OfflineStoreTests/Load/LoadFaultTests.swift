@@ -25,7 +25,9 @@ import TestSupport
         #expect(after == before + 300)
         var r = SeededRandom(seed: testSeed("LoadFaultTests"))
         // Every commit and begin, and a seeded spread of the rest.
-        let chosen = Set(calls.indices.filter { calls[$0].contains("txn") } + (0..<40).map { _ in Int.random(in: 0..<calls.count, using: &r) })
+        let chosen = Set(
+            calls.indices.filter { calls[$0].contains("txn") }
+                + (0..<40).map { _ in Int.random(in: 0..<calls.count, using: &r) })
         var trials = 0, failed = 0, recovered = 0
         for (k, i) in chosen.sorted().enumerated() {
             let (codeName, code) = QueueFaultTests.codes[k % QueueFaultTests.codes.count]
@@ -35,7 +37,8 @@ import TestSupport
             let result = Result { try store.load(set: "Products", file: dir + "/p.json", batchSize: batchSize) }
             _ = FaultInjection.stop(env)
             trials += 1
-            let context = "call \(i + 1) of \(calls.count) (\(calls[i])) failing with \(codeName), batch \(batchSize.map(String.init) ?? "none")"
+            let context =
+                "call \(i + 1) of \(calls.count) (\(calls[i])) failing with \(codeName), batch \(batchSize.map(String.init) ?? "none")"
             let report = try store.check()
             #expect(report.isConsistent, "\(context): \(report)")
             let now = try store.count(set: "Products")
@@ -46,7 +49,8 @@ import TestSupport
             case .failure(let error):
                 failed += 1
                 if let batchSize {
-                    #expect((now - before) % batchSize == 0, "\(context): \(now - before) new products, not whole batches")
+                    #expect(
+                        (now - before) % batchSize == 0, "\(context): \(now - before) new products, not whole batches")
                     #expect((error as? LoadError)?.committed == now - before, "\(context): \(error)")
                 } else {
                     #expect(now == before, "\(context): failed but \(now - before) products came")
@@ -56,7 +60,9 @@ import TestSupport
                 #expect(try store.check().isConsistent, "\(context)")
             }
         }
-        print("load fault injection, batch \(batchSize.map(String.init) ?? "none"): \(calls.count) calls, \(trials) trials, \(failed) failed cleanly, \(recovered) recovered")
+        print(
+            "load fault injection, batch \(batchSize.map(String.init) ?? "none"): \(calls.count) calls, \(trials) trials, \(failed) failed cleanly, \(recovered) recovered"
+        )
         #expect(failed > trials / 2)
     }
 }

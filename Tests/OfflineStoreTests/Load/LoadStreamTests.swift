@@ -32,7 +32,10 @@ import TestSupport
         let a = #"{"ProductID":"A","Tags":[1,{"x":"]}"}],"S":"a\"}\\"}"#
         let b = #"{"ProductID":"B"}"#
         let cases: [(String, [String])] = [
-            (#"{"@odata.context":"$metadata#Products","@odata.count":2,"value":[\#(a),\#(b)],"@odata.nextLink":"x"}"#, [a, b]),
+            (
+                #"{"@odata.context":"$metadata#Products","@odata.count":2,"value":[\#(a),\#(b)],"@odata.nextLink":"x"}"#,
+                [a, b]
+            ),
             ("{\n  \"value\" : [\n    \(a) ,\n\t\(b)\n  ]\n}\n", [a, b]),
             (#"{"d":{"results":[\#(a),\#(b)],"__count":"2"}}"#, [a, b]),
             (#"{"d":{"__count":"2","results":[\#(b)]}}"#, [b]),
@@ -89,8 +92,9 @@ import TestSupport
                     Issue.record("no error for \(text.debugDescription), chunk \(size)")
                     continue
                 }
-                #expect(e.line == whole.line && e.column == whole.column && e.offset == whole.offset,
-                        "\(text.debugDescription), chunk \(size): streamed \(e), whole \(whole)")
+                #expect(
+                    e.line == whole.line && e.column == whole.column && e.offset == whole.offset,
+                    "\(text.debugDescription), chunk \(size): streamed \(e), whole \(whole)")
             }
         }
         // JSON lines: the second line's error is on line 2.
@@ -99,7 +103,8 @@ import TestSupport
             return
         }
         #expect(second.line == 2 && second.column == 14, "\(second)")
-        guard case .failure(let utf8) = Self.stream([0x7B, 0x22, 0xFF, 0xFE, 0x22, 0x3A, 0x31, 0x7D], chunkSize: 3) else {
+        guard case .failure(let utf8) = Self.stream([0x7B, 0x22, 0xFF, 0xFE, 0x22, 0x3A, 0x31, 0x7D], chunkSize: 3)
+        else {
             Issue.record("invalid UTF-8 accepted")
             return
         }
@@ -123,7 +128,8 @@ import TestSupport
         }
         func object(_ depth: Int) -> String {
             let spaces = [" ", "", "\n", "\t", "\r\n  "]
-            return "{" + (0..<below(4)).map { i in "\"k\(i)\"\(spaces[below(5)]):\(spaces[below(5)])\(value(depth))" }
+            return "{"
+                + (0..<below(4)).map { i in "\"k\(i)\"\(spaces[below(5)]):\(spaces[below(5)])\(value(depth))" }
                 .joined(separator: "," + spaces[below(5)]) + "}"
         }
         var agreed = 0, failedBoth = 0
@@ -138,18 +144,26 @@ import TestSupport
             var bytes = Array(text.utf8)
             switch below(4) {
             case 0: bytes = Array(bytes.prefix(below(bytes.count + 1)))
-            case 1: bytes[below(bytes.count)] = [UInt8(ascii: "}"), UInt8(ascii: "]"), UInt8(ascii: ","), UInt8(ascii: "\""), 0x0A, 0xFF][below(6)]
+            case 1:
+                bytes[below(bytes.count)] =
+                    [UInt8(ascii: "}"), UInt8(ascii: "]"), UInt8(ascii: ","), UInt8(ascii: "\""), 0x0A, 0xFF][below(6)]
             default: break
             }
             let whole: Result<[JSON], JSONError>
             do {
                 let doc = try JSON.parse(bytes)
                 // The shapes `load` reads.
-                if case .array(let a)? = doc["value"] { whole = .success(a) }
-                else if case .array(let a)? = doc["d"]?["results"] { whole = .success(a) }
-                else if let d = doc["d"], case .object = d { whole = .success([d]) }
-                else if case .array(let a) = doc { whole = .success(a) }
-                else { whole = .success([doc]) }
+                if case .array(let a)? = doc["value"] {
+                    whole = .success(a)
+                } else if case .array(let a)? = doc["d"]?["results"] {
+                    whole = .success(a)
+                } else if let d = doc["d"], case .object = d {
+                    whole = .success([d])
+                } else if case .array(let a) = doc {
+                    whole = .success(a)
+                } else {
+                    whole = .success([doc])
+                }
             } catch {
                 whole = .failure(error)
             }
@@ -160,10 +174,13 @@ import TestSupport
                 #expect(w == s, "\(String(decoding: bytes, as: UTF8.self).debugDescription)")
                 agreed += 1
             case (.failure(let w), .failure(let s)):
-                #expect(w.line == s.line && w.column == s.column, "\(String(decoding: bytes, as: UTF8.self).debugDescription): whole \(w), streamed \(s)")
+                #expect(
+                    w.line == s.line && w.column == s.column,
+                    "\(String(decoding: bytes, as: UTF8.self).debugDescription): whole \(w), streamed \(s)")
                 failedBoth += 1
             default:
-                Issue.record("whole \(whole), streamed \(streamed): \(String(decoding: bytes, as: UTF8.self).debugDescription)")
+                Issue.record(
+                    "whole \(whole), streamed \(streamed): \(String(decoding: bytes, as: UTF8.self).debugDescription)")
             }
         }
         #expect(agreed > 200 && failedBoth > 100, "\(agreed) agreed, \(failedBoth) failed both")
@@ -172,9 +189,12 @@ import TestSupport
     // MARK: Loading files
 
     static func products(_ range: Range<Int>, bad: Int? = nil) -> String {
-        "{\"@odata.context\":\"$metadata#Products\",\"value\":[\n" + range.map { i in
-            i == bad ? "{\"ProductID\":\"P\(i)\",\"Price\":\"cheap\"}" : "{\"ProductID\":\"P\(i)\",\"Category\":\"C\(i % 7)\",\"Price\":\(i % 997).5}"
-        }.joined(separator: ",\n") + "\n]}"
+        "{\"@odata.context\":\"$metadata#Products\",\"value\":[\n"
+            + range.map { i in
+                i == bad
+                    ? "{\"ProductID\":\"P\(i)\",\"Price\":\"cheap\"}"
+                    : "{\"ProductID\":\"P\(i)\",\"Category\":\"C\(i % 7)\",\"Price\":\(i % 997).5}"
+            }.joined(separator: ",\n") + "\n]}"
     }
 
     @Test func aFileLoadsAllOrNothingAndInBatches() throws {
@@ -184,13 +204,16 @@ import TestSupport
         #expect {
             try store.load(set: "Products", file: dir + "/bad.json")
         } throws: { error in
-            "\(error)".contains("entity 4322 of the input (line 4323)") && "\(error)".contains("'Price': expected Edm.Decimal")
+            "\(error)".contains("entity 4322 of the input (line 4323)")
+                && "\(error)".contains("'Price': expected Edm.Decimal")
         }
         #expect(try store.count(set: "Products") == 0)
 
         let seen = Mutex<[LoadProgress]>([])
         #expect {
-            try store.load(set: "Products", file: dir + "/bad.json", batchSize: 1_000) { p in seen.withLock { $0.append(p) } }
+            try store.load(set: "Products", file: dir + "/bad.json", batchSize: 1_000) { p in
+                seen.withLock { $0.append(p) }
+            }
         } throws: { error in
             guard let e = error as? LoadError else { return false }
             return e.committed == 4_000 && "\(e)".contains("the 4000 entities before it were committed")
@@ -201,7 +224,9 @@ import TestSupport
 
         try write(Self.products(0..<5_000), to: dir + "/good.json")
         let progress = Mutex<[LoadProgress]>([])
-        #expect(try store.load(set: "Products", file: dir + "/good.json") { p in progress.withLock { $0.append(p) } } == 5_000)
+        #expect(
+            try store.load(set: "Products", file: dir + "/good.json") { p in progress.withLock { $0.append(p) } }
+                == 5_000)
         #expect(try store.count(set: "Products") == 5_000)
         #expect(try store.get(set: "Products", key: [.string("P4321")])?["Price"] == .decimal(EDMDecimal("333.5")!))
         let last = try #require(progress.withLock { $0.last })
@@ -220,9 +245,12 @@ import TestSupport
         let store = try LoadTests().sampleStore()
         let dir = tempDir()
         let orders = (0..<30).map { o in
-            "{\"SalesOrderID\":\"SO\(o)\",\"Items\":[" + (0..<(o % 4)).map { "{\"ItemPosition\":\($0 + 1)}" }.joined(separator: ",") + "]}"
+            "{\"SalesOrderID\":\"SO\(o)\",\"Items\":["
+                + (0..<(o % 4)).map { "{\"ItemPosition\":\($0 + 1)}" }.joined(separator: ",") + "]}"
         }
-        try write("{\"value\":[" + orders.joined(separator: ",") + ",{\"SalesOrderID\":\"SO99\",\"Items\":[{\"ItemPosition\":\"x\"}]}]}", to: dir + "/o.json")
+        try write(
+            "{\"value\":[" + orders.joined(separator: ",")
+                + ",{\"SalesOrderID\":\"SO99\",\"Items\":[{\"ItemPosition\":\"x\"}]}]}", to: dir + "/o.json")
         var committed = 0
         #expect {
             try store.load(set: "SalesOrders", file: dir + "/o.json", batchSize: 7)
@@ -262,7 +290,9 @@ import TestSupport
                 let fd = open(fifo, O_WRONLY)
                 var done = 0
                 while done < text.count {
-                    let n = text.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, min(4096, text.count - done)) }
+                    let n = text.withUnsafeBytes {
+                        Glibc.write(fd, $0.baseAddress! + done, min(4096, text.count - done))
+                    }
                     if n <= 0 { break }
                     done += n
                 }
@@ -296,8 +326,9 @@ import TestSupport
             var peakKB = 0
             while p.isRunning {
                 if let text = try? String(contentsOfFile: "/proc/\(p.processIdentifier)/status", encoding: .utf8),
-                   let line = text.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
-                   let kb = Int(line.split(separator: " ").dropFirst().first ?? "") {
+                    let line = text.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
+                    let kb = Int(line.split(separator: " ").dropFirst().first ?? "")
+                {
                     peakKB = max(peakKB, kb)
                 }
                 usleep(2_000)
@@ -308,7 +339,9 @@ import TestSupport
         }
         let small = peaks[40_000] ?? 0, large = peaks[120_000] ?? 0
         let fileBytes = (try FileManager.default.attributesOfItem(atPath: dir + "/p120000.json")[.size] as? Int) ?? 0
-        print("LoadStreamTests: peak RssAnon of load --batch 2000: \(small / 1024) MiB for 40,000 rows, \(large / 1024) MiB for 120,000 (a \(fileBytes >> 20) MiB file)")
+        print(
+            "LoadStreamTests: peak RssAnon of load --batch 2000: \(small / 1024) MiB for 40,000 rows, \(large / 1024) MiB for 120,000 (a \(fileBytes >> 20) MiB file)"
+        )
         #expect(small > 0 && large > 0)
         #expect(large < small + 6 * 1024, "peak RssAnon \(large) kB for 120,000 rows against \(small) kB for 40,000")
     }

@@ -12,8 +12,10 @@ import Testing
     func sampleStore(mapSize: Int = 1 << 26) throws -> OfflineStore {
         let metadata = Array(SampleData.metadata.utf8)
         let env = try Environment(path: tempDir(), durability: .noSync, mapSize: mapSize)
-        return OfflineStore(entities: try EntityStore(environment: env, schema: try CSDL.parse(metadata), metadata: metadata,
-                                                      configuration: SampleData.configuration), lifecycle: Lifecycle())
+        return OfflineStore(
+            entities: try EntityStore(
+                environment: env, schema: try CSDL.parse(metadata), metadata: metadata,
+                configuration: SampleData.configuration), lifecycle: Lifecycle())
     }
 
     /// The writer runs a body again after the map grows; the counts a first run reported are not
@@ -23,7 +25,9 @@ import Testing
         let total = 25_000
         let products = (0..<total).map { #"{"ProductID":"P\#($0)","Category":"C\#($0 % 7)","Price":"\#($0).5"}"# }
         let calls = Mutex<[Int]>([])
-        let written = try store.load(set: "Products", json: Array(#"{"value":[\#(products.joined(separator: ","))]}"#.utf8)) { n, all in
+        let written = try store.load(
+            set: "Products", json: Array(#"{"value":[\#(products.joined(separator: ","))]}"#.utf8)
+        ) { n, all in
             #expect(all == total)
             calls.withLock { $0.append(n) }
         }
@@ -36,7 +40,8 @@ import Testing
 
     @Test func expandedChildrenGoToTheirOwnSetsWithTheParentsKey() throws {
         let store = try sampleStore()
-        let json = #"{"value":[{"SalesOrderID":"SO1","Items":[{"ItemPosition":10,"Quantity":2},{"ItemPosition":20}]},"#
+        let json =
+            #"{"value":[{"SalesOrderID":"SO1","Items":[{"ItemPosition":10,"Quantity":2},{"ItemPosition":20}]},"#
             + #"{"SalesOrderID":"SO2","Items":{"results":[{"ItemPosition":10}]}}]}"#
         #expect(try store.load(set: "SalesOrders", json: Array(json.utf8)) == 5)
         #expect(try store.count(set: "SalesOrders") == 2)
@@ -50,7 +55,9 @@ import Testing
     @Test func allOrNothingPerCall() throws {
         let store = try sampleStore()
         try store.load(set: "Products", entities: [["ProductID": .string("P0")]])
-        let bad: [Properties] = [["ProductID": .string("P1")], ["ProductID": .string("P2"), "Price": .string("cheap")]]
+        let bad: [Properties] = [
+            ["ProductID": .string("P1")], ["ProductID": .string("P2"), "Price": .string("cheap")],
+        ]
         #expect {
             try store.load(set: "Products", entities: bad)
         } throws: { error in

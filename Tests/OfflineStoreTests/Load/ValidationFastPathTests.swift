@@ -23,10 +23,13 @@ import TestSupport
             """
         let sample = try LoadTests().sampleStore()
         let odd = try OfflineStore.create(at: tempDir() + "/odd", metadata: Array(nullableKey.utf8))
-        let handles = try ["Products", "SalesOrderItems", "BusinessPartners", "SalesOrders"].map { try sample.entities.set($0) }
+        let handles =
+            try ["Products", "SalesOrderItems", "BusinessPartners", "SalesOrders"].map { try sample.entities.set($0) }
             + [try odd.entities.set("Ts")]
-        let values: [Value] = [.null, .string("x"), .string(String(repeating: "y", count: 300)), .int(7), .int(1 << 40),
-                               .decimal(EDMDecimal("12.5")!), .bool(true), .date(EDMDate(days: 100)), .double(1.5)]
+        let values: [Value] = [
+            .null, .string("x"), .string(String(repeating: "y", count: 300)), .int(7), .int(1 << 40),
+            .decimal(EDMDecimal("12.5")!), .bool(true), .date(EDMDate(days: 100)), .double(1.5),
+        ]
         var accepted = 0, refused = 0
         for _ in 0..<4_000 {
             let h = handles[below(handles.count)]

@@ -12,7 +12,9 @@ import TestSupport
 @Suite(.checksStores) struct CompiledFilterTests {
     /// Every row of `set` against `url`'s `$filter`, compiled and interpreted; returns how many
     /// filters had compiled nodes and how many rows were compared.
-    static func compare(_ store: OfflineStore, _ url: String, _ tally: inout (filters: Int, compiled: Int, rows: Int)) throws {
+    static func compare(
+        _ store: OfflineStore, _ url: String, _ tally: inout (filters: Int, compiled: Int, rows: Int)
+    ) throws {
         let query: BoundQuery
         do { query = try store.queries.bind(url) } catch is QueryError { return }
         guard let filter = query.options.filter else { return }
@@ -26,14 +28,18 @@ import TestSupport
                 let e = try EntityRef(set: set, row: row, primaryKey: pk)
                 // The interpreter's answer and the compiled one: a truth value or an error's text.
                 let expected: String, got: String
-                do { expected = "\(CompiledFilter.truth(try evaluator.evaluate(filter, e)))" } catch { expected = "error: \(error)" }
+                do { expected = "\(CompiledFilter.truth(try evaluator.evaluate(filter, e)))" } catch {
+                    expected = "error: \(error)"
+                }
                 do { got = "\(try compiled.truth(e))" } catch { got = "error: \(error)" }
                 let matched: String
                 do { matched = try compiled.matches(e) ? "yes" : "no" } catch { matched = "error: \(error)" }
                 tally.rows += 1
                 if got != expected || (matched == "yes") != (expected == "yes") {
                     let props = (try? e.properties()).map { "\($0)" } ?? "?"
-                    Issue.record("\(url)\n\(filter)\ncompiled \(got) (matches: \(matched)), interpreted \(expected)\nrow \(props)")
+                    Issue.record(
+                        "\(url)\n\(filter)\ncompiled \(got) (matches: \(matched)), interpreted \(expected)\nrow \(props)"
+                    )
                 }
                 return true
             }
@@ -58,39 +64,39 @@ import TestSupport
     // MARK: Edge values of every type
 
     static let metadata = """
-    <?xml version="1.0" encoding="utf-8"?>
-    <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx">
-      <edmx:DataServices>
-        <Schema Namespace="Mixed" xmlns="http://docs.oasis-open.org/odata/ns/edm">
-          <EnumType Name="Color"><Member Name="Red" Value="1"/><Member Name="Green" Value="2"/><Member Name="Blue" Value="4"/></EnumType>
-          <EntityType Name="Row">
-            <Key><PropertyRef Name="ID"/></Key>
-            <Property Name="ID" Type="Edm.Int64" Nullable="false"/>
-            <Property Name="B" Type="Edm.Boolean"/>
-            <Property Name="U8" Type="Edm.Byte"/>
-            <Property Name="I8" Type="Edm.SByte"/>
-            <Property Name="I16" Type="Edm.Int16"/>
-            <Property Name="I32" Type="Edm.Int32"/>
-            <Property Name="I64" Type="Edm.Int64"/>
-            <Property Name="Dec" Type="Edm.Decimal"/>
-            <Property Name="Dec3" Type="Edm.Decimal" Precision="16" Scale="3"/>
-            <Property Name="Sgl" Type="Edm.Single"/>
-            <Property Name="Dbl" Type="Edm.Double"/>
-            <Property Name="Dt" Type="Edm.Date"/>
-            <Property Name="Dto" Type="Edm.DateTimeOffset"/>
-            <Property Name="Dur" Type="Edm.Duration"/>
-            <Property Name="Tod" Type="Edm.TimeOfDay"/>
-            <Property Name="G" Type="Edm.Guid"/>
-            <Property Name="Str" Type="Edm.String"/>
-            <Property Name="Col" Type="Mixed.Color"/>
-          </EntityType>
-          <EntityContainer Name="Container">
-            <EntitySet Name="Rows" EntityType="Mixed.Row"/>
-          </EntityContainer>
-        </Schema>
-      </edmx:DataServices>
-    </edmx:Edmx>
-    """
+        <?xml version="1.0" encoding="utf-8"?>
+        <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx">
+          <edmx:DataServices>
+            <Schema Namespace="Mixed" xmlns="http://docs.oasis-open.org/odata/ns/edm">
+              <EnumType Name="Color"><Member Name="Red" Value="1"/><Member Name="Green" Value="2"/><Member Name="Blue" Value="4"/></EnumType>
+              <EntityType Name="Row">
+                <Key><PropertyRef Name="ID"/></Key>
+                <Property Name="ID" Type="Edm.Int64" Nullable="false"/>
+                <Property Name="B" Type="Edm.Boolean"/>
+                <Property Name="U8" Type="Edm.Byte"/>
+                <Property Name="I8" Type="Edm.SByte"/>
+                <Property Name="I16" Type="Edm.Int16"/>
+                <Property Name="I32" Type="Edm.Int32"/>
+                <Property Name="I64" Type="Edm.Int64"/>
+                <Property Name="Dec" Type="Edm.Decimal"/>
+                <Property Name="Dec3" Type="Edm.Decimal" Precision="16" Scale="3"/>
+                <Property Name="Sgl" Type="Edm.Single"/>
+                <Property Name="Dbl" Type="Edm.Double"/>
+                <Property Name="Dt" Type="Edm.Date"/>
+                <Property Name="Dto" Type="Edm.DateTimeOffset"/>
+                <Property Name="Dur" Type="Edm.Duration"/>
+                <Property Name="Tod" Type="Edm.TimeOfDay"/>
+                <Property Name="G" Type="Edm.Guid"/>
+                <Property Name="Str" Type="Edm.String"/>
+                <Property Name="Col" Type="Mixed.Color"/>
+              </EntityType>
+              <EntityContainer Name="Container">
+                <EntitySet Name="Rows" EntityType="Mixed.Row"/>
+              </EntityContainer>
+            </Schema>
+          </edmx:DataServices>
+        </edmx:Edmx>
+        """
 
     /// JSON values by property; row `i` takes a random one.
     static let columns: [(String, [String])] = [
@@ -100,20 +106,53 @@ import TestSupport
         ("I16", ["-32768", "-1", "0", "7", "32767"]),
         ("I32", ["2147483647", "-2147483648", "0", "-1", "5"]),
         ("I64", ["9223372036854775807", "-9223372036854775808", "0", "1", "-1", "2147483648"]),
-        ("Dec", ["99999999999999999999999999999999999999", "-99999999999999999999999999999999999999",
-                 "0.00000000000000000000000000000000000001", "1e30", "-1e-30", "0", "5", "5.000", "4.999", "-0.5", "12345678901234567890.5"]),
+        (
+            "Dec",
+            [
+                "99999999999999999999999999999999999999", "-99999999999999999999999999999999999999",
+                "0.00000000000000000000000000000000000001", "1e30", "-1e-30", "0", "5", "5.000", "4.999", "-0.5",
+                "12345678901234567890.5",
+            ]
+        ),
         ("Dec3", ["0", "5", "4.999", "5.001", "-5", "1234567890123.456", "-0.001"]),
         ("Sgl", ["3.4028235e38", "-3.4028235e38", "1.5", "0", "\"NaN\"", "\"INF\"", "\"-INF\"", "1e-45"]),
-        ("Dbl", ["1.7976931348623157e308", "-1.7976931348623157e308", "5e-324", "\"INF\"", "\"-INF\"", "\"NaN\"", "0", "-0.0", "2.5"]),
+        (
+            "Dbl",
+            [
+                "1.7976931348623157e308", "-1.7976931348623157e308", "5e-324", "\"INF\"", "\"-INF\"", "\"NaN\"", "0",
+                "-0.0", "2.5",
+            ]
+        ),
         ("Dt", ["\"9999-12-31\"", "\"-9999-01-01\"", "\"0001-01-01\"", "\"1970-01-01\"", "\"2024-02-29\""]),
-        ("Dto", ["\"9999-12-31T23:59:59.9999999Z\"", "\"-9999-01-01T00:00:00Z\"", "\"9999-12-31T23:59:59.9999999+14:00\"",
-                 "\"2024-02-29T12:00:00+05:30\"", "\"2024-02-29T06:30:00Z\"", "\"1970-01-01T00:00:00.1230000Z\""]),
-        ("Dur", ["\"PT922337203685.4775807S\"", "\"-PT922337203685.4775807S\"", "\"P10675199D\"", "\"PT0S\"", "\"PT1.5S\""]),
+        (
+            "Dto",
+            [
+                "\"9999-12-31T23:59:59.9999999Z\"", "\"-9999-01-01T00:00:00Z\"",
+                "\"9999-12-31T23:59:59.9999999+14:00\"",
+                "\"2024-02-29T12:00:00+05:30\"", "\"2024-02-29T06:30:00Z\"", "\"1970-01-01T00:00:00.1230000Z\"",
+            ]
+        ),
+        (
+            "Dur",
+            ["\"PT922337203685.4775807S\"", "\"-PT922337203685.4775807S\"", "\"P10675199D\"", "\"PT0S\"", "\"PT1.5S\""]
+        ),
         ("Tod", ["\"23:59:59.9999999\"", "\"00:00:00\"", "\"12:30:00.5\""]),
-        ("G", ["\"00000000-0000-0000-0000-000000000000\"", "\"ffffffff-ffff-ffff-ffff-ffffffffffff\"", "\"7fffffff-0000-8000-0001-0123456789ab\"",
-               "\"80000000-0000-0000-0000-000000000001\""]),
-        ("Str", ["\"\"", "\"x\"", "\"K\"", "\"\u{212A}\"", "\"é\"", "\"e\u{301}\"", "\"\\u001b[31mred\"", "\"a\\\"b\\\\c\"", "\"ÄÖ🙂\"",
-                 "\"" + String(repeating: "y", count: 300) + "\"", "\"HT-1001\"", "\"line\\nbreak\\t\"", "\"\\u007f\""]),
+        (
+            "G",
+            [
+                "\"00000000-0000-0000-0000-000000000000\"", "\"ffffffff-ffff-ffff-ffff-ffffffffffff\"",
+                "\"7fffffff-0000-8000-0001-0123456789ab\"",
+                "\"80000000-0000-0000-0000-000000000001\"",
+            ]
+        ),
+        (
+            "Str",
+            [
+                "\"\"", "\"x\"", "\"K\"", "\"\u{212A}\"", "\"é\"", "\"e\u{301}\"", "\"\\u001b[31mred\"",
+                "\"a\\\"b\\\\c\"", "\"ÄÖ🙂\"",
+                "\"" + String(repeating: "y", count: 300) + "\"", "\"HT-1001\"", "\"line\\nbreak\\t\"", "\"\\u007f\"",
+            ]
+        ),
         ("Col", ["\"Red\"", "\"Blue\"", "4", "3"]),
     ]
 
@@ -125,16 +164,25 @@ import TestSupport
         "I16": ["-32768", "7", "32767", "40000"],
         "I32": ["2147483647", "-2147483648", "0", "5", "2147483648", "4.5", "5.0", "1e3"],
         "I64": ["9223372036854775807", "-9223372036854775808", "0", "2147483648", "0.5", "1.0"],
-        "Dec": ["5", "5.0", "4.999", "-0.5", "0", "99999999999999999999999999999999999999", "0.00000000000000000000000000000000000001",
-                "1e30", "12345678901234567890.5", "1e-30"],
+        "Dec": [
+            "5", "5.0", "4.999", "-0.5", "0", "99999999999999999999999999999999999999",
+            "0.00000000000000000000000000000000000001",
+            "1e30", "12345678901234567890.5", "1e-30",
+        ],
         "Dec3": ["5", "4.999", "5.0001", "-5", "1234567890123.456", "0"],
         "Sgl": ["1.5", "0", "NaN", "INF", "-INF", "3.4028235e38", "1"],
         "Dbl": ["2.5", "0", "-0.0", "NaN", "INF", "-INF", "1.7976931348623157e308", "5e-324", "3"],
         "Dt": ["9999-12-31", "-9999-01-01", "2024-02-29", "1970-01-01"],
-        "Dto": ["2024-02-29T06:30:00Z", "2024-02-29T12:00:00+05:30", "9999-12-31T23:59:59.9999999Z", "1970-01-01T00:00:00.123Z"],
+        "Dto": [
+            "2024-02-29T06:30:00Z", "2024-02-29T12:00:00+05:30", "9999-12-31T23:59:59.9999999Z",
+            "1970-01-01T00:00:00.123Z",
+        ],
         "Dur": ["duration'PT0S'", "duration'PT1.5S'", "duration'P10675199D'"],
         "Tod": ["12:30:00.5", "00:00:00", "23:59:59.9999999"],
-        "G": ["00000000-0000-0000-0000-000000000000", "7fffffff-0000-8000-0001-0123456789ab", "80000000-0000-0000-0000-000000000001"],
+        "G": [
+            "00000000-0000-0000-0000-000000000000", "7fffffff-0000-8000-0001-0123456789ab",
+            "80000000-0000-0000-0000-000000000001",
+        ],
         "Str": ["''", "'x'", "'K'", "'\u{212A}'", "'é'", "'e\u{301}'", "'HT-1001'", "'yy'", "'ÄÖ🙂'", "'a\"b\\c'"],
         "Col": ["Mixed.Color'Red'", "Mixed.Color'Blue'", "Mixed.Color'4'"],
     ]
@@ -165,14 +213,19 @@ import TestSupport
                 for op in ops { predicates += ["\(name) \(op) \(v)", "\(v) \(op) \(name)"] }
                 predicates.append("\(name) in (\(v),\(values[0]))")
             }
-            predicates += ["\(name) eq null", "\(name) ne null", "not (\(name) eq null)", "\(name) eq \(name)", "\(name) lt \(name)"]
+            predicates += [
+                "\(name) eq null", "\(name) ne null", "not (\(name) eq null)", "\(name) eq \(name)",
+                "\(name) lt \(name)",
+            ]
         }
         let deadline = Date().addingTimeInterval(Double(envInt("COMPILED_FILTER_SECONDS", 120)))
         for p in predicates where Date() < deadline { try Self.compare(store, "Rows?$filter=" + p, &tally) }
         // Junctions of random pairs, with nulls on both sides of and/or/not.
         for _ in 0..<envInt("COMPILED_FILTER_QUERIES", 1_500) where Date() < deadline {
             let a = predicates.randomElement(using: &r)!, b = predicates.randomElement(using: &r)!
-            let shape = ["(\(a)) and (\(b))", "(\(a)) or (\(b))", "not ((\(a)) and (\(b)))", "not ((\(a)) or not (\(b)))"]
+            let shape = [
+                "(\(a)) and (\(b))", "(\(a)) or (\(b))", "not ((\(a)) and (\(b)))", "not ((\(a)) or not (\(b)))",
+            ]
             try Self.compare(store, "Rows?$filter=" + shape.randomElement(using: &r)!, &tally)
         }
         print("edge-value filters: \(tally)")
@@ -196,7 +249,9 @@ import TestSupport
                     values.write(try e.value(at: i), type: p.type, to: &old)
                     let kind = RowJSON.kind(of: p.type)
                     if let raw = try e.rawBytes(at: i) {
-                        if !RowJSON.write(kind, raw, to: &new) { values.write(try e.value(at: i), type: p.type, to: &new) }
+                        if !RowJSON.write(kind, raw, to: &new) {
+                            values.write(try e.value(at: i), type: p.type, to: &new)
+                        }
                         if kind != .value { compared += 1 }
                     } else {
                         new.append("null")
@@ -223,13 +278,18 @@ import TestSupport
     @Test func decimalDigitsAreTheDescription() {
         var r = SeededRandom(seed: testSeed("decimalDigitsAreTheDescription"))
         for _ in 0..<20_000 {
-            let magnitude: Int128 = switch Int.random(in: 0..<4, using: &r) {
-            case 0: Int128(Int.random(in: 0...9, using: &r))
-            case 1: Int128(UInt64.random(in: 0...UInt64.max, using: &r))
-            case 2: Int128(Int64.random(in: 0...999_999, using: &r))
-            default: Int128(UInt64.random(in: 0...UInt64.max, using: &r)) * Int128(UInt64.random(in: 1...1_000_000, using: &r))
-            }
-            let d = EDMDecimal(significand: Bool.random(using: &r) ? magnitude : -magnitude, scale: Int16.random(in: -5...40, using: &r))
+            let magnitude: Int128 =
+                switch Int.random(in: 0..<4, using: &r) {
+                case 0: Int128(Int.random(in: 0...9, using: &r))
+                case 1: Int128(UInt64.random(in: 0...UInt64.max, using: &r))
+                case 2: Int128(Int64.random(in: 0...999_999, using: &r))
+                default:
+                    Int128(UInt64.random(in: 0...UInt64.max, using: &r))
+                        * Int128(UInt64.random(in: 1...1_000_000, using: &r))
+                }
+            let d = EDMDecimal(
+                significand: Bool.random(using: &r) ? magnitude : -magnitude,
+                scale: Int16.random(in: -5...40, using: &r))
             var out = JSONBuffer()
             out.appendDecimal(d)
             #expect(out.string == d.description)

@@ -6,8 +6,9 @@ import OfflineStore
 /// `find(set:index:where:)`'s three conditions against a filter over a scan.
 @Suite(.checksStores) struct FindTests {
     func sampleStore() throws -> OfflineStore {
-        let store = try OfflineStore.create(at: tempDir() + "/store", metadata: Array(SampleData.metadata.utf8),
-                                            configuration: SampleData.configuration)
+        let store = try OfflineStore.create(
+            at: tempDir() + "/store", metadata: Array(SampleData.metadata.utf8),
+            configuration: SampleData.configuration)
         for set in SampleData.setsInLoadOrder { try store.load(set: set, json: Array(SampleData.json(set).utf8)) }
         return store
     }
@@ -33,9 +34,11 @@ import OfflineStore
 
         // Price DESC: the range is in value order all the same, and the result in index order.
         let low = EDMDecimal(Int64(1_000)), high = EDMDecimal(Int64(2_000))
-        let ranged = try store.find(set: "Products", index: index,
-                                    where: .range(prefix: [category], from: ValueBound(.decimal(low), inclusive: true),
-                                                  to: ValueBound(.decimal(high), inclusive: false)))
+        let ranged = try store.find(
+            set: "Products", index: index,
+            where: .range(
+                prefix: [category], from: ValueBound(.decimal(low), inclusive: true),
+                to: ValueBound(.decimal(high), inclusive: false)))
         let expected = notebooks.filter { e in
             guard case .decimal(let p)? = e["Price"] else { return false }
             return p >= low && p < high
@@ -46,9 +49,12 @@ import OfflineStore
         #expect(prices == prices.sorted(by: >))
 
         let prefixed = try store.find(set: "Products", index: index, where: .startsWith("Note"))
-        #expect(ids(prefixed) == ids(try scan(store, "Products") { e in
-            if case .string(let c)? = e["Category"] { c.hasPrefix("Note") } else { false }
-        }))
+        #expect(
+            ids(prefixed)
+                == ids(
+                    try scan(store, "Products") { e in
+                        if case .string(let c)? = e["Category"] { c.hasPrefix("Note") } else { false }
+                    }))
         #expect(try store.find(set: "Products", index: index, where: .startsWith(prefix: [category], "x")).isEmpty)
     }
 
@@ -56,11 +62,16 @@ import OfflineStore
     @Test func aConditionLongerThanTheIndexIsAnError() throws {
         let store = try sampleStore()
         let two: [Value] = [.string("Notebooks"), .decimal(EDMDecimal(Int64(1)))]
-        #expect(throws: EntityError.self) { try store.find(set: "Products", index: "Category,Price DESC", where: .equals(two + [.null])) }
         #expect(throws: EntityError.self) {
-            try store.find(set: "Products", index: "Category,Price DESC", where: .range(prefix: two, from: nil, to: nil))
+            try store.find(set: "Products", index: "Category,Price DESC", where: .equals(two + [.null]))
         }
-        #expect(throws: EntityError.self) { try store.find(set: "Products", index: "Category,Price DESC", where: .startsWith(prefix: two, "a")) }
+        #expect(throws: EntityError.self) {
+            try store.find(
+                set: "Products", index: "Category,Price DESC", where: .range(prefix: two, from: nil, to: nil))
+        }
+        #expect(throws: EntityError.self) {
+            try store.find(set: "Products", index: "Category,Price DESC", where: .startsWith(prefix: two, "a"))
+        }
         #expect(throws: EntityError.unknownIndex(set: "Products", index: "Name")) {
             try store.find(set: "Products", index: "Name", where: .equals([]))
         }

@@ -16,9 +16,12 @@ import Samples
     /// With `covering`, the items' indexes carry properties (`INCLUDE`), the data is the same.
     static func makeStore(_ r: inout SeededRandom, covering: Bool = false) throws -> OfflineStore {
         var config = SampleData.configuration
-        config.indexes["SalesOrderItems", default: []] += covering
-            ? ["ProductID INCLUDE Quantity, NetAmount", "ProductID, Quantity INCLUDE NetAmount, DeliveryDate",
-               "DeliveryDate DESC INCLUDE ProductID, Quantity, NetAmount"]
+        config.indexes["SalesOrderItems", default: []] +=
+            covering
+            ? [
+                "ProductID INCLUDE Quantity, NetAmount", "ProductID, Quantity INCLUDE NetAmount, DeliveryDate",
+                "DeliveryDate DESC INCLUDE ProductID, Quantity, NetAmount",
+            ]
             : ["ProductID, Quantity", "DeliveryDate DESC"]
         config.indexes["SalesOrders", default: []] += ["GrossAmount"]
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-diff-\(UUID().uuidString)").path
@@ -26,24 +29,38 @@ import Samples
         func maybe(_ v: Value, _ r: inout SeededRandom) -> Value { Int.random(in: 0..<8, using: &r) == 0 ? .null : v }
         var partners: [Properties] = []
         for i in 0..<30 {
-            partners.append(["BusinessPartnerID": .string("BP\(i)"), "CompanyName": .string(companies.randomElement(using: &r)! + "\(i % 4)"),
-                             "Country": maybe(.string(["US", "DE", "IN"].randomElement(using: &r)!), &r),
-                             "CreatedAt": maybe(.dateTimeOffset(EDMDateTimeOffset(ticks: Int64.random(in: 0...(1 << 55), using: &r), offsetMinutes: Int16.random(in: -120...120, using: &r) / 60 * 60)), &r)])
+            partners.append([
+                "BusinessPartnerID": .string("BP\(i)"),
+                "CompanyName": .string(companies.randomElement(using: &r)! + "\(i % 4)"),
+                "Country": maybe(.string(["US", "DE", "IN"].randomElement(using: &r)!), &r),
+                "CreatedAt": maybe(
+                    .dateTimeOffset(
+                        EDMDateTimeOffset(
+                            ticks: Int64.random(in: 0...(1 << 55), using: &r),
+                            offsetMinutes: Int16.random(in: -120...120, using: &r) / 60 * 60)), &r),
+            ])
         }
         var orders: [Properties] = []
         for i in 0..<60 {
-            orders.append(["SalesOrderID": .string("SO\(i)"), "CustomerID": maybe(.string("BP\(Int.random(in: 0..<35, using: &r))"), &r),
-                           "GrossAmount": maybe(.decimal(EDMDecimal(significand: Int128(Int.random(in: -1000...100_000, using: &r)), scale: 2)), &r),
-                           "LifecycleStatus": maybe(.string(["N", "P", "C"].randomElement(using: &r)!), &r)])
+            orders.append([
+                "SalesOrderID": .string("SO\(i)"),
+                "CustomerID": maybe(.string("BP\(Int.random(in: 0..<35, using: &r))"), &r),
+                "GrossAmount": maybe(
+                    .decimal(EDMDecimal(significand: Int128(Int.random(in: -1000...100_000, using: &r)), scale: 2)), &r),
+                "LifecycleStatus": maybe(.string(["N", "P", "C"].randomElement(using: &r)!), &r),
+            ])
         }
         var items: [Properties] = []
         for i in 0..<60 {
             for pos in 0..<Int.random(in: 0...5, using: &r) {
-                items.append(["SalesOrderID": .string("SO\(i)"), "ItemPosition": .int(Int64(pos * 10)),
-                              "ProductID": maybe(.string(products.randomElement(using: &r)!), &r),
-                              "Quantity": maybe(.int(Int64.random(in: -3...12, using: &r)), &r),
-                              "NetAmount": maybe(.decimal(EDMDecimal(significand: Int128(Int.random(in: 0...50_000, using: &r)), scale: 3)), &r),
-                              "DeliveryDate": maybe(.date(EDMDate(days: Int32.random(in: 18_000...19_500, using: &r))), &r)])
+                items.append([
+                    "SalesOrderID": .string("SO\(i)"), "ItemPosition": .int(Int64(pos * 10)),
+                    "ProductID": maybe(.string(products.randomElement(using: &r)!), &r),
+                    "Quantity": maybe(.int(Int64.random(in: -3...12, using: &r)), &r),
+                    "NetAmount": maybe(
+                        .decimal(EDMDecimal(significand: Int128(Int.random(in: 0...50_000, using: &r)), scale: 3)), &r),
+                    "DeliveryDate": maybe(.date(EDMDate(days: Int32.random(in: 18_000...19_500, using: &r))), &r),
+                ])
             }
         }
         try store.load(set: "BusinessPartners", entities: partners)
@@ -59,15 +76,24 @@ import Samples
         switch Int.random(in: 0..<(depth > 1 ? 9 : 12), using: &r) {
         case 0: return "ProductID \(ops.randomElement(using: &r)!) '\(products.randomElement(using: &r)!)'"
         case 1: return "Quantity \(ops.randomElement(using: &r)!) \(Int.random(in: -4...13, using: &r))"
-        case 2: return "NetAmount \(ops.randomElement(using: &r)!) \(Int.random(in: 0...50))\(Bool.random(using: &r) ? ".5" : "")"
-        case 3: return "DeliveryDate \(ops.randomElement(using: &r)!) 20\(Int.random(in: 19...23, using: &r))-0\(Int.random(in: 1...9, using: &r))-1\(Int.random(in: 0...9, using: &r))"
+        case 2:
+            return
+                "NetAmount \(ops.randomElement(using: &r)!) \(Int.random(in: 0...50))\(Bool.random(using: &r) ? ".5" : "")"
+        case 3:
+            return
+                "DeliveryDate \(ops.randomElement(using: &r)!) 20\(Int.random(in: 19...23, using: &r))-0\(Int.random(in: 1...9, using: &r))-1\(Int.random(in: 0...9, using: &r))"
         case 4: return "ProductID in ('\(products.randomElement(using: &r)!)','\(products.randomElement(using: &r)!)')"
         case 5: return "startswith(ProductID,'HT-10\(Int.random(in: 0...1, using: &r))')"
-        case 6: return ["Quantity eq null", "ProductID ne null", "NetAmount eq null", "DeliveryDate ne null"].randomElement(using: &r)!
+        case 6:
+            return ["Quantity eq null", "ProductID ne null", "NetAmount eq null", "DeliveryDate ne null"].randomElement(
+                using: &r)!
         case 7: return "SalesOrderID eq 'SO\(Int.random(in: 0..<65, using: &r))'"
-        case 8: return ["Quantity add 2 gt 7", "Quantity mul 2 le 6", "year(DeliveryDate) eq 2021", "month(DeliveryDate) ge 6",
-                        "Quantity div 2 eq 1", "Quantity mod 3 eq 0", "contains(ProductID,'01')", "endswith(ProductID,'5')",
-                        "SalesOrder/LifecycleStatus eq 'N'", "SalesOrder/GrossAmount gt 100"].randomElement(using: &r)!
+        case 8:
+            return [
+                "Quantity add 2 gt 7", "Quantity mul 2 le 6", "year(DeliveryDate) eq 2021", "month(DeliveryDate) ge 6",
+                "Quantity div 2 eq 1", "Quantity mod 3 eq 0", "contains(ProductID,'01')", "endswith(ProductID,'5')",
+                "SalesOrder/LifecycleStatus eq 'N'", "SalesOrder/GrossAmount gt 100",
+            ].randomElement(using: &r)!
         case 9: return "(\(itemPredicate(&r, depth: depth + 1)) and \(itemPredicate(&r, depth: depth + 1)))"
         case 10: return "(\(itemPredicate(&r, depth: depth + 1)) or \(itemPredicate(&r, depth: depth + 1)))"
         default: return "not (\(itemPredicate(&r, depth: depth + 1)))"
@@ -80,7 +106,9 @@ import Samples
         case 0: return nil
         case 1: return props.randomElement(using: &r)! + (Bool.random(using: &r) ? " desc" : "")
         default:
-            return (0..<Int.random(in: 2...3, using: &r)).map { _ in props.randomElement(using: &r)! + (Bool.random(using: &r) ? " desc" : " asc") }.joined(separator: ",")
+            return (0..<Int.random(in: 2...3, using: &r)).map { _ in
+                props.randomElement(using: &r)! + (Bool.random(using: &r) ? " desc" : " asc")
+            }.joined(separator: ",")
         }
     }
 
@@ -135,10 +163,15 @@ import Samples
             if plan.contains("ties put in key order") { tieGrouped += 1 }
             plans[String(plan.split(separator: "\n")[1].dropFirst(8).prefix(22)), default: 0] += 1
             if orderBy != nil || (!url.contains("$top") && !url.contains("$skip")) {
-                func canonical(_ p: Properties) -> String { p.keys.sorted().map { "\($0)=\(p[$0]!)" }.joined(separator: ";") }
+                func canonical(_ p: Properties) -> String {
+                    p.keys.sorted().map { "\($0)=\(p[$0]!)" }.joined(separator: ";")
+                }
                 let a = orderBy != nil ? planned : planned.sorted { canonical($0) < canonical($1) }
                 let b = orderBy != nil ? expected : expected.sorted { canonical($0) < canonical($1) }
-                #expect(a == b, "query \(n): \(url)\nplanned \(a.count) rows, naive \(b.count); first difference at \(Array(zip(a, b)).firstIndex { $0.0 != $0.1 } ?? min(a.count, b.count))\n\(plan)")
+                #expect(
+                    a == b,
+                    "query \(n): \(url)\nplanned \(a.count) rows, naive \(b.count); first difference at \(Array(zip(a, b)).firstIndex { $0.0 != $0.1 } ?? min(a.count, b.count))\n\(plan)"
+                )
                 if a != b { return }
             } else {
                 #expect(planned.count == expected.count, "query \(n): \(url)")
@@ -146,7 +179,9 @@ import Samples
             let naiveCount = try Self.naive(store, countURL).count
             #expect(try store.queries.count(url) == naiveCount, "\(url)")
         }
-        print("access paths used: \(plans); sorts that spilled to LMDB: \(spilled); index-prefix orders with tie groups: \(tieGrouped)")
+        print(
+            "access paths used: \(plans); sorts that spilled to LMDB: \(spilled); index-prefix orders with tie groups: \(tieGrouped)"
+        )
         #expect(spilled > 10)
         #expect(tieGrouped > 10)
         #expect(plans.keys.contains { $0.hasPrefix("index scan") })
@@ -164,15 +199,24 @@ import Samples
         let plain = try Self.makeStore(&r1)
         let covering = try Self.makeStore(&r2, covering: true)
         var r = SeededRandom(seed: seed &+ 1)
-        let columns = ["ProductID", "Quantity", "NetAmount", "DeliveryDate", "SalesOrderID", "ItemPosition", "CurrencyCode"]
+        let columns = [
+            "ProductID", "Quantity", "NetAmount", "DeliveryDate", "SalesOrderID", "ItemPosition", "CurrencyCode",
+        ]
         var covered = 0, coveredSorts = 0
         let rounds = Int(ProcessInfo.processInfo.environment["COVERING_QUERIES"] ?? "") ?? 1_200
         let deadline = ContinuousClock.now + .seconds(120)
         for n in 0..<rounds where ContinuousClock.now < deadline {
-            var params = ["$select=" + (0..<Int.random(in: 1...3, using: &r)).map { _ in columns.randomElement(using: &r)! }.joined(separator: ",")]
+            var params = [
+                "$select="
+                    + (0..<Int.random(in: 1...3, using: &r)).map { _ in columns.randomElement(using: &r)! }.joined(
+                        separator: ",")
+            ]
             switch Int.random(in: 0..<4, using: &r) {
             case 0: params.append("$filter=ProductID eq '\(Self.products.randomElement(using: &r)!)'")
-            case 1: params.append("$filter=ProductID eq '\(Self.products.randomElement(using: &r)!)' and Quantity ge \(Int.random(in: -3...12, using: &r))")
+            case 1:
+                params.append(
+                    "$filter=ProductID eq '\(Self.products.randomElement(using: &r)!)' and Quantity ge \(Int.random(in: -3...12, using: &r))"
+                )
             case 2: params.append("$filter=" + Self.itemPredicate(&r))
             default: params.append("$filter=DeliveryDate lt 2021-0\(Int.random(in: 1...9, using: &r))-15")
             }
@@ -198,10 +242,14 @@ import Samples
                 if plan.contains("sort on") || plan.contains("top-") { coveredSorts += 1 }
             }
             let (a, b) = (try json(plain), try json(covering))
-            var (ea, eb) = (try QueryEngine(store: plain.entities, memorySortLimit: limit).entities(url),
-                            try QueryEngine(store: covering.entities, memorySortLimit: limit).entities(url))
+            var (ea, eb) = (
+                try QueryEngine(store: plain.entities, memorySortLimit: limit).entities(url),
+                try QueryEngine(store: covering.entities, memorySortLimit: limit).entities(url)
+            )
             if orderBy == nil {
-                func canonical(_ p: Properties) -> String { p.keys.sorted().map { "\($0)=\(p[$0]!)" }.joined(separator: ";") }
+                func canonical(_ p: Properties) -> String {
+                    p.keys.sorted().map { "\($0)=\(p[$0]!)" }.joined(separator: ";")
+                }
                 ea.sort { canonical($0) < canonical($1) }
                 eb.sort { canonical($0) < canonical($1) }
             }

@@ -7,7 +7,8 @@ import Samples
 @Suite(.checksStores) struct ReadAfterWriteTests {
     @Test func readsSeeEveryCommittedWrite() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-raw-\(UUID().uuidString)").path
-        let s = try OfflineStore.create(at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
+        let s = try OfflineStore.create(
+            at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
         for i in 0..<200 {
             #expect(try s.get(set: "Products", key: [.string("P\(i)")]) == nil)
             try s.load(set: "Products", entities: [["ProductID": .string("P\(i)")]])
@@ -20,11 +21,14 @@ import Samples
 extension ReadAfterWriteTests {
     @Test func jsonLoadThenGet() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-raw-\(UUID().uuidString)").path
-        let s = try OfflineStore.create(at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
+        let s = try OfflineStore.create(
+            at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
         for set in SampleData.setsInLoadOrder { try s.load(set: set, json: Array(SampleData.json(set).utf8)) }
         #expect(try s.count(set: "Products") == 24)
         var keys: [String] = []
-        try s.scan(set: "Products") { p in if case .string(let k)? = p["ProductID"] { keys.append(k) }; return true }
+        try s.scan(set: "Products") { p in
+            if case .string(let k)? = p["ProductID"] { keys.append(k) }; return true
+        }
         #expect(keys.contains("HT-1001"), "\(keys)")
         #expect(try s.get(set: "Products", key: [.string("HT-1001")]) != nil)
         #expect(try s.get(set: "Products", key: [.string("HT-1000")]) != nil)
@@ -36,15 +40,20 @@ extension ReadAfterWriteTests {
     /// (an order's count of items only grows, and never exceeds what was committed), no errors.
     @Test func concurrentReadersAndWriters() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-conc-\(UUID().uuidString)").path
-        let s = try OfflineStore.create(at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
+        let s = try OfflineStore.create(
+            at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
         let writers = 4, perWriter = 150
         try s.load(set: "SalesOrders", entities: (0..<writers).map { ["SalesOrderID": .string("SO\($0)")] })
         try await withThrowingTaskGroup(of: Void.self) { group in
             for w in 0..<writers {
                 group.addTask {
                     for i in 0..<perWriter {
-                        try await s.upsert(set: "SalesOrderItems", entity: ["SalesOrderID": .string("SO\(w)"), "ItemPosition": .int(Int64(i)),
-                                                                           "Quantity": .int(Int64(i % 7))])
+                        try await s.upsert(
+                            set: "SalesOrderItems",
+                            entity: [
+                                "SalesOrderID": .string("SO\(w)"), "ItemPosition": .int(Int64(i)),
+                                "Quantity": .int(Int64(i % 7)),
+                            ])
                     }
                 }
             }
@@ -55,7 +64,9 @@ extension ReadAfterWriteTests {
                         let w = n % writers
                         let seen = try s.queries.count("SalesOrders('SO\(w)')/Items")
                         let direct = try s.entities("SalesOrderItems?$filter=SalesOrderID eq 'SO\(w)'").count
-                        #expect(seen >= last[w] && seen <= perWriter && direct >= seen, "order \(w): \(seen) after \(last[w]), then \(direct)")
+                        #expect(
+                            seen >= last[w] && seen <= perWriter && direct >= seen,
+                            "order \(w): \(seen) after \(last[w]), then \(direct)")
                         last[w] = max(seen, direct)
                     }
                 }

@@ -16,7 +16,8 @@ import Samples
 /// so `check` also proves their carried values exact after every fault.
 @Suite(.soak, .checksStores) struct QueueFaultTests {
     static let codes: [(String, Int32)] = [
-        ("MDB_MAP_FULL", LMDBError.mapFull.code), ("EIO", EIO), ("ENOSPC", ENOSPC), ("MDB_TXN_FULL", LMDBError.txnFull.code), ("MDB_READERS_FULL", LMDBError.readersFull.code),
+        ("MDB_MAP_FULL", LMDBError.mapFull.code), ("EIO", EIO), ("ENOSPC", ENOSPC),
+        ("MDB_TXN_FULL", LMDBError.txnFull.code), ("MDB_READERS_FULL", LMDBError.readersFull.code),
     ]
 
     /// A change, with what must be pending before it so that it collapses (or not).
@@ -28,19 +29,37 @@ import Samples
     }
 
     static let scenarios: [Scenario] = [
-        Scenario(name: "create", before: [], change: .create(set: "Products", entity: ["ProductID": .string("F-1"), "Name": .string("new"), "SupplierID": .string("0100000001")])),
-        Scenario(name: "update", before: [], change: .update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("changed")])),
-        Scenario(name: "replace", before: [], change: .replace(set: "Products", key: [.string("HT-1001")], entity: ["Name": .string("replaced")])),
+        Scenario(
+            name: "create", before: [],
+            change: .create(
+                set: "Products",
+                entity: ["ProductID": .string("F-1"), "Name": .string("new"), "SupplierID": .string("0100000001")])),
+        Scenario(
+            name: "update", before: [],
+            change: .update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("changed")])),
+        Scenario(
+            name: "replace", before: [],
+            change: .replace(set: "Products", key: [.string("HT-1001")], entity: ["Name": .string("replaced")])),
         Scenario(name: "delete", before: [], change: .delete(set: "Products", key: [.string("HT-1001")])),
-        Scenario(name: "update after update (merge)", before: [.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("a")])],
-                 change: .update(set: "Products", key: [.string("HT-1001")], changes: ["Price": .null])),
-        Scenario(name: "delete after create (cancel)", before: [.create(set: "Products", entity: ["ProductID": .string("F-1")])],
-                 change: .delete(set: "Products", key: [.string("F-1")])),
-        Scenario(name: "delete after update (supersede)", before: [.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("a")])],
-                 change: .delete(set: "Products", key: [.string("HT-1001")])),
-        Scenario(name: "child create under a new parent (dependency)",
-                 before: [.create(set: "BusinessPartners", entity: ["BusinessPartnerID": .string("P-1"), "CompanyName": .string("p")])],
-                 change: .create(set: "Products", entity: ["ProductID": .string("F-2"), "SupplierID": .string("P-1")])),
+        Scenario(
+            name: "update after update (merge)",
+            before: [.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("a")])],
+            change: .update(set: "Products", key: [.string("HT-1001")], changes: ["Price": .null])),
+        Scenario(
+            name: "delete after create (cancel)",
+            before: [.create(set: "Products", entity: ["ProductID": .string("F-1")])],
+            change: .delete(set: "Products", key: [.string("F-1")])),
+        Scenario(
+            name: "delete after update (supersede)",
+            before: [.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("a")])],
+            change: .delete(set: "Products", key: [.string("HT-1001")])),
+        Scenario(
+            name: "child create under a new parent (dependency)",
+            before: [
+                .create(
+                    set: "BusinessPartners", entity: ["BusinessPartnerID": .string("P-1"), "CompanyName": .string("p")])
+            ],
+            change: .create(set: "Products", entity: ["ProductID": .string("F-2"), "SupplierID": .string("P-1")])),
     ]
 
     /// Entities of the changed sets and every queue record, comparable.
@@ -87,7 +106,8 @@ import Samples
                     if hit { injected += 1 }
                     let now = try Self.state(store)
                     let report = try store.check()
-                    let context = "\(scenario), optimize \(optimize), call \(n) (\(calls[n - 1])) failing with \(codeName)"
+                    let context =
+                        "\(scenario), optimize \(optimize), call \(n) (\(calls[n - 1])) failing with \(codeName)"
                     #expect(report.isConsistent, "\(context): \(report)")
                     switch result {
                     case .success:
@@ -104,7 +124,9 @@ import Samples
                 }
             }
         }
-        print("fault injection, \(scenario): \(trials) trials, \(injected) faults injected, \(succeeded) recovered (map grown and rerun); call sites: \(sites.sorted().joined(separator: ", "))")
+        print(
+            "fault injection, \(scenario): \(trials) trials, \(injected) faults injected, \(succeeded) recovered (map grown and rerun); call sites: \(sites.sorted().joined(separator: ", "))"
+        )
         #expect(injected == trials)
     }
 

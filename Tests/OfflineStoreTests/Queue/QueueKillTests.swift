@@ -15,11 +15,16 @@ import Samples
         // Made, read and closed here: the test opens each store anew after every kill (LMDB wants
         // one handle per file in a process).
         let (paths, original, initial): ([String], QueueModelTests.State, [[String: String]]) = try {
-            let stores = [try QueueModelTests.store(optimize: true, durability: .full), try QueueModelTests.store(optimize: false, durability: .full)]
+            let stores = [
+                try QueueModelTests.store(optimize: true, durability: .full),
+                try QueueModelTests.store(optimize: false, durability: .full),
+            ]
             // A covering index on the changed set: `check` after each kill compares its carried values with the rows.
             for s in stores { try s.addIndex(set: "Products", definition: "Category INCLUDE Price, Name") }
-            return (stores.map(\.path), try QueueModelTests.snapshot(stores[0]),
-                    try stores.map { s in try Dictionary(uniqueKeysWithValues: ids.map { ($0, try Self.state(s, $0)) }) })
+            return (
+                stores.map(\.path), try QueueModelTests.snapshot(stores[0]),
+                try stores.map { s in try Dictionary(uniqueKeysWithValues: ids.map { ($0, try Self.state(s, $0)) }) }
+            )
         }()
         var acknowledged = initial
         var totals = (kills: 0, acks: 0, lost: 0, halfThere: 0, inFlightLanded: 0, inFlightLost: 0)
@@ -41,7 +46,8 @@ import Samples
             kill(p.processIdentifier, SIGKILL)
             p.waitUntilExit()
             totals.kills += 1
-            let lines = String(decoding: first + out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+            let lines = String(decoding: first + out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(
+                separator: "\n")
             // What the worker was told, and what was in flight when it died.
             var inFlight: [(kind: String, id: String)]? = nil
             for line in lines {
@@ -74,7 +80,9 @@ import Samples
                 let applied = inFlight.allSatisfy { ($0.kind == "delete") == (actual[$0.id] == "absent") }
                 if !(unchanged || applied) {
                     totals.halfThere += 1
-                    Issue.record("\(context): the change in flight is half there: \(inFlight.map { "\($0.id)=\(actual[$0.id]!)" })")
+                    Issue.record(
+                        "\(context): the change in flight is half there: \(inFlight.map { "\($0.id)=\(actual[$0.id]!)" })"
+                    )
                 }
                 if !unchanged {
                     totals.inFlightLanded += 1
@@ -88,12 +96,15 @@ import Samples
             try QueueModelTests.expectFaithful(store, original, context)
             if !report.isConsistent { break }
         }
-        print("queue kill test: \(totals.kills) kills, \(totals.acks) changes acknowledged, \(totals.lost) lost, \(totals.halfThere) half there; the change in flight landed \(totals.inFlightLanded) times, did not \(totals.inFlightLost) times; \(String(format: "%.1f", Date().timeIntervalSince(start))) s")
+        print(
+            "queue kill test: \(totals.kills) kills, \(totals.acks) changes acknowledged, \(totals.lost) lost, \(totals.halfThere) half there; the change in flight landed \(totals.inFlightLanded) times, did not \(totals.inFlightLost) times; \(String(format: "%.1f", Date().timeIntervalSince(start))) s"
+        )
         #expect(totals.acks > rounds, "too few changes were acknowledged to mean anything")
     }
 
     /// A product as the worker prints it: its JSON, or `absent`.
     static func state(_ store: OfflineStore, _ id: String) throws -> String {
-        try store.get(set: "Products", key: [.string(id)]).map { try store.json(set: "Products", entity: $0) } ?? "absent"
+        try store.get(set: "Products", key: [.string(id)]).map { try store.json(set: "Products", entity: $0) }
+            ?? "absent"
     }
 }

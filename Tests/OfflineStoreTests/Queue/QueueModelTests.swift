@@ -34,9 +34,14 @@ import Samples
                 log.append(undo.map { "undo \($0)" } ?? "\(change!) \(options.nonMergeable ? "(non-mergeable)" : "")")
                 for store in [fast, plain] {
                     do {
-                        if let undo { try store.undo(set: undo.0, key: undo.1) } else { try store.apply([change!], options: options) }
+                        if let undo {
+                            try store.undo(set: undo.0, key: undo.1)
+                        } else {
+                            try store.apply([change!], options: options)
+                        }
                     } catch {
-                        Issue.record(Comment(rawValue: "\(error) in sequence \(sequence):\n\(log.joined(separator: "\n"))"))
+                        Issue.record(
+                            Comment(rawValue: "\(error) in sequence \(sequence):\n\(log.joined(separator: "\n"))"))
                         return
                     }
                 }
@@ -52,7 +57,9 @@ import Samples
             requests.collapsed += f
             requests.plain += p
         }
-        print("queue model: \(sequences) sequences of \(steps) changes; \(requests.plain) requests uncollapsed, \(requests.collapsed) collapsed")
+        print(
+            "queue model: \(sequences) sequences of \(steps) changes; \(requests.plain) requests uncollapsed, \(requests.collapsed) collapsed"
+        )
     }
 
     /// Undo on its own, optimization on and off: after random changes and undos the queue still
@@ -93,7 +100,8 @@ import Samples
         var configuration = SampleData.configuration
         configuration.requestQueueOptimization = optimize
         configuration.durability = durability
-        let store = try OfflineStore.create(at: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration)
+        let store = try OfflineStore.create(
+            at: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration)
         for set in ["BusinessPartners", "Products"] { try store.load(set: set, json: Array(SampleData.json(set).utf8)) }
         StoreRegistry.register(path)
         return store
@@ -117,7 +125,9 @@ import Samples
         var out: [String] = []
         for set in Set(a.keys).union(b.keys).sorted() {
             for k in Set((a[set] ?? [:]).keys).union((b[set] ?? [:]).keys).sorted() where a[set]?[k] != b[set]?[k] {
-                out.append("\(set) \(k): \(a[set]?[k].map { "\($0)" } ?? "absent") | \(b[set]?[k].map { "\($0)" } ?? "absent")")
+                out.append(
+                    "\(set) \(k): \(a[set]?[k].map { "\($0)" } ?? "absent") | \(b[set]?[k].map { "\($0)" } ?? "absent")"
+                )
             }
         }
         return out.joined(separator: "\n")
@@ -128,9 +138,12 @@ import Samples
     }
 
     /// A change valid in the store's current state (or an undo), or nil.
-    static func randomChange(_ store: OfflineStore, _ rng: inout SeededRandom, undo: Bool) throws -> (OfflineStore.Change?, ChangeOptions, (String, [Value])?)? {
-        let options = ChangeOptions(customTag: Bool.random(using: &rng) ? "t\(Int.random(in: 0..<3, using: &rng))" : nil,
-                                    nonMergeable: Int.random(in: 0..<10, using: &rng) == 0)
+    static func randomChange(
+        _ store: OfflineStore, _ rng: inout SeededRandom, undo: Bool
+    ) throws -> (OfflineStore.Change?, ChangeOptions, (String, [Value])?)? {
+        let options = ChangeOptions(
+            customTag: Bool.random(using: &rng) ? "t\(Int.random(in: 0..<3, using: &rng))" : nil,
+            nonMergeable: Int.random(in: 0..<10, using: &rng) == 0)
         let existingPartners = try partners.filter { try store.get(set: "BusinessPartners", key: [.string($0)]) != nil }
         func supplier() -> Value {
             guard !existingPartners.isEmpty, Bool.random(using: &rng) else { return .null }
@@ -141,25 +154,42 @@ import Samples
             // Partners: create or delete (parents of products).
             let id = partners.randomElement(using: &rng)!
             if try store.get(set: "BusinessPartners", key: [.string(id)]) == nil {
-                return (.create(set: "BusinessPartners", entity: ["BusinessPartnerID": .string(id), "CompanyName": .string("C\(roll)")]), options, nil)
+                return (
+                    .create(
+                        set: "BusinessPartners",
+                        entity: ["BusinessPartnerID": .string(id), "CompanyName": .string("C\(roll)")]), options, nil
+                )
             }
             if roll < 8 && undo { return (nil, options, ("BusinessPartners", [.string(id)])) }
-            return (.update(set: "BusinessPartners", key: [.string(id)], changes: ["CompanyName": .string("U\(roll)")]), options, nil)
+            return (
+                .update(set: "BusinessPartners", key: [.string(id)], changes: ["CompanyName": .string("U\(roll)")]),
+                options, nil
+            )
         }
         let id = products.randomElement(using: &rng)!
         let key: [Value] = [.string(id)]
         guard try store.get(set: "Products", key: key) != nil else {
-            return (.create(set: "Products", entity: ["ProductID": .string(id), "Name": .string("n\(roll)"), "SupplierID": supplier()]), options, nil)
+            return (
+                .create(
+                    set: "Products",
+                    entity: ["ProductID": .string(id), "Name": .string("n\(roll)"), "SupplierID": supplier()]), options,
+                nil
+            )
         }
         switch roll {
         case 25..<60:
             var changes: Properties = [:]
             if Bool.random(using: &rng) { changes["Name"] = .string("p\(roll)") }
             if Bool.random(using: &rng) { changes["SupplierID"] = supplier() }
-            if Bool.random(using: &rng) { changes["Price"] = Bool.random(using: &rng) ? .null : .decimal(EDMDecimal("\(roll).5")!) }
+            if Bool.random(using: &rng) {
+                changes["Price"] = Bool.random(using: &rng) ? .null : .decimal(EDMDecimal("\(roll).5")!)
+            }
             return (.update(set: "Products", key: key, changes: changes), options, nil)
         case 60..<72:
-            return (.replace(set: "Products", key: key, entity: ["Name": .string("r\(roll)"), "SupplierID": supplier()]), options, nil)
+            return (
+                .replace(set: "Products", key: key, entity: ["Name": .string("r\(roll)"), "SupplierID": supplier()]),
+                options, nil
+            )
         case 72..<92:
             return (.delete(set: "Products", key: key), options, nil)
         default:
@@ -182,7 +212,9 @@ import Samples
                 if exists { problems.append("request \(r.id): POST of \(k), which exists") }
                 state[r.entitySet, default: [:]][k] = Properties(body.filter { !$0.value.isNull })
             case .update:
-                guard var e = state[r.entitySet]?[k] else { problems.append("request \(r.id): PATCH of missing \(k)"); continue }
+                guard var e = state[r.entitySet]?[k] else {
+                    problems.append("request \(r.id): PATCH of missing \(k)"); continue
+                }
                 for (n, v) in body { e[n] = v.isNull ? nil : v }
                 state[r.entitySet]![k] = e
             case .replace:
@@ -193,8 +225,10 @@ import Samples
                 state[r.entitySet]?[k] = nil
             }
             // A product sent with a supplier that the service does not have yet: a child before its parent.
-            if r.entitySet == "Products", r.method != .delete, case .string(let s)? = state["Products"]?[k]?["SupplierID"],
-               body["SupplierID"] != nil, state["BusinessPartners"]?["\(Value.string(s))"] == nil {
+            if r.entitySet == "Products", r.method != .delete,
+                case .string(let s)? = state["Products"]?[k]?["SupplierID"],
+                body["SupplierID"] != nil, state["BusinessPartners"]?["\(Value.string(s))"] == nil
+            {
                 problems.append("request \(r.id): \(k) refers to supplier \(s) before the service has it")
             }
         }

@@ -10,7 +10,9 @@ import Samples
 /// The request queue through the public API: each change and its request in one transaction,
 /// the collapse rules, dependencies, undo, bad input.
 @Suite(.checksStores) struct QueueTests {
-    static let pen: Properties = ["ProductID": .string("N-1"), "Name": .string("Pen"), "Price": .decimal(EDMDecimal("1.50")!)]
+    static let pen: Properties = [
+        "ProductID": .string("N-1"), "Name": .string("Pen"), "Price": .decimal(EDMDecimal("1.50")!),
+    ]
 
     func requests(_ store: OfflineStore) throws -> [RequestRecord] {
         try store.entities("RequestQueue?$orderby=RequestID").map { try RequestRecord($0) }
@@ -19,9 +21,11 @@ import Samples
     @Test func changesAreStoredAndQueuedTogether() throws {
         let store = try makeSampleStore(optimize: false)
         let created = try store.create(set: "Products", entity: Self.pen, options: .init(customTag: "new"))
-        let updated = try store.update(set: "Products", key: [.string("HT-1001")], changes: ["Price": .decimal(EDMDecimal("700.00")!)],
-                                       options: .init(customHeaders: ["X-Why": "sale"]))
-        let deleted = try store.delete(set: "Products", key: [.string("HT-1002")], options: .init(transactionID: "t1", uploadCategory: "c"))
+        let updated = try store.update(
+            set: "Products", key: [.string("HT-1001")], changes: ["Price": .decimal(EDMDecimal("700.00")!)],
+            options: .init(customHeaders: ["X-Why": "sale"]))
+        let deleted = try store.delete(
+            set: "Products", key: [.string("HT-1002")], options: .init(transactionID: "t1", uploadCategory: "c"))
         #expect(created.requestID == 1 && updated.requestID == 2 && deleted.requestID == 3)
         // Reads see local changes at once.
         #expect(try store.get(set: "Products", key: [.string("N-1")])?["Name"] == .string("Pen"))
@@ -37,9 +41,12 @@ import Samples
         #expect(Set(q.map(\.repeatabilityID)).count == 3)
         #expect(q.allSatisfy { $0.status == .pending && $0.attempts == 0 })
         // The queue is an ordinary set for the query engine.
-        let tagged = try store.entities("RequestQueue?$filter=CustomTag eq 'new' or Method eq 'DELETE'&$orderby=RequestID desc&$select=RequestID")
+        let tagged = try store.entities(
+            "RequestQueue?$filter=CustomTag eq 'new' or Method eq 'DELETE'&$orderby=RequestID desc&$select=RequestID")
         #expect(tagged.map { $0["RequestID"] } == [.int(3), .int(1)])
-        #expect(try store.entities("RequestQueue?$filter=EntitySet eq 'Products' and startswith(EntityKey,'''HT')").count == 2)
+        #expect(
+            try store.entities("RequestQueue?$filter=EntitySet eq 'Products' and startswith(EntityKey,'''HT')").count
+                == 2)
     }
 
     @Test func requestIDsOnlyGrowEvenAfterTheQueueEmpties() throws {
@@ -56,18 +63,18 @@ import Samples
         let before = try store.stats().sets.map(\.entities)
         let queued = try requests(store)
         let bad: [OfflineStore.Change] = [
-            .create(set: "Products", entity: ["ProductID": .string("HT-1001")]),                 // duplicate key
-            .create(set: "Products", entity: ["ProductID": .int(5)]),                             // key of the wrong type
-            .create(set: "Products", entity: ["ProductID": .string("X"), "Pric": .int(1)]),       // unknown property
-            .create(set: "Products", entity: ["ProductID": .string("X"), "Price": .string("1")]), // type mismatch
+            .create(set: "Products", entity: ["ProductID": .string("HT-1001")]),  // duplicate key
+            .create(set: "Products", entity: ["ProductID": .int(5)]),  // key of the wrong type
+            .create(set: "Products", entity: ["ProductID": .string("X"), "Pric": .int(1)]),  // unknown property
+            .create(set: "Products", entity: ["ProductID": .string("X"), "Price": .string("1")]),  // type mismatch
             .create(set: "Products", entity: ["ProductID": .string(String(repeating: "x", count: 600))]),  // too long
-            .update(set: "Products", key: [.string("nope")], changes: ["Name": .string("x")]),   // no such entity
+            .update(set: "Products", key: [.string("nope")], changes: ["Name": .string("x")]),  // no such entity
             .update(set: "Products", key: [.string("HT-1001")], changes: ["ProductID": .string("Y")]),  // key change
-            .update(set: "Products", key: [.null], changes: ["Name": .string("x")]),             // null key
+            .update(set: "Products", key: [.null], changes: ["Name": .string("x")]),  // null key
             .replace(set: "Products", key: [.string("nope")], entity: ["Name": .string("x")]),
             .delete(set: "Products", key: [.string("nope")]),
             .delete(set: "Nope", key: [.string("x")]),
-            .create(set: "RequestQueue", entity: ["RequestID": .int(99)]),                       // the store's own set
+            .create(set: "RequestQueue", entity: ["RequestID": .int(99)]),  // the store's own set
         ]
         for change in bad {
             #expect(throws: (any Error).self, "\(change)") { try store.apply([change]) }
@@ -84,7 +91,8 @@ import Samples
     @Test func batchIsOneTransaction() async throws {
         let store = try makeSampleStore()
         let commits = store.entities.environment.commitCount
-        let receipts = try await store.apply((0..<100).map { .create(set: "Products", entity: ["ProductID": .string("B-\($0)")]) })
+        let receipts = try await store.apply(
+            (0..<100).map { .create(set: "Products", entity: ["ProductID": .string("B-\($0)")]) })
         #expect(receipts.compactMap(\.requestID) == Array(1...100))
         #expect(store.entities.environment.commitCount == commits + 1)
     }
@@ -112,9 +120,15 @@ import Samples
             func change(_ kind: String, _ tag: String) throws {
                 let options = ChangeOptions(customTag: tag, customHeaders: ["H": tag, "H-\(tag)": "1"])
                 switch kind {
-                case "create": try store.create(set: "Products", entity: ["ProductID": key[0], "Name": .string("created")], options: options)
-                case "update": try store.update(set: "Products", key: key, changes: ["Name": .string("updated-\(tag)")], options: options)
-                case "replace": try store.replace(set: "Products", key: key, entity: ["Name": .string("replaced-\(tag)")], options: options)
+                case "create":
+                    try store.create(
+                        set: "Products", entity: ["ProductID": key[0], "Name": .string("created")], options: options)
+                case "update":
+                    try store.update(
+                        set: "Products", key: key, changes: ["Name": .string("updated-\(tag)")], options: options)
+                case "replace":
+                    try store.replace(
+                        set: "Products", key: key, entity: ["Name": .string("replaced-\(tag)")], options: options)
                 default: try store.delete(set: "Products", key: key, options: options)
                 }
             }
@@ -144,11 +158,13 @@ import Samples
         try store.update(set: "Products", key: key, changes: ["Name": .string("2")])
         try store.update(set: "Products", key: key, changes: ["Name": .string("3")], options: .init(nonMergeable: true))
         try store.update(set: "Products", key: key, changes: ["Name": .string("4")], options: .init(transactionID: "t"))
-        try store.update(set: "Products", key: key, changes: ["Name": .string("5")], options: .init(uploadCategory: "c"))
+        try store.update(
+            set: "Products", key: key, changes: ["Name": .string("5")], options: .init(uploadCategory: "c"))
         #expect(try requests(store).count == 5)
         let last = try requests(store).last!.id
         try store.entities.write { t in try RequestQueue(store: store.entities).markSent(t, id: last) }
-        try store.update(set: "Products", key: key, changes: ["Name": .string("6")], options: .init(uploadCategory: "c"))
+        try store.update(
+            set: "Products", key: key, changes: ["Name": .string("6")], options: .init(uploadCategory: "c"))
         #expect(try requests(store).count == 6)
         #expect(try requests(store).map(\.status) == [.pending, .pending, .pending, .pending, .sent, .pending])
     }
@@ -157,8 +173,10 @@ import Samples
 
     @Test func childCreatesDependOnTheirParentsCreate() throws {
         let store = try makeSampleStore()
-        let parent = try store.create(set: "BusinessPartners", entity: ["BusinessPartnerID": .string("P-1"), "CompanyName": .string("New")])
-        let child = try store.create(set: "Products", entity: ["ProductID": .string("C-1"), "SupplierID": .string("P-1")])
+        let parent = try store.create(
+            set: "BusinessPartners", entity: ["BusinessPartnerID": .string("P-1"), "CompanyName": .string("New")])
+        let child = try store.create(
+            set: "Products", entity: ["ProductID": .string("C-1"), "SupplierID": .string("P-1")])
         let r = try requests(store)
         #expect(r.first { $0.id == child.requestID }?.dependencies == [parent.requestID!])
         // The parent's create has a dependent: deleting the parent does not cancel it away.
@@ -166,7 +184,8 @@ import Samples
         #expect(try requests(store).map(\.method) == [.create, .create, .delete])
         // A child created first, then pointed at a parent created after it: the update stays behind the parent.
         try store.create(set: "Products", entity: ["ProductID": .string("C-2")])
-        let p2 = try store.create(set: "BusinessPartners", entity: ["BusinessPartnerID": .string("P-2"), "CompanyName": .string("Later")])
+        let p2 = try store.create(
+            set: "BusinessPartners", entity: ["BusinessPartnerID": .string("P-2"), "CompanyName": .string("Later")])
         try store.update(set: "Products", key: [.string("C-2")], changes: ["SupplierID": .string("P-2")])
         let tail = try requests(store).suffix(3)
         #expect(tail.map(\.method) == [.create, .create, .update])
@@ -180,7 +199,8 @@ import Samples
         let store = try makeSampleStore()
         let original = try store.get(set: "Products", key: [.string("HT-1001")])!
         try store.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("x")])
-        try store.update(set: "Products", key: [.string("HT-1001")], changes: ["Price": .null], options: .init(nonMergeable: true))
+        try store.update(
+            set: "Products", key: [.string("HT-1001")], changes: ["Price": .null], options: .init(nonMergeable: true))
         try store.delete(set: "Products", key: [.string("HT-1002")])
         let deleted = try #require(try store.entities("Products?$filter=ProductID eq 'HT-1003'").first)
         try store.delete(set: "Products", key: [.string("HT-1003")])
@@ -200,7 +220,8 @@ import Samples
 
     @Test func undoTakesDependentsAlongAndRefusesSentRequests() throws {
         let store = try makeSampleStore()
-        try store.create(set: "BusinessPartners", entity: ["BusinessPartnerID": .string("P-1"), "CompanyName": .string("New")])
+        try store.create(
+            set: "BusinessPartners", entity: ["BusinessPartnerID": .string("P-1"), "CompanyName": .string("New")])
         try store.create(set: "Products", entity: ["ProductID": .string("C-1"), "SupplierID": .string("P-1")])
         try store.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("unrelated")])
         #expect(try store.undo(set: "BusinessPartners", key: [.string("P-1")]) == [1, 2])
@@ -227,27 +248,41 @@ import Samples
         #expect(try ids("offline.hasPendingChanges()") == [s("HT-1001"), s("HT-1003"), s("N-1")])
         #expect(try ids("offline.inErrorState()") == [s("HT-1003")])
         #expect(try ids("not offline.hasPendingChanges() and startswith(ProductID,'HT-100')").count == 8)
-        #expect(try ids("offline.hasPendingChanges() and not offline.isLocal() and not sap.inErrorState()") == [s("HT-1001")])
+        #expect(
+            try ids("offline.hasPendingChanges() and not offline.isLocal() and not sap.inErrorState()") == [
+                s("HT-1001")
+            ])
         // Inside $expand too (entities reached by navigation).
         var text = ""
-        try store.query("BusinessPartners('0100000001')?$expand=Products($filter=offline.hasPendingChanges();$select=ProductID)") { text += $0 }
+        try store.query(
+            "BusinessPartners('0100000001')?$expand=Products($filter=offline.hasPendingChanges();$select=ProductID)"
+        ) { text += $0 }
         #expect(text.contains("HT-1001") && !text.contains("HT-1017"), "\(text)")
         #expect(throws: QueryError.self) { try store.entities("Products?$filter=offline.isLocal(1)") }
     }
 
     @Test func errorArchiveHoldsRefusalsAndTheirDependentsUntilResolved() throws {
         let store = try makeSampleStore()
-        let parent = try store.create(set: "BusinessPartners", entity: ["BusinessPartnerID": .string("P-1"), "CompanyName": .string("New")],
-                                      options: .init(customTag: "parent"))
-        let child = try store.create(set: "Products", entity: ["ProductID": .string("C-1"), "SupplierID": .string("P-1")])
-        let later = try store.update(set: "BusinessPartners", key: [.string("P-1")], changes: ["Country": .string("US")], options: .init(nonMergeable: true))
+        let parent = try store.create(
+            set: "BusinessPartners", entity: ["BusinessPartnerID": .string("P-1"), "CompanyName": .string("New")],
+            options: .init(customTag: "parent"))
+        let child = try store.create(
+            set: "Products", entity: ["ProductID": .string("C-1"), "SupplierID": .string("P-1")])
+        let later = try store.update(
+            set: "BusinessPartners", key: [.string("P-1")], changes: ["Country": .string("US")],
+            options: .init(nonMergeable: true))
         let other = try store.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("fine")])
-        let archived = try store.archiveError(requestID: parent.requestID!, httpStatus: 409, message: "conflict", code: "DUP")
+        let archived = try store.archiveError(
+            requestID: parent.requestID!, httpStatus: 409, message: "conflict", code: "DUP")
         #expect(archived == [parent.requestID!, child.requestID!, later.requestID!])
         let rows = try store.entities("ErrorArchive?$orderby=RequestID")
         #expect(rows.count == 3)
-        #expect(rows[0]["HTTPStatusCode"] == .int(409) && rows[0]["Code"] == .string("DUP") && rows[0]["CustomTag"] == .string("parent"))
-        #expect(rows[0]["AffectedEntity"] == .string("BusinessPartners('P-1')") && rows[0]["RequestMethod"] == .string("POST"))
+        #expect(
+            rows[0]["HTTPStatusCode"] == .int(409) && rows[0]["Code"] == .string("DUP")
+                && rows[0]["CustomTag"] == .string("parent"))
+        #expect(
+            rows[0]["AffectedEntity"] == .string("BusinessPartners('P-1')")
+                && rows[0]["RequestMethod"] == .string("POST"))
         #expect(rows[1]["CausedBy"] == .int(parent.requestID!) && rows[2]["CausedBy"] == .int(parent.requestID!))
         #expect(try requests(store).first { $0.id == other.requestID }?.status == .pending)
         // Resolving gives the change up: the parent, its child and its later update go; the rest stays.
@@ -259,7 +294,8 @@ import Samples
         #expect(try requests(store).map(\.id) == [other.requestID!])
         // resolveAll, on a refused update of a server entity: its server image returns.
         let original = try store.get(set: "Products", key: [.string("HT-1002")])
-        let refused = try store.update(set: "Products", key: [.string("HT-1002")], changes: ["Name": .string("refused")])
+        let refused = try store.update(
+            set: "Products", key: [.string("HT-1002")], changes: ["Name": .string("refused")])
         try store.archiveError(requestID: refused.requestID!, httpStatus: 400, message: "no")
         #expect(try store.resolveAllErrors() == [refused.requestID!])
         #expect(try store.get(set: "Products", key: [.string("HT-1002")]) == original)
@@ -270,7 +306,9 @@ import Samples
         let queue = store.requestQueue
         try store.entities.write { t in
             for n in 0..<130 {
-                try queue.logEvent(t, type: n % 2 == 0 ? "Upload" : "Download", startedAt: .now, finishedAt: .now, outcome: "succeeded", requests: n)
+                try queue.logEvent(
+                    t, type: n % 2 == 0 ? "Upload" : "Download", startedAt: .now, finishedAt: .now,
+                    outcome: "succeeded", requests: n)
             }
         }
         let events = try store.entities("EventLog?$orderby=EventID")
@@ -294,9 +332,11 @@ import Samples
                         let key = "T\(task)-\(n % 5)"
                         let r: OfflineStore.ChangeReceipt
                         if n < 5 {
-                            r = try await store.create(set: "Products", entity: ["ProductID": .string(key), "Name": .string("\(n)")])
+                            r = try await store.create(
+                                set: "Products", entity: ["ProductID": .string(key), "Name": .string("\(n)")])
                         } else {
-                            r = try await store.update(set: "Products", key: [.string(key)], changes: ["Name": .string("\(n)")])
+                            r = try await store.update(
+                                set: "Products", key: [.string(key)], changes: ["Name": .string("\(n)")])
                         }
                         acks.append((n, r.requestID!))
                     }
@@ -309,7 +349,9 @@ import Samples
         }
         let commits = store.entities.environment.commitCount - commitsBefore
         #expect(acknowledged.count == tasks)
-        for acks in acknowledged { #expect(acks.map(\.1) == acks.map(\.1).sorted(), "a task's requests are out of order") }
+        for acks in acknowledged {
+            #expect(acks.map(\.1) == acks.map(\.1).sorted(), "a task's requests are out of order")
+        }
         let q = try requests(store)
         #expect(q.count == tasks * perTask)
         for task in 0..<tasks {
@@ -331,13 +373,24 @@ import Samples
         let store = try makeSampleStore(data: false)
         let items = try store.entities.set("SalesOrderItems"), products = try store.entities.set("Products")
         var rng = SeededRandom(seed: testSeed("entityKeyIsDescribeKey"))
-        let pieces = ["a", "'", "''", "\u{301}", "é", "e\u{301}", "ü", "🙂", " ", "%", "\\", "\"", "=", ",", "\u{0}", "\u{FF07}", "x"]
-        func string() -> String { (0..<Int.random(in: 0...6, using: &rng)).map { _ in pieces.randomElement(using: &rng)! }.joined() }
-        func int() -> Int64 { [Int64.min, Int64.max, 0, -1, Int64.random(in: -1_000_000...1_000_000, using: &rng)].randomElement(using: &rng)! }
+        let pieces = [
+            "a", "'", "''", "\u{301}", "é", "e\u{301}", "ü", "🙂", " ", "%", "\\", "\"", "=", ",", "\u{0}", "\u{FF07}",
+            "x",
+        ]
+        func string() -> String {
+            (0..<Int.random(in: 0...6, using: &rng)).map { _ in pieces.randomElement(using: &rng)! }.joined()
+        }
+        func int() -> Int64 {
+            [Int64.min, Int64.max, 0, -1, Int64.random(in: -1_000_000...1_000_000, using: &rng)].randomElement(
+                using: &rng)!
+        }
         for _ in 0..<2_000 {
             let one: [Value] = [Bool.random(using: &rng) ? .string(string()) : .int(int())]
             let two: [Value] = [.string(string()), Bool.random(using: &rng) ? .int(int()) : .string(string())]
-            let other: [Value] = [[.decimal(EDMDecimal("1.50")!), .bool(true), .null, .guid(EDMGuid(high: 1, low: 2))].randomElement(using: &rng)!]
+            let other: [Value] = [
+                [.decimal(EDMDecimal("1.50")!), .bool(true), .null, .guid(EDMGuid(high: 1, low: 2))].randomElement(
+                    using: &rng)!
+            ]
             #expect(RequestQueue.entityKey(products, one) == products.describeKey(one))
             #expect(RequestQueue.entityKey(items, two) == items.describeKey(two))
             #expect(RequestQueue.entityKey(items, [two[0]] + other) == items.describeKey([two[0]] + other))
@@ -355,10 +408,16 @@ import Samples
         #expect(throws: EntityError.self) { try OfflineStore.open(at: path, readOnly: true) }
         let upgraded = try OfflineStore.open(at: path)
         try upgraded.create(set: "Products", entity: Self.pen)
-        #expect(try upgraded.entities.read { t in try t.get(meta, EntityStore.formatKey).map { Array($0) } } == EntityStore.formatText(EntityStore.formatVersion))
+        #expect(
+            try upgraded.entities.read { t in try t.get(meta, EntityStore.formatKey).map { Array($0) } }
+                == EntityStore.formatText(EntityStore.formatVersion))
         try upgraded.entities.write { t in try t.put(meta, EntityStore.formatKey, Array("offline-store 9".utf8)) }
-        #expect { try OfflineStore.open(at: path) } throws: { "\($0)".contains("format 9, made by a newer offline-store") }
-        try upgraded.entities.write { t in try t.put(meta, EntityStore.formatKey, EntityStore.formatText(EntityStore.formatVersion)) }
+        #expect { try OfflineStore.open(at: path) } throws: {
+            "\($0)".contains("format 9, made by a newer offline-store")
+        }
+        try upgraded.entities.write { t in
+            try t.put(meta, EntityStore.formatKey, EntityStore.formatText(EntityStore.formatVersion))
+        }
     }
 }
 
@@ -369,18 +428,34 @@ import Samples
     @Test func everyPair() {
         let p = { (m: M) in Collapse.Pending(id: 10, method: m) }
         let expected: [M: [M: Collapse.Decision]] = [
-            .create: [.create: .append, .update: .merge(into: 10, method: .create), .replace: .merge(into: 10, method: .create), .delete: .cancel(10)],
-            .update: [.create: .append, .update: .merge(into: 10, method: .update), .replace: .merge(into: 10, method: .replace), .delete: .supersede(10)],
-            .replace: [.create: .append, .update: .merge(into: 10, method: .replace), .replace: .merge(into: 10, method: .replace), .delete: .supersede(10)],
-            .delete: [.create: .merge(into: 10, method: .replace), .update: .append, .replace: .append, .delete: .append],
+            .create: [
+                .create: .append, .update: .merge(into: 10, method: .create),
+                .replace: .merge(into: 10, method: .create), .delete: .cancel(10),
+            ],
+            .update: [
+                .create: .append, .update: .merge(into: 10, method: .update),
+                .replace: .merge(into: 10, method: .replace), .delete: .supersede(10),
+            ],
+            .replace: [
+                .create: .append, .update: .merge(into: 10, method: .replace),
+                .replace: .merge(into: 10, method: .replace), .delete: .supersede(10),
+            ],
+            .delete: [
+                .create: .merge(into: 10, method: .replace), .update: .append, .replace: .append, .delete: .append,
+            ],
         ]
         for (old, row) in expected {
             for (new, decision) in row {
-                #expect(Collapse.decide(pending: p(old), new: new, dependencies: [], options: .init(), optimize: true) == decision, "\(old) + \(new)")
-                #expect(Collapse.decide(pending: p(old), new: new, dependencies: [], options: .init(), optimize: false) == .append)
+                #expect(
+                    Collapse.decide(pending: p(old), new: new, dependencies: [], options: .init(), optimize: true)
+                        == decision, "\(old) + \(new)")
+                #expect(
+                    Collapse.decide(pending: p(old), new: new, dependencies: [], options: .init(), optimize: false)
+                        == .append)
             }
         }
-        #expect(Collapse.decide(pending: nil, new: .update, dependencies: [], options: .init(), optimize: true) == .append)
+        #expect(
+            Collapse.decide(pending: nil, new: .update, dependencies: [], options: .init(), optimize: true) == .append)
     }
 
     @Test func reasonsNotToMerge() {
@@ -403,7 +478,9 @@ import Samples
         #expect(decide(base, deps: [9]) == .merge(into: 10, method: .update))
         #expect(decide(base, deps: [11]) == .append)  // it needs request 11, which comes after 10
         var parent = Collapse.Pending(id: 10, method: .create); parent.hasDependents = true
-        #expect(Collapse.decide(pending: parent, new: .delete, dependencies: [], options: .init(), optimize: true) == .append)
+        #expect(
+            Collapse.decide(pending: parent, new: .delete, dependencies: [], options: .init(), optimize: true)
+                == .append)
     }
 
     @Test func tags() {
@@ -425,7 +502,9 @@ import Samples
                 for w in 0..<4 {
                     group.addTask {
                         for n in 0..<60 {
-                            try await store.create(set: "Products", entity: ["ProductID": .string("W\(w)-\(n)"), "Name": .string("n\(n % 7)")])
+                            try await store.create(
+                                set: "Products",
+                                entity: ["ProductID": .string("W\(w)-\(n)"), "Name": .string("n\(n % 7)")])
                         }
                     }
                 }

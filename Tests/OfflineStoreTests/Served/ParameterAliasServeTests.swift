@@ -21,7 +21,8 @@ import TestSupport
             #expect(byKey.status == 200 && byKey.object["ProductID"] as? String == "HT-1000")
 
             // A value that is itself an expression, in $orderby; the same as the literal URL.
-            let aliased = try await http.get("Products?$filter=Price%20gt%20@min&$orderby=@o%20desc,ProductID&@min=100&@o=Price")
+            let aliased = try await http.get(
+                "Products?$filter=Price%20gt%20@min&$orderby=@o%20desc,ProductID&@min=100&@o=Price")
             let literal = try await http.get("Products?$filter=Price%20gt%20100&$orderby=Price%20desc,ProductID")
             #expect(aliased.status == 200 && !Self.ids(aliased, "ProductID").isEmpty)
             #expect(Self.ids(aliased, "ProductID") == Self.ids(literal, "ProductID"))
@@ -36,15 +37,18 @@ import TestSupport
             #expect(unbound.status == 200 && Self.ids(unbound, "ProductID").isEmpty)
 
             // Paging keeps the aliases in the next link.
-            let page = try await http.get("SalesOrderItems?$filter=Quantity%20ge%20@q&@q=1", headers: [("Prefer", "odata.maxpagesize=100")])
+            let page = try await http.get(
+                "SalesOrderItems?$filter=Quantity%20ge%20@q&@q=1", headers: [("Prefer", "odata.maxpagesize=100")])
             let next = try #require(page.object["@odata.nextLink"] as? String)
             #expect(next.contains("@q=1"))
             let second = try await http.get(next)
             #expect(second.status == 200 && (second.object["value"] as? [Any])?.isEmpty == false)
 
-            for (url, fragment) in [("Products?$filter=ProductID%20eq%20@p&@p='a'&@p='b'", "parameter alias given twice in @p"),
-                                    ("Products?$filter=ProductID%20eq%20@p&@p='a", "unterminated string literal in @p at column 1"),
-                                    ("Products?$filter=ProductID%20eq%20@p&@1p=1", "must start with a letter")] {
+            for (url, fragment) in [
+                ("Products?$filter=ProductID%20eq%20@p&@p='a'&@p='b'", "parameter alias given twice in @p"),
+                ("Products?$filter=ProductID%20eq%20@p&@p='a", "unterminated string literal in @p at column 1"),
+                ("Products?$filter=ProductID%20eq%20@p&@1p=1", "must start with a letter"),
+            ] {
                 let bad = try await http.get(url)
                 #expect(bad.status == 400, "\(url)")
                 let message = (bad.object["error"] as? [String: Any])?["message"] as? String
@@ -55,7 +59,9 @@ import TestSupport
 
     @Test func queryCommandUsesAliases() throws {
         let store = try ServeTests.sampleStore()
-        let r = try CLI.run(["query", "--store", store, "Products?$filter=ProductID eq @p&@p='HT-1001'", "--format", "jsonl"])
+        let r = try CLI.run([
+            "query", "--store", store, "Products?$filter=ProductID eq @p&@p='HT-1001'", "--format", "jsonl",
+        ])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.split(separator: "\n").count == 1 && r.stdout.contains("\"HT-1001\""))
         let bad = try CLI.run(["query", "--store", store, "Products?$filter=ProductID eq @p&@p='a'&@p='b'"])
@@ -68,7 +74,8 @@ import TestSupport
         let store = try OfflineStore.open(at: try ServeTests.sampleStore(items: 600))
         let items = try store.entities("SalesOrderItems")
         let products = try store.entities("Products").compactMap { string($0["ProductID"]) }
-        let byProduct = try store.prepare("SalesOrderItems?$filter=ProductID eq @p and Quantity gt @q&$orderby=SalesOrderID,ItemPosition")
+        let byProduct = try store.prepare(
+            "SalesOrderItems?$filter=ProductID eq @p and Quantity gt @q&$orderby=SalesOrderID,ItemPosition")
         let byKey = try store.prepare("SalesOrderItems(SalesOrderID=@id,ItemPosition=@pos)")
         let cheap = try store.prepare("Products?$filter=contains(Name,@w) or Price lt @max&$orderby=ProductID&$top=5")
         #expect(byProduct.parameters.count == 2 && byKey.parameters.count == 2 && cheap.parameters.count == 2)
@@ -80,7 +87,8 @@ import TestSupport
         for round in 0..<rounds where Date() < deadline {
             let product = random.next() % 10 == 0 ? nil : products[Int(random.next() % UInt64(products.count))]
             let quantity = Int64(random.next() % 12)
-            let literal = "SalesOrderItems?$filter=ProductID eq \(product.map { "'\($0)'" } ?? "null") and Quantity gt \(quantity)&$orderby=SalesOrderID,ItemPosition"
+            let literal =
+                "SalesOrderItems?$filter=ProductID eq \(product.map { "'\($0)'" } ?? "null") and Quantity gt \(quantity)&$orderby=SalesOrderID,ItemPosition"
             let a = try byProduct.entities(aliases: ["p": product.map { .string($0) } ?? .null, "q": .int(quantity)])
             #expect(a == (try store.entities(literal)), "seed \(seed) round \(round): \(literal)")
             if !a.isEmpty { nonEmpty += 1 }
@@ -89,15 +97,20 @@ import TestSupport
             let id = try #require(string(item["SalesOrderID"]))
             let pos = random.next() % 8 == 0 ? 99 : try #require(int(item["ItemPosition"]))
             let b = try byKey.entities(aliases: ["id": .string(id), "pos": .int(pos)])
-            #expect(b == (try store.entities("SalesOrderItems(SalesOrderID='\(id)',ItemPosition=\(pos))")), "seed \(seed) round \(round)")
+            #expect(
+                b == (try store.entities("SalesOrderItems(SalesOrderID='\(id)',ItemPosition=\(pos))")),
+                "seed \(seed) round \(round)")
 
             let word = ["Note", "book", "x", "'", ""][Int(random.next() % 5)]
             let max = Int64(random.next() % 3000)
             let c = try cheap.entities(aliases: ["w": .string(word), "max": .int(max)])
             let quotedWord = word.replacingOccurrences(of: "'", with: "''")
             let encoded = "'\(quotedWord)'".addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
-            #expect(c == (try store.entities("Products?$filter=contains(Name,\(encoded)) or Price lt \(max)&$orderby=ProductID&$top=5")),
-                    "seed \(seed) round \(round): word \(word), max \(max)")
+            #expect(
+                c
+                    == (try store.entities(
+                        "Products?$filter=contains(Name,\(encoded)) or Price lt \(max)&$orderby=ProductID&$top=5")),
+                "seed \(seed) round \(round): word \(word), max \(max)")
         }
         #expect(nonEmpty > 0)
         // Wrong values are refused by name, nothing run.

@@ -19,8 +19,8 @@ import TestSupport
     enum Kind { case post, batch }
     struct Sent {
         var kind: Kind
-        var id: String           // repeatability id
-        var keys: [String]       // products it creates
+        var id: String  // repeatability id
+        var keys: [String]  // products it creates
         var body: String
     }
 
@@ -28,13 +28,16 @@ import TestSupport
         switch kind {
         case .post:
             let key = "P\(tag)"
-            return Sent(kind: .post, id: UUID().uuidString, keys: [key], body: #"{"ProductID":"\#(key)","Name":"kill test"}"#)
+            return Sent(
+                kind: .post, id: UUID().uuidString, keys: [key], body: #"{"ProductID":"\#(key)","Name":"kill test"}"#)
         case .batch:
             let keys = ["a", "b", "c"].map { "G\(tag)\($0)" }
             let requests = keys.enumerated().map { i, k in
                 #"{"id":"\#(i)","atomicityGroup":"g","method":"POST","url":"Products","body":{"ProductID":"\#(k)","Name":"batch"}}"#
             }
-            return Sent(kind: .batch, id: UUID().uuidString, keys: keys, body: #"{"requests":[\#(requests.joined(separator: ","))]}"#)
+            return Sent(
+                kind: .batch, id: UUID().uuidString, keys: keys,
+                body: #"{"requests":[\#(requests.joined(separator: ","))]}"#)
         }
     }
 
@@ -43,10 +46,14 @@ import TestSupport
     static func send(_ http: HTTP, _ r: Sent) async -> (answered: Bool, replayed: Bool, status: Int) {
         let headers = [("Repeatability-Request-ID", r.id)]
         do {
-            let reply = try await http.send(.POST, r.kind == .post ? "Products" : "$batch", body: r.body, headers: headers)
+            let reply = try await http.send(
+                .POST, r.kind == .post ? "Products" : "$batch", body: r.body, headers: headers)
             if r.kind == .batch, reply.status == 200 {
-                let statuses = (reply.object["responses"] as? [[String: Any]])?.compactMap { $0["status"] as? Int } ?? []
-                return (true, reply.header("Repeatability-Result") == "replayed", statuses == [201, 201, 201] ? 200 : 500)
+                let statuses =
+                    (reply.object["responses"] as? [[String: Any]])?.compactMap { $0["status"] as? Int } ?? []
+                return (
+                    true, reply.header("Repeatability-Result") == "replayed", statuses == [201, 201, 201] ? 200 : 500
+                )
             }
             return (true, reply.header("Repeatability-Result") == "replayed", reply.status)
         } catch {
@@ -71,7 +78,9 @@ import TestSupport
         try await client.shutdown()
     }
 
-    func run(_ client: HTTPClient, store: String, rounds: Int, budget: Double, seed: UInt64, random: inout SeededRandom) async throws {
+    func run(
+        _ client: HTTPClient, store: String, rounds: Int, budget: Double, seed: UInt64, random: inout SeededRandom
+    ) async throws {
         let start = Date()
         var acknowledged: [Sent] = [], unanswered: [Sent] = []
         var kills = 0, retriedApplied = 0, retriedReplayed = 0
@@ -83,7 +92,9 @@ import TestSupport
             // First the requests the last kill left without an answer: applied once, at most.
             for r in unanswered {
                 let (answered, replayed, status) = await Self.send(http, r)
-                #expect(answered && [200, 201].contains(status), "retry of \(r.kind) \(r.keys) after a kill: status \(status)")
+                #expect(
+                    answered && [200, 201].contains(status),
+                    "retry of \(r.kind) \(r.keys) after a kill: status \(status)")
                 if replayed { retriedReplayed += 1 } else { retriedApplied += 1 }
                 acknowledged.append(r)
             }
@@ -91,7 +102,9 @@ import TestSupport
             // Then writers, and a SIGKILL at a random instant while they write.
             let delay = UInt64(Int.random(in: 20...400, using: &random)) * 1_000_000
             let plans = (0..<4).map { w in
-                (0..<60).map { i in Self.request(Int.random(in: 0..<3, using: &random) == 0 ? .batch : .post, "\(round)-\(w)-\(i)") }
+                (0..<60).map { i in
+                    Self.request(Int.random(in: 0..<3, using: &random) == 0 ? .batch : .post, "\(round)-\(w)-\(i)")
+                }
             }
             let results = await withTaskGroup(of: [(Sent, Bool, Int)].self) { group in
                 for plan in plans {
@@ -135,7 +148,9 @@ import TestSupport
         }
         for r in acknowledged.shuffled(using: &random).prefix(40) {
             let (_, replayed, status) = await Self.send(http, r)
-            #expect(replayed && [200, 201].contains(status), "a repeat of an acknowledged \(r.kind) \(r.keys) must be replayed: \(status)")
+            #expect(
+                replayed && [200, 201].contains(status),
+                "a repeat of an acknowledged \(r.kind) \(r.keys) must be replayed: \(status)")
         }
         #expect(await server.stop() == 0)
 
@@ -149,7 +164,9 @@ import TestSupport
         let made = try opened.entities("Products?$filter=Name eq 'kill test' or Name eq 'batch'").count
         #expect(made == acknowledged.reduce(0) { $0 + $1.keys.count }, "exactly the acknowledged creates, each once")
         #expect(try OfflineStore.check(at: store).isConsistent)
-        print("serve kill test: \(kills) kills, \(acknowledged.count) requests acknowledged (\(made) entities), \(lost) lost; retried after a kill: \(retriedApplied) applied then, \(retriedReplayed) replayed; \(String(format: "%.1f", Date().timeIntervalSince(start))) s; seed \(seed)")
+        print(
+            "serve kill test: \(kills) kills, \(acknowledged.count) requests acknowledged (\(made) entities), \(lost) lost; retried after a kill: \(retriedApplied) applied then, \(retriedReplayed) replayed; \(String(format: "%.1f", Date().timeIntervalSince(start))) s; seed \(seed)"
+        )
         // At least one kill with writes in flight. Rounds are bounded by time: on a machine loaded by
         // parallel suites a debug server's start and durable commits are slow, and fewer rounds fit
         // (the counts above say how many; SERVE_KILLS / SERVE_KILL_SECONDS raise them).

@@ -12,7 +12,8 @@ import Samples
     /// A store with the sample data, and `items` generated sales order items.
     static func sampleStore(items: Int = 0) throws -> String {
         let dir = tempDir() + "/store"
-        let store = try OfflineStore.create(at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
+        let store = try OfflineStore.create(
+            at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
         for set in SampleData.setsInLoadOrder { _ = try store.load(set: set, json: Array(SampleData.json(set).utf8)) }
         if items > 0 { _ = try store.generate(set: "SalesOrderItems", count: items, seed: 7) }
         return dir
@@ -42,7 +43,9 @@ import Samples
 
             let missing = try await http.get("Products('NOPE')")
             #expect(missing.status == 404)
-            #expect(((missing.object["error"] as? [String: Any])?["message"] as? String)?.contains("does not exist") == true)
+            #expect(
+                ((missing.object["error"] as? [String: Any])?["message"] as? String)?.contains("does not exist") == true
+            )
 
             let badFilter = try await http.get("Products?$filter=Price%20gt%20'x'")
             #expect(badFilter.status == 400)
@@ -86,7 +89,9 @@ import Samples
 
     @Test func serverDrivenPagingDeliversEveryEntityOnce() async throws {
         let store = try Self.sampleStore(items: 5_000)
-        let expected = try OfflineStore.open(at: store, readOnly: true).entities("SalesOrderItems?$filter=Quantity ge 0").count
+        let expected = try OfflineStore.open(at: store, readOnly: true).entities(
+            "SalesOrderItems?$filter=Quantity ge 0"
+        ).count
         #expect(expected > 3_000)
         try await withServer(store) { http, _ in
             var next: String? = "SalesOrderItems?$select=SalesOrderID,ItemPosition&$filter=Quantity%20ge%200"
@@ -103,7 +108,9 @@ import Samples
                 next = page.object["@odata.nextLink"] as? String
                 if pages > 100 { break }
             }
-            #expect(total == expected && seen.count == expected, "\(total) rows, \(seen.count) distinct, \(expected) expected")
+            #expect(
+                total == expected && seen.count == expected,
+                "\(total) rows, \(seen.count) distinct, \(expected) expected")
             #expect(pages == (expected + 699) / 700)
         }
     }
@@ -112,8 +119,9 @@ import Samples
     /// and `$count` gets a link without them (a delta request refuses them), and the link works.
     @Test func aDeltaLinkLeavesOutOrderAndWindow() async throws {
         try await withServer(try Self.sampleStore()) { http, _ in
-            let first = try await http.get("Products?$filter=Price%20gt%200&$orderby=Price%20desc&$top=3&$skip=1&$count=true&$select=Name",
-                                           headers: [("Prefer", "odata.track-changes")])
+            let first = try await http.get(
+                "Products?$filter=Price%20gt%200&$orderby=Price%20desc&$top=3&$skip=1&$count=true&$select=Name",
+                headers: [("Prefer", "odata.track-changes")])
             #expect(first.status == 200)
             let link = try #require(first.object["@odata.deltaLink"] as? String)
             for option in ["$orderby", "$top", "$skip", "$count"] { #expect(!link.contains(option), "\(link)") }
@@ -138,7 +146,8 @@ import Samples
             // Anonymous memory (not the mapped file) stays far below the response's size.
             let status = (try? String(contentsOfFile: "/proc/\(server.pid)/status", encoding: .utf8)) ?? ""
             if let line = status.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
-               let kb = Int(line.split(separator: " ").dropFirst().first ?? "") {
+                let kb = Int(line.split(separator: " ").dropFirst().first ?? "")
+            {
                 #expect(kb * 1024 < reply.body.count / 2, "RssAnon \(kb) kB for a \(reply.body.count)-byte response")
             }
         }

@@ -36,30 +36,36 @@ import Samples
             #expect(unknown.status == 400)
             let nullKey = try await http.send(.POST, "Products", body: #"{"ProductID":null}"#)
             #expect(nullKey.status == 400)
-            let xml = try await http.send(.POST, "Products", body: "<a/>", headers: [("Content-Type", "application/xml")])
+            let xml = try await http.send(
+                .POST, "Products", body: "<a/>", headers: [("Content-Type", "application/xml")])
             #expect(xml.status == 415)
-            let invalidUTF8 = try await http.send(.POST, "Products", body: String(decoding: [0x7B, 0x22, 0xFF, 0xFE, 0x22, 0x7D], as: UTF8.self))
+            let invalidUTF8 = try await http.send(
+                .POST, "Products", body: String(decoding: [0x7B, 0x22, 0xFF, 0xFE, 0x22, 0x7D], as: UTF8.self))
             #expect(invalidUTF8.status == 400)
             let toEntity = try await http.send(.POST, "Products('T-1')", body: Self.product)
             #expect(toEntity.status == 405)
             let toQueue = try await http.send(.POST, "RequestQueue", body: "{}")
             #expect(toQueue.status == 405)
 
-            let stale = try await http.send(.PATCH, "Products('T-1')", body: #"{"Price":11}"#, headers: [("If-Match", #"W/"0123456789abcdef""#)])
+            let stale = try await http.send(
+                .PATCH, "Products('T-1')", body: #"{"Price":11}"#, headers: [("If-Match", #"W/"0123456789abcdef""#)])
             #expect(stale.status == 412)
-            let patched = try await http.send(.PATCH, "Products('T-1')", body: #"{"Price":11}"#, headers: [("If-Match", etag)])
+            let patched = try await http.send(
+                .PATCH, "Products('T-1')", body: #"{"Price":11}"#, headers: [("If-Match", etag)])
             #expect(patched.status == 204)
             let newTag = try #require(patched.header("ETag"))
             #expect(newTag != etag)
-            let again = try await http.send(.PATCH, "Products('T-1')", body: #"{"Price":12}"#, headers: [("If-Match", etag)])
+            let again = try await http.send(
+                .PATCH, "Products('T-1')", body: #"{"Price":12}"#, headers: [("If-Match", etag)])
             #expect(again.status == 412, "the old ETag no longer matches")
             let read = try await http.get("Products('T-1')")
             #expect(read.header("ETag") == newTag && "\(read.object["Price"]!)" == "11")
             let notModified = try await http.get("Products('T-1')", headers: [("If-None-Match", newTag)])
             #expect(notModified.status == 304)
 
-            let replaced = try await http.send(.PUT, "Products('T-1')", body: #"{"ProductID":"T-1","Name":"Whole"}"#,
-                                               headers: [("Prefer", "return=representation")])
+            let replaced = try await http.send(
+                .PUT, "Products('T-1')", body: #"{"ProductID":"T-1","Name":"Whole"}"#,
+                headers: [("Prefer", "return=representation")])
             #expect(replaced.status == 200 && replaced.object["Name"] as? String == "Whole")
             #expect(replaced.object["Price"] is NSNull, "PUT leaves out Price: it becomes null")
             let keyChange = try await http.send(.PATCH, "Products('T-1')", body: #"{"ProductID":"T-9"}"#)
@@ -81,15 +87,22 @@ import Samples
     /// not exist, a bind that contradicts the body — is refused with 400 and changes nothing.
     @Test func bindSetsForeignKeysAndDeepInsertIsRefused() async throws {
         let store = try ServeTests.sampleStore()
-        let partners = try OfflineStore.open(at: store, readOnly: true).entities("BusinessPartners?$top=2&$orderby=BusinessPartnerID")
+        let partners = try OfflineStore.open(at: store, readOnly: true).entities(
+            "BusinessPartners?$top=2&$orderby=BusinessPartnerID")
         let (a, b) = (partners[0]["BusinessPartnerID"]!, partners[1]["BusinessPartnerID"]!)
-        guard case .string(let first) = a, case .string(let second) = b else { Issue.record("string keys expected"); return }
+        guard case .string(let first) = a, case .string(let second) = b else {
+            Issue.record("string keys expected"); return
+        }
         let before = try Self.count(store, "Products")
         try await withServer(store) { http, server in
-            let bound = try await http.send(.POST, "Products", body: #"{"ProductID":"B-1","Name":"Bound","Supplier@odata.bind":"BusinessPartners('\#(first)')"}"#)
+            let bound = try await http.send(
+                .POST, "Products",
+                body: #"{"ProductID":"B-1","Name":"Bound","Supplier@odata.bind":"BusinessPartners('\#(first)')"}"#)
             #expect(bound.status == 201, "\(bound.text)")
             #expect(bound.object["SupplierID"] as? String == first)
-            let absolute = try await http.send(.PATCH, "Products('B-1')", body: #"{"Supplier@odata.bind":"\#(server.url)BusinessPartners('\#(second)')"}"#)
+            let absolute = try await http.send(
+                .PATCH, "Products('B-1')",
+                body: #"{"Supplier@odata.bind":"\#(server.url)BusinessPartners('\#(second)')"}"#)
             #expect(absolute.status == 204, "\(absolute.text)")
             #expect(try await http.get("Products('B-1')").object["SupplierID"] as? String == second)
             let unbound = try await http.send(.PATCH, "Products('B-1')", body: #"{"Supplier@odata.bind":null}"#)
@@ -103,7 +116,10 @@ import Samples
             for (body, why) in [
                 (#"{"ProductID":"B-2","Supplier@odata.bind":"BusinessPartners('NO-SUCH')"}"#, "does not exist"),
                 (#"{"ProductID":"B-2","Supplier@odata.bind":"SalesOrders('0500000001')"}"#, "not of"),
-                (#"{"ProductID":"B-2","Supplier@odata.bind":"BusinessPartners('\#(first)')","SupplierID":"\#(second)"}"#, "but the body gives"),
+                (
+                    #"{"ProductID":"B-2","Supplier@odata.bind":"BusinessPartners('\#(first)')","SupplierID":"\#(second)"}"#,
+                    "but the body gives"
+                ),
                 (#"{"ProductID":"B-2","Supplier@odata.bind":42}"#, "expected an entity URL"),
                 (#"{"ProductID":"B-2","Supplier":{"BusinessPartnerID":"NEW-1","CompanyName":"Deep"}}"#, "deep insert"),
                 (#"{"ProductID":"B-2","Colour@odata.bind":"BusinessPartners('\#(first)')"}"#, "Colour"),
@@ -112,11 +128,15 @@ import Samples
                 let message = (refused.object["error"] as? [String: Any])?["message"] as? String ?? refused.text
                 #expect(refused.status == 400 && message.contains(why), "\(body): \(refused.status) \(message)")
             }
-            let deepOrders = try await http.send(.POST, "BusinessPartners",
-                                                 body: #"{"BusinessPartnerID":"D-1","CompanyName":"Deep","SalesOrders":[{"SalesOrderID":"D-9"}]}"#)
+            let deepOrders = try await http.send(
+                .POST, "BusinessPartners",
+                body: #"{"BusinessPartnerID":"D-1","CompanyName":"Deep","SalesOrders":[{"SalesOrderID":"D-9"}]}"#)
             #expect(deepOrders.status == 400, "\(deepOrders.text)")
-            let bindMany = try await http.send(.POST, "BusinessPartners",
-                                               body: #"{"BusinessPartnerID":"D-1","CompanyName":"Deep","SalesOrders@odata.bind":["SalesOrders('0500000001')"]}"#)
+            let bindMany = try await http.send(
+                .POST, "BusinessPartners",
+                body:
+                    #"{"BusinessPartnerID":"D-1","CompanyName":"Deep","SalesOrders@odata.bind":["SalesOrders('0500000001')"]}"#
+            )
             #expect(bindMany.status == 400 && bindMany.text.contains("collection-valued"), "\(bindMany.text)")
             #expect(try await http.get("BusinessPartners('D-1')").status == 404)
         }
@@ -128,34 +148,38 @@ import Samples
         let before = try Self.count(store, "Products")
         try await withServer(store) { http, _ in
             let batch = """
-            {"requests":[
-             {"id":"a1","atomicityGroup":"g1","method":"POST","url":"Products","body":{"ProductID":"B-1","Name":"one"}},
-             {"id":"a2","atomicityGroup":"g1","method":"PATCH","url":"$a1","body":{"Name":"one, changed"}},
-             {"id":"r1","method":"GET","url":"Products('B-1')?$select=Name","dependsOn":["g1"]},
-             {"id":"b1","atomicityGroup":"g2","method":"POST","url":"Products","body":{"ProductID":"B-2","Name":"two"}},
-             {"id":"b2","atomicityGroup":"g2","method":"POST","url":"Products","body":{"ProductID":"B-1","Name":"taken"}},
-             {"id":"c1","method":"DELETE","url":"Products('B-2')","dependsOn":["g2"]},
-             {"id":"d1","method":"DELETE","url":"Products('NOPE')"}
-            ]}
-            """
+                {"requests":[
+                 {"id":"a1","atomicityGroup":"g1","method":"POST","url":"Products","body":{"ProductID":"B-1","Name":"one"}},
+                 {"id":"a2","atomicityGroup":"g1","method":"PATCH","url":"$a1","body":{"Name":"one, changed"}},
+                 {"id":"r1","method":"GET","url":"Products('B-1')?$select=Name","dependsOn":["g1"]},
+                 {"id":"b1","atomicityGroup":"g2","method":"POST","url":"Products","body":{"ProductID":"B-2","Name":"two"}},
+                 {"id":"b2","atomicityGroup":"g2","method":"POST","url":"Products","body":{"ProductID":"B-1","Name":"taken"}},
+                 {"id":"c1","method":"DELETE","url":"Products('B-2')","dependsOn":["g2"]},
+                 {"id":"d1","method":"DELETE","url":"Products('NOPE')"}
+                ]}
+                """
             let reply = try await http.send(.POST, "$batch", body: batch)
             #expect(reply.status == 200, "\(reply.text)")
             let responses = try #require(reply.object["responses"] as? [[String: Any]])
             let status = Dictionary(uniqueKeysWithValues: responses.map { ($0["id"] as! String, $0["status"] as! Int) })
-            #expect(status == ["a1": 201, "a2": 204, "r1": 200, "b1": 424, "b2": 409, "c1": 424, "d1": 404], "\(status)")
+            #expect(
+                status == ["a1": 201, "a2": 204, "r1": 200, "b1": 424, "b2": 409, "c1": 424, "d1": 404], "\(status)")
             let r1 = responses.first { $0["id"] as? String == "r1" }?["body"] as? [String: Any]
             #expect(r1?["Name"] as? String == "one, changed", "the GET sees the group's writes")
             #expect(try await http.get("Products('B-2')").status == 404, "g2 failed: B-2 was never created")
 
-            let multipart = try await http.send(.POST, "$batch", body: "--x--", headers: [("Content-Type", "multipart/mixed;boundary=x")])
+            let multipart = try await http.send(
+                .POST, "$batch", body: "--x--", headers: [("Content-Type", "multipart/mixed;boundary=x")])
             #expect(multipart.status == 415)
             let malformed = try await http.send(.POST, "$batch", body: #"{"requests":[{"id":"1","method":"POST"}]}"#)
             #expect(malformed.status == 400)
-            let apart = try await http.send(.POST, "$batch", body: """
-                {"requests":[{"id":"1","atomicityGroup":"g","method":"DELETE","url":"Products('B-1')"},
-                {"id":"2","method":"DELETE","url":"Products('HT-1000')"},
-                {"id":"3","atomicityGroup":"g","method":"DELETE","url":"Products('HT-1001')"}]}
-                """)
+            let apart = try await http.send(
+                .POST, "$batch",
+                body: """
+                    {"requests":[{"id":"1","atomicityGroup":"g","method":"DELETE","url":"Products('B-1')"},
+                    {"id":"2","method":"DELETE","url":"Products('HT-1000')"},
+                    {"id":"3","atomicityGroup":"g","method":"DELETE","url":"Products('HT-1001')"}]}
+                    """)
             #expect(apart.status == 400, "a group's requests must be adjacent")
         }
         #expect(try Self.count(store, "Products") == before + 1)
@@ -176,17 +200,22 @@ import Samples
             #expect(second.body == first.body && second.header("ETag") == first.header("ETag"))
             let other = try await http.send(.POST, "Products", body: #"{"ProductID":"T-2"}"#, headers: headers)
             #expect(other.status == 422, "the same id with another request")
-            let old = try await http.send(.POST, "Products", body: #"{"ProductID":"T-3"}"#,
-                                          headers: [("Repeatability-Request-ID", UUID().uuidString),
-                                                    ("Repeatability-First-Sent", Self.imfDate(Date(timeIntervalSinceNow: -3 * 86400)))])
+            let old = try await http.send(
+                .POST, "Products", body: #"{"ProductID":"T-3"}"#,
+                headers: [
+                    ("Repeatability-Request-ID", UUID().uuidString),
+                    ("Repeatability-First-Sent", Self.imfDate(Date(timeIntervalSinceNow: -3 * 86400))),
+                ])
             #expect(old.status == 412 && old.header("Repeatability-Result") == "rejected")
-            let garbage = try await http.send(.POST, "Products", body: #"{"ProductID":"T-3"}"#,
-                                              headers: [("Repeatability-Request-ID", UUID().uuidString), ("Repeatability-First-Sent", "yesterday")])
+            let garbage = try await http.send(
+                .POST, "Products", body: #"{"ProductID":"T-3"}"#,
+                headers: [("Repeatability-Request-ID", UUID().uuidString), ("Repeatability-First-Sent", "yesterday")])
             #expect(garbage.status == 400)
 
             // A repeatable $batch: its write units are recorded and replayed.
             let batchHeaders = [("Repeatability-Request-ID", UUID().uuidString)]
-            let batch = #"{"requests":[{"id":"1","method":"POST","url":"Products","body":{"ProductID":"T-4"}},{"id":"2","method":"GET","url":"Products/$count"}]}"#
+            let batch =
+                #"{"requests":[{"id":"1","method":"POST","url":"Products","body":{"ProductID":"T-4"}},{"id":"2","method":"GET","url":"Products/$count"}]}"#
             let b1 = try await http.send(.POST, "$batch", body: batch, headers: batchHeaders)
             let b2 = try await http.send(.POST, "$batch", body: batch, headers: batchHeaders)
             #expect(b1.header("Repeatability-Result") == "accepted" && b2.header("Repeatability-Result") == "replayed")
@@ -213,7 +242,9 @@ import Samples
 
             let someTablet = try #require(tablets.first?["@odata.id"] as? String)
             #expect(try await http.send(.POST, "Products", body: Self.product).status == 201)
-            #expect(try await http.send(.POST, "Products", body: #"{"ProductID":"T-N","Category":"Notebooks"}"#).status == 201)
+            #expect(
+                try await http.send(.POST, "Products", body: #"{"ProductID":"T-N","Category":"Notebooks"}"#).status
+                    == 201)
             #expect(try await http.send(.PATCH, someTablet, body: #"{"Price":1.25}"#).status == 204)
             #expect(try await http.send(.PATCH, "Products('T-1')", body: #"{"Price":2}"#).status == 204)
             let leaving = try #require(tablets.dropFirst().first?["@odata.id"] as? String)

@@ -26,7 +26,8 @@ import Samples
         var description: String { name }
     }
 
-    static let response = RecordedResponse(status: 201, headers: [("ETag", "W/\"1\""), ("Location", "x")], body: Array("{}".utf8))
+    static let response = RecordedResponse(
+        status: 201, headers: [("ETag", "W/\"1\""), ("Location", "x")], body: Array("{}".utf8))
 
     static let scenarios: [Scenario] = [
         Scenario(name: "create", id: "f-create") { tx in
@@ -34,25 +35,37 @@ import Samples
         },
         Scenario(name: "update with If-Match", id: "f-update") { tx in
             let tag = try tx.get(set: "Products", key: [.string("HT-1001")])!.etag
-            _ = try tx.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("changed")], ifMatch: tag)
+            _ = try tx.update(
+                set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("changed")], ifMatch: tag)
         },
         Scenario(name: "replace", id: "f-replace") { tx in
-            _ = try tx.replace(set: "Products", key: [.string("HT-1001")], entity: ["Name": .string("replaced")], ifMatch: "*")
+            _ = try tx.replace(
+                set: "Products", key: [.string("HT-1001")], entity: ["Name": .string("replaced")], ifMatch: "*")
         },
         Scenario(name: "delete", id: "f-delete") { tx in
             try tx.delete(set: "Products", key: [.string("HT-1001")], ifMatch: nil)
         },
-        Scenario(name: "update of a logged entity (compaction), no id",
-                 before: [{ tx in _ = try tx.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("a")], ifMatch: nil) }],
-                 id: nil) { tx in
+        Scenario(
+            name: "update of a logged entity (compaction), no id",
+            before: [
+                { tx in
+                    _ = try tx.update(
+                        set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("a")], ifMatch: nil)
+                }
+            ],
+            id: nil
+        ) { tx in
             _ = try tx.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("b")], ifMatch: nil)
         },
-        Scenario(name: "create purging expired records",
-                 before: [{ _ in }, { _ in }, { _ in }], id: "f-purge", at: window + 60) { tx in
+        Scenario(
+            name: "create purging expired records",
+            before: [{ _ in }, { _ in }, { _ in }], id: "f-purge", at: window + 60
+        ) { tx in
             _ = try tx.create(set: "Products", entity: ["ProductID": .string("F-2")])
         },
         Scenario(name: "batch: two creates, an update, a delete", id: "f-batch") { tx in
-            _ = try tx.create(set: "BusinessPartners", entity: ["BusinessPartnerID": .string("B-1"), "CompanyName": .string("b")])
+            _ = try tx.create(
+                set: "BusinessPartners", entity: ["BusinessPartnerID": .string("B-1"), "CompanyName": .string("b")])
             _ = try tx.create(set: "Products", entity: ["ProductID": .string("F-3"), "SupplierID": .string("B-1")])
             _ = try tx.update(set: "Products", key: [.string("HT-1000")], changes: ["Price": .null], ifMatch: nil)
             try tx.delete(set: "Products", key: [.string("HT-1002")], ifMatch: nil)
@@ -61,12 +74,16 @@ import Samples
         // undo the whole transaction, not commit what the write had done before it failed.
         Scenario(name: "a body that swallows errors", id: "f-swallow") { tx in
             do {
-                _ = try tx.update(set: "Products", key: [.string("HT-1000")], changes: ["Name": .string("s")], ifMatch: nil)
+                _ = try tx.update(
+                    set: "Products", key: [.string("HT-1000")], changes: ["Name": .string("s")], ifMatch: nil)
                 _ = try tx.create(set: "Products", entity: ["ProductID": .string("F-5")])
             } catch {}
         },
-        Scenario(name: "replay of a recorded request",
-                 before: [{ tx in _ = try tx.create(set: "Products", entity: ["ProductID": .string("F-4")]) }], id: "before-0") { _ in
+        Scenario(
+            name: "replay of a recorded request",
+            before: [{ tx in _ = try tx.create(set: "Products", entity: ["ProductID": .string("F-4")]) }],
+            id: "before-0"
+        ) { _ in
             Issue.record("a replay ran its body")
         },
     ]
@@ -122,7 +139,9 @@ import Samples
         let after = try Self.state(probe)
         let replay = scenario.name.hasPrefix("replay")
         #expect(done.1 == replay)
-        #expect(replay ? after == before : after != before, "\(scenario): the write changed \(replay ? "something" : "nothing")")
+        #expect(
+            replay ? after == before : after != before,
+            "\(scenario): the write changed \(replay ? "something" : "nothing")")
         #expect(calls.count >= (replay ? 3 : 10), "\(scenario): only \(calls.count) calls seen")
         var trials = 0, injected = 0, succeeded = 0
         for n in 1...calls.count {
@@ -141,7 +160,9 @@ import Samples
                 switch result {
                 case .success(let r):
                     succeeded += 1
-                    #expect(now == after && r.0 == Self.response && r.1 == replay, "\(context): succeeded but the store is not as after the write")
+                    #expect(
+                        now == after && r.0 == Self.response && r.1 == replay,
+                        "\(context): succeeded but the store is not as after the write")
                 case .failure:
                     #expect(now == before, "\(context): failed but the store changed")
                     // The store still works after the failure.
@@ -151,7 +172,9 @@ import Samples
                 }
             }
         }
-        print("fault injection, served \(scenario): \(calls.count) calls (\(Set(calls).sorted().joined(separator: ", "))), \(trials) trials, \(injected) faults injected, \(succeeded) recovered (map grown and rerun)")
+        print(
+            "fault injection, served \(scenario): \(calls.count) calls (\(Set(calls).sorted().joined(separator: ", "))), \(trials) trials, \(injected) faults injected, \(succeeded) recovered (map grown and rerun)"
+        )
         #expect(injected == trials)
     }
 }

@@ -74,7 +74,9 @@ extension OfflineStore {
 /// in the change log (compacted to one entry per entity), and a write with a
 /// `Repeatability-Request-ID` is recorded and replayed, never applied twice.
 @Suite(.checksStores) struct ServedTests {
-    static let pen: Properties = ["ProductID": .string("N-1"), "Name": .string("Pen"), "Price": .decimal(EDMDecimal("1.50")!)]
+    static let pen: Properties = [
+        "ProductID": .string("N-1"), "Name": .string("Pen"), "Price": .decimal(EDMDecimal("1.50")!),
+    ]
     static let ok = RecordedResponse(status: 204, headers: [], body: [])
 
     // MARK: Writes, ETags, If-Match
@@ -93,7 +95,9 @@ extension OfflineStore {
         for _ in 0..<20 { _ = timeReads(2_000) }
         let later = timeReads(2_000)
         // Growing by two thunks a read, the later 2,000 reads walk some 80,000 thunks each.
-        #expect(later < first * 10 + .milliseconds(20), "2,000 clock reads took \(first) at first, \(later) after 42,000 reads")
+        #expect(
+            later < first * 10 + .milliseconds(20),
+            "2,000 clock reads took \(first) at first, \(later) after 42,000 reads")
     }
 
     @Test func writesApplyDirectlyWithTheirETags() async throws {
@@ -124,7 +128,9 @@ extension OfflineStore {
         try await store.servedWrite { tx in try tx.delete(set: "Products", key: [.string("N-1")], ifMatch: nil) }
         #expect(try store.get(set: "Products", key: [.string("N-1")]) == nil)
         // The same content gives the same tag (it is the row's bytes).
-        let (_, again) = try await store.servedWrite { tx in try tx.create(set: "Products", entity: ["ProductID": .string("N-1"), "Name": .string("Nib")]) }
+        let (_, again) = try await store.servedWrite { tx in
+            try tx.create(set: "Products", entity: ["ProductID": .string("N-1"), "Name": .string("Nib")])
+        }
         #expect(again == tag3)
         // Nothing went through the request queue.
         #expect(try store.pendingRequestCount() == 0)
@@ -140,19 +146,23 @@ extension OfflineStore {
         func update(_ ifMatch: String?) async throws -> String {
             n += 1
             let name = Value.string("v\(n)")
-            return try await store.servedWrite { tx in try tx.update(set: "Products", key: key, changes: ["Name": name], ifMatch: ifMatch).etag }
+            return try await store.servedWrite { tx in
+                try tx.update(set: "Products", key: key, changes: ["Name": name], ifMatch: ifMatch).etag
+            }
         }
-        let second = try await update(first)                                  // the current tag
-        await #expect(throws: ServedError.preconditionFailed(set: "Products", key: "'HT-1001'")) { try await update(first) }  // stale
+        let second = try await update(first)  // the current tag
+        await #expect(throws: ServedError.preconditionFailed(set: "Products", key: "'HT-1001'")) {
+            try await update(first)
+        }  // stale
         #expect(try store.get(set: "Products", key: key)?["Name"] == .string("v1"))
         let third = try await update("*")
         let fourth = try await update(#"W/"0000000000000000", "nope", \#(third)"#)  // a list holding the current tag
-        let bare = String(fourth.dropFirst(2))                                    // "…" without W/: weak comparison
+        let bare = String(fourth.dropFirst(2))  // "…" without W/: weak comparison
         let fifth = try await update(bare)
         _ = try await update(nil)
         await #expect(throws: ServedError.self) { try await update(#""x""#) }
         await #expect(throws: ServedError.self) { try await update("") }
-        await #expect(throws: ServedError.self) { try await update(fifth) }      // stale again
+        await #expect(throws: ServedError.self) { try await update(fifth) }  // stale again
         #expect(Set([first, second, third, fourth, fifth]).count == 5)
         // Replace and delete check it too.
         await #expect(throws: ServedError.preconditionFailed(set: "Products", key: "'HT-1001'")) {
@@ -171,22 +181,31 @@ extension OfflineStore {
         let log = try store.changeLog()
         let missing: [Value] = [.string("nope")]
         await #expect(throws: ServedError.alreadyExists(set: "Products", key: "'HT-1000'")) {
-            try await store.servedWrite { tx in try tx.create(set: "Products", entity: ["ProductID": .string("HT-1000")]) }
+            try await store.servedWrite { tx in
+                try tx.create(set: "Products", entity: ["ProductID": .string("HT-1000")])
+            }
         }
         await #expect(throws: ServedError.notFound(set: "Products", key: "'nope'")) {
-            try await store.servedWrite { tx in try tx.update(set: "Products", key: missing, changes: [:], ifMatch: "*") }
+            try await store.servedWrite { tx in try tx.update(set: "Products", key: missing, changes: [:], ifMatch: "*")
+            }
         }
         await #expect(throws: ServedError.notFound(set: "Products", key: "'nope'")) {
-            try await store.servedWrite { tx in try tx.replace(set: "Products", key: missing, entity: [:], ifMatch: nil) }
+            try await store.servedWrite { tx in try tx.replace(set: "Products", key: missing, entity: [:], ifMatch: nil)
+            }
         }
         await #expect(throws: ServedError.notFound(set: "Products", key: "'nope'")) {
             try await store.servedWrite { tx in try tx.delete(set: "Products", key: missing, ifMatch: nil) }
         }
         await #expect(throws: EntityError.unknownProperty(set: "Products", property: "Pric")) {
-            try await store.servedWrite { tx in try tx.create(set: "Products", entity: ["ProductID": .string("X"), "Pric": .int(1)]) }
+            try await store.servedWrite { tx in
+                try tx.create(set: "Products", entity: ["ProductID": .string("X"), "Pric": .int(1)])
+            }
         }
         await #expect(throws: EntityError.keyChange(set: "Products", property: "ProductID")) {
-            try await store.servedWrite { tx in try tx.update(set: "Products", key: [.string("HT-1000")], changes: ["ProductID": .string("Y")], ifMatch: nil) }
+            try await store.servedWrite { tx in
+                try tx.update(
+                    set: "Products", key: [.string("HT-1000")], changes: ["ProductID": .string("Y")], ifMatch: nil)
+            }
         }
         await #expect(throws: EntityError.unknownEntitySet("Nope")) {
             try await store.servedWrite { tx in try tx.create(set: "Nope", entity: [:]) }
@@ -195,7 +214,9 @@ extension OfflineStore {
             try await store.servedWrite { tx in try tx.create(set: "RequestQueue", entity: ["RequestID": .int(1)]) }
         }
         #expect(ServedError.preconditionFailed(set: "P", key: "'1'").httpStatus == 412)
-        #expect("\(ServedError.alreadyExists(set: "Products", key: "'HT-1000'"))" == "entity Products('HT-1000') already exists")
+        #expect(
+            "\(ServedError.alreadyExists(set: "Products", key: "'HT-1000'"))"
+                == "entity Products('HT-1000') already exists")
         #expect(try store.changeLog() == log)
         #expect(try store.get(set: "Products", key: [.string("X")]) == nil)
     }
@@ -204,16 +225,20 @@ extension OfflineStore {
 
     @Test func theChangeLogKeepsOneEntryPerEntityAndNeverReusesANumber() async throws {
         let store = try makeSampleStore()
-        #expect(try store.changeToken() == 0)   // loaded data is not logged
+        #expect(try store.changeToken() == 0)  // loaded data is not logged
         let a: [Value] = [.string("A")], b: [Value] = [.string("B")]
         // Write A, then write it again: its entry is the last one, deleted as the new one is made.
         try await store.servedWrite { tx in _ = try tx.create(set: "Products", entity: ["ProductID": .string("A")]) }
         #expect(try store.changeToken() == 1)
-        try await store.servedWrite { tx in _ = try tx.update(set: "Products", key: a, changes: ["Name": .string("1")], ifMatch: nil) }
+        try await store.servedWrite { tx in
+            _ = try tx.update(set: "Products", key: a, changes: ["Name": .string("1")], ifMatch: nil)
+        }
         #expect(try store.changeToken() == 2, "the number of the entity's own deleted entry was reused")
         #expect(try store.changes(set: "Products", since: 1).changed.map(\.key) == [a])
         for n in 2...10 {
-            try await store.servedWrite { tx in _ = try tx.update(set: "Products", key: a, changes: ["Name": .string("\(n)")], ifMatch: nil) }
+            try await store.servedWrite { tx in
+                _ = try tx.update(set: "Products", key: a, changes: ["Name": .string("\(n)")], ifMatch: nil)
+            }
         }
         #expect(try store.changeLog().map(\.sequence) == [11])
         try await store.servedWrite { tx in try tx.delete(set: "Products", key: a, ifMatch: nil) }
@@ -224,7 +249,8 @@ extension OfflineStore {
         try await store.servedWrite { tx in _ = try tx.create(set: "Products", entity: ["ProductID": .string("A")]) }
         let all = try store.changes(set: "Products", since: 0)
         #expect(all.changed.map(\.key) == [b, a] && all.changed.map(\.deleted) == [false, false] && all.token == 14)
-        #expect(try store.entryCount(store.entities.changes) == 2 && store.entryCount(store.entities.changesByEntity) == 2)
+        #expect(
+            try store.entryCount(store.entities.changes) == 2 && store.entryCount(store.entities.changesByEntity) == 2)
     }
 
     @Test func changesSinceATokenAreTheNewestStateOfEachEntity() async throws {
@@ -232,7 +258,9 @@ extension OfflineStore {
         try await store.servedWrite { tx in
             _ = try tx.create(set: "Products", entity: ["ProductID": .string("P-1")])
             _ = try tx.create(set: "Products", entity: ["ProductID": .string("P-2")])
-            _ = try tx.update(set: "BusinessPartners", key: [.string("0100000000")], changes: ["CompanyName": .string("x")], ifMatch: nil)
+            _ = try tx.update(
+                set: "BusinessPartners", key: [.string("0100000000")], changes: ["CompanyName": .string("x")],
+                ifMatch: nil)
         }
         let token = try store.changeToken()
         #expect(token == 3)
@@ -241,7 +269,8 @@ extension OfflineStore {
             _ = try tx.update(set: "Products", key: [.string("P-1")], changes: ["Name": .string("n")], ifMatch: nil)
             try tx.delete(set: "Products", key: [.string("HT-1000")], ifMatch: nil)
             _ = try tx.update(set: "Products", key: [.string("P-1")], changes: ["Name": .string("m")], ifMatch: nil)
-            _ = try tx.create(set: "BusinessPartners", entity: ["BusinessPartnerID": .string("B-1"), "CompanyName": .string("b")])
+            _ = try tx.create(
+                set: "BusinessPartners", entity: ["BusinessPartnerID": .string("B-1"), "CompanyName": .string("b")])
         }
         let since = try store.changes(set: "Products", since: token)
         #expect(since.changed.map(\.key) == [[.string("HT-1000")], [.string("P-1")]])
@@ -249,7 +278,10 @@ extension OfflineStore {
         #expect(since.token == 7)
         let partners = try store.changes(set: "BusinessPartners", since: 0)
         #expect(partners.changed.map(\.key) == [[.string("0100000000")], [.string("B-1")]] && partners.token == 7)
-        #expect(try store.changes(set: "Products", since: 0).changed.map(\.key) == [[.string("P-2")], [.string("HT-1000")], [.string("P-1")]])
+        #expect(
+            try store.changes(set: "Products", since: 0).changed.map(\.key) == [
+                [.string("P-2")], [.string("HT-1000")], [.string("P-1")],
+            ])
         // Inside a read the caller has.
         #expect(try store.entities.read { t in try store.changeToken(t) } == 7)
         #expect(try store.entities.read { t in try store.changes(t, set: "Products", since: 5).changed.count } == 1)
@@ -265,11 +297,14 @@ extension OfflineStore {
         let clock = TestClock()
         store.now = { clock.now }
         let runs = Counter()
-        let fingerprint = OfflineStore.requestFingerprint(method: "POST", url: "Products", body: Array(#"{"ProductID":"R-1"}"#.utf8))
+        let fingerprint = OfflineStore.requestFingerprint(
+            method: "POST", url: "Products", body: Array(#"{"ProductID":"R-1"}"#.utf8))
         let create: @Sendable (ServedTransaction) throws -> RecordedResponse = { tx in
             runs.bump()
             let (_, tag) = try tx.create(set: "Products", entity: ["ProductID": .string("R-1")])
-            return RecordedResponse(status: 201, headers: [("ETag", tag), ("Location", "Products('R-1')"), ("Location", "twice")], body: Array("created".utf8))
+            return RecordedResponse(
+                status: 201, headers: [("ETag", tag), ("Location", "Products('R-1')"), ("Location", "twice")],
+                body: Array("created".utf8))
         }
         let first = try await store.served(repeatabilityID: "id-1", fingerprint: fingerprint, body: create)
         #expect(!first.replayed && first.response.status == 201 && runs.value == 1)
@@ -308,7 +343,8 @@ extension OfflineStore {
             try await store.served(repeatabilityID: "id-2", fingerprint: [1], body: update)
         }
         #expect(try store.repeatRecords().isEmpty)
-        try await store.servedWrite { tx in _ = try tx.create(set: "Products", entity: ["ProductID": .string("LATER")]) }
+        try await store.servedWrite { tx in _ = try tx.create(set: "Products", entity: ["ProductID": .string("LATER")])
+        }
         let r = try await store.served(repeatabilityID: "id-2", fingerprint: [1], body: update)
         #expect(try !r.replayed && runs.value == 2 && store.repeatRecords().keys.sorted() == ["id-2"])
     }
@@ -336,18 +372,23 @@ extension OfflineStore {
     @Test func recordsExpireAfterTheWindowAndArePurgedAFewAtATime() async throws {
         var configuration = SampleData.configuration
         configuration.repeatabilityWindowSeconds = 60
-        let store = try OfflineStore.create(at: tempDir() + "/store", metadata: Array(SampleData.metadata.utf8), configuration: configuration)
+        let store = try OfflineStore.create(
+            at: tempDir() + "/store", metadata: Array(SampleData.metadata.utf8), configuration: configuration)
         let clock = TestClock()
         store.now = { clock.now }
         let runs = Counter()
-        let body: @Sendable (ServedTransaction) throws -> RecordedResponse = { _ in runs.bump(); return Self.ok }
+        let body: @Sendable (ServedTransaction) throws -> RecordedResponse = { _ in
+            runs.bump(); return Self.ok
+        }
         _ = try await store.served(repeatabilityID: "old", fingerprint: [1], body: body)
         clock.advance(60)  // exactly the window: still kept
         #expect(try await store.served(repeatabilityID: "old", fingerprint: [1], body: body).replayed)
-        clock.advance(1)   // past it: applied again, and recorded anew
+        clock.advance(1)  // past it: applied again, and recorded anew
         #expect(try await !store.served(repeatabilityID: "old", fingerprint: [2], body: body).replayed)
         #expect(runs.value == 2)
-        #expect(try store.repeatRecords()["old"]?.recordedAt == 1_700_000_061_000 && store.repeatRecords()["old"]?.fingerprint == [2])
+        #expect(
+            try store.repeatRecords()["old"]?.recordedAt == 1_700_000_061_000
+                && store.repeatRecords()["old"]?.fingerprint == [2])
         #expect(try store.entryCount(store.entities.repeatRecordsByTime) == 1)
         // 20 records; past the window, each write purges 16 of them, oldest first.
         for n in 0..<20 { _ = try await store.served(repeatabilityID: "r\(n)", fingerprint: [], body: body) }
@@ -359,7 +400,9 @@ extension OfflineStore {
         // A refused write purges nothing either (it writes nothing).
         clock.advance(120)
         await #expect(throws: ServedError.self) {
-            try await store.served(repeatabilityID: nil, fingerprint: []) { tx in try tx.delete(set: "Products", key: [.string("none")], ifMatch: nil); return Self.ok }
+            try await store.served(repeatabilityID: nil, fingerprint: []) { tx in
+                try tx.delete(set: "Products", key: [.string("none")], ifMatch: nil); return Self.ok
+            }
         }
         #expect(try store.repeatRecords().keys.sorted() == ["new"])
     }
@@ -371,12 +414,15 @@ extension OfflineStore {
         #expect(StoreConfiguration().repeatabilityWindowSeconds == 86_400)
         #expect(!StoreConfiguration().json.text.contains("repeatability"))  // the default is not written
         for bad in ["0", "-1", "1.5", #""60""#, "31536001", "null"] {
-            #expect(throws: EntityError.self, "\(bad)") { try StoreConfiguration(json: Array(#"{"repeatabilityWindowSeconds": \#(bad)}"#.utf8)) }
+            #expect(throws: EntityError.self, "\(bad)") {
+                try StoreConfiguration(json: Array(#"{"repeatabilityWindowSeconds": \#(bad)}"#.utf8))
+            }
         }
         var wrong = SampleData.configuration
         wrong.repeatabilityWindowSeconds = 0
         #expect(throws: EntityError.self) {
-            try OfflineStore.create(at: tempDir() + "/store", metadata: Array(SampleData.metadata.utf8), configuration: wrong)
+            try OfflineStore.create(
+                at: tempDir() + "/store", metadata: Array(SampleData.metadata.utf8), configuration: wrong)
         }
         // Kept by the store.
         var configuration = SampleData.configuration
@@ -399,20 +445,26 @@ extension OfflineStore {
             try await store.served(repeatabilityID: "atomic", fingerprint: []) { tx in
                 _ = try tx.create(set: "Products", entity: ["ProductID": .string("Z-1")])
                 _ = try tx.create(set: "Products", entity: ["ProductID": .string("Z-2")])
-                _ = try tx.update(set: "Products", key: [.string("HT-1000")], changes: ["Name": .string("gone")], ifMatch: nil)
+                _ = try tx.update(
+                    set: "Products", key: [.string("HT-1000")], changes: ["Name": .string("gone")], ifMatch: nil)
                 try tx.delete(set: "Products", key: [.string("Z-0")], ifMatch: nil)
                 throw Refused()
             }
         }
         #expect(try store.count(set: "Products") == products)
-        #expect(try store.get(set: "Products", key: [.string("Z-1")]) == nil && store.get(set: "Products", key: [.string("HT-1000")]) == before)
+        #expect(
+            try store.get(set: "Products", key: [.string("Z-1")]) == nil
+                && store.get(set: "Products", key: [.string("HT-1000")]) == before)
         #expect(try store.changeLog() == log && store.repeatRecords().isEmpty)
         // A body may catch a refusal (nothing was written by it) and go on: the rest commits.
         let r = try await store.served(repeatabilityID: "batch", fingerprint: []) { tx in
-            do { _ = try tx.create(set: "Products", entity: ["ProductID": .string("Z-0")]) } catch ServedError.alreadyExists {}
+            do { _ = try tx.create(set: "Products", entity: ["ProductID": .string("Z-0")]) } catch ServedError
+                .alreadyExists
+            {}
             _ = try tx.create(set: "Products", entity: ["ProductID": .string("Z-1")])
             _ = try tx.create(set: "Products", entity: ["ProductID": .string("Z-2")])
-            return RecordedResponse(status: 200, headers: [("Content-Type", "multipart/mixed")], body: Array("batch".utf8))
+            return RecordedResponse(
+                status: 200, headers: [("Content-Type", "multipart/mixed")], body: Array("batch".utf8))
         }
         #expect(try !r.replayed && store.count(set: "Products") == products + 2)
         #expect(try store.changeLog().map(\.sequence) == [1, 2, 3] && store.repeatRecords().keys.sorted() == ["batch"])
@@ -435,7 +487,8 @@ extension OfflineStore {
                             if n < 5 {
                                 _ = try tx.create(set: "Products", entity: ["ProductID": .string(key), "Name": name])
                             } else {
-                                _ = try tx.update(set: "Products", key: [.string(key)], changes: ["Name": name], ifMatch: nil)
+                                _ = try tx.update(
+                                    set: "Products", key: [.string(key)], changes: ["Name": name], ifMatch: nil)
                             }
                             return Self.ok
                         }
@@ -448,7 +501,9 @@ extension OfflineStore {
         let commits = store.entities.environment.commitCount - commitsBefore
         for task in 0..<tasks {
             for k in 0..<5 {
-                #expect(try store.get(set: "Products", key: [.string("T\(task)-\(k)")])?["Name"] == .string("\(perTask - 5 + k)"))
+                #expect(
+                    try store.get(set: "Products", key: [.string("T\(task)-\(k)")])?["Name"]
+                        == .string("\(perTask - 5 + k)"))
             }
         }
         let log = try store.changeLog()
@@ -465,15 +520,23 @@ extension OfflineStore {
         let store = try makeSampleStore()
         let path = store.path, env = store.entities.environment
         let meta = store.entities.meta
-        _ = try await store.entities.write { t in try t.put(meta, EntityStore.formatKey, Array("offline-store 2".utf8)) }
-        for name in (ServedRole.databaseNames(schema: store.schema) + SyncRole.databaseNames(schema: store.schema)) { try env.dropDatabase(named: name) }
+        _ = try await store.entities.write { t in try t.put(meta, EntityStore.formatKey, Array("offline-store 2".utf8))
+        }
+        for name in (ServedRole.databaseNames(schema: store.schema) + SyncRole.databaseNames(schema: store.schema)) {
+            try env.dropDatabase(named: name)
+        }
         #expect(try !env.databaseNames().contains("changes"))
         #expect { try OfflineStore.open(at: path, readOnly: true) } throws: {
-            "\($0)" == "the store in '\(path)' has format 2; open it writable once (any writing command) to upgrade it to format \(EntityStore.formatVersion)"
+            "\($0)"
+                == "the store in '\(path)' has format 2; open it writable once (any writing command) to upgrade it to format \(EntityStore.formatVersion)"
         }
         let upgraded = try OfflineStore.open(at: path)
-        #expect(try upgraded.entities.read { t in try t.get(meta, EntityStore.formatKey).map { Array($0) } } == Array("offline-store \(EntityStore.formatVersion)".utf8))
-        #expect(try Set(upgraded.entities.environment.databaseNames()).isSuperset(of: (ServedRole.databaseNames(schema: store.schema) + SyncRole.databaseNames(schema: store.schema))))
+        #expect(
+            try upgraded.entities.read { t in try t.get(meta, EntityStore.formatKey).map { Array($0) } }
+                == Array("offline-store \(EntityStore.formatVersion)".utf8))
+        #expect(
+            try Set(upgraded.entities.environment.databaseNames()).isSuperset(
+                of: (ServedRole.databaseNames(schema: store.schema) + SyncRole.databaseNames(schema: store.schema))))
         let r = try await upgraded.served(repeatabilityID: "after-upgrade", fingerprint: []) { tx in
             _ = try tx.create(set: "Products", entity: ["ProductID": .string("U-1")])
             return Self.ok

@@ -12,7 +12,13 @@ extension DataFileMap {
     func expectation(changingByteAt o: Int, to v: UInt8) -> Expectation {
         let p = o / pageSize, q = o % pageSize
         if p >= pages { return .ok }
-        if p < 2 { return metaExpectation(p, q, changed: { var b = bytes; b[o] = v; return b }) }
+        if p < 2 {
+            return metaExpectation(
+                p, q,
+                changed: {
+                    var b = bytes; b[o] = v; return b
+                })
+        }
         guard let page = live[p] else { return .ok }
         if q < 16 && page.kind != .overflowBody {  // the pages after an overflow run's first have no header
             // mp_pad is read by nobody (LEAF2 pages only); an overflow page's count sits where
@@ -26,11 +32,13 @@ extension DataFileMap {
         case .branch, .leaf:
             if q < page.lower { return .reported }
             if q < page.upper { return .ok }  // the unused middle of the page
-            guard let node = page.nodes.first(where: { q >= $0.offset && q < $0.offset + ($0.size + 1) & ~1 }) else { return .reported }
+            guard let node = page.nodes.first(where: { q >= $0.offset && q < $0.offset + ($0.size + 1) & ~1 }) else {
+                return .reported
+            }
             let r = q - node.offset
             if r >= node.size { return .ok }  // a node's padding byte
             if r < 8 {
-                var header = Array(bytes[p * pageSize + node.offset ..< p * pageSize + node.offset + 8])
+                var header = Array(bytes[p * pageSize + node.offset..<p * pageSize + node.offset + 8])
                 header[r] = v
                 return expectation(ofNode: node, at: p, newHeader: header)
             }
@@ -69,7 +77,7 @@ extension DataFileMap {
         let even = { (n: Int) in (n + 1) & ~1 }
         if page.kind == .branch {
             let at = p * pageSize + node.offset
-            if h[0..<6] != bytes[at ..< at + 6] { return .reported }  // the child's page number
+            if h[0..<6] != bytes[at..<at + 6] { return .reported }  // the child's page number
             let isFirst = node.offset == page.nodes.first?.offset
             if even(8 + keySize) != even(node.size) || node.offset + 8 + keySize > pageSize { return .reported }
             if !isFirst && (keySize == 0 || keySize > 511) { return .reported }
@@ -97,11 +105,11 @@ extension DataFileMap {
     private func metaExpectation(_ p: Int, _ q: Int, changed: () -> [UInt8]) -> Expectation {
         let newer = p == newerMeta
         switch q {
-        case 0..<8, 10..<12, 16..<24, 40..<44: return .reported       // pgno, flags, magic, version, page size
-        case 8..<10, 12..<16, 24..<40: return .ok                       // unused header, address, map size
-        case 88..<92: return .ok                                        // the main database's md_pad
-        case 44..<136: return newer ? .reported : .ok                   // the records: only the newer one's are read
-        case 136..<144: return newer ? .reported : .either              // the older one's last page: only an absurd one is told
+        case 0..<8, 10..<12, 16..<24, 40..<44: return .reported  // pgno, flags, magic, version, page size
+        case 8..<10, 12..<16, 24..<40: return .ok  // unused header, address, map size
+        case 88..<92: return .ok  // the main database's md_pad
+        case 44..<136: return newer ? .reported : .ok  // the records: only the newer one's are read
+        case 136..<144: return newer ? .reported : .either  // the older one's last page: only an absurd one is told
         case 144..<152:
             let b = changed()
             return expectation(ofTxnids: [DataFileMap.u64(b, 144), DataFileMap.u64(b, pageSize + 144)])

@@ -15,61 +15,64 @@ enum FlushFixture {
     /// key to the note), their lines (the note's key is part of the line's key) and tags (a key
     /// the client gives, and a foreign key to a note).
     static let notesMetadata = """
-    <?xml version="1.0" encoding="utf-8"?>
-    <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx">
-      <edmx:DataServices>
-        <Schema Namespace="Notes" xmlns="http://docs.oasis-open.org/odata/ns/edm">
-          <EntityType Name="Note">
-            <Key><PropertyRef Name="NoteID"/></Key>
-            <Property Name="NoteID" Type="Edm.Int32" Nullable="false"><Annotation Term="Org.OData.Core.V1.Computed" Bool="true"/></Property>
-            <Property Name="Title" Type="Edm.String" MaxLength="80"/>
-            <Property Name="Amount" Type="Edm.Decimal" Precision="12" Scale="2"/>
-            <NavigationProperty Name="Comments" Type="Collection(Notes.Comment)" Partner="Note"/>
-            <NavigationProperty Name="Lines" Type="Collection(Notes.Line)" Partner="Note"/>
-          </EntityType>
-          <EntityType Name="Comment">
-            <Key><PropertyRef Name="CommentID"/></Key>
-            <Property Name="CommentID" Type="Edm.Int32" Nullable="false"><Annotation Term="Org.OData.Core.V1.Computed" Bool="true"/></Property>
-            <Property Name="NoteID" Type="Edm.Int32"/>
-            <Property Name="Text" Type="Edm.String"/>
-            <NavigationProperty Name="Note" Type="Notes.Note" Partner="Comments">
-              <ReferentialConstraint Property="NoteID" ReferencedProperty="NoteID"/>
-            </NavigationProperty>
-          </EntityType>
-          <EntityType Name="Line">
-            <Key><PropertyRef Name="NoteID"/><PropertyRef Name="LineNo"/></Key>
-            <Property Name="NoteID" Type="Edm.Int32" Nullable="false"/>
-            <Property Name="LineNo" Type="Edm.Int32" Nullable="false"/>
-            <Property Name="Text" Type="Edm.String"/>
-            <NavigationProperty Name="Note" Type="Notes.Note" Nullable="false" Partner="Lines">
-              <ReferentialConstraint Property="NoteID" ReferencedProperty="NoteID"/>
-            </NavigationProperty>
-          </EntityType>
-          <EntityType Name="Tag">
-            <Key><PropertyRef Name="TagID"/></Key>
-            <Property Name="TagID" Type="Edm.String" Nullable="false" MaxLength="20"/>
-            <Property Name="Label" Type="Edm.String"/>
-            <Property Name="NoteID" Type="Edm.Int32"/>
-            <NavigationProperty Name="Note" Type="Notes.Note">
-              <ReferentialConstraint Property="NoteID" ReferencedProperty="NoteID"/>
-            </NavigationProperty>
-          </EntityType>
-          <EntityContainer Name="Container">
-            <EntitySet Name="Notes" EntityType="Notes.Note">
-              <NavigationPropertyBinding Path="Comments" Target="Comments"/>
-              <NavigationPropertyBinding Path="Lines" Target="Lines"/>
-            </EntitySet>
-            <EntitySet Name="Comments" EntityType="Notes.Comment"><NavigationPropertyBinding Path="Note" Target="Notes"/></EntitySet>
-            <EntitySet Name="Lines" EntityType="Notes.Line"><NavigationPropertyBinding Path="Note" Target="Notes"/></EntitySet>
-            <EntitySet Name="Tags" EntityType="Notes.Tag"><NavigationPropertyBinding Path="Note" Target="Notes"/></EntitySet>
-          </EntityContainer>
-        </Schema>
-      </edmx:DataServices>
-    </edmx:Edmx>
-    """
+        <?xml version="1.0" encoding="utf-8"?>
+        <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx">
+          <edmx:DataServices>
+            <Schema Namespace="Notes" xmlns="http://docs.oasis-open.org/odata/ns/edm">
+              <EntityType Name="Note">
+                <Key><PropertyRef Name="NoteID"/></Key>
+                <Property Name="NoteID" Type="Edm.Int32" Nullable="false"><Annotation Term="Org.OData.Core.V1.Computed" Bool="true"/></Property>
+                <Property Name="Title" Type="Edm.String" MaxLength="80"/>
+                <Property Name="Amount" Type="Edm.Decimal" Precision="12" Scale="2"/>
+                <NavigationProperty Name="Comments" Type="Collection(Notes.Comment)" Partner="Note"/>
+                <NavigationProperty Name="Lines" Type="Collection(Notes.Line)" Partner="Note"/>
+              </EntityType>
+              <EntityType Name="Comment">
+                <Key><PropertyRef Name="CommentID"/></Key>
+                <Property Name="CommentID" Type="Edm.Int32" Nullable="false"><Annotation Term="Org.OData.Core.V1.Computed" Bool="true"/></Property>
+                <Property Name="NoteID" Type="Edm.Int32"/>
+                <Property Name="Text" Type="Edm.String"/>
+                <NavigationProperty Name="Note" Type="Notes.Note" Partner="Comments">
+                  <ReferentialConstraint Property="NoteID" ReferencedProperty="NoteID"/>
+                </NavigationProperty>
+              </EntityType>
+              <EntityType Name="Line">
+                <Key><PropertyRef Name="NoteID"/><PropertyRef Name="LineNo"/></Key>
+                <Property Name="NoteID" Type="Edm.Int32" Nullable="false"/>
+                <Property Name="LineNo" Type="Edm.Int32" Nullable="false"/>
+                <Property Name="Text" Type="Edm.String"/>
+                <NavigationProperty Name="Note" Type="Notes.Note" Nullable="false" Partner="Lines">
+                  <ReferentialConstraint Property="NoteID" ReferencedProperty="NoteID"/>
+                </NavigationProperty>
+              </EntityType>
+              <EntityType Name="Tag">
+                <Key><PropertyRef Name="TagID"/></Key>
+                <Property Name="TagID" Type="Edm.String" Nullable="false" MaxLength="20"/>
+                <Property Name="Label" Type="Edm.String"/>
+                <Property Name="NoteID" Type="Edm.Int32"/>
+                <NavigationProperty Name="Note" Type="Notes.Note">
+                  <ReferentialConstraint Property="NoteID" ReferencedProperty="NoteID"/>
+                </NavigationProperty>
+              </EntityType>
+              <EntityContainer Name="Container">
+                <EntitySet Name="Notes" EntityType="Notes.Note">
+                  <NavigationPropertyBinding Path="Comments" Target="Comments"/>
+                  <NavigationPropertyBinding Path="Lines" Target="Lines"/>
+                </EntitySet>
+                <EntitySet Name="Comments" EntityType="Notes.Comment"><NavigationPropertyBinding Path="Note" Target="Notes"/></EntitySet>
+                <EntitySet Name="Lines" EntityType="Notes.Line"><NavigationPropertyBinding Path="Note" Target="Notes"/></EntitySet>
+                <EntitySet Name="Tags" EntityType="Notes.Tag"><NavigationPropertyBinding Path="Note" Target="Notes"/></EntitySet>
+              </EntityContainer>
+            </Schema>
+          </edmx:DataServices>
+        </edmx:Edmx>
+        """
 
     static let notesData: [(String, String)] = [
-        ("Notes", #"{"value":[{"NoteID":1,"Title":"first","Amount":"10.50"},{"NoteID":2,"Title":"second","Amount":"0.10"},{"NoteID":3,"Title":"third"}]}"#),
+        (
+            "Notes",
+            #"{"value":[{"NoteID":1,"Title":"first","Amount":"10.50"},{"NoteID":2,"Title":"second","Amount":"0.10"},{"NoteID":3,"Title":"third"}]}"#
+        ),
         ("Comments", #"{"value":[{"CommentID":1,"NoteID":1,"Text":"hello"}]}"#),
         ("Lines", #"{"value":[{"NoteID":1,"LineNo":1,"Text":"a"},{"NoteID":1,"LineNo":2,"Text":"b"}]}"#),
         ("Tags", #"{"value":[{"TagID":"red","Label":"Red","NoteID":1}]}"#),
@@ -117,8 +120,10 @@ enum FlushFixture {
 
     /// Expects the offline store to hold exactly what the service holds (but the entities named
     /// in `ignoring`: set → keys as in a URL), and an empty queue.
-    static func expectInSync(_ offline: OfflineStore, _ served: String, _ context: String = "", ignoring: [String: Set<String>] = [:],
-                             sourceLocation: SourceLocation = #_sourceLocation) throws {
+    static func expectInSync(
+        _ offline: OfflineStore, _ served: String, _ context: String = "", ignoring: [String: Set<String>] = [:],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         func keep(_ c: [String: [Properties]]) throws -> [String: [Properties]] {
             var out = c
             for (set, keys) in ignoring {
@@ -130,10 +135,12 @@ enum FlushFixture {
         let mine = try keep(try contents(offline)), theirs = try keep(try Self.served(served))
         for set in sets(offline) where mine[set] != theirs[set] {
             let a = Set(mine[set] ?? []), b = Set(theirs[set] ?? [])
-            Issue.record("\(context) \(set) differs: only offline \(a.subtracting(b).map(\.description).sorted()); only served \(b.subtracting(a).map(\.description).sorted())",
-                         sourceLocation: sourceLocation)
+            Issue.record(
+                "\(context) \(set) differs: only offline \(a.subtracting(b).map(\.description).sorted()); only served \(b.subtracting(a).map(\.description).sorted())",
+                sourceLocation: sourceLocation)
         }
-        #expect(try offline.pendingRequestCount() == 0, "\(context) the queue is not empty", sourceLocation: sourceLocation)
+        #expect(
+            try offline.pendingRequestCount() == 0, "\(context) the queue is not empty", sourceLocation: sourceLocation)
     }
 
     static func queue(_ store: OfflineStore) throws -> [RequestRecord] {
@@ -181,7 +188,9 @@ final class ProbeBackend: Backend, @unchecked Sendable {
     func send(_ request: BackendRequest) async throws -> BackendResponse { try await inner.send(request) }
 
     func batch(_ requests: [BackendRequest], headers: [(String, String)]) async throws -> [BackendResponse] {
-        let n = lock.withLock { _batches.append(requests); return _batches.count }
+        let n = lock.withLock {
+            _batches.append(requests); return _batches.count
+        }
         let answers = try await inner.batch(requests, headers: headers)
         if lock.withLock({ _lose.contains(n) }) { throw BackendError.transport("the answer was lost (test)") }
         return answers

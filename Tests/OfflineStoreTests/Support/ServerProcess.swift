@@ -22,26 +22,34 @@ final class ServerProcess: @unchecked Sendable {
     /// Starts the server on `store` and waits (at most `startTimeout` seconds) until it listens.
     /// Waits with `Task.sleep`, never blocking a thread of the concurrency pool (tests run in
     /// parallel on it).
-    static func start(store: String, lifetime: Double = 1_200, extra: [String] = [], startTimeout: Double = 60) async throws -> ServerProcess {
-        let args = ["serve", "--store", store, "--host", "127.0.0.1", "--port", "0", "--lifetime", String(lifetime)] + extra
+    static func start(
+        store: String, lifetime: Double = 1_200, extra: [String] = [], startTimeout: Double = 60
+    ) async throws -> ServerProcess {
+        let args =
+            ["serve", "--store", store, "--host", "127.0.0.1", "--port", "0", "--lifetime", String(lifetime)] + extra
         return try await launch(CLI.executable, args, store: store, startTimeout: startTimeout)
     }
 
     /// Starts `executable` with `args` (a server for `store`: its data) and waits, as `start` does,
     /// until its first line of output names its URL.
-    static func launch(_ executable: String, _ args: [String], store: String, startTimeout: Double) async throws -> ServerProcess {
+    static func launch(
+        _ executable: String, _ args: [String], store: String, startTimeout: Double
+    ) async throws -> ServerProcess {
         let (pid, logDir) = try spawn(executable, args)
         let out = logDir + "/out", err = logDir + "/err"
         let start = Date()
         while true {
-            if let text = try? String(contentsOfFile: out, encoding: .utf8), let line = text.split(separator: "\n").first,
-               let at = line.range(of: " at ") {
+            if let text = try? String(contentsOfFile: out, encoding: .utf8),
+                let line = text.split(separator: "\n").first,
+                let at = line.range(of: " at ")
+            {
                 return ServerProcess(pid: pid, url: String(line[at.upperBound...]), store: store, logDir: logDir)
             }
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid {
                 let text = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
-                throw ServerFailed(description: "\(args.first ?? executable) exited (status \(status)) before listening: \(text)")
+                throw ServerFailed(
+                    description: "\(args.first ?? executable) exited (status \(status)) before listening: \(text)")
             }
             if Date().timeIntervalSince(start) > startTimeout {
                 Foundation.kill(pid, SIGKILL)
@@ -112,7 +120,8 @@ final class ServerProcess: @unchecked Sendable {
             var status: Int32 = 0
             guard waitpid(pid, &status, WNOHANG) == pid else { return "running" }
             reaped = true
-            return status & 0x7F == 0 ? "exited with status \((status >> 8) & 0xFF)" : "ended by signal \(status & 0x7F)"
+            return status & 0x7F == 0
+                ? "exited with status \((status >> 8) & 0xFF)" : "ended by signal \(status & 0x7F)"
         }
         let err = (try? String(contentsOfFile: logDir + "/err", encoding: .utf8)) ?? ""
         return "server \(pid) \(state); its stderr ends: \(err.suffix(2_000))"
@@ -145,13 +154,17 @@ struct HTTP {
     let base: String
     var timeout: TimeAmount = .seconds(60)
 
-    func send(_ method: HTTPMethod, _ path: String, body: String? = nil, headers: [(String, String)] = []) async throws -> Reply {
+    func send(
+        _ method: HTTPMethod, _ path: String, body: String? = nil, headers: [(String, String)] = []
+    ) async throws -> Reply {
         let url = path.hasPrefix("http") ? path : base + path
         var request = HTTPClientRequest(url: url)
         request.method = method
         for (k, v) in headers { request.headers.add(name: k, value: v) }
         if let body {
-            if !headers.contains(where: { $0.0.lowercased() == "content-type" }) { request.headers.add(name: "Content-Type", value: "application/json") }
+            if !headers.contains(where: { $0.0.lowercased() == "content-type" }) {
+                request.headers.add(name: "Content-Type", value: "application/json")
+            }
             request.body = .bytes(ByteBuffer(string: body))
         }
         let response = try await client.execute(request, timeout: timeout)
@@ -159,11 +172,14 @@ struct HTTP {
         return Reply(status: Int(response.status.code), headers: response.headers, body: Array(bytes.readableBytesView))
     }
 
-    func get(_ path: String, headers: [(String, String)] = []) async throws -> Reply { try await send(.GET, path, headers: headers) }
+    func get(_ path: String, headers: [(String, String)] = []) async throws -> Reply {
+        try await send(.GET, path, headers: headers)
+    }
 }
 
 /// Runs `body` with a started server on `store` and an HTTP client; stops both after.
-func withServer(_ store: String, extra: [String] = [], _ body: (HTTP, ServerProcess) async throws -> Void) async throws {
+func withServer(_ store: String, extra: [String] = [], _ body: (HTTP, ServerProcess) async throws -> Void) async throws
+{
     let server = try await ServerProcess.start(store: store, extra: extra)
     let client = HTTPClient(eventLoopGroupProvider: .singleton)
     do {

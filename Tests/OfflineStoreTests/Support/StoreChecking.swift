@@ -24,7 +24,9 @@ final class StoreRegistry: @unchecked Sendable {
 struct CheckStoresTrait: SuiteTrait, TestTrait, TestScoping {
     var isRecursive: Bool { true }
 
-    func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
+    func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
         guard !test.isSuite else { return try await function() }
         let registry = StoreRegistry()
         try await StoreRegistry.$current.withValue(registry) { try await function() }
@@ -50,7 +52,9 @@ extension CheckStoresTrait {
             guard depth < 3, let items = try? FileManager.default.contentsOfDirectory(atPath: path) else { return }
             for item in items {
                 var isDirectory: ObjCBool = false
-                if FileManager.default.fileExists(atPath: path + "/" + item, isDirectory: &isDirectory), isDirectory.boolValue {
+                if FileManager.default.fileExists(atPath: path + "/" + item, isDirectory: &isDirectory),
+                    isDirectory.boolValue
+                {
                     visit(path + "/" + item, depth + 1)
                 }
             }
@@ -72,10 +76,13 @@ func makeSampleStore(optimize: Bool = true, data: Bool = true, covering: Bool = 
     configuration.requestQueueOptimization = optimize
     if covering {
         // Covering indexes (INCLUDE) over the sets the fault tests change: every write path keeps their carried values.
-        configuration.indexes["Products"] = ["Category, Price DESC INCLUDE Name", "SupplierID INCLUDE Name, Price, CurrencyCode"]
+        configuration.indexes["Products"] = [
+            "Category, Price DESC INCLUDE Name", "SupplierID INCLUDE Name, Price, CurrencyCode",
+        ]
         configuration.indexes["BusinessPartners"] = ["Country INCLUDE CompanyName", "CompanyName"]
     }
-    let store = try OfflineStore.create(at: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration)
+    let store = try OfflineStore.create(
+        at: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration)
     if data {
         for set in SampleData.setsInLoadOrder { try store.load(set: set, json: Array(SampleData.json(set).utf8)) }
     }

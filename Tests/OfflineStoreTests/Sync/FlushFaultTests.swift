@@ -70,13 +70,20 @@ import Samples
             let r = o.record
             let verdict: Flush.Verdict
             switch (r.entitySet, r.method) {
-            case ("Notes", .create): verdict = .success(image: ["NoteID": .int(900), "Title": .string("new")], etag: #"W/"n900""#, reconciled: false)
+            case ("Notes", .create):
+                verdict = .success(
+                    image: ["NoteID": .int(900), "Title": .string("new")], etag: #"W/"n900""#, reconciled: false)
             case ("Notes", .update) where r.entityKey == "3":
-                verdict = r.body!.contains("refused") ? .refused(ServiceError(httpStatus: 412, code: "PreconditionFailed", message: "changed"))
+                verdict =
+                    r.body!.contains("refused")
+                    ? .refused(ServiceError(httpStatus: 412, code: "PreconditionFailed", message: "changed"))
                     : .dependent(ServiceError(httpStatus: 424, message: "failed dependency"))
             case ("Notes", .update): verdict = .success(image: nil, etag: #"W/"n1""#, reconciled: false)
             case ("Notes", .delete): verdict = .success(image: nil, etag: nil, reconciled: false)
-            case ("Comments", .create): verdict = .success(image: ["CommentID": .int(901), "NoteID": .int(1), "Text": .string("c")], etag: #"W/"c901""#, reconciled: false)
+            case ("Comments", .create):
+                verdict = .success(
+                    image: ["CommentID": .int(901), "NoteID": .int(1), "Text": .string("c")], etag: #"W/"c901""#,
+                    reconciled: false)
             default: verdict = .success(image: nil, etag: #"W/"x""#, reconciled: false)
             }
             return (r, verdict)
@@ -104,19 +111,24 @@ import Samples
             _ = try Self.prepare(store)
             return store.path
         }()
-        let work = Self.verdicts(try {
-            // The same round, read back (prepare on a copy marks them a second time: use its records' ids only).
-            let probe = try QueueFaultTests.copy(marked)
-            let records = try FlushFixture.queue(probe).filter { $0.status == .sent }
-            return records.map { Flush.Outgoing(record: $0, request: BackendRequest(method: $0.method.rawValue, url: "")) }
-        }())
+        let work = Self.verdicts(
+            try {
+                // The same round, read back (prepare on a copy marks them a second time: use its records' ids only).
+                let probe = try QueueFaultTests.copy(marked)
+                let records = try FlushFixture.queue(probe).filter { $0.status == .sent }
+                return records.map {
+                    Flush.Outgoing(record: $0, request: BackendRequest(method: $0.method.rawValue, url: ""))
+                }
+            }())
         #expect(work.count == 7)
         // What settling does, on a copy.
         let probe = try QueueFaultTests.copy(marked)
         let settled = try Self.settle(probe, work)
         #expect(settled.succeeded.count == 5 && settled.archived.count == 2 && settled.stop == nil, "\(settled)")
         #expect(try probe.get(set: "Notes", key: [.int(900)]) != nil && probe.get(set: "Notes", key: [.int(-1)]) == nil)
-        #expect(try probe.get(set: "Tags", key: [.string("red")])?["NoteID"] == .int(900), "the local key rewritten in a foreign key")
+        #expect(
+            try probe.get(set: "Tags", key: [.string("red")])?["NoteID"] == .int(900),
+            "the local key rewritten in a foreign key")
         #expect(try probe.serverETag(set: "Notes", key: [.int(900)]) == #"W/"n900""#)
         #expect(try probe.serverETag(set: "Notes", key: [.int(2)]) == nil)
         #expect(try FlushFixture.queue(probe).map(\.id) == [2, 7, 8])
@@ -129,11 +141,14 @@ import Samples
     /// The lines only in `expected` (−) and only in `actual` (+).
     static func diff(_ expected: [String], _ actual: [String]) -> String {
         let a = Set(expected), b = Set(actual)
-        return (a.subtracting(b).sorted().map { "− " + $0 } + b.subtracting(a).sorted().map { "+ " + $0 }).joined(separator: "\n")
+        return (a.subtracting(b).sorted().map { "− " + $0 } + b.subtracting(a).sorted().map { "+ " + $0 }).joined(
+            separator: "\n")
     }
 
     /// Fails every call of `body` in turn on copies of `template`; returns the counts.
-    static func inject(template: String, name: String, _ body: (OfflineStore) throws -> Void) throws -> (trials: Int, injected: Int) {
+    static func inject(
+        template: String, name: String, _ body: (OfflineStore) throws -> Void
+    ) throws -> (trials: Int, injected: Int) {
         let before = try Self.state(try QueueFaultTests.copy(template))
         let probe = try QueueFaultTests.copy(template)
         FaultInjection.countCalls(in: probe.entities.environment)
@@ -158,7 +173,9 @@ import Samples
                 switch result {
                 case .success:
                     recovered += 1
-                    #expect(now == after, "\(context): succeeded but the store is not as after it: \(Self.diff(after, now))")
+                    #expect(
+                        now == after, "\(context): succeeded but the store is not as after it: \(Self.diff(after, now))"
+                    )
                 case .failure:
                     #expect(now == before, "\(context): failed but the store changed: \(Self.diff(before, now))")
                     try body(store)
@@ -168,7 +185,9 @@ import Samples
             }
         }
         let sites = Dictionary(grouping: calls, by: { $0 }).map { "\($0.key)×\($0.value.count)" }.sorted()
-        print("flush fault injection, \(name): \(calls.count) calls, \(trials) trials, \(injected) faults injected, \(recovered) recovered (map grown and rerun); call sites: \(sites.joined(separator: ", "))")
+        print(
+            "flush fault injection, \(name): \(calls.count) calls, \(trials) trials, \(injected) faults injected, \(recovered) recovered (map grown and rerun); call sites: \(sites.joined(separator: ", "))"
+        )
         return (trials, injected)
     }
 }

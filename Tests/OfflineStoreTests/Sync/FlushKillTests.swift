@@ -36,7 +36,10 @@ import Storage
         // Bounded by count and time; on a loaded machine (a round can take 20 s beside builds) the
         // time bound stretches, up to three times, until a kill has hit a request in flight.
         func proven() -> Bool { totals.kills >= 1 && totals.sentLeft > 0 }
-        while totals.kills < kills && (Date().timeIntervalSince(start) < seconds || (!proven() && Date().timeIntervalSince(start) < 3 * seconds)) {
+        while totals.kills < kills
+            && (Date().timeIntervalSince(start) < seconds
+                || (!proven() && Date().timeIntervalSince(start) < 3 * seconds))
+        {
             // 1. Local changes.
             let before: [Int64: String]
             do {
@@ -45,7 +48,9 @@ import Storage
                 before = try Self.queued(store)
             }
             // 2. A flush, killed at a random instant (or done before it).
-            let killed = try await Self.flushKilled(["flush", "--store", path, "--service", server.url, "--batch-size", "2", "--no-reconcile"], after: Int.random(in: 5...250, using: &rng))
+            let killed = try await Self.flushKilled(
+                ["flush", "--store", path, "--service", server.url, "--batch-size", "2", "--no-reconcile"],
+                after: Int.random(in: 5...250, using: &rng))
             if killed { totals.kills += 1 } else { totals.finished += 1 }
             // 3. After it: consistent, nothing refused, every request pending or sent.
             let store = try OfflineStore.open(at: path)
@@ -64,18 +69,25 @@ import Storage
             if round % 6 == 5 || totals.kills >= kills || Date().timeIntervalSince(start) >= seconds {
                 totals.completions += 1
                 let queued = try Self.queued(store)
-                let done = try await store.flush(serviceRoot: server.url, category: nil, batchSize: 3, headers: [], reconcile: false, progress: nil)
-                #expect(done.stopped == nil && done.archived == 0 && done.left == 0, "\(context): \(done); \(done.stopped == nil ? "" : server.diagnosis())")
+                let done = try await store.flush(
+                    serviceRoot: server.url, category: nil, batchSize: 3, headers: [], reconcile: false, progress: nil)
+                #expect(
+                    done.stopped == nil && done.archived == 0 && done.left == 0,
+                    "\(context): \(done); \(done.stopped == nil ? "" : server.diagnosis())")
                 acknowledged.formUnion(queued.values)
                 try FlushFixture.expectInSync(store, served, context)
                 let records = try FlushFixture.repeatIDs(served)
                 #expect(records.count == Set(records).count)
-                #expect(Set(records) == acknowledged, "\(context): the service recorded \(records.count) requests, \(acknowledged.count) left the queue")
+                #expect(
+                    Set(records) == acknowledged,
+                    "\(context): the service recorded \(records.count) requests, \(acknowledged.count) left the queue")
             }
             round += 1
         }
         #expect(await server.stop() == 0)
-        print("flush kill test: \(round) rounds, \(totals.kills) flushes killed, \(totals.finished) done before the kill; \(totals.changes) local changes, \(acknowledged.count) requests applied once each (\(totals.ackedByKilled) settled by flushes later killed); a request was left sent by a kill \(totals.sentLeft) times; \(totals.completions) full comparisons; \(String(format: "%.1f", Date().timeIntervalSince(start))) s")
+        print(
+            "flush kill test: \(round) rounds, \(totals.kills) flushes killed, \(totals.finished) done before the kill; \(totals.changes) local changes, \(acknowledged.count) requests applied once each (\(totals.ackedByKilled) settled by flushes later killed); a request was left sent by a kill \(totals.sentLeft) times; \(totals.completions) full comparisons; \(String(format: "%.1f", Date().timeIntervalSince(start))) s"
+        )
         #expect(totals.kills >= 1, "no flush killed in \(3 * seconds) s")
         #expect(totals.sentLeft > 0, "no kill hit a request in flight: the test proves little")
     }
@@ -88,7 +100,9 @@ import Storage
     /// A few random local changes; returns how many.
     static func change(_ store: OfflineStore, round: Int, rng: inout SeededRandom) async throws -> Int {
         var n = 0
-        let note = try await store.create(set: "Notes", entity: ["Title": .string("r\(round)"), "Amount": .decimal(EDMDecimal("\(round).\(round % 10)5")!)])
+        let note = try await store.create(
+            set: "Notes",
+            entity: ["Title": .string("r\(round)"), "Amount": .decimal(EDMDecimal("\(round).\(round % 10)5")!)])
         let noteID = note.entity!["NoteID"]!
         n += 1
         if Int.random(in: 0..<2, using: &rng) == 0 {
@@ -96,19 +110,25 @@ import Storage
             n += 1
         }
         if Int.random(in: 0..<3, using: &rng) == 0 {
-            try await store.create(set: "Lines", entity: ["NoteID": noteID, "LineNo": .int(1), "Text": .string("l\(round)")])
+            try await store.create(
+                set: "Lines", entity: ["NoteID": noteID, "LineNo": .int(1), "Text": .string("l\(round)")])
             n += 1
         }
         let notes = try store.entities("Notes?$select=NoteID").compactMap { $0["NoteID"] }
         let target = [noteID, notes.randomElement(using: &rng)!, .null][Int.random(in: 0..<3, using: &rng)]
-        try await store.create(set: "Tags", entity: ["TagID": .string("T\(round)"), "Label": .string("t"), "NoteID": target])
+        try await store.create(
+            set: "Tags", entity: ["TagID": .string("T\(round)"), "Label": .string("t"), "NoteID": target])
         n += 1
         for _ in 0..<Int.random(in: 1...2, using: &rng) {
             let id = notes.randomElement(using: &rng)!
-            try await store.update(set: "Notes", key: [id], changes: ["Title": .string("u\(round)-\(n)")], options: .init(nonMergeable: Int.random(in: 0..<3, using: &rng) == 0))
+            try await store.update(
+                set: "Notes", key: [id], changes: ["Title": .string("u\(round)-\(n)")],
+                options: .init(nonMergeable: Int.random(in: 0..<3, using: &rng) == 0))
             n += 1
         }
-        if Int.random(in: 0..<4, using: &rng) == 0, let tag = try store.entities("Tags?$select=TagID").compactMap({ $0["TagID"] }).randomElement(using: &rng) {
+        if Int.random(in: 0..<4, using: &rng) == 0,
+            let tag = try store.entities("Tags?$select=TagID").compactMap({ $0["TagID"] }).randomElement(using: &rng)
+        {
             try await store.delete(set: "Tags", key: [tag])
             n += 1
         }

@@ -30,7 +30,10 @@ import TestSupport
                 switch random.next() % 7 {
                 case 5: change = .update(set: "Tags", key: [.string("red")], changes: ["NoteID": note])  // may depend on a later create
                 case 0: change = .create(set: "Notes", entity: ["Title": .string("n\(step)")])
-                case 1: change = .create(set: "Tags", entity: ["TagID": .string("t\(trial)-\(step)"), "Label": .string("L"), "NoteID": note])
+                case 1:
+                    change = .create(
+                        set: "Tags",
+                        entity: ["TagID": .string("t\(trial)-\(step)"), "Label": .string("L"), "NoteID": note])
                 case 2: change = .create(set: "Comments", entity: ["NoteID": note, "Text": .string("c\(step)")])
                 case 3: change = .delete(set: "Notes", key: [note])
                 default: change = .update(set: "Notes", key: [note], changes: ["Title": .string("u\(step)")])
@@ -46,10 +49,16 @@ import TestSupport
                     for category in [nil, "x"] {
                         let options = Flush.Options(category: category, batchSize: batchSize)
                         let (fast, full) = try store.entities.read { t in
-                            (try Flush.plan(t, queue: queue, options: options), try Flush.planFully(t, queue: queue, options: options))
+                            (
+                                try Flush.plan(t, queue: queue, options: options),
+                                try Flush.planFully(t, queue: queue, options: options)
+                            )
                         }
-                        #expect(fast.map(\.0) == full.map(\.0) && fast.map(\.1) == full.map(\.1) && fast.map(\.2) == full.map(\.2)
-                                && fast.map(\.3) == full.map(\.3), "trial \(trial), batch \(batchSize), category \(category ?? "-"): \(fast) vs \(full)")
+                        #expect(
+                            fast.map(\.0) == full.map(\.0) && fast.map(\.1) == full.map(\.1)
+                                && fast.map(\.2) == full.map(\.2)
+                                && fast.map(\.3) == full.map(\.3),
+                            "trial \(trial), batch \(batchSize), category \(category ?? "-"): \(fast) vs \(full)")
                         compared += 1
                     }
                 }
@@ -60,7 +69,8 @@ import TestSupport
                 let work: [(RequestRecord, Flush.Verdict)] = round.compactMap { o in
                     switch random.next() % 3 {
                     case 0: return (o.record, .refused(ServiceError(httpStatus: 400, message: "no")))
-                    case 1 where o.record.method != .create: return (o.record, .success(image: nil, etag: nil, reconciled: false))
+                    case 1 where o.record.method != .create:
+                        return (o.record, .success(image: nil, etag: nil, reconciled: false))
                     default: return nil  // left sent
                     }
                 }
@@ -68,6 +78,8 @@ import TestSupport
             }
         }
         #expect(withChangeSets > 0, "some rounds had change sets")
-        print("flush planning: \(compared) plans compared over \(trials) random queues, \(withChangeSets) rounds with change sets")
+        print(
+            "flush planning: \(compared) plans compared over \(trials) random queues, \(withChangeSets) rounds with change sets"
+        )
     }
 }

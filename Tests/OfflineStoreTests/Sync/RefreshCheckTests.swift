@@ -26,7 +26,9 @@ struct SampleBackend: Backend {
 @Suite struct RefreshCheckTests {
     /// An offline store whose request "P" (all products) was refreshed from the sample data.
     static func refreshedStore() async throws -> OfflineStore {
-        let store = try OfflineStore.create(at: tempDir() + "/offline", metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
+        let store = try OfflineStore.create(
+            at: tempDir() + "/offline", metadata: Array(SampleData.metadata.utf8),
+            configuration: SampleData.configuration)
         try store.define(name: "P", url: "Products")
         let report = try await store.refresh(backend: SampleBackend())
         #expect(report.requests.first?.written == 24)
@@ -44,12 +46,16 @@ struct SampleBackend: Backend {
     static let product = EntityStore.entityKey(set: "Products", keyBytes: try! KeyCodec.encode([.string("HT-1000")]))
 
     @Test func aMembershipEntryWithoutItsByEntityTwin() async throws {
-        let problems = try await Self.damage { s, t in try t.delete(s.membershipByEntity, Self.product + Array("P".utf8)) }
+        let problems = try await Self.damage { s, t in
+            try t.delete(s.membershipByEntity, Self.product + Array("P".utf8))
+        }
         #expect(problems.contains { $0.contains("has no membership/by-entity entry") }, "\(problems)")
     }
 
     @Test func aByEntityEntryWithoutItsMembershipTwin() async throws {
-        let problems = try await Self.damage { s, t in try t.put(s.membershipByEntity, Self.product + Array("Q".utf8), []) }
+        let problems = try await Self.damage { s, t in
+            try t.put(s.membershipByEntity, Self.product + Array("Q".utf8), [])
+        }
         #expect(problems.contains { $0.contains("has no membership entry") }, "\(problems)")
     }
 

@@ -45,7 +45,9 @@ import TestSupport
             }
         }
         try entities.read { t in
-            func dump(_ label: String, _ db: Database, values: Bool = true, skip: ([UInt8]) -> Bool = { _ in false }) throws {
+            func dump(
+                _ label: String, _ db: Database, values: Bool = true, skip: ([UInt8]) -> Bool = { _ in false }
+            ) throws {
                 try t.withCursor(db) { c in
                     var e = try c.first()
                     while let (k, v) = e {
@@ -67,18 +69,25 @@ import TestSupport
     /// A refreshed offline store with pending local changes, while the service changed the same
     /// entities and others; returns its path. `server` runs over `servedPath`.
     static func template(servedPath: String, server: ServerProcess, http: HTTP) async throws -> String {
-        let offline = try RefreshTests.offlineStore([RefreshTests.notebooks, RefreshTests.pricey, RefreshTests.partners])
+        let offline = try RefreshTests.offlineStore([
+            RefreshTests.notebooks, RefreshTests.pricey, RefreshTests.partners,
+        ])
         try await offline.refresh(serviceRoot: server.url, pageSize: 3)
         let served = try RefreshTests.served(servedPath)
         let notebooks = try served.entities("Products?$filter=Category eq 'Notebooks'&$orderby=ProductID")
-        let dear = try #require(try served.entities("Products?$filter=Price gt 500 and Category ne 'Notebooks'&$orderby=ProductID").first)
+        let dear = try #require(
+            try served.entities("Products?$filter=Price gt 500 and Category ne 'Notebooks'&$orderby=ProductID").first)
         func url(_ p: Properties) -> String { "Products(\(EntitySetHandle.literal(p["ProductID"]!)))" }
         let (updated, deleted, leaving) = (notebooks[0], notebooks[1], notebooks[2])
         // Local changes.
-        try await offline.update(set: "Products", key: updated.keyValues(of: "ProductID"), changes: ["Price": .decimal(EDMDecimal("1.50")!)])
+        try await offline.update(
+            set: "Products", key: updated.keyValues(of: "ProductID"), changes: ["Price": .decimal(EDMDecimal("1.50")!)])
         try await offline.delete(set: "Products", key: deleted.keyValues(of: "ProductID"))
-        try await offline.create(set: "Products", entity: ["ProductID": .string("C-1"), "Name": .string("mine"), "Category": .string("Notebooks")])
-        try await offline.update(set: "BusinessPartners", key: [.string("0100000001")], changes: ["CompanyName": .string("mine")])
+        try await offline.create(
+            set: "Products",
+            entity: ["ProductID": .string("C-1"), "Name": .string("mine"), "Category": .string("Notebooks")])
+        try await offline.update(
+            set: "BusinessPartners", key: [.string("0100000001")], changes: ["CompanyName": .string("mine")])
         // The service's changes.
         for (method, path, body) in [
             (HTTPMethod.PATCH, url(updated), #"{"Name":"renamed on the server"}"#),
@@ -100,7 +109,9 @@ import TestSupport
         let servedPath = try ServeTests.sampleStore()
         try await withServer(servedPath) { http, server in
             let template = try await Self.template(servedPath: servedPath, server: server, http: http)
-            func refresh(_ store: OfflineStore) async throws { try await store.refresh(serviceRoot: server.url, pageSize: 3) }
+            func refresh(_ store: OfflineStore) async throws {
+                try await store.refresh(serviceRoot: server.url, pageSize: 3)
+            }
 
             let before = try Self.state(try QueueFaultTests.copy(template))
             let probe = try QueueFaultTests.copy(template)
@@ -108,7 +119,9 @@ import TestSupport
             let report = try await probe.refresh(serviceRoot: server.url, pageSize: 3)
             let calls = FaultInjection.stop(probe.entities.environment).calls
             let after = try Self.state(probe)
-            #expect(report.requests.map(\.mode) == [.delta, .delta, .full] && report.rebased >= 3 && report.removed >= 2, "\(report)")
+            #expect(
+                report.requests.map(\.mode) == [.delta, .delta, .full] && report.rebased >= 3 && report.removed >= 2,
+                "\(report)")
             #expect(before != after)
             let commits = calls.filter { $0 == "mdb_txn_commit" }.count
             #expect(commits > 10, "\(commits) commits")
@@ -134,32 +147,47 @@ import TestSupport
                 do { try await refresh(store); result = .success(()) } catch { result = .failure(error) }
                 if FaultInjection.stop(env).injected { injected += 1 }
                 trials += 1
-                let context = "call \(n) of \(calls.count) (\(calls[n - 1]), after \(committed - (calls[n - 1] == "mdb_txn_commit" ? 1 : 0)) commits) failing with \(codeName)"
+                let context =
+                    "call \(n) of \(calls.count) (\(calls[n - 1]), after \(committed - (calls[n - 1] == "mdb_txn_commit" ? 1 : 0)) commits) failing with \(codeName)"
                 let report = try store.check()
                 #expect(report.isConsistent, "\(context): \(report)")
                 let now = try Self.state(store)
                 switch result {
                 case .success:
                     recovered += 1
-                    #expect(now == after, "\(context): succeeded but the store is not as after a refresh: \(FlushFaultTests.diff(after, now))")
+                    #expect(
+                        now == after,
+                        "\(context): succeeded but the store is not as after a refresh: \(FlushFaultTests.diff(after, now))"
+                    )
                 case .failure:
                     failed += 1
                     let group = calls[n - 1] == "mdb_txn_commit" ? committed - 1 : committed
                     if let expected = between[group] {
-                        #expect(now == expected, "\(context): the store is not as other failures after \(group) commits left it: \(FlushFaultTests.diff(expected, now))")
+                        #expect(
+                            now == expected,
+                            "\(context): the store is not as other failures after \(group) commits left it: \(FlushFaultTests.diff(expected, now))"
+                        )
                     } else {
                         between[group] = now
                     }
                     try await refresh(store)
                     let again = try Self.state(store)
-                    #expect(again == after, "\(context): refreshed again, it is not as after a refresh: \(FlushFaultTests.diff(after, again))")
+                    #expect(
+                        again == after,
+                        "\(context): refreshed again, it is not as after a refresh: \(FlushFaultTests.diff(after, again))"
+                    )
                     #expect(try store.check().isConsistent, "\(context): after the next refresh")
                 }
             }
-            #expect(injected == trials && trials >= min(calls.count, Self.trialLimit > 0 ? Self.trialLimit : calls.count) / 2, "\(trials) trials")
+            #expect(
+                injected == trials
+                    && trials >= min(calls.count, Self.trialLimit > 0 ? Self.trialLimit : calls.count) / 2,
+                "\(trials) trials")
             #expect(failed > 0 && between.count > 1, "failures fell between \(between.count) pairs of commits")
             let sites = Dictionary(grouping: calls, by: { $0 }).map { "\($0.key)×\($0.value.count)" }.sorted()
-            print("refresh fault injection: \(calls.count) calls (\(commits) commits), \(trials) trials in \(ContinuousClock.now - started), \(injected) faults injected, \(failed) refreshes failed (their states fell into \(between.count) commit intervals), \(recovered) recovered; call sites: \(sites.joined(separator: ", "))")
+            print(
+                "refresh fault injection: \(calls.count) calls (\(commits) commits), \(trials) trials in \(ContinuousClock.now - started), \(injected) faults injected, \(failed) refreshes failed (their states fell into \(between.count) commit intervals), \(recovered) recovered; call sites: \(sites.joined(separator: ", "))"
+            )
         }
     }
 }

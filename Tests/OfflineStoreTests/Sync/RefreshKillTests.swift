@@ -61,10 +61,14 @@ import TestSupport
                 if rounds % 4 == 0 {
                     // The service changes: deltas have something to say, the full read something to sweep.
                     let n = rounds
-                    _ = try await http.send(.PATCH, "SalesOrderItems(SalesOrderID='0500000001',ItemPosition=10)", body: #"{"Quantity":\#(n % 9)}"#)
-                    _ = try await http.send(.POST, "Products", body: #"{"ProductID":"K-\#(n)","Price":\#(400 + n * 10).00}"#)
+                    _ = try await http.send(
+                        .PATCH, "SalesOrderItems(SalesOrderID='0500000001',ItemPosition=10)",
+                        body: #"{"Quantity":\#(n % 9)}"#)
+                    _ = try await http.send(
+                        .POST, "Products", body: #"{"ProductID":"K-\#(n)","Price":\#(400 + n * 10).00}"#)
                     _ = try await http.send(.DELETE, "Products('K-\(n - 8)')")
-                    _ = try await http.send(.DELETE, "SalesOrderItems(SalesOrderID='05000000\(n % 30 + 10)',ItemPosition=10)")
+                    _ = try await http.send(
+                        .DELETE, "SalesOrderItems(SalesOrderID='05000000\(n % 30 + 10)',ItemPosition=10)")
                 }
                 let started = Date()
                 let pid = try Self.spawn(args, logDir: logDir)
@@ -73,7 +77,9 @@ import TestSupport
                 try await Task.sleep(nanoseconds: UInt64(delay * 1e9))
                 if let status = Self.reap(pid) {
                     duration = Date().timeIntervalSince(started)
-                    #expect(status == 0, "refresh failed: \((try? String(contentsOfFile: logDir + "/err", encoding: .utf8)) ?? "")")
+                    #expect(
+                        status == 0,
+                        "refresh failed: \((try? String(contentsOfFile: logDir + "/err", encoding: .utf8)) ?? "")")
                     completed += 1
                 } else {
                     kill(pid, SIGKILL)
@@ -84,14 +90,20 @@ import TestSupport
                 #expect(report.isConsistent, "after round \(rounds) (\(killed) kills): \(report)")
                 if !report.isConsistent { break }
             }
-            print("RefreshKillTests: \(killed) kills, \(completed) completed, \(rounds) rounds; the last whole refresh took \(String(format: "%.2f", duration)) s")
+            print(
+                "RefreshKillTests: \(killed) kills, \(completed) completed, \(rounds) rounds; the last whole refresh took \(String(format: "%.2f", duration)) s"
+            )
             #expect(killed >= min(kills, 3))
             // To completion.
             let last = try Self.spawn(args, logDir: logDir)
-            #expect(Self.reap(last, wait: true) == 0, "\((try? String(contentsOfFile: logDir + "/err", encoding: .utf8)) ?? "")")
+            #expect(
+                Self.reap(last, wait: true) == 0,
+                "\((try? String(contentsOfFile: logDir + "/err", encoding: .utf8)) ?? "")")
             let store = try OfflineStore.open(at: offlinePath, readOnly: true)
             #expect(try store.check().isConsistent)
-            RefreshTests.expectSame(try RefreshTests.contents(store), try RefreshTests.union(try RefreshTests.served(servedPath), Self.requests), "after \(killed) kills")
+            RefreshTests.expectSame(
+                try RefreshTests.contents(store),
+                try RefreshTests.union(try RefreshTests.served(servedPath), Self.requests), "after \(killed) kills")
         }
     }
 
@@ -101,7 +113,9 @@ import TestSupport
     @Test func aLargeRefreshStreamsInBoundedMemory() async throws {
         let count = Self.env("REFRESH_BIG_COUNT", 100_000)
         let servedPath = try ServeTests.sampleStore()
-        let generate = try CLI.run(["generate", "--store", servedPath, "--set", "SalesOrderItems", "--count", String(count), "--seed", "3"])
+        let generate = try CLI.run([
+            "generate", "--store", servedPath, "--set", "SalesOrderItems", "--count", String(count), "--seed", "3",
+        ])
         #expect(generate.status == 0, "\(generate.stderr)")
         let offline = try RefreshTests.offlineStore([DefiningRequest(name: "Items", url: "SalesOrderItems")])
         let offlinePath = offline.path
@@ -114,8 +128,9 @@ import TestSupport
             var status: Int32? = nil
             while status == nil {
                 if let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-                   let line = text.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
-                   let kb = Int(line.split(separator: " ").dropFirst().first ?? "") {
+                    let line = text.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
+                    let kb = Int(line.split(separator: " ").dropFirst().first ?? "")
+                {
                     peakKB = max(peakKB, kb)
                 }
                 try await Task.sleep(nanoseconds: 5_000_000)
@@ -127,12 +142,17 @@ import TestSupport
             let store = try OfflineStore.open(at: offlinePath, readOnly: true)
             let total = try RefreshTests.served(servedPath).count(set: "SalesOrderItems")
             #expect(try store.count(set: "SalesOrderItems") == total)
-            let dataBytes = try FileManager.default.attributesOfItem(atPath: offlinePath + "/data.mdb")[.size] as? Int ?? 0
-            print("RefreshKillTests: refreshed \(total) items in \(String(format: "%.1f", seconds)) s; peak RssAnon \(peakKB / 1024) MiB, data.mdb \(dataBytes >> 20) MiB; \(out)")
+            let dataBytes =
+                try FileManager.default.attributesOfItem(atPath: offlinePath + "/data.mdb")[.size] as? Int ?? 0
+            print(
+                "RefreshKillTests: refreshed \(total) items in \(String(format: "%.1f", seconds)) s; peak RssAnon \(peakKB / 1024) MiB, data.mdb \(dataBytes >> 20) MiB; \(out)"
+            )
             #expect(peakKB > 0)
             // Flat in the number of entities (7–10 MiB at 100,000 in a debug build): a page at a time.
             #expect(peakKB * 1024 < 24 << 20, "peak RssAnon \(peakKB) kB for \(dataBytes) bytes of data")
-            if count >= 100_000 { #expect(peakKB * 1024 * 2 < dataBytes, "peak RssAnon \(peakKB) kB for \(dataBytes) bytes of data") }
+            if count >= 100_000 {
+                #expect(peakKB * 1024 * 2 < dataBytes, "peak RssAnon \(peakKB) kB for \(dataBytes) bytes of data")
+            }
         }
     }
 }

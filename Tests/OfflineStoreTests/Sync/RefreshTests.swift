@@ -13,13 +13,16 @@ import Storage
     static let notebooks = DefiningRequest(name: "Notebooks", url: "Products?$filter=Category eq 'Notebooks'")
     static let pricey = DefiningRequest(name: "Pricey", url: "Products?$filter=Price gt 500")
     static let partners = DefiningRequest(name: "Partners", url: "BusinessPartners?$expand=SalesOrders")
-    static let newOrders = DefiningRequest(name: "NewOrders", url: "SalesOrders?$filter=LifecycleStatus eq 'N'&$select=SalesOrderID,GrossAmount,LifecycleStatus")
+    static let newOrders = DefiningRequest(
+        name: "NewOrders",
+        url: "SalesOrders?$filter=LifecycleStatus eq 'N'&$select=SalesOrderID,GrossAmount,LifecycleStatus")
 
     /// An empty offline store from the sample `$metadata`, with `requests` defined through the API.
     static func offlineStore(_ requests: [DefiningRequest], optimize: Bool = true) throws -> OfflineStore {
         var configuration = SampleData.configuration
         configuration.requestQueueOptimization = optimize
-        let store = try OfflineStore.create(at: tempDir() + "/offline", metadata: Array(SampleData.metadata.utf8), configuration: configuration)
+        let store = try OfflineStore.create(
+            at: tempDir() + "/offline", metadata: Array(SampleData.metadata.utf8), configuration: configuration)
         for r in requests { try store.define(name: r.name, url: r.url) }
         return store
     }
@@ -70,16 +73,20 @@ import Storage
     /// Expects `a` and `b` to hold the same entities, naming the first differences.
     /// With `atLeast`, an entity of `a` may have more properties than its twin in `b` (one a
     /// request with `$select` holds after another request brought all of them).
-    static func expectSame(_ a: Contents, _ b: Contents, _ what: String, atLeast: Bool = false, sourceLocation: SourceLocation = #_sourceLocation) {
+    static func expectSame(
+        _ a: Contents, _ b: Contents, _ what: String, atLeast: Bool = false,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         for set in Set(a.keys).union(b.keys).sorted() {
             let x = a[set] ?? [:], y = b[set] ?? [:]
             let onlyX = Set(x.keys).subtracting(y.keys), onlyY = Set(y.keys).subtracting(x.keys)
             let differ = Set(x.keys).intersection(y.keys).filter { k in
                 atLeast ? !y[k]!.allSatisfy { $0.value.isNull || x[k]![$0.key] == $0.value } : !same(x[k]!, y[k]!)
             }
-            #expect(onlyX.isEmpty && onlyY.isEmpty && differ.isEmpty,
-                    "\(what): \(set): \(onlyX.count) only in the store, \(onlyY.count) only expected, \(differ.count) differ; e.g. \(onlyX.first.map { x[$0]!.description } ?? "") \(onlyY.first.map { y[$0]!.description } ?? "") \(differ.first.map { "\(x[$0]!) vs \(y[$0]!)" } ?? "")",
-                    sourceLocation: sourceLocation)
+            #expect(
+                onlyX.isEmpty && onlyY.isEmpty && differ.isEmpty,
+                "\(what): \(set): \(onlyX.count) only in the store, \(onlyY.count) only expected, \(differ.count) differ; e.g. \(onlyX.first.map { x[$0]!.description } ?? "") \(onlyY.first.map { y[$0]!.description } ?? "") \(differ.first.map { "\(x[$0]!) vs \(y[$0]!)" } ?? "")",
+                sourceLocation: sourceLocation)
         }
     }
 
@@ -98,8 +105,11 @@ import Storage
             // 1. The first refresh: full reads, pages of 3 entities.
             let first = try await offline.refresh(serviceRoot: server.url, pageSize: 3)
             #expect(first.requests.map(\.mode) == [.full, .full, .full, .full])
-            #expect(first.requests.allSatisfy { $0.pages > 1 }, "server paging exercised: \(first.requests.map(\.pages))")
-            Self.expectSame(try Self.contents(offline), try Self.union(try Self.served(servedPath), requests), "after the first refresh")
+            #expect(
+                first.requests.allSatisfy { $0.pages > 1 }, "server paging exercised: \(first.requests.map(\.pages))")
+            Self.expectSame(
+                try Self.contents(offline), try Self.union(try Self.served(servedPath), requests),
+                "after the first refresh")
             #expect(try offline.count(set: "SalesOrderItems") == 0)
             // ETags from the service are kept.
             let etagCount = try offline.entities.read { t in try t.count(offline.entities.serverETags) }
@@ -107,26 +117,40 @@ import Storage
 
             // 2. Change the served store over HTTP.
             let served = try Self.served(servedPath)
-            let cheapOther = try #require(served.entities("Products?$filter=Price le 500 and Category ne 'Notebooks'").first)
-            let cheapNotebook = try #require(served.entities("Products?$filter=Price le 500 and Category eq 'Notebooks'").first)
-            let dearNotebook = try #require(served.entities("Products?$filter=Price gt 500 and Category eq 'Notebooks'").first)
-            let dearOther = try #require(served.entities("Products?$filter=Price gt 500 and Category ne 'Notebooks'").first)
+            let cheapOther = try #require(
+                served.entities("Products?$filter=Price le 500 and Category ne 'Notebooks'").first)
+            let cheapNotebook = try #require(
+                served.entities("Products?$filter=Price le 500 and Category eq 'Notebooks'").first)
+            let dearNotebook = try #require(
+                served.entities("Products?$filter=Price gt 500 and Category eq 'Notebooks'").first)
+            let dearOther = try #require(
+                served.entities("Products?$filter=Price gt 500 and Category ne 'Notebooks'").first)
             func id(_ p: Properties) -> String { "Products(\(EntitySetHandle.literal(p["ProductID"]!)))" }
-            #expect(try await http.send(.POST, "Products", body: #"{"ProductID":"N-1","Name":"New","Category":"Notebooks","Price":10.00}"#).status == 201)
-            #expect(try await http.send(.PATCH, id(cheapOther), body: #"{"Price":999.00}"#).status == 204)       // enters Pricey
-            #expect(try await http.send(.PATCH, id(cheapNotebook), body: #"{"Category":"Tablets"}"#).status == 204) // leaves both: removed
+            #expect(
+                try await http.send(
+                    .POST, "Products", body: #"{"ProductID":"N-1","Name":"New","Category":"Notebooks","Price":10.00}"#
+                ).status == 201)
+            #expect(try await http.send(.PATCH, id(cheapOther), body: #"{"Price":999.00}"#).status == 204)  // enters Pricey
+            #expect(try await http.send(.PATCH, id(cheapNotebook), body: #"{"Category":"Tablets"}"#).status == 204)  // leaves both: removed
             #expect(try await http.send(.PATCH, id(dearNotebook), body: #"{"Category":"Tablets"}"#).status == 204)  // leaves Notebooks, Pricey holds it
             #expect(try await http.send(.DELETE, id(dearOther)).status == 204)
-            #expect(try await http.send(.PATCH, "BusinessPartners('0100000001')", body: #"{"CompanyName":"Becker Bonn"}"#).status == 204)
+            #expect(
+                try await http.send(.PATCH, "BusinessPartners('0100000001')", body: #"{"CompanyName":"Becker Bonn"}"#)
+                    .status == 204)
             #expect(try await http.send(.DELETE, "SalesOrders('0500000003')").status == 204)
-            #expect(try await http.send(.PATCH, "SalesOrders('0500000000')", body: #"{"LifecycleStatus":"C"}"#).status == 204)
+            #expect(
+                try await http.send(.PATCH, "SalesOrders('0500000000')", body: #"{"LifecycleStatus":"C"}"#).status
+                    == 204)
 
             let second = try await offline.refresh(serviceRoot: server.url, pageSize: 3)
-            #expect(second.requests.map(\.mode) == [.delta, .delta, .full, .delta], "Partners has $expand: read in full")
+            #expect(
+                second.requests.map(\.mode) == [.delta, .delta, .full, .delta], "Partners has $expand: read in full")
             Self.expectSame(try Self.contents(offline), try Self.union(served, requests), "after the delta refresh")
             #expect(try offline.get(set: "Products", key: [.string("N-1")]) != nil)
             #expect(try offline.get(set: "Products", key: cheapNotebook.keyValues(of: "ProductID")) == nil)
-            #expect(try offline.get(set: "Products", key: dearNotebook.keyValues(of: "ProductID"))?["Category"] == .string("Tablets"))
+            #expect(
+                try offline.get(set: "Products", key: dearNotebook.keyValues(of: "ProductID"))?["Category"]
+                    == .string("Tablets"))
             #expect(try offline.get(set: "SalesOrders", key: [.string("0500000003")]) == nil)
             #expect(second.removed >= 3)
 
@@ -142,7 +166,8 @@ import Storage
             #expect(try offline.count(set: "BusinessPartners") == 0)
             let remaining = [Self.notebooks, Self.pricey, Self.newOrders]
             #expect(offline.definingRequests.map(\.name) == remaining.map(\.name))
-            Self.expectSame(try Self.contents(offline), try Self.union(served, remaining), "after undefine", atLeast: true)
+            Self.expectSame(
+                try Self.contents(offline), try Self.union(served, remaining), "after undefine", atLeast: true)
             // Kept in the store: it opens with the same defining requests.
             #expect(try OfflineStore.open(at: offline.path, readOnly: true).definingRequests == remaining)
         }
@@ -161,24 +186,37 @@ import Storage
             // Local changes: an update, a delete, and a create of a key the service will also get.
             try await offline.update(set: "Products", key: ukey, changes: ["Price": .decimal(EDMDecimal("1.50")!)])
             try await offline.delete(set: "Products", key: dkey)
-            try await offline.create(set: "Products", entity: ["ProductID": .string("C-1"), "Name": .string("mine"), "Category": .string("Notebooks")])
+            try await offline.create(
+                set: "Products",
+                entity: ["ProductID": .string("C-1"), "Name": .string("mine"), "Category": .string("Notebooks")])
             // The same entities change on the server.
-            #expect(try await http.send(.PATCH, url(ukey), body: #"{"Name":"renamed on the server","WeightMeasure":9.5}"#).status == 204)
+            #expect(
+                try await http.send(.PATCH, url(ukey), body: #"{"Name":"renamed on the server","WeightMeasure":9.5}"#)
+                    .status == 204)
             #expect(try await http.send(.PATCH, url(dkey), body: #"{"Name":"also renamed"}"#).status == 204)
-            #expect(try await http.send(.POST, "Products", body: #"{"ProductID":"C-1","Name":"theirs","Category":"Notebooks","Price":7.00}"#).status == 201)
+            #expect(
+                try await http.send(
+                    .POST, "Products", body: #"{"ProductID":"C-1","Name":"theirs","Category":"Notebooks","Price":7.00}"#
+                ).status == 201)
 
             let report = try await offline.refresh(serviceRoot: server.url)
             #expect(report.rebased == 3, "\(report)")  // once each, though both requests bring two of them
             let queue = RequestQueue(store: offline.entities)
             let set = try offline.entities.set("Products")
             func base(_ key: [Value]) throws -> Properties? {
-                try offline.entities.read { t in try t.get(offline.entities.base(ofSet: "Products"), try set.encodeKey(key)).map { try set.codec.decode($0) } }
+                try offline.entities.read { t in
+                    try t.get(offline.entities.base(ofSet: "Products"), try set.encodeKey(key)).map {
+                        try set.codec.decode($0)
+                    }
+                }
             }
             let newServerU = try #require(try served.get(set: "Products", key: ukey))
             #expect(try base(ukey).map { Self.same($0, newServerU) } == true, "base/ has the new server image")
             var expectedU = newServerU
             expectedU["Price"] = .decimal(EDMDecimal("1.50")!)
-            #expect(try offline.get(set: "Products", key: ukey).map { Self.same($0, expectedU) } == true, "new image + pending PATCH")
+            #expect(
+                try offline.get(set: "Products", key: ukey).map { Self.same($0, expectedU) } == true,
+                "new image + pending PATCH")
             #expect(try offline.get(set: "Products", key: dkey) == nil, "a pending delete keeps it deleted")
             #expect(try base(dkey)?["Name"] == .string("also renamed"))
             // The pending create of a key the service now has became a replace of the service's entity.
@@ -224,7 +262,10 @@ import Storage
         let offline = try Self.offlineStore([Self.notebooks, Self.pricey])
         try await withServer(servedPath) { http, server in
             try await offline.refresh(serviceRoot: server.url)
-            #expect(try await http.send(.POST, "Products", body: #"{"ProductID":"N-9","Category":"Notebooks","Price":900.00}"#).status == 201)
+            #expect(
+                try await http.send(
+                    .POST, "Products", body: #"{"ProductID":"N-9","Category":"Notebooks","Price":900.00}"#
+                ).status == 201)
             #expect(try await http.send(.PATCH, "Products('HT-1000')", body: #"{"Price":3.00}"#).status == 204)
             let delta = try await offline.refresh(serviceRoot: server.url)
             #expect(delta.requests.map(\.mode) == [.delta, .delta])
@@ -233,7 +274,9 @@ import Storage
         try await withServer(fresh) { _, server in
             let report = try await offline.refresh(serviceRoot: server.url)
             #expect(report.requests.map(\.mode) == [.fullAfterExpiredDelta, .fullAfterExpiredDelta], "\(report)")
-            Self.expectSame(try Self.contents(offline), try Self.union(try Self.served(fresh), [Self.notebooks, Self.pricey]), "after the fallback")
+            Self.expectSame(
+                try Self.contents(offline), try Self.union(try Self.served(fresh), [Self.notebooks, Self.pricey]),
+                "after the fallback")
             #expect(try offline.get(set: "Products", key: [.string("N-9")]) == nil)
             let again = try await offline.refresh(serviceRoot: server.url)
             #expect(again.requests.map(\.mode) == [.delta, .delta] && again.written == 0)
@@ -275,12 +318,18 @@ import Storage
         try write(SampleData.metadata, to: dir + "/metadata.xml")
         try await withServer(servedPath) { _, server in
             // Defining requests and the service root from --config at init.
-            try write(#"{"serviceRoot":"\#(server.url)","definingRequests":[{"name":"Notebooks","url":"Products?$filter=Category eq 'Notebooks'"}]}"#,
-                      to: dir + "/config.json")
+            try write(
+                #"{"serviceRoot":"\#(server.url)","definingRequests":[{"name":"Notebooks","url":"Products?$filter=Category eq 'Notebooks'"}]}"#,
+                to: dir + "/config.json")
             let store = dir + "/offline"
-            #expect(try CLI.run(["init", "--store", store, "--metadata", dir + "/metadata.xml", "--config", dir + "/config.json"]).status == 0)
+            #expect(
+                try CLI.run([
+                    "init", "--store", store, "--metadata", dir + "/metadata.xml", "--config", dir + "/config.json",
+                ]).status == 0)
             let first = try CLI.run(["refresh", "--store", store, "--page-size", "2"])
-            #expect(first.status == 0 && first.stdout.hasPrefix("refreshed 1 request (Notebooks: full): "), "\(first.stdout)\(first.stderr)")
+            #expect(
+                first.status == 0 && first.stdout.hasPrefix("refreshed 1 request (Notebooks: full): "),
+                "\(first.stdout)\(first.stderr)")
             let define = try CLI.run(["define", "--store", store, "Pricey", "Products?$filter=Price gt 500"])
             #expect(define.status == 0 && define.stdout == "defined Pricey\n")
             let bad = try CLI.run(["define", "--store", store, "Bad", "Products?$top=1"])
@@ -290,22 +339,30 @@ import Storage
             let unknown = try CLI.run(["refresh", "--store", store, "--subset", "Nope"])
             #expect(unknown.status == 1 && unknown.stderr.contains("no defining request named 'Nope'"))
             let offline = try OfflineStore.open(at: store, readOnly: true)
-            Self.expectSame(try Self.contents(offline), try Self.union(try Self.served(servedPath), [Self.notebooks, Self.pricey]), "through the tool")
+            Self.expectSame(
+                try Self.contents(offline), try Self.union(try Self.served(servedPath), [Self.notebooks, Self.pricey]),
+                "through the tool")
             let undefine = try CLI.run(["undefine", "--store", store, "Notebooks"])
-            #expect(undefine.status == 0 && undefine.stdout.hasPrefix("undefined Notebooks: "), "\(undefine.stdout)\(undefine.stderr)")
+            #expect(
+                undefine.status == 0 && undefine.stdout.hasPrefix("undefined Notebooks: "),
+                "\(undefine.stdout)\(undefine.stderr)")
             let again = try CLI.run(["refresh", "--store", store])
             #expect(again.status == 0 && again.stdout.contains("(Pricey: delta)"), "\(again.stdout)\(again.stderr)")
             #expect(try CLI.run(["check", "--store", store]).status == 0)
             let offlineAfter = try OfflineStore.open(at: store, readOnly: true)
-            Self.expectSame(try Self.contents(offlineAfter), try Self.union(try Self.served(servedPath), [Self.pricey]), "after undefine through the tool")
+            Self.expectSame(
+                try Self.contents(offlineAfter), try Self.union(try Self.served(servedPath), [Self.pricey]),
+                "after undefine through the tool")
         }
     }
 
     @Test func defineChecksNamesAndURLs() throws {
         let offline = try Self.offlineStore([])
-        for (name, url) in [("bad name", "Products"), ("", "Products"), ("A", "Products('HT-1000')"), ("A", "Products?$top=3"),
-                            ("A", "Products?$orderby=Price"), ("A", "Nope"), ("A", "Products?$filter=Nope eq 1"), ("A", "RequestQueue"),
-                            ("A", "Products/$count"), ("A", "BusinessPartners('x')/SalesOrders")] {
+        for (name, url) in [
+            ("bad name", "Products"), ("", "Products"), ("A", "Products('HT-1000')"), ("A", "Products?$top=3"),
+            ("A", "Products?$orderby=Price"), ("A", "Nope"), ("A", "Products?$filter=Nope eq 1"), ("A", "RequestQueue"),
+            ("A", "Products/$count"), ("A", "BusinessPartners('x')/SalesOrders"),
+        ] {
             #expect(throws: (any Error).self, "\(name) \(url)") { try offline.define(name: name, url: url) }
         }
         try offline.define(name: "A", url: "Products?$select=Name&$expand=Supplier($select=CompanyName)")
@@ -316,7 +373,8 @@ import Storage
         var configuration = SampleData.configuration
         configuration.definingRequests = [DefiningRequest(name: "X", url: "Products?$top=1")]
         #expect(throws: (any Error).self) {
-            try OfflineStore.create(at: tempDir() + "/c", metadata: Array(SampleData.metadata.utf8), configuration: configuration)
+            try OfflineStore.create(
+                at: tempDir() + "/c", metadata: Array(SampleData.metadata.utf8), configuration: configuration)
         }
     }
 }

@@ -15,7 +15,8 @@ import Storage
 /// again on the same `dir` has the same data. Python comes from the venv `.venv-xcheck/` (made and
 /// given odatapy from PyPI on first use); without python3 the start fails, and so does the test.
 struct ODataPy {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
     let dir: String
     let sets: [String]
     var state: String { dir + "/state.json" }
@@ -37,8 +38,10 @@ struct ODataPy {
     /// Starts a server on this state (the data files only the first time). With `exitAfterWrites`
     /// it exits (status 3) once that many writes are applied and saved, before answering.
     func start(lifetime: Double = 600, exitAfterWrites: Int? = nil) async throws -> ServerProcess {
-        var args = [Self.repository + "/scripts/odatapy-server.sh", "--metadata", dir + "/metadata.xml", "--state", state,
-                    "--lifetime", String(lifetime), "--pid-file", dir + "/pid"]
+        var args = [
+            Self.repository + "/scripts/odatapy-server.sh", "--metadata", dir + "/metadata.xml", "--state", state,
+            "--lifetime", String(lifetime), "--pid-file", dir + "/pid",
+        ]
         for set in sets { args += ["--data", "\(set)=\(dir)/\(set).json"] }
         if let exitAfterWrites { args += ["--exit-after-writes", String(exitAfterWrites)] }
         // The first start may make the venv and install odatapy from PyPI.
@@ -55,9 +58,12 @@ struct ODataPy {
 
     /// The server's log of applied writes, oldest first.
     func applied() throws -> [Applied] {
-        let state = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: state))) as! [String: Any]
+        let state =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: state))) as! [String: Any]
         return (state["applied"] as! [[String: Any]]).map {
-            Applied(method: $0["method"] as! String, set: $0["set"] as! String, key: $0["key"] as! String, rid: $0["rid"] as? String)
+            Applied(
+                method: $0["method"] as! String, set: $0["set"] as! String, key: $0["key"] as! String,
+                rid: $0["rid"] as? String)
         }
     }
 
@@ -69,13 +75,17 @@ struct ODataPy {
             for name in offline.schema.serviceSetNames {
                 let response = try await backend.send(BackendRequest(method: "GET", url: name))
                 guard response.status == 200, case .array(let rows)? = try JSON.parse(response.body)["value"] else {
-                    throw ODataPyFailed(description: "GET \(name) answered \(response.status): \(String(decoding: response.body.prefix(300), as: UTF8.self))")
+                    throw ODataPyFailed(
+                        description:
+                            "GET \(name) answered \(response.status): \(String(decoding: response.body.prefix(300), as: UTF8.self))"
+                    )
                 }
                 let set = try offline.entities.set(name)
                 var entities: [String: Properties] = [:]
                 for row in rows {
-                    let p = try ValueJSON(schema: offline.schema).properties(from: row, properties: set.type.properties,
-                                                                            navigation: Set(set.type.navigationProperties.map(\.name)), owner: name)
+                    let p = try ValueJSON(schema: offline.schema).properties(
+                        from: row, properties: set.type.properties,
+                        navigation: Set(set.type.navigationProperties.map(\.name)), owner: name)
                     entities[set.describeKey(try set.keyValues(p))] = Properties(p.filter { !$0.value.isNull })
                 }
                 out[name] = entities
@@ -99,15 +109,18 @@ struct ODataPy {
     }
 
     /// Expects the offline store to hold exactly what the server answers, entity for entity.
-    static func expectSame(_ offline: OfflineStore, _ url: String, _ context: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    static func expectSame(
+        _ offline: OfflineStore, _ url: String, _ context: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
         let mine = try contents(offline), theirs = try await read(url, schema: offline)
         for set in offline.schema.serviceSetNames {
             let a = mine[set] ?? [:], b = theirs[set] ?? [:]
             let onlyA = Set(a.keys).subtracting(b.keys).sorted(), onlyB = Set(b.keys).subtracting(a.keys).sorted()
             let differ = Set(a.keys).intersection(b.keys).filter { a[$0]! != b[$0]! }.sorted()
-            #expect(onlyA.isEmpty && onlyB.isEmpty && differ.isEmpty,
-                    "\(context): \(set): only offline \(onlyA), only on the server \(onlyB), differing \(differ.map { "\(a[$0]!) vs \(b[$0]!)" })",
-                    sourceLocation: sourceLocation)
+            #expect(
+                onlyA.isEmpty && onlyB.isEmpty && differ.isEmpty,
+                "\(context): \(set): only offline \(onlyA), only on the server \(onlyB), differing \(differ.map { "\(a[$0]!) vs \(b[$0]!)" })",
+                sourceLocation: sourceLocation)
         }
     }
 
@@ -120,13 +133,16 @@ struct ODataPy {
 /// (odatapy ignores `Repeatability-Request-ID`, so a re-sent request is settled by flush's
 /// reconciliation). Every store a test made passes `check` afterwards (`.checksStores`).
 @Suite(.external, .checksStores, .serialized) struct SyncODataPyTests {
-    static let requests = [("Partners", "BusinessPartners"), ("Products", "Products"), ("Orders", "SalesOrders?$expand=Items")]
+    static let requests = [
+        ("Partners", "BusinessPartners"), ("Products", "Products"), ("Orders", "SalesOrders?$expand=Items"),
+    ]
 
     /// An empty offline store from the sample `$metadata`, the requests defined, refreshed from `url`.
     static func offline(_ url: String, optimize: Bool = true) async throws -> OfflineStore {
         var configuration = SampleData.configuration
         configuration.requestQueueOptimization = optimize
-        let store = try OfflineStore.create(at: tempDir() + "/offline", metadata: Array(SampleData.metadata.utf8), configuration: configuration)
+        let store = try OfflineStore.create(
+            at: tempDir() + "/offline", metadata: Array(SampleData.metadata.utf8), configuration: configuration)
         for (name, url) in requests { try store.define(name: name, url: url) }
         let report = try await store.refresh(serviceRoot: url)
         #expect(report.received > 0)
@@ -134,8 +150,11 @@ struct ODataPy {
     }
 
     static func product(_ id: String, _ name: String, price: String) -> Properties {
-        ["ProductID": .string(id), "Name": .string(name), "Category": .string("Notebooks"), "SupplierID": .string("0100000001"),
-         "Price": .decimal(EDMDecimal(price)!), "CurrencyCode": .string("EUR"), "WeightMeasure": .double(1.25)]
+        [
+            "ProductID": .string(id), "Name": .string(name), "Category": .string("Notebooks"),
+            "SupplierID": .string("0100000001"),
+            "Price": .decimal(EDMDecimal(price)!), "CurrencyCode": .string("EUR"), "WeightMeasure": .double(1.25),
+        ]
     }
 
     /// Repeatability id of every queued request, by request id.
@@ -143,12 +162,23 @@ struct ODataPy {
 
     /// Expects the server's applied log, from `from` on, to be exactly the requests `gone` (their
     /// repeatability ids), once each.
-    static func expectExactlyOnce(_ applied: [ODataPy.Applied], _ gone: Set<String>, _ context: String,
-                                  sourceLocation: SourceLocation = #_sourceLocation) {
+    static func expectExactlyOnce(
+        _ applied: [ODataPy.Applied], _ gone: Set<String>, _ context: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         let rids = applied.compactMap(\.rid)
-        #expect(rids.count == applied.count, "\(context): a write without Repeatability-Request-ID: \(applied.filter { $0.rid == nil })", sourceLocation: sourceLocation)
-        #expect(rids.count == Set(rids).count, "\(context): applied twice: \(Dictionary(grouping: rids, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted())", sourceLocation: sourceLocation)
-        #expect(Set(rids) == gone, "\(context): the server applied \(Set(rids).count) requests, \(gone.count) left the queue", sourceLocation: sourceLocation)
+        #expect(
+            rids.count == applied.count,
+            "\(context): a write without Repeatability-Request-ID: \(applied.filter { $0.rid == nil })",
+            sourceLocation: sourceLocation)
+        #expect(
+            rids.count == Set(rids).count,
+            "\(context): applied twice: \(Dictionary(grouping: rids, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted())",
+            sourceLocation: sourceLocation)
+        #expect(
+            Set(rids) == gone,
+            "\(context): the server applied \(Set(rids).count) requests, \(gone.count) left the queue",
+            sourceLocation: sourceLocation)
     }
 
     @Test func refreshChangeFlushReadBackAndRebase() async throws {
@@ -160,23 +190,40 @@ struct ODataPy {
 
         // Offline: create, update, delete, create-then-update, create-then-delete, an order and its item.
         try await store.create(set: "Products", entity: Self.product("HT-9000", "Created", price: "10.50"))
-        try await store.update(set: "Products", key: [.string("HT-1001")], changes: ["Price": .decimal(EDMDecimal("1234.5")!), "Name": .string("Üpdated — \"1\"")])
+        try await store.update(
+            set: "Products", key: [.string("HT-1001")],
+            changes: ["Price": .decimal(EDMDecimal("1234.5")!), "Name": .string("Üpdated — \"1\"")])
         try await store.delete(set: "Products", key: [.string("HT-1023")])
         try await store.create(set: "Products", entity: Self.product("HT-9001", "Then updated", price: "1"))
-        try await store.update(set: "Products", key: [.string("HT-9001")], changes: ["Name": .string("Updated after create")], options: .init(nonMergeable: true))
+        try await store.update(
+            set: "Products", key: [.string("HT-9001")], changes: ["Name": .string("Updated after create")],
+            options: .init(nonMergeable: true))
         try await store.create(set: "Products", entity: Self.product("HT-9002", "Then deleted", price: "2"))
         try await store.delete(set: "Products", key: [.string("HT-9002")])
-        try await store.create(set: "SalesOrders", entity: ["SalesOrderID": .string("0600000001"), "CustomerID": .string("0100000003"),
-                                                          "GrossAmount": .decimal(EDMDecimal("99.95")!), "CurrencyCode": .string("EUR"),
-                                                          "LifecycleStatus": .string("N"), "CreatedAt": .dateTimeOffset(EDMDateTimeOffset("2024-05-06T07:08:09+02:00")!)])
-        try await store.create(set: "SalesOrderItems", entity: ["SalesOrderID": .string("0600000001"), "ItemPosition": .int(10), "ProductID": .string("HT-9000"),
-                                                              "Quantity": .int(3), "NetAmount": .decimal(EDMDecimal("31.50")!), "DeliveryDate": .date(EDMDate("2024-06-01")!)])
+        try await store.create(
+            set: "SalesOrders",
+            entity: [
+                "SalesOrderID": .string("0600000001"), "CustomerID": .string("0100000003"),
+                "GrossAmount": .decimal(EDMDecimal("99.95")!), "CurrencyCode": .string("EUR"),
+                "LifecycleStatus": .string("N"),
+                "CreatedAt": .dateTimeOffset(EDMDateTimeOffset("2024-05-06T07:08:09+02:00")!),
+            ])
+        try await store.create(
+            set: "SalesOrderItems",
+            entity: [
+                "SalesOrderID": .string("0600000001"), "ItemPosition": .int(10), "ProductID": .string("HT-9000"),
+                "Quantity": .int(3), "NetAmount": .decimal(EDMDecimal("31.50")!),
+                "DeliveryDate": .date(EDMDate("2024-06-01")!),
+            ])
         try await store.delete(set: "SalesOrderItems", key: [.string("0500000001"), .int(20)])
-        try await store.update(set: "SalesOrders", key: [.string("0500000002")], changes: ["Note": .null, "LifecycleStatus": .string("C")])
+        try await store.update(
+            set: "SalesOrders", key: [.string("0500000002")], changes: ["Note": .null, "LifecycleStatus": .string("C")])
 
         let before = try Self.queued(store)
         let report = try await store.flush(serviceRoot: server.url, batchSize: 4)
-        #expect(report.stopped == nil && report.archived == 0 && report.left == 0 && report.succeeded == before.count, "\(report)")
+        #expect(
+            report.stopped == nil && report.archived == 0 && report.left == 0 && report.succeeded == before.count,
+            "\(report)")
         #expect(report.roundTrips >= 3)
         try await ODataPy.expectSame(store, server.url, "after the flush")
         let applied = try odatapy.applied()
@@ -192,13 +239,17 @@ struct ODataPy {
         // change pending puts the server's image under it, the flush then sends the price.
         let http = HTTP(client: .shared, base: server.url)
         let etag = try await http.get("Products('HT-1002')").header("ETag") ?? ""
-        let patched = try await http.send(.PATCH, "Products('HT-1002')", body: #"{"Name":"Renamed on the server"}"#, headers: [("If-Match", etag)])
+        let patched = try await http.send(
+            .PATCH, "Products('HT-1002')", body: #"{"Name":"Renamed on the server"}"#, headers: [("If-Match", etag)])
         #expect(patched.status == 204, "\(patched.status) \(patched.text)")
-        try await store.update(set: "Products", key: [.string("HT-1002")], changes: ["Price": .decimal(EDMDecimal("77.70")!)])
+        try await store.update(
+            set: "Products", key: [.string("HT-1002")], changes: ["Price": .decimal(EDMDecimal("77.70")!)])
         let refreshed = try await store.refresh(serviceRoot: server.url)
         #expect(refreshed.rebased == 1, "\(refreshed)")
         let rebased = try #require(try store.entities("Products('HT-1002')").first)
-        #expect(rebased["Name"] == .string("Renamed on the server") && rebased["Price"] == .decimal(EDMDecimal("77.7")!), "\(rebased)")
+        #expect(
+            rebased["Name"] == .string("Renamed on the server") && rebased["Price"] == .decimal(EDMDecimal("77.7")!),
+            "\(rebased)")
         let pending = try Self.queued(store)
         #expect(pending.count == 1)
         let second = try await store.flush(serviceRoot: server.url)
@@ -217,17 +268,23 @@ struct ODataPy {
         let odatapy = try ODataPy(metadata: FlushFixture.notesMetadata, data: FlushFixture.notesData)
         let server = try await odatapy.start()
         defer { server.kill() }
-        let store = try OfflineStore.create(at: tempDir() + "/offline", metadata: Array(FlushFixture.notesMetadata.utf8))
+        let store = try OfflineStore.create(
+            at: tempDir() + "/offline", metadata: Array(FlushFixture.notesMetadata.utf8))
         for set in FlushFixture.notesSets { try store.define(name: set, url: set) }
         _ = try await store.refresh(serviceRoot: server.url)
-        let note = try await store.create(set: "Notes", entity: ["Title": .string("new"), "Amount": .decimal(EDMDecimal("3.25")!)])
+        let note = try await store.create(
+            set: "Notes", entity: ["Title": .string("new"), "Amount": .decimal(EDMDecimal("3.25")!)])
         let local = try #require(note.entity?["NoteID"])
         try await store.create(set: "Comments", entity: ["NoteID": local, "Text": .string("on the new note")])
-        try await store.create(set: "Lines", entity: ["NoteID": local, "LineNo": .int(1), "Text": .string("first line")])
-        try await store.update(set: "Notes", key: [local], changes: ["Title": .string("new, renamed")], options: .init(nonMergeable: true))
+        try await store.create(
+            set: "Lines", entity: ["NoteID": local, "LineNo": .int(1), "Text": .string("first line")])
+        try await store.update(
+            set: "Notes", key: [local], changes: ["Title": .string("new, renamed")], options: .init(nonMergeable: true))
         let before = try Self.queued(store)
         let report = try await store.flush(serviceRoot: server.url)
-        #expect(report.stopped == nil && report.archived == 0 && report.left == 0, "\(report): \((try? FlushFixture.errors(store)) ?? [])")
+        #expect(
+            report.stopped == nil && report.archived == 0 && report.left == 0,
+            "\(report): \((try? FlushFixture.errors(store)) ?? [])")
         let notes = try store.entities("Notes?$filter=Title eq 'new, renamed'")
         #expect(notes.count == 1 && notes.first?["NoteID"] == .int(4), "the service's key: \(notes)")
         #expect(try store.entities("Comments?$filter=NoteID eq 4").count == 1)
@@ -246,16 +303,21 @@ struct ODataPy {
         let store = try await Self.offline(server.url)
         let http = HTTP(client: .shared, base: server.url)
         // Behind the store's back: an order with the key the store will create, and a new name.
-        let made = try await http.send(.POST, "SalesOrders", body: #"{"SalesOrderID":"0700000001","Note":"the server's"}"#)
+        let made = try await http.send(
+            .POST, "SalesOrders", body: #"{"SalesOrderID":"0700000001","Note":"the server's"}"#)
         #expect(made.status == 201, "\(made.text)")
         let etag = try await http.get("Products('HT-1003')").header("ETag") ?? ""
-        let renamed = try await http.send(.PATCH, "Products('HT-1003')", body: #"{"Name":"server"}"#, headers: [("If-Match", etag)])
+        let renamed = try await http.send(
+            .PATCH, "Products('HT-1003')", body: #"{"Name":"server"}"#, headers: [("If-Match", etag)])
         #expect(renamed.status == 204)
         let serverWrites = try odatapy.applied().count
 
         try await store.create(set: "Products", entity: Self.product("HT-9100", "fine", price: "5"))
-        try await store.create(set: "SalesOrders", entity: ["SalesOrderID": .string("0700000001"), "Note": .string("the store's")])
-        try await store.create(set: "SalesOrderItems", entity: ["SalesOrderID": .string("0700000001"), "ItemPosition": .int(10), "Quantity": .int(1)])
+        try await store.create(
+            set: "SalesOrders", entity: ["SalesOrderID": .string("0700000001"), "Note": .string("the store's")])
+        try await store.create(
+            set: "SalesOrderItems",
+            entity: ["SalesOrderID": .string("0700000001"), "ItemPosition": .int(10), "Quantity": .int(1)])
         try await store.update(set: "Products", key: [.string("HT-1003")], changes: ["Name": .string("store")])
         try await store.update(set: "Products", key: [.string("HT-1004")], changes: ["Name": .string("also fine")])
         try await store.delete(set: "Products", key: [.string("HT-1005")])
@@ -263,11 +325,16 @@ struct ODataPy {
         let report = try await store.flush(serviceRoot: server.url, batchSize: 10)
         #expect(report.stopped == nil && report.succeeded == 3 && report.archived == 3 && report.left == 0, "\(report)")
         let errors = try FlushFixture.errors(store)
-        let statuses = errors.compactMap { e -> Int64? in if case .int(let s)? = e["HTTPStatusCode"] { s } else { nil } }.sorted()
+        let statuses = errors.compactMap { e -> Int64? in if case .int(let s)? = e["HTTPStatusCode"] { s } else { nil }
+        }.sorted()
         #expect(errors.count == 3 && statuses.contains(409) && statuses.contains(412), "\(errors)")
         let applied = try odatapy.applied().dropFirst(serverWrites)
-        let archivedIDs = Set(before.filter { r in r.entitySet == "SalesOrders" || r.entitySet == "SalesOrderItems" || r.entityKey == "'HT-1003'" }.map(\.repeatabilityID.description))
-        Self.expectExactlyOnce(Array(applied), Set(before.map(\.repeatabilityID.description)).subtracting(archivedIDs), "the flush")
+        let archivedIDs = Set(
+            before.filter { r in
+                r.entitySet == "SalesOrders" || r.entitySet == "SalesOrderItems" || r.entityKey == "'HT-1003'"
+            }.map(\.repeatabilityID.description))
+        Self.expectExactlyOnce(
+            Array(applied), Set(before.map(\.repeatabilityID.description)).subtracting(archivedIDs), "the flush")
         let names = try await http.get("Products('HT-1003')").object["Name"] as? String
         #expect(names == "server")
         #expect(await server.stop() == 0)
@@ -303,7 +370,9 @@ struct ODataPy {
         let again = try await odatapy.start()
         defer { again.kill() }
         let done = try await store.flush(serviceRoot: again.url, batchSize: 3)
-        #expect(done.stopped == nil && done.archived == 0 && done.left == 0 && done.succeeded == 5 && done.reconciled == 3, "\(done)")
+        #expect(
+            done.stopped == nil && done.archived == 0 && done.left == 0 && done.succeeded == 5 && done.reconciled == 3,
+            "\(done)")
         try await ODataPy.expectSame(store, again.url, "after the second flush")
         let log = try odatapy.applied()
         Self.expectExactlyOnce(log, Set(before.values), "the two flushes")
@@ -337,15 +406,19 @@ struct ODataPy {
         // Bounded by count and time; on a loaded machine (a round can take 20 s beside builds) the
         // time bound stretches, up to three times, until a kill has hit a request in flight.
         func proven() -> Bool { totals.kills >= 1 && totals.sentLeft > 0 }
-        while totals.kills < kills && (Date().timeIntervalSince(start) < seconds || (!proven() && Date().timeIntervalSince(start) < 3 * seconds)) {
+        while totals.kills < kills
+            && (Date().timeIntervalSince(start) < seconds
+                || (!proven() && Date().timeIntervalSince(start) < 3 * seconds))
+        {
             let before: [Int64: String]
             do {
                 let store = try OfflineStore.open(at: path)
                 totals.changes += try await Self.change(store, round: round, rng: &rng)
                 before = try Self.queued(store)
             }
-            let killed = try await FlushKillTests.flushKilled(["flush", "--store", path, "--service", server.url, "--batch-size", "2"],
-                                                              after: Int.random(in: 20...400, using: &rng))
+            let killed = try await FlushKillTests.flushKilled(
+                ["flush", "--store", path, "--service", server.url, "--batch-size", "2"],
+                after: Int.random(in: 20...400, using: &rng))
             if killed { totals.kills += 1 } else { totals.finished += 1 }
             let store = try OfflineStore.open(at: path)
             let context = "round \(round)"
@@ -371,7 +444,9 @@ struct ODataPy {
         let kinds = Dictionary(grouping: log, by: \.method).mapValues(\.count)
         let duplicates = log.count - Set(log.compactMap(\.rid)).count
         #expect(await server.stop() == 0)
-        print("sync odatapy kill test: \(round) rounds, \(totals.kills) flushes killed, \(totals.finished) done before the kill; \(totals.changes) local changes; odatapy applied \(log.count) writes (POST \(kinds["POST"] ?? 0), PATCH \(kinds["PATCH"] ?? 0), DELETE \(kinds["DELETE"] ?? 0)), duplicates \(duplicates), \(acknowledged.count) requests left the queue; a request was left sent by a kill \(totals.sentLeft) times; \(totals.reconciled) reconciled in \(totals.completions) full flushes; \(String(format: "%.1f", Date().timeIntervalSince(start))) s")
+        print(
+            "sync odatapy kill test: \(round) rounds, \(totals.kills) flushes killed, \(totals.finished) done before the kill; \(totals.changes) local changes; odatapy applied \(log.count) writes (POST \(kinds["POST"] ?? 0), PATCH \(kinds["PATCH"] ?? 0), DELETE \(kinds["DELETE"] ?? 0)), duplicates \(duplicates), \(acknowledged.count) requests left the queue; a request was left sent by a kill \(totals.sentLeft) times; \(totals.reconciled) reconciled in \(totals.completions) full flushes; \(String(format: "%.1f", Date().timeIntervalSince(start))) s"
+        )
         #expect(duplicates == 0)
         #expect(totals.kills >= 1, "no flush killed in \(3 * seconds) s")
         #expect(totals.sentLeft > 0, "no kill hit a request in flight: the test proves little")
@@ -381,19 +456,25 @@ struct ODataPy {
     static func change(_ store: OfflineStore, round: Int, rng: inout SeededRandom) async throws -> Int {
         var n = 0
         for i in 0..<Int.random(in: 1...3, using: &rng) {
-            try await store.create(set: "Products", entity: product("K\(round)-\(i)", "k\(round)", price: "\(round).\(i)5"))
+            try await store.create(
+                set: "Products", entity: product("K\(round)-\(i)", "k\(round)", price: "\(round).\(i)5"))
             n += 1
         }
         if Int.random(in: 0..<2, using: &rng) == 0 {
             let order = "08" + String(String(100_000_000 + round).suffix(8))
-            try await store.create(set: "SalesOrders", entity: ["SalesOrderID": .string(order), "Note": .string("r\(round)")])
-            try await store.create(set: "SalesOrderItems", entity: ["SalesOrderID": .string(order), "ItemPosition": .int(10), "Quantity": .int(Int64(round))])
+            try await store.create(
+                set: "SalesOrders", entity: ["SalesOrderID": .string(order), "Note": .string("r\(round)")])
+            try await store.create(
+                set: "SalesOrderItems",
+                entity: ["SalesOrderID": .string(order), "ItemPosition": .int(10), "Quantity": .int(Int64(round))])
             n += 2
         }
         let products = try store.entities("Products?$select=ProductID").compactMap { $0["ProductID"] }
         for _ in 0..<Int.random(in: 1...3, using: &rng) {
-            try await store.update(set: "Products", key: [products.randomElement(using: &rng)!], changes: ["Name": .string("u\(round)-\(n)")],
-                                   options: .init(nonMergeable: Int.random(in: 0..<3, using: &rng) == 0))
+            try await store.update(
+                set: "Products", key: [products.randomElement(using: &rng)!],
+                changes: ["Name": .string("u\(round)-\(n)")],
+                options: .init(nonMergeable: Int.random(in: 0..<3, using: &rng) == 0))
             n += 1
         }
         if Int.random(in: 0..<2, using: &rng) == 0, products.count > 10 {

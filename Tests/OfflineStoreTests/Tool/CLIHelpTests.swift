@@ -7,7 +7,9 @@ import Testing
 /// with the verb's real options, and the shell completion script generates.
 @Suite struct CLIHelpTests {
     /// The verbs `offline-store --help` lists (hidden ones, the crash test's workers, left out).
-    static let verbs: [ParsableCommand.Type] = OfflineStoreCommand.configuration.subcommands.filter { $0.configuration.shouldDisplay }
+    static let verbs: [ParsableCommand.Type] = OfflineStoreCommand.configuration.subcommands.filter {
+        $0.configuration.shouldDisplay
+    }
 
     static func name(_ verb: ParsableCommand.Type) -> String {
         verb.configuration.commandName ?? verb._commandName
@@ -33,8 +35,9 @@ import Testing
         let r = try CLI.run(["help", verb])
         #expect(r.status == 0, "\(r.stderr)")
         let lines = r.stdout.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
-        #expect(lines.contains { $0.hasPrefix("Example: offline-store \(verb) ") },
-                "offline-store help \(verb) has no 'Example: offline-store \(verb) …' line:\n\(r.stdout)")
+        #expect(
+            lines.contains { $0.hasPrefix("Example: offline-store \(verb) ") },
+            "offline-store help \(verb) has no 'Example: offline-store \(verb) …' line:\n\(r.stdout)")
     }
 
     /// Each example is what the tool accepts: its arguments parse as the verb with its real options.

@@ -9,8 +9,10 @@ struct CLI {
 
     /// The path of a product built beside the test bundle (`offline-store`, `embedded-service`).
     static func built(_ name: String) -> String {
-        let candidates = [URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
-                          Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent()]
+        let candidates = [
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
+            Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent(),
+        ]
         for dir in candidates {
             let path = dir.appendingPathComponent(name).path
             if FileManager.default.isExecutableFile(atPath: path) { return path }
@@ -57,7 +59,9 @@ func write(_ text: String, to path: String) throws {
         let dir = tempDir()
         try write(SampleData.metadata, to: dir + "/metadata.xml")
         try write(SampleData.configuration.json.text, to: dir + "/config.json")
-        let r = try CLI.run(["init", "--store", dir + "/store", "--metadata", dir + "/metadata.xml", "--config", dir + "/config.json"])
+        let r = try CLI.run([
+            "init", "--store", dir + "/store", "--metadata", dir + "/metadata.xml", "--config", dir + "/config.json",
+        ])
         #expect(r.status == 0, "\(r.stderr)")
         for set in SampleData.setsInLoadOrder {
             try write(SampleData.json(set), to: dir + "/\(set).json")
@@ -74,7 +78,9 @@ func write(_ text: String, to path: String) throws {
         #expect(r.stdout.contains(#""Price":768.10"#), "\(r.stdout)")  // exact, with its scale
         let bp = try CLI.run(["get", "--store", dir + "/store", "BusinessPartners('0100000001')"])
         #expect(bp.stdout.contains(#""CreatedAt":"2021-02-11T01:30:00+01:00""#), "\(bp.stdout)")  // the offset is kept
-        let item = try CLI.run(["get", "--store", dir + "/store", "SalesOrderItems(SalesOrderID='0500000003',ItemPosition=20)"])
+        let item = try CLI.run([
+            "get", "--store", dir + "/store", "SalesOrderItems(SalesOrderID='0500000003',ItemPosition=20)",
+        ])
         #expect(item.status == 0 && item.stdout.contains(#""ItemPosition":20"#), "\(item.stdout)\(item.stderr)")
         let check = try CLI.run(["check", "--store", dir + "/store"])
         #expect(check.status == 0 && check.stdout.hasPrefix("ok:"), "\(check.stdout)")
@@ -88,7 +94,10 @@ func write(_ text: String, to path: String) throws {
         let store = dir + "/store"
         let before = try CLI.run(["stats", "--store", store]).stdout
         let cases: [(String, String)] = [
-            (#"{"value":[{"ProductID":"HT-9"},{"ProductID":"HT-10","Price":"cheap"}]}"#, "property 'Price': expected Edm.Decimal"),
+            (
+                #"{"value":[{"ProductID":"HT-9"},{"ProductID":"HT-10","Price":"cheap"}]}"#,
+                "property 'Price': expected Edm.Decimal"
+            ),
             (#"{"value":[{"ProductID":"HT-9","Pric":1}]}"#, "unknown property 'Pric'"),
             (#"{"value":[{"Name":"no key"}]}"#, "key property 'ProductID'"),
             (#"{"value":[{"ProductID":null}]}"#, "key property 'ProductID'"),
@@ -121,7 +130,9 @@ func write(_ text: String, to path: String) throws {
         #expect(!FileManager.default.fileExists(atPath: dir + "/store"))
         try write(SampleData.metadata, to: dir + "/m.xml")
         try write(#"{"indexes":{"Products":["Nope DESC"]}}"#, to: dir + "/c.json")
-        let bad = try CLI.run(["init", "--store", dir + "/store", "--metadata", dir + "/m.xml", "--config", dir + "/c.json"])
+        let bad = try CLI.run([
+            "init", "--store", dir + "/store", "--metadata", dir + "/m.xml", "--config", dir + "/c.json",
+        ])
         #expect(bad.status != 0 && bad.stderr.contains("Nope"), "\(bad.stderr)")
         #expect(!FileManager.default.fileExists(atPath: dir + "/store"))
     }
@@ -129,34 +140,36 @@ func write(_ text: String, to path: String) throws {
 
 @Suite(.checksStores) struct V2LoadTests {
     static let edmx = """
-    <?xml version="1.0" encoding="utf-8"?>
-    <edmx:Edmx Version="1.0" xmlns:edmx="http://schemas.microsoft.com/ado/2007/06/edmx" xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata" xmlns:sap="http://www.sap.com/Protocols/SAPData">
-     <edmx:DataServices m:DataServiceVersion="2.0">
-      <Schema Namespace="SHOP" xmlns="http://schemas.microsoft.com/ado/2008/09/edm">
-       <EntityType Name="Product" sap:content-version="1">
-        <Key><PropertyRef Name="ProductID"/></Key>
-        <Property Name="ProductID" Type="Edm.String" Nullable="false" MaxLength="10" sap:label="Product ID"/>
-        <Property Name="Price" Type="Edm.Decimal" Precision="16" Scale="3"/>
-        <Property Name="Stock" Type="Edm.Int64"/>
-        <Property Name="CreatedAt" Type="Edm.DateTime" Precision="7"/>
-        <Property Name="Changed" Type="Edm.DateTimeOffset"/>
-        <Property Name="Opens" Type="Edm.Time"/>
-        <Property Name="Id" Type="Edm.Guid"/>
-       </EntityType>
-       <EntityContainer Name="SHOP_Entities" m:IsDefaultEntityContainer="true">
-        <EntitySet Name="Products" EntityType="SHOP.Product"/>
-        <FunctionImport Name="Reorder" ReturnType="SHOP.Product" EntitySet="Products" m:HttpMethod="POST"/>
-       </EntityContainer>
-      </Schema>
-     </edmx:DataServices>
-    </edmx:Edmx>
-    """
+        <?xml version="1.0" encoding="utf-8"?>
+        <edmx:Edmx Version="1.0" xmlns:edmx="http://schemas.microsoft.com/ado/2007/06/edmx" xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata" xmlns:sap="http://www.sap.com/Protocols/SAPData">
+         <edmx:DataServices m:DataServiceVersion="2.0">
+          <Schema Namespace="SHOP" xmlns="http://schemas.microsoft.com/ado/2008/09/edm">
+           <EntityType Name="Product" sap:content-version="1">
+            <Key><PropertyRef Name="ProductID"/></Key>
+            <Property Name="ProductID" Type="Edm.String" Nullable="false" MaxLength="10" sap:label="Product ID"/>
+            <Property Name="Price" Type="Edm.Decimal" Precision="16" Scale="3"/>
+            <Property Name="Stock" Type="Edm.Int64"/>
+            <Property Name="CreatedAt" Type="Edm.DateTime" Precision="7"/>
+            <Property Name="Changed" Type="Edm.DateTimeOffset"/>
+            <Property Name="Opens" Type="Edm.Time"/>
+            <Property Name="Id" Type="Edm.Guid"/>
+           </EntityType>
+           <EntityContainer Name="SHOP_Entities" m:IsDefaultEntityContainer="true">
+            <EntitySet Name="Products" EntityType="SHOP.Product"/>
+            <FunctionImport Name="Reorder" ReturnType="SHOP.Product" EntitySet="Products" m:HttpMethod="POST"/>
+           </EntityContainer>
+          </Schema>
+         </edmx:DataServices>
+        </edmx:Edmx>
+        """
 
     @Test func v2PayloadRoundTripsExactly() throws {
         let dir = tempDir()
         try write(Self.edmx, to: dir + "/m.xml")
         #expect(try CLI.run(["init", "--store", dir + "/s", "--metadata", dir + "/m.xml"]).status == 0)
-        try write(#"{"d":{"results":[{"__metadata":{"uri":"x","type":"SHOP.Product"},"ProductID":"HT-1001","Price":"1249.000","Stock":"9007199254740993","CreatedAt":"\/Date(1349222400000)\/","Changed":"\/Date(1349222400000+0120)\/","Opens":"PT8H30M","Id":"005056a2-0b4c-1ee2-8ea3-c5d5e4f6a7b8"}]}}"#, to: dir + "/p.json")
+        try write(
+            #"{"d":{"results":[{"__metadata":{"uri":"x","type":"SHOP.Product"},"ProductID":"HT-1001","Price":"1249.000","Stock":"9007199254740993","CreatedAt":"\/Date(1349222400000)\/","Changed":"\/Date(1349222400000+0120)\/","Opens":"PT8H30M","Id":"005056a2-0b4c-1ee2-8ea3-c5d5e4f6a7b8"}]}}"#,
+            to: dir + "/p.json")
         let load = try CLI.run(["load", "--store", dir + "/s", "--set", "Products", dir + "/p.json"])
         #expect(load.status == 0, "\(load.stderr)")
         let r = try CLI.run(["get", "--store", dir + "/s", "Products('HT-1001')"])
@@ -165,7 +178,10 @@ func write(_ text: String, to path: String) throws {
         #expect(r.stdout.contains(#""CreatedAt":"2012-10-03T00:00:00Z""#), "\(r.stdout)")
         #expect(r.stdout.contains(#""Changed":"2012-10-03T02:00:00+02:00""#), "\(r.stdout)")
         #expect(r.stdout.contains(#""Opens":"08:30:00""#), "\(r.stdout)")
-        let q = try CLI.run(["query", "--store", dir + "/s", "Products?$filter=Price eq 1249M and CreatedAt eq datetime'2012-10-03T00:00:00'&$select=ProductID"])
+        let q = try CLI.run([
+            "query", "--store", dir + "/s",
+            "Products?$filter=Price eq 1249M and CreatedAt eq datetime'2012-10-03T00:00:00'&$select=ProductID",
+        ])
         #expect(q.stdout.contains("HT-1001"), "\(q.stdout)\(q.stderr)")
         #expect(try CLI.run(["check", "--store", dir + "/s"]).status == 0)
     }

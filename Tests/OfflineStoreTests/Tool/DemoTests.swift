@@ -39,10 +39,14 @@ import Testing
         let size = Self.size
         let r = try ChildProcess.run(["demo", "--size", String(size)], timeout: Self.seconds)
         #expect(!r.hung, "the demo took longer than \(Self.seconds) s")
-        #expect(r.signal == nil && r.status == 0, "status \(r.status), signal \(String(describing: r.signal))\n\(r.stderr)\n\(r.stdout)")
+        #expect(
+            r.signal == nil && r.status == 0,
+            "status \(r.status), signal \(String(describing: r.signal))\n\(r.stderr)\n\(r.stdout)")
         #expect(!r.stdout.contains("\u{1B}") && !r.stdout.contains("\r"), "off a terminal the output is plain lines")
         let s = Self.sections(r.stdout)
-        let headers = r.stdout.split(separator: "\n").filter { $0.hasPrefix("== ") }.map { $0.split(separator: " ").prefix(2).joined(separator: " ") }
+        let headers = r.stdout.split(separator: "\n").filter { $0.hasPrefix("== ") }.map {
+            $0.split(separator: " ").prefix(2).joined(separator: " ")
+        }
         #expect(headers == (1...13).map { "== \($0)/13" } + ["== summary"], "\(headers)")
         for n in 1...13 {
             #expect(s[n]?.last?.hasPrefix("   time: ") == true, "step \(n) ends with its time: \(s[n] ?? [])")
@@ -50,7 +54,10 @@ import Testing
         #expect(s[0]?.first?.contains("--size \(size)") == true)
 
         // 1. The server's data set, as --size scales it.
-        let generated = [("BusinessPartners", size), ("Products", max(size / 2, 20)), ("SalesOrders", size * 5), ("SalesOrderItems", size * 15)]
+        let generated = [
+            ("BusinessPartners", size), ("Products", max(size / 2, 20)), ("SalesOrders", size * 5),
+            ("SalesOrderItems", size * 15),
+        ]
         for (set, count) in generated {
             #expect(Self.line(s[1], "\(set): ").hasPrefix("   \(set): \(count) generated"), "\(s[1] ?? [])")
         }
@@ -59,13 +66,20 @@ import Testing
         #expect(Self.line(s[1], "serving ").contains(" at http://127.0.0.1:"))
 
         // 2. The lifecycle while opening and downloading, and what arrived.
-        let states = (s[2] ?? []).filter { $0.hasPrefix("   state: ") }.map { String($0.dropFirst(10).prefix { $0 != " " && $0 != ":" }) }
+        let states = (s[2] ?? []).filter { $0.hasPrefix("   state: ") }.map {
+            String($0.dropFirst(10).prefix { $0 != " " && $0 != ":" })
+        }
         #expect(states == ["opening", "initializing", "open", "downloading", "downloading", "open"], "\(s[2] ?? [])")
         #expect(Self.line(s[2], "state: downloading SG_Sales: ").contains(" entities, "))
-        #expect(Self.line(s[2], "state: downloading SG_Product: ").hasPrefix("   state: downloading SG_Product: \(max(size / 2, 20)) entities, "))
-        #expect(Self.line(s[2], "   refresh: ").hasPrefix("   refresh: refreshed 2 requests (SG_Sales: full, SG_Product: full)"))
+        #expect(
+            Self.line(s[2], "state: downloading SG_Product: ").hasPrefix(
+                "   state: downloading SG_Product: \(max(size / 2, 20)) entities, "))
+        #expect(
+            Self.line(s[2], "   refresh: ").hasPrefix(
+                "   refresh: refreshed 2 requests (SG_Sales: full, SG_Product: full)"))
         let local = Self.line(s[2], "local: ")
-        #expect(local.contains("BusinessPartners \(us),") && local.contains("Products \(max(size / 2, 20)) "), "\(local)")
+        #expect(
+            local.contains("BusinessPartners \(us),") && local.contains("Products \(max(size / 2, 20)) "), "\(local)")
 
         // 3. findAll and findBy.
         #expect(Self.line(s[3], "findAll Products: ").contains(": \(max(size / 2, 20)) entities"))
@@ -79,7 +93,10 @@ import Testing
         // 5. Six changes, six requests, with their tags.
         let requests = (s[5] ?? []).filter { $0.contains("→ request #") }.map { Self.numbers($0).last ?? -1 }
         #expect(requests == [1, 2, 3, 4, 5, 6], "\(s[5] ?? [])")
-        #expect(["[tag new-product]", "[tag price-change]", "[tag new-order]", "[tag drop-item]"].allSatisfy { tag in (s[5] ?? []).contains { $0.contains(tag) } })
+        #expect(
+            ["[tag new-product]", "[tag price-change]", "[tag new-order]", "[tag drop-item]"].allSatisfy { tag in
+                (s[5] ?? []).contains { $0.contains(tag) }
+            })
 
         // 6. The queue before and after collapse: four more changes, no more requests.
         #expect(Self.line(s[6], "before: ") == "   before: 6 requests for 6 changes")
@@ -92,33 +109,49 @@ import Testing
         // 7. The flush sends them all.
         #expect(Self.line(s[7], "requests to send") == "   6 requests to send")
         #expect(Self.line(s[7], "state: uploading") == "   state: uploading: 6 requests sent", "\(s[7] ?? [])")
-        #expect(Self.line(s[7], "   flush: ").hasPrefix("   flush: sent 6, succeeded 6, archived 0, left 0"), "\(s[7] ?? [])")
-        #expect(Self.line(s[7], "on the server now: ").contains("with 2 items, the deleted item gone, Products('DEMO-2') never sent"))
+        #expect(
+            Self.line(s[7], "   flush: ").hasPrefix("   flush: sent 6, succeeded 6, archived 0, left 0"),
+            "\(s[7] ?? [])")
+        #expect(
+            Self.line(s[7], "on the server now: ").contains(
+                "with 2 items, the deleted item gone, Products('DEMO-2') never sent"))
 
         // 8. Two pending changes (#7 went to the cancelled create: ids are never reused), and
         // another client's changes on the server.
         #expect((s[8] ?? []).filter { $0.contains("local, pending: ") }.count == 2)
-        #expect((s[8] ?? []).filter { $0.contains("another client: ") && ($0.hasSuffix("→ 204") || $0.hasSuffix("→ 200")) }.count == 2, "\(s[8] ?? [])")
+        #expect(
+            (s[8] ?? []).filter { $0.contains("another client: ") && ($0.hasSuffix("→ 204") || $0.hasSuffix("→ 200")) }
+                .count == 2, "\(s[8] ?? [])")
 
         // 9. The refresh rebases one and retains the other.
-        #expect(Self.line(s[9], "   refresh: ").contains("(SG_Sales: full, SG_Product: delta)") && Self.line(s[9], "   refresh: ").contains(" 1 rebased"), "\(s[9] ?? [])")
+        #expect(
+            Self.line(s[9], "   refresh: ").contains("(SG_Sales: full, SG_Product: delta)")
+                && Self.line(s[9], "   refresh: ").contains(" 1 rebased"), "\(s[9] ?? [])")
         #expect(Self.line(s[9], "from the server, Price 19.99 from request #8, still pending") != "")
         #expect(Self.line(s[9], "deleted on the server, kept locally") != "")
 
         // 10. One success, one refusal in the ErrorArchive.
         #expect(Self.line(s[10], "   flush: ").hasPrefix("   flush: sent 2, succeeded 1, archived 1"), "\(s[10] ?? [])")
-        #expect(Self.line(s[10], "ErrorArchive: request #9 PATCH Products(").contains("[rename-offline]: HTTP 404"), "\(s[10] ?? [])")
+        #expect(
+            Self.line(s[10], "ErrorArchive: request #9 PATCH Products(").contains("[rename-offline]: HTTP 404"),
+            "\(s[10] ?? [])")
 
         // 11. Resolved, and the entity gone after the next refresh.
-        #expect(Self.line(s[11], "resolveError(requestID: 9): dropped #9; ErrorArchive 0 entries, queue 0 requests") != "", "\(s[11] ?? [])")
+        #expect(
+            Self.line(s[11], "resolveError(requestID: 9): dropped #9; ErrorArchive 0 entries, queue 0 requests") != "",
+            "\(s[11] ?? [])")
         #expect(Self.line(s[11], "gone locally too, as on the server") != "")
         #expect(Self.line(s[11], "   refresh: ").contains(" 1 removed"), "\(s[11] ?? [])")
 
         // 12. The EventLog: two uploads, one download per refresh.
         #expect(Self.line(s[12], "2 uploads, 3 downloads") != "", "\(s[12] ?? [])")
         let events = (s[12] ?? []).filter { $0.hasPrefix("   #") }
-        #expect(events.map { $0.split(separator: " ").dropFirst().prefix(2).joined(separator: " ") }
-            == ["Download succeeded,", "Upload succeeded,", "Download succeeded,", "Upload succeeded,", "Download succeeded,"], "\(events)")
+        #expect(
+            events.map { $0.split(separator: " ").dropFirst().prefix(2).joined(separator: " ") }
+                == [
+                    "Download succeeded,", "Upload succeeded,", "Download succeeded,", "Upload succeeded,",
+                    "Download succeeded,",
+                ], "\(events)")
 
         // 13. check, and the offline copy equal to what the server selects.
         #expect(Self.line(s[13], "offline store: ").hasPrefix("   offline store: ok"), "\(s[13] ?? [])")
@@ -128,7 +161,9 @@ import Testing
 
         // The summary.
         #expect(Self.line(s[14], "changes: ") == "   changes: 10 made offline, 6 requests after collapse")
-        #expect(Self.line(s[14], "   flush: ") == "   flush: 7 requests applied by the server, 1 refused and 1 resolved; 3 refreshes")
+        #expect(
+            Self.line(s[14], "   flush: ")
+                == "   flush: 7 requests applied by the server, 1 refused and 1 resolved; 3 refreshes")
         #expect(s[14]?.last == "ok: the whole story ran")
     }
 

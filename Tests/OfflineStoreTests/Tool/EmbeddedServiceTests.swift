@@ -16,7 +16,9 @@ import Samples
     func wait(_ what: String, _ condition: () async throws -> Bool) async throws {
         let start = Date()
         while try await !condition() {
-            if Date().timeIntervalSince(start) > Self.seconds { throw WaitTimedOut(description: "waited \(Self.seconds) s for \(what)") }
+            if Date().timeIntervalSince(start) > Self.seconds {
+                throw WaitTimedOut(description: "waited \(Self.seconds) s for \(what)")
+            }
             try await Task.sleep(for: .milliseconds(100))
         }
     }
@@ -25,10 +27,15 @@ import Samples
 
     @Test func servesRefreshesAndFlushes() async throws {
         let dir = tempDir()
-        let (before, productCount) = try {    // closed again before serve opens it
-            let served = try OfflineStore.create(at: dir + "/served", metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
-            for set in SampleData.setsInLoadOrder { _ = try served.load(set: set, json: Array(SampleData.json(set).utf8)) }
-            return (try served.get(set: "Products", key: [.string("HT-1001")])?["Price"], try served.count(set: "Products"))
+        let (before, productCount) = try {  // closed again before serve opens it
+            let served = try OfflineStore.create(
+                at: dir + "/served", metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
+            for set in SampleData.setsInLoadOrder {
+                _ = try served.load(set: set, json: Array(SampleData.json(set).utf8))
+            }
+            return (
+                try served.get(set: "Products", key: [.string("HT-1001")])?["Price"], try served.count(set: "Products")
+            )
         }()
         try write(SampleData.metadata, to: dir + "/metadata.xml")
 
@@ -36,9 +43,12 @@ import Samples
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         var example: ServerProcess?
         do {
-            let args = ["--store", dir + "/offline", "--metadata", dir + "/metadata.xml", "--service", server.url,
-                        "--interval", "0.5", "--port", "0", "--lifetime", "900"]
-            let service = try await ServerProcess.launch(CLI.built("embedded-service"), args, store: dir + "/offline", startTimeout: 60)
+            let args = [
+                "--store", dir + "/offline", "--metadata", dir + "/metadata.xml", "--service", server.url,
+                "--interval", "0.5", "--port", "0", "--lifetime", "900",
+            ]
+            let service = try await ServerProcess.launch(
+                CLI.built("embedded-service"), args, store: dir + "/offline", startTimeout: 60)
             example = service
             #expect(service.url.hasPrefix("http://127.0.0.1:"))
             let http = HTTP(client: client, base: service.url)
@@ -66,7 +76,8 @@ import Samples
             let expected = Value.decimal(try #require(EDMDecimal("4321.125")))
             #expect(before != expected)
             try await wait("the flush of the price change") {
-                try OfflineStore.open(at: dir + "/served", readOnly: true).get(set: "Products", key: [.string("HT-1001")])?["Price"] == expected
+                try OfflineStore.open(at: dir + "/served", readOnly: true).get(
+                    set: "Products", key: [.string("HT-1001")])?["Price"] == expected
             }
             try await wait("an empty queue") { try await http.get("status").object["pendingRequests"] as? Int == 0 }
             let status = try await http.get("status").object
@@ -76,7 +87,8 @@ import Samples
 
             try await client.shutdown()
             let exampleStatus = await service.stop()
-            #expect(exampleStatus == 0, "embedded-service did not stop cleanly on SIGTERM: \(service.stderr.suffix(2000))")
+            #expect(
+                exampleStatus == 0, "embedded-service did not stop cleanly on SIGTERM: \(service.stderr.suffix(2000))")
             #expect(service.stderr.contains("flush: sent 1, succeeded 1"), "\(service.stderr.suffix(2000))")
         } catch {
             try? await client.shutdown()

@@ -35,12 +35,21 @@ struct FuzzServeTargetTests {
         #expect(await status("B(D /\n\n") == nil)
         // The store is shared with the corpus test (one per process): a create under a key of its own.
         let seeds = try #require(FuzzTargets.seeds()["serve"])
-        let create = try #require(seeds.map { String(decoding: $0, as: UTF8.self) }.first { $0.hasPrefix("POST /Products\n") && $0.contains("FZ-1") })
+        let create = try #require(
+            seeds.map { String(decoding: $0, as: UTF8.self) }.first {
+                $0.hasPrefix("POST /Products\n") && $0.contains("FZ-1")
+            })
         let key = "FZ-T1"
         #expect(await status(create.replacingOccurrences(of: "FZ-1", with: key)) == 201)
         #expect(await status(create.replacingOccurrences(of: "FZ-1", with: key)) == 409)
-        #expect(await status("PATCH /Products('\(key)')\nContent-Type: application/json\nIf-Match: *\n\n{\"Name\":\"n\"}") == 204)
-        let batch = try #require(await FuzzTargets.serve(seeds.first { String(decoding: $0, as: UTF8.self).hasPrefix("POST /$batch\nContent-Type: application/json") }!))
+        #expect(
+            await status("PATCH /Products('\(key)')\nContent-Type: application/json\nIf-Match: *\n\n{\"Name\":\"n\"}")
+                == 204)
+        let batch = try #require(
+            await FuzzTargets.serve(
+                seeds.first {
+                    String(decoding: $0, as: UTF8.self).hasPrefix("POST /$batch\nContent-Type: application/json")
+                }!))
         #expect(batch.status == 200)
         #expect(String(decoding: batch.body, as: UTF8.self).contains("\"responses\""))
     }
@@ -68,11 +77,14 @@ struct PreferHeaderTests {
             #expect(reply != nil && reply!.status != 500, "Accept: \(header)")
         }
         for type in [";", ";x", "=", ",", ";;", " ; "] {
-            let batch = #"{"requests":[{"id":"1","method":"PATCH","url":"Products('HT-1000')","headers":{"Content-Type":"\#(type)"},"body":{}}]}"#
+            let batch =
+                #"{"requests":[{"id":"1","method":"PATCH","url":"Products('HT-1000')","headers":{"Content-Type":"\#(type)"},"body":{}}]}"#
             let reply = await FuzzTargets.serve(Array("POST /$batch\nContent-Type: application/json\n\n\(batch)".utf8))
             #expect(reply?.status == 200, "batch Content-Type \(type)")
         }
         let paged = await FuzzTargets.serve(Array("GET /Products\nPrefer: =, odata.maxpagesize=1 ;x\n\n".utf8))
-        #expect(paged.map { String(decoding: $0.body, as: UTF8.self).contains("@odata.nextLink") } == true, "a page size after an empty preference is honoured")
+        #expect(
+            paged.map { String(decoding: $0.body, as: UTF8.self).contains("@odata.nextLink") } == true,
+            "a page size after an empty preference is honoured")
     }
 }

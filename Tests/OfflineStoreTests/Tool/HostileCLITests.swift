@@ -10,7 +10,9 @@ import Samples
     @Test func nastyRequestsExitCleanly() throws {
         let dir = try CLITests().sampleStore()
         let store = dir + "/store"
-        let cyclic = "SalesOrders?$expand=" + Array(repeating: "BusinessPartner($expand=SalesOrders($expand=", count: 12).joined() + "Items"
+        let cyclic =
+            "SalesOrders?$expand="
+            + Array(repeating: "BusinessPartner($expand=SalesOrders($expand=", count: 12).joined() + "Items"
             + String(repeating: ")", count: 24)
         let cases: [(args: [String], status: Int32, stderr: String)] = [
             (["Products?$skip=9223372036854775800&$top=100&$orderby=Price"], 0, ""),
@@ -25,10 +27,17 @@ import Samples
             (["Products?$filter=Price mul 1e-9223372036854775808M eq 1"], 1, "invalid Decimal literal"),
             (["Products?$filter=duration'PT922337203685.9999999S' eq duration'PT1S'"], 1, "invalid duration literal"),
             (["Products?$filter=cast('/Date(-9223372036854775808)/',Edm.DateTimeOffset) eq null"], 0, ""),
-            (["SalesOrderItems?$filter=DeliveryDate add duration'P10675199D' eq null&$orderby=Quantity mul 9223372036854775807"], 0, ""),
+            (
+                [
+                    "SalesOrderItems?$filter=DeliveryDate add duration'P10675199D' eq null&$orderby=Quantity mul 9223372036854775807"
+                ], 0, ""
+            ),
             (["SalesOrderItems?$filter=Quantity div 0 eq 1"], 1, "division by zero"),
             ([cyclic], 1, "limits.maxExpansionDepth"),
-            (["Products?$filter=Price eq 1" + String(repeating: "0", count: 100_000) + "x"], 1, "invalid number literal"),
+            (
+                ["Products?$filter=Price eq 1" + String(repeating: "0", count: 100_000) + "x"], 1,
+                "invalid number literal"
+            ),
             (["Products?$filter=Nam\u{1B}[31me eq 'x'"], 1, "unexpected '\\u001B'"),
         ]
         for c in cases {
@@ -39,8 +48,12 @@ import Samples
             if c.status == 0 {
                 #expect(r.stdout.hasPrefix("{") && r.stderr.isEmpty, "\(what): \(r.stderr.prefix(300))")
             } else {
-                #expect(r.stderr.hasPrefix("offline-store: ") && r.stderr.contains(c.stderr), "\(what): \(r.stderr.prefix(300))")
-                #expect(r.stderr.split(separator: "\n").count == 1 && r.stderr.count < 300, "\(what): \(r.stderr.prefix(300))")
+                #expect(
+                    r.stderr.hasPrefix("offline-store: ") && r.stderr.contains(c.stderr),
+                    "\(what): \(r.stderr.prefix(300))")
+                #expect(
+                    r.stderr.split(separator: "\n").count == 1 && r.stderr.count < 300,
+                    "\(what): \(r.stderr.prefix(300))")
                 #expect(!r.stderr.unicodeScalars.contains("\u{1B}"))
             }
         }
@@ -60,14 +73,32 @@ import Samples
         let metadata = dir + "/metadata.xml"
         let unreachable = "http://127.0.0.1:1/"
         let cases: [(args: [String], status: Int32, stderr: String)] = [
-            (["init", "--store", dir + "/a", "--metadata", metadata, "--max-size", "0"], 1, "--max-size must be a size from 256K"),
+            (
+                ["init", "--store", dir + "/a", "--metadata", metadata, "--max-size", "0"], 1,
+                "--max-size must be a size from 256K"
+            ),
             (["init", "--store", dir + "/a", "--metadata", metadata, "--max-size=-1"], 1, "--max-size must be a size"),
-            (["init", "--store", dir + "/a", "--metadata", metadata, "--max-size", "9223372036854775807"], 1, "--max-size must be a size"),
-            (["init", "--store", dir + "/a", "--metadata", metadata, "--max-size", "99999999999999999999"], 1, "--max-size must be a size"),
-            (["init", "--store", dir + "/a", "--metadata", metadata, "--max-size", "8388607G"], 1, "--max-size must be a size"),
-            (["init", "--store", dir + "/a", "--metadata", metadata, "--max-size", "1.5G"], 1, "--max-size must be a size"),
+            (
+                ["init", "--store", dir + "/a", "--metadata", metadata, "--max-size", "9223372036854775807"], 1,
+                "--max-size must be a size"
+            ),
+            (
+                ["init", "--store", dir + "/a", "--metadata", metadata, "--max-size", "99999999999999999999"], 1,
+                "--max-size must be a size"
+            ),
+            (
+                ["init", "--store", dir + "/a", "--metadata", metadata, "--max-size", "8388607G"], 1,
+                "--max-size must be a size"
+            ),
+            (
+                ["init", "--store", dir + "/a", "--metadata", metadata, "--max-size", "1.5G"], 1,
+                "--max-size must be a size"
+            ),
             (["init", "--store", dir + "/a", "--metadata", metadata, "--max-size", "65536G"], 0, ""),
-            (["init", "--store", dir + "/b", "--metadata", metadata, "--max-size", "65537G"], 1, "from 256K to 65536G"),
+            (
+                ["init", "--store", dir + "/b", "--metadata", metadata, "--max-size", "65537G"], 1,
+                "from 256K to 65536G"
+            ),
             (["serve", "--store", store, "--max-size", "-5G"], 64, "max-size"),
             (["serve", "--store", store, "--lifetime", "nan"], 1, "--lifetime must be a positive number"),
             (["serve", "--store", store, "--lifetime=-1"], 1, "--lifetime must be a positive number"),
@@ -75,7 +106,10 @@ import Samples
             (["serve", "--store", store, "--port", "65536"], 1, "--port must be 0…65535"),
             (["serve", "--store", store, "--port=-1"], 1, "--port must be 0…65535"),
             (["serve", "--store", store, "--page-size", "0"], 1, "--page-size must be at least 1"),
-            (["serve", "--store", store, "--page-size", "9223372036854775807", "--port", "0", "--lifetime", "0.5"], 0, ""),
+            (
+                ["serve", "--store", store, "--page-size", "9223372036854775807", "--port", "0", "--lifetime", "0.5"],
+                0, ""
+            ),
             (["demo", "--size", "0"], 1, "--size must be 10…200000, not 0"),
             (["demo", "--size=-1"], 1, "--size must be 10…200000, not -1"),
             (["demo", "--size", "9223372036854775807"], 1, "--size must be 10…200000"),
@@ -99,12 +133,33 @@ import Samples
             (["generate", "--store", store, "--set", "Products", "--count", "0"], 0, ""),
             (["generate", "--store", store, "--set", "Products", "--count=-5"], 64, "count"),
             (["generate", "--store", store, "--set", "Products", "--count", "1", "--batch", "0"], 64, "batch"),
-            (["load", "--store", store, "--set", "Products", "--batch", "0", dir + "/Products.json"], 64, "--batch needs a number ≥ 1"),
-            (["load", "--store", store, "--set", "Products", "--batch=-1", dir + "/Products.json"], 64, "--batch needs a number ≥ 1"),
-            (["load", "--store", store, "--set", "Products", "--batch=-9223372036854775808", dir + "/Products.json"], 64, "--batch"),
-            (["load", "--store", store, "--set", "Products", "--batch", "99999999999999999999", dir + "/Products.json"], 64, "batch"),
+            (
+                ["load", "--store", store, "--set", "Products", "--batch", "0", dir + "/Products.json"], 64,
+                "--batch needs a number ≥ 1"
+            ),
+            (
+                ["load", "--store", store, "--set", "Products", "--batch=-1", dir + "/Products.json"], 64,
+                "--batch needs a number ≥ 1"
+            ),
+            (
+                [
+                    "load", "--store", store, "--set", "Products", "--batch=-9223372036854775808",
+                    dir + "/Products.json",
+                ], 64, "--batch"
+            ),
+            (
+                [
+                    "load", "--store", store, "--set", "Products", "--batch", "99999999999999999999",
+                    dir + "/Products.json",
+                ], 64, "batch"
+            ),
             (["load", "--store", store, "--set", "Products", "--batch", "1", dir + "/Products.json"], 0, ""),
-            (["load", "--store", store, "--set", "Products", "--batch", "9223372036854775807", dir + "/Products.json"], 0, ""),
+            (
+                [
+                    "load", "--store", store, "--set", "Products", "--batch", "9223372036854775807",
+                    dir + "/Products.json",
+                ], 0, ""
+            ),
         ]
         for c in cases {
             let r = try CLI.run(c.args)
@@ -112,7 +167,11 @@ import Samples
             #expect(!r.signaled, "\(what): killed by signal \(r.status)\n\(r.stderr.prefix(300))")
             #expect(r.status == c.status, "\(what): status \(r.status)\n\(r.stderr.prefix(300))")
             #expect(c.stderr.isEmpty || r.stderr.contains(c.stderr), "\(what): \(r.stderr.prefix(300))")
-            if c.status == 1 { #expect(r.stderr.hasPrefix("offline-store: ") && r.stderr.split(separator: "\n").count == 1, "\(what): \(r.stderr.prefix(300))") }
+            if c.status == 1 {
+                #expect(
+                    r.stderr.hasPrefix("offline-store: ") && r.stderr.split(separator: "\n").count == 1,
+                    "\(what): \(r.stderr.prefix(300))")
+            }
         }
         #expect(try CLI.run(["check", "--store", store]).status == 0)
         #expect(try CLI.run(["check", "--store", dir + "/a"]).status == 0)
@@ -122,7 +181,9 @@ import Samples
         let dir = tempDir()
         try write(SampleData.metadata, to: dir + "/m.xml")
         try write(#"{"limits": {"maxExpansionDepth": 1, "maxExpandedEntities": 3}}"#, to: dir + "/c.json")
-        #expect(try CLI.run(["init", "--store", dir + "/s", "--metadata", dir + "/m.xml", "--config", dir + "/c.json"]).status == 0)
+        #expect(
+            try CLI.run(["init", "--store", dir + "/s", "--metadata", dir + "/m.xml", "--config", dir + "/c.json"])
+                .status == 0)
         for set in SampleData.setsInLoadOrder {
             try write(SampleData.json(set), to: dir + "/\(set).json")
             #expect(try CLI.run(["load", "--store", dir + "/s", "--set", set, dir + "/\(set).json"]).status == 0)
@@ -134,7 +195,9 @@ import Samples
         let few = try CLI.run(["query", "--store", dir + "/s", "SalesOrders?$top=1&$expand=Items($top=3)"])
         #expect(few.status == 0, "\(few.stderr)")
         try write(#"{"limits": {"maxExpansionDepht": 1}}"#, to: dir + "/typo.json")
-        let typo = try CLI.run(["init", "--store", dir + "/t", "--metadata", dir + "/m.xml", "--config", dir + "/typo.json"])
+        let typo = try CLI.run([
+            "init", "--store", dir + "/t", "--metadata", dir + "/m.xml", "--config", dir + "/typo.json",
+        ])
         #expect(typo.status != 0 && typo.stderr.contains("maxExpansionDepht"), "\(typo.stderr)")
         #expect(try CLI.run(["check", "--store", dir + "/s"]).status == 0)
     }

@@ -8,48 +8,48 @@ import Testing
 /// the schema are reported when the collection is opened, each named.
 @Suite(.checksStores) struct TypedCollectionTests {
     static let metadata = """
-    <?xml version="1.0" encoding="utf-8"?>
-    <edmx:Edmx xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx" Version="4.0">
-      <edmx:DataServices>
-        <Schema xmlns="http://docs.oasis-open.org/odata/ns/edm" Namespace="T">
-          <EnumType Name="Colour"><Member Name="Red" Value="1"/><Member Name="Green" Value="2"/><Member Name="Blue" Value="4"/></EnumType>
-          <ComplexType Name="Address">
-            <Property Name="Street" Type="Edm.String"/>
-            <Property Name="City" Type="Edm.String" Nullable="false"/>
-          </ComplexType>
-          <EntityType Name="Thing">
-            <Key><PropertyRef Name="ID"/></Key>
-            <Property Name="ID" Type="Edm.Int32" Nullable="false"/>
-            <Property Name="Name" Type="Edm.String" Nullable="false" MaxLength="40"/>
-            <Property Name="Flag" Type="Edm.Boolean"/>
-            <Property Name="Small" Type="Edm.Byte"/>
-            <Property Name="Signed" Type="Edm.SByte"/>
-            <Property Name="Short" Type="Edm.Int16"/>
-            <Property Name="Big" Type="Edm.Int64"/>
-            <Property Name="Ratio" Type="Edm.Single"/>
-            <Property Name="Measure" Type="Edm.Double"/>
-            <Property Name="Price" Type="Edm.Decimal" Precision="28" Scale="6"/>
-            <Property Name="Exact" Type="Edm.Decimal" Precision="38" Scale="10"/>
-            <Property Name="Day" Type="Edm.Date"/>
-            <Property Name="DayAsDate" Type="Edm.Date"/>
-            <Property Name="At" Type="Edm.DateTimeOffset"/>
-            <Property Name="AtExact" Type="Edm.DateTimeOffset"/>
-            <Property Name="Time" Type="Edm.TimeOfDay"/>
-            <Property Name="Span" Type="Edm.Duration"/>
-            <Property Name="Uid" Type="Edm.Guid"/>
-            <Property Name="Gid" Type="Edm.Guid"/>
-            <Property Name="Blob" Type="Edm.Binary"/>
-            <Property Name="Colour" Type="T.Colour"/>
-            <Property Name="Address" Type="T.Address"/>
-            <Property Name="Tags" Type="Collection(Edm.String)"/>
-          </EntityType>
-        </Schema>
-        <Schema xmlns="http://docs.oasis-open.org/odata/ns/edm" Namespace="C">
-          <EntityContainer Name="C"><EntitySet Name="Things" EntityType="T.Thing"/></EntityContainer>
-        </Schema>
-      </edmx:DataServices>
-    </edmx:Edmx>
-    """
+        <?xml version="1.0" encoding="utf-8"?>
+        <edmx:Edmx xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx" Version="4.0">
+          <edmx:DataServices>
+            <Schema xmlns="http://docs.oasis-open.org/odata/ns/edm" Namespace="T">
+              <EnumType Name="Colour"><Member Name="Red" Value="1"/><Member Name="Green" Value="2"/><Member Name="Blue" Value="4"/></EnumType>
+              <ComplexType Name="Address">
+                <Property Name="Street" Type="Edm.String"/>
+                <Property Name="City" Type="Edm.String" Nullable="false"/>
+              </ComplexType>
+              <EntityType Name="Thing">
+                <Key><PropertyRef Name="ID"/></Key>
+                <Property Name="ID" Type="Edm.Int32" Nullable="false"/>
+                <Property Name="Name" Type="Edm.String" Nullable="false" MaxLength="40"/>
+                <Property Name="Flag" Type="Edm.Boolean"/>
+                <Property Name="Small" Type="Edm.Byte"/>
+                <Property Name="Signed" Type="Edm.SByte"/>
+                <Property Name="Short" Type="Edm.Int16"/>
+                <Property Name="Big" Type="Edm.Int64"/>
+                <Property Name="Ratio" Type="Edm.Single"/>
+                <Property Name="Measure" Type="Edm.Double"/>
+                <Property Name="Price" Type="Edm.Decimal" Precision="28" Scale="6"/>
+                <Property Name="Exact" Type="Edm.Decimal" Precision="38" Scale="10"/>
+                <Property Name="Day" Type="Edm.Date"/>
+                <Property Name="DayAsDate" Type="Edm.Date"/>
+                <Property Name="At" Type="Edm.DateTimeOffset"/>
+                <Property Name="AtExact" Type="Edm.DateTimeOffset"/>
+                <Property Name="Time" Type="Edm.TimeOfDay"/>
+                <Property Name="Span" Type="Edm.Duration"/>
+                <Property Name="Uid" Type="Edm.Guid"/>
+                <Property Name="Gid" Type="Edm.Guid"/>
+                <Property Name="Blob" Type="Edm.Binary"/>
+                <Property Name="Colour" Type="T.Colour"/>
+                <Property Name="Address" Type="T.Address"/>
+                <Property Name="Tags" Type="Collection(Edm.String)"/>
+              </EntityType>
+            </Schema>
+            <Schema xmlns="http://docs.oasis-open.org/odata/ns/edm" Namespace="C">
+              <EntityContainer Name="C"><EntitySet Name="Things" EntityType="T.Thing"/></EntityContainer>
+            </Schema>
+          </edmx:DataServices>
+        </edmx:Edmx>
+        """
 
     enum Colour: String, Codable, Sendable, CaseIterable { case Red, Green, Blue }
 
@@ -93,19 +93,25 @@ import Testing
     }
 
     static func store() throws -> OfflineStore {
-        try OfflineStore.create(at: tempDir() + "/s", metadata: Array(metadata.utf8),
-                                configuration: StoreConfiguration(indexes: ["Things": ["Name", "Colour"]]))
+        try OfflineStore.create(
+            at: tempDir() + "/s", metadata: Array(metadata.utf8),
+            configuration: StoreConfiguration(indexes: ["Things": ["Name", "Colour"]]))
     }
 
     static func thing(_ id: Int) -> Thing {
-        Thing(ID: id, Name: "thing \(id)", Flag: id % 2 == 0, Small: 255, Signed: -128, Short: -32768, Big: Int64.max - Int64(id),
-              Ratio: 0.25, Measure: 1e-300, Price: Decimal(string: "12345678901234567890.123456")!,
-              Exact: EDMDecimal("1234567890123456789012345678.0123456789")!, Day: EDMDate("2026-11-23")!,
-              DayAsDate: Date(timeIntervalSince1970: 20_000 * 86_400), At: Date(timeIntervalSince1970: 1_700_000_000.123_456_7),
-              AtExact: EDMDateTimeOffset("2026-11-23T10:30:00.1234567+02:00")!, Time: EDMTimeOfDay("23:59:59.9999999")!,
-              Span: EDMDuration("P1DT2H3M4.5S")!, Uid: UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")!,
-              Gid: EDMGuid("00000000-0000-0000-0000-00000000002a")!, Blob: Data([0, 1, 2, 255]), Colour: id % 3 == 0 ? .Blue : .Green,
-              Address: Address(Street: id % 2 == 0 ? nil : "Main St \(id)", City: "City \(id % 4)"), Tags: ["a", "b\u{1F600}", ""])
+        Thing(
+            ID: id, Name: "thing \(id)", Flag: id % 2 == 0, Small: 255, Signed: -128, Short: -32768,
+            Big: Int64.max - Int64(id),
+            Ratio: 0.25, Measure: 1e-300, Price: Decimal(string: "12345678901234567890.123456")!,
+            Exact: EDMDecimal("1234567890123456789012345678.0123456789")!, Day: EDMDate("2026-11-23")!,
+            DayAsDate: Date(timeIntervalSince1970: 20_000 * 86_400),
+            At: Date(timeIntervalSince1970: 1_700_000_000.123_456_7),
+            AtExact: EDMDateTimeOffset("2026-11-23T10:30:00.1234567+02:00")!, Time: EDMTimeOfDay("23:59:59.9999999")!,
+            Span: EDMDuration("P1DT2H3M4.5S")!, Uid: UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")!,
+            Gid: EDMGuid("00000000-0000-0000-0000-00000000002a")!, Blob: Data([0, 1, 2, 255]),
+            Colour: id % 3 == 0 ? .Blue : .Green,
+            Address: Address(Street: id % 2 == 0 ? nil : "Main St \(id)", City: "City \(id % 4)"),
+            Tags: ["a", "b\u{1F600}", ""])
     }
 
     @Test func everyTypeRoundTripsExactlyThroughTheQueue() async throws {
@@ -147,7 +153,9 @@ import Testing
         try await things.delete(Self.thing(9))
         #expect(try things.find(key: 6)?.Name == "six")
         #expect(try things.find(key: 9) == nil)
-        #expect(try store.pendingRequestCount() == 9, "creates of 1…8 and 100 (merged with their changes), 9's create and delete cancel out")
+        #expect(
+            try store.pendingRequestCount() == 9,
+            "creates of 1…8 and 100 (merged with their changes), 9's create and delete cancel out")
 
         // A subset type with Swift names.
         let briefs = try store.collection(Brief.self, set: "Things")
@@ -163,8 +171,17 @@ import Testing
         struct Unknown: Codable, Sendable { var ID: Int; var Colour2: String? }
         struct NoKey: Codable, Sendable { var Name: String }
         for (open, expected) in [
-            ({ _ = try store.collection(WrongTypes.self, set: "Things") }, ["Name: a Int cannot hold Edm.String", "Price: a Double cannot hold Edm.Decimal", "Uid: a String cannot hold Edm.Guid"]),
-            ({ _ = try store.collection(NotOptional.self, set: "Things") }, ["Flag may be null in Things; declare it Optional"]),
+            (
+                { _ = try store.collection(WrongTypes.self, set: "Things") },
+                [
+                    "Name: a Int cannot hold Edm.String", "Price: a Double cannot hold Edm.Decimal",
+                    "Uid: a String cannot hold Edm.Guid",
+                ]
+            ),
+            (
+                { _ = try store.collection(NotOptional.self, set: "Things") },
+                ["Flag may be null in Things; declare it Optional"]
+            ),
             ({ _ = try store.collection(Unknown.self, set: "Things") }, ["Things has no property 'Colour2'"]),
             ({ _ = try store.collection(NoKey.self, set: "Things") }, ["the key property ID of Things is not read"]),
             ({ _ = try store.collection(Thing.self, set: "Nope") }, ["unknown entity set 'Nope'"]),

@@ -11,6 +11,8 @@ sh scripts/setup.sh
 sh scripts/perf-smoke.sh
 sh scripts/check-structure.sh
 swift build --build-tests
+# Every Swift snippet of the README and the DocC articles compiles against what was just built.
+sh scripts/check-doc-snippets.sh
 # Every tier of the Swift suites: fast (what a plain `swift test` runs), soak (kill, fault, process
 # and long property tests) and external (flush and refresh against odatapy).
 TEST_TIER=all swift test --skip-build

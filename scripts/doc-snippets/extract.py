@@ -1,0 +1,79 @@
+"""Writes every ```swift block of the README and the DocC articles into one Swift file, each block
+the body of its own function, with #sourceLocation pointing at the document's own line, so that
+the compiler's errors name the document and line of a snippet that does not compile.
+
+Markers (an HTML comment on the line before the fence; DocC and GitHub render nothing for it):
+  <!-- snippet: skip REASON -->           the block is not Swift a program compiles (Package.swift)
+  <!-- snippet: continues -->             the block goes on from the previous block of the same file
+  <!-- snippet: given NAME: TYPE, ... --> names the block uses that the text around it provides
+Every block is given `store: OfflineStore`, `metadataBytes: [UInt8]` and `configBytes: [UInt8]`.
+"""
+import re
+import sys
+
+DEFAULT = ["store: OfflineStore", "metadataBytes: [UInt8]", "configBytes: [UInt8]"]
+
+
+def blocks(path):
+    lines = open(path, encoding="utf-8").read().split("\n")
+    out, i, previous = [], 0, ""
+    while i < len(lines):
+        line = lines[i]
+        if line.strip() == "```swift":
+            marker = previous.strip()
+            start = i + 1
+            j = start
+            while j < len(lines) and lines[j].strip() != "```":
+                j += 1
+            out.append({"path": path, "line": start + 1, "code": lines[start:j], "marker": marker})
+            i = j + 1
+            previous = ""
+            continue
+        if line.strip():
+            previous = line
+        i += 1
+    return out
+
+
+def main(paths):
+    imports = {"import OfflineStore", "import Foundation"}
+    funcs = []
+    skipped = 0
+    for path in paths:
+        chain = None
+        for b in blocks(path):
+            m = b["marker"]
+            if m.startswith("<!-- snippet: skip"):
+                skipped += 1
+                continue
+            given = list(DEFAULT)
+            g = re.match(r"<!-- snippet: given (.*) -->", m)
+            if g:
+                given += [x.strip() for x in g.group(1).split(",")]
+            body = [(b["line"], None)]  # a #sourceLocation before the block's first line
+            for text in b["code"]:
+                if text.startswith("import "):
+                    imports.add(text.strip())
+                    text = ""
+                body.append((None, text))
+            if m == "<!-- snippet: continues -->" and chain is not None:
+                chain["body"] += body
+                continue
+            chain = {"path": path, "line": b["line"], "given": given, "body": body}
+            funcs.append(chain)
+    out = sorted(imports) + [""]
+    for k, f in enumerate(funcs):
+        params = ", ".join(dict.fromkeys(f["given"]))
+        out.append(f"func _snippet{k}({params}) async throws {{")
+        for line, text in f["body"]:
+            if line is not None:
+                out.append(f'#sourceLocation(file: "{f["path"]}", line: {line})')
+            else:
+                out.append(text)
+        out.append("#sourceLocation()")
+        out.append("}")
+    sys.stdout.write("\n".join(out) + "\n")
+    sys.stderr.write(f"doc-snippets: {len(funcs)} snippets from {len(paths)} documents, {skipped} skipped as marked\n")
+
+
+main(sys.argv[1:])

@@ -15,8 +15,7 @@ import Storage
 /// again on the same `dir` has the same data. Python comes from the venv `.venv-xcheck/` (made and
 /// given odatapy from PyPI on first use); without python3 the start fails, and so does the test.
 struct ODataPy {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().path
+    static let repository = repositoryRoot
     let dir: String
     let sets: [String]
     var state: String { dir + "/state.json" }

@@ -6,14 +6,16 @@ import Testing
 /// inputs that once crashed are kept): every input returns. A crash here is a regression of a
 /// bug the fuzzer found. `scripts/fuzz.sh` runs the targets under libFuzzer.
 struct FuzzCorpusTests {
-    static let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Fuzz/corpus").path
+    static let corpus = repositoryRoot + "/Fuzz/corpus"
 
     @Test(arguments: FuzzTargets.names)
     func everyCorpusInputReturns(target: String) async throws {
         var inputs = FuzzTargets.seeds()[target] ?? []
         let dir = Self.corpus + "/" + target
-        for file in (try? FileManager.default.contentsOfDirectory(atPath: dir))?.sorted() ?? [] {
+        // Every target has a committed corpus: a missing directory is a broken test, not an empty corpus.
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
+        #expect(!files.isEmpty, "no committed corpus in \(dir)")
+        for file in files {
             inputs.append([UInt8](FileManager.default.contents(atPath: dir + "/" + file) ?? Data()))
         }
         #expect(!inputs.isEmpty)

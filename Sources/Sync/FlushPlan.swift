@@ -15,10 +15,12 @@ extension Flush {
     ///   before it in this round.
     /// - `ifMatch`: whether it goes with `If-Match` (the ETag the store holds for its entity):
     ///   false only for a change-set member after an earlier change of its entity in the round.
-    ///
-    /// A tuple with labels rather than a struct because `FlushPlanTests` compares the two
-    /// planners field by field as `.0` … `.3`.
-    typealias PlannedRequest = (id: Int64, group: String?, predecessors: [Int64], ifMatch: Bool)
+    struct PlannedRequest: Equatable, Sendable {
+        var id: Int64
+        var group: String?
+        var predecessors: [Int64]
+        var ifMatch: Bool
+    }
 
     /// The next round, in order (see `Flush` and `PlannedRequest`).
     ///
@@ -166,7 +168,7 @@ extension Flush {
             let preds = try predecessors(of: r)
             guard try canGo(after: preds) else { return }
             if followsInRound(r), try holdsETag(r) { return }
-            admit([(id: r.id, group: nil, predecessors: preds, ifMatch: true)])
+            admit([PlannedRequest(id: r.id, group: nil, predecessors: preds, ifMatch: true)])
         }
 
         /// Change set `tx` goes as one group — the members that can go now — if the round has room
@@ -178,7 +180,10 @@ extension Flush {
             guard let first = stage.first else { return }
             if !round.isEmpty && round.count + stage.count > options.batchSize { isClosed = true; return }
             let group = "t\(first.id)"
-            admit(stage.map { (id: $0.id, group: group, predecessors: $0.predecessors, ifMatch: $0.ifMatch) })
+            admit(
+                stage.map {
+                    PlannedRequest(id: $0.id, group: group, predecessors: $0.predecessors, ifMatch: $0.ifMatch)
+                })
         }
 
         /// The members of change set `tx` to send, in id order; nil when it waits.
@@ -203,7 +208,8 @@ extension Flush {
                 if preds.contains(where: { !memberIDs.contains($0) && !inRound.contains($0) }) { return [] }
                 if try canGo(after: preds, staged: staged) {
                     stage.append(
-                        (id: m.id, group: nil, predecessors: preds, ifMatch: !followsInRound(m, staged: staged)))
+                        PlannedRequest(
+                            id: m.id, group: nil, predecessors: preds, ifMatch: !followsInRound(m, staged: staged)))
                     staged.insert(m.id)
                 }
             }

@@ -55,9 +55,7 @@ import TestSupport
                             )
                         }
                         #expect(
-                            fast.map(\.0) == full.map(\.0) && fast.map(\.1) == full.map(\.1)
-                                && fast.map(\.2) == full.map(\.2)
-                                && fast.map(\.3) == full.map(\.3),
+                            fast == full,
                             "trial \(trial), batch \(batchSize), category \(category ?? "-"): \(fast) vs \(full)")
                         compared += 1
                     }

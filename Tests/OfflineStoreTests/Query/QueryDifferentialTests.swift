@@ -183,7 +183,9 @@ import Samples
             "access paths used: \(plans); sorts that spilled to LMDB: \(spilled); index-prefix orders with tie groups: \(tieGrouped)"
         )
         #expect(spilled > 10)
-        #expect(tieGrouped > 10)
+        // Coverage, not a target: the random queries give 8 to 26 tie-grouped plans in 1,500 (seen
+        // over seven runs); `> 10` failed about one run in ten, so the bound asks only that the path ran.
+        #expect(tieGrouped >= 3)
         #expect(plans.keys.contains { $0.hasPrefix("index scan") })
         #expect(plans.keys.contains { $0.hasPrefix("key range") })
         #expect(try store.check().isConsistent)

@@ -10,6 +10,7 @@ extension OfflineStore {
     /// or JSON lines. A second thread parses while the writer thread writes. Nothing is queued.
     ///
     /// - Parameters:
+    ///   - set: the entity set the file's entities go to (their expanded children go to their own).
     ///   - path: the file; `-` reads standard input.
     ///   - batchSize: nil (the default): all or nothing, one transaction for the whole file (LMDB
     ///     keeps up to 512 MiB of its dirty pages in memory and spills the rest to the data file).

@@ -20,6 +20,9 @@ package final class EntityStore: Sendable {
     package let roles: [any StoreRole.Type]
     /// The roles' databases by name (`database(_:)`).
     let roleDatabases: [String: Database]
+    /// The role that answers the local-state functions (the queue), found once: `$filter` asks
+    /// it once a row.
+    let localStateRole: (any LocalStateRole.Type)?
     private let state: Mutex<State>
     /// Held while the configuration text in `meta` is written, so the text written last is
     /// always made from the newest configuration.
@@ -98,6 +101,7 @@ package final class EntityStore: Sendable {
         }
         self.meta = byName["meta"]!
         self.roles = roles
+        self.localStateRole = roles.lazy.compactMap { $0 as? any LocalStateRole.Type }.first
         let declared = Set(roleNames)
         self.roleDatabases = byName.filter { declared.contains($0.key) }
         var handles: [String: EntitySetHandle] = [:]

@@ -59,7 +59,7 @@ extension EntityStore {
     /// The entity's local state from the store's `LocalStateRole` (the queue); an entity of a
     /// store without one has none.
     package func localState(_ t: ReadView, set: String, keyBytes: some Collection<UInt8>) throws -> LocalState {
-        guard let role = roles.lazy.compactMap({ $0 as? any LocalStateRole.Type }).first else { return LocalState() }
+        guard let role = localStateRole else { return LocalState() }
         return try role.localState(self, t, set: set, keyBytes: keyBytes)
     }
 

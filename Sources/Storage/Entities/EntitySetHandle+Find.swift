@@ -146,7 +146,9 @@ extension EntitySetHandle {
                 // From the last key below `stop` down to `start`.
                 var e: (key: MappedBytes, value: MappedBytes)?
                 if let stop {
-                    e = try c.seek(stop).flatMap { _ in try c.previous() } ?? c.last()
+                    // A key at or after `stop`: the one before it (none when `stop` precedes every
+                    // key). No such key: the last key is below `stop`.
+                    e = try c.seek(stop) != nil ? try c.previous() : try c.last()
                 } else {
                     e = try c.last()
                 }

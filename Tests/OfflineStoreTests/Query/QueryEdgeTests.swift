@@ -354,6 +354,23 @@ import Storage
         #expect(try store.entities("Products?$filter=substring(Name,1,9223372036854775807) eq 'otebook 0'").count == 1)
     }
 
+    /// A reversed key-prefix scan whose prefix sorts before, between or after the stored keys
+    /// (found by `plannerAgreesWithNaiveEvaluation`, seed 3127867435: `SalesOrderID eq 'SO1'`
+    /// with no such order answered every row from the end of the set down).
+    @Test func reversedKeyPrefixScansStayInTheirPrefix() throws {
+        let store = try QueryEngineTests.sampleStore()
+        func positions(_ id: String) throws -> [Int64] {
+            let url = "SalesOrderItems?$filter=SalesOrderID eq '\(id)'&$orderby=ItemPosition desc"
+            #expect(try store.explain(url).contains("reversed"), "\(url)")
+            return try store.entities(url).map { if case .int(let i)? = $0["ItemPosition"] { i } else { -1 } }
+        }
+        #expect(try positions("0") == [])  // before every key
+        #expect(try positions("0500000000") == [10])  // the first order
+        #expect(try positions("05000000005") == [])  // between two orders
+        #expect(try positions("0500000039") == [40, 30, 20, 10])  // the last order
+        #expect(try positions("9") == [])  // after every key
+    }
+
     // MARK: Error messages
 
     @Test func errorMessagesAreShortAndEscaped() throws {

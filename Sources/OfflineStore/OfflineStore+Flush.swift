@@ -45,7 +45,7 @@ extension OfflineStore {
         guard root.hasPrefix("http://") || root.hasPrefix("https://") else {
             throw EntityError.badInput("the service root '\(root)' is not an http:// or https:// URL")
         }
-        let backend = HTTPBackend(serviceRoot: root)
+        let backend = HTTPBackend(serviceRoot: root, version: schema.version)
         do {
             let report = try await flush(
                 backend: backend, category: category, batchSize: batchSize, headers: headers,
@@ -88,7 +88,8 @@ extension OfflineStore {
     /// killed and started again on another port.
     package func quickFlush(serviceRoot: String, batchSize: Int, connectTimeout: Double) async throws -> FlushReport {
         let backend = HTTPBackend(
-            serviceRoot: serviceRoot, retries: 0, connectTimeout: .milliseconds(Int64(connectTimeout * 1000)))
+            serviceRoot: serviceRoot, retries: 0, connectTimeout: .milliseconds(Int64(connectTimeout * 1000)),
+            version: schema.version)
         do {
             let report = try await flush(backend: backend, batchSize: batchSize, reconcile: false)
             try? await backend.shutdown()
@@ -103,7 +104,8 @@ extension OfflineStore {
     package func quickRefresh(serviceRoot: String, pageSize: Int, connectTimeout: Double) async throws -> RefreshReport
     {
         let backend = HTTPBackend(
-            serviceRoot: serviceRoot, retries: 0, connectTimeout: .milliseconds(Int64(connectTimeout * 1000)))
+            serviceRoot: serviceRoot, retries: 0, connectTimeout: .milliseconds(Int64(connectTimeout * 1000)),
+            version: schema.version)
         do {
             let report = try await refresh(backend: backend, pageSize: pageSize)
             try? await backend.shutdown()

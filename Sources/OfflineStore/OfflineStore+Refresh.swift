@@ -87,7 +87,7 @@ extension OfflineStore {
         guard let root = serviceRoot ?? configuration.serviceRoot, !root.isEmpty else {
             throw RefreshError.noServiceRoot
         }
-        let backend = HTTPBackend(serviceRoot: root, headers: headers)
+        let backend = HTTPBackend(serviceRoot: root, headers: headers, version: schema.version)
         do {
             let report = try await refresh(backend: backend, subset: subset, pageSize: pageSize, progress: progress)
             try await backend.shutdown()

@@ -6,15 +6,24 @@ import Queue
 import Sync
 import Storage
 
-/// `Backend` over HTTP/1.1 with AsyncHTTPClient: an OData V4 JSON client.
+/// `Backend` over HTTP/1.1 with AsyncHTTPClient: an OData JSON client, V4 or V2.
 ///
 /// ```swift
 /// let backend = HTTPBackend(serviceRoot: "http://127.0.0.1:8080/", headers: [("Authorization", "Basic …")])
 /// let page = try await backend.send(BackendRequest(method: "GET", url: "Products?$top=10"))
 /// try await backend.shutdown()
 /// ```
-/// Every request carries `OData-Version: 4.0`, `Accept: application/json` and the configured
-/// headers (an `Authorization`, say). Retries: a request that is safe to repeat — a GET, or any
+/// Every request carries the version headers of the service's protocol (`OData-Version: 4.0` and
+/// `OData-MaxVersion: 4.0`, or V2's `DataServiceVersion: 2.0` and `MaxDataServiceVersion: 2.0`),
+/// `Accept: application/json` and the configured headers (an `Authorization`, say).
+///
+/// **Origins.** A request goes only to the service root's origin (scheme, host and port): an
+/// absolute URL elsewhere (a next link, a delta link, a `Location`) is refused with
+/// `BackendError.otherOrigin` before anything is sent, so the configured credentials never leave it.
+///
+/// **Bounds.** `timeout` bounds the whole exchange, the body included; `idleTimeout` the silence
+/// between two reads; `maxBodyBytes` the body kept. Past any of them: `BackendError.transport`
+/// (the request may have been applied), naming the bound and how to change it. Retries: a request that is safe to repeat — a GET, or any
 /// request with a `Repeatability-Request-ID` — is sent again after a 5xx (but 501) or a transport
 /// error, with exponential backoff, up to `retries` times; any other request is sent once, since
 /// the service may have applied it. A `$batch` goes with `Prefer: odata.continue-on-error`, so
@@ -28,6 +37,14 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     package let backoff: Duration
     private let client: HTTPClient
     package let connectTimeout: TimeAmount
+    /// The longest silence between two reads of an answer.
+    package let idleTimeout: TimeAmount
+    /// The largest answer body kept.
+    package let maxBodyBytes: Int
+    /// The service's protocol version: which version headers go with every request.
+    package let version: ODataVersion
+    /// The origin (`http://host:port`) of `serviceRoot`, the only one requests go to.
+    package let origin: String
 
     /// No connection within the connect timeout: not retried.
     struct Unreachable: Error { let message: String }
@@ -37,7 +54,8 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     /// takes to be reported.
     package init(
         serviceRoot: String, headers: [(String, String)] = [], timeout: TimeAmount = .seconds(60),
-        retries: Int = 3, backoff: Duration = .milliseconds(200), connectTimeout: TimeAmount = .seconds(10)
+        retries: Int = 3, backoff: Duration = .milliseconds(200), connectTimeout: TimeAmount = .seconds(10),
+        idleTimeout: TimeAmount = .seconds(30), maxBodyBytes: Int = 1 << 30, version: ODataVersion = .v4
     ) {
         self.serviceRoot = serviceRoot.hasSuffix("/") ? serviceRoot : serviceRoot + "/"
         self.headers = headers
@@ -45,17 +63,26 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         self.retries = retries
         self.backoff = backoff
         self.connectTimeout = connectTimeout
+        self.idleTimeout = idleTimeout
+        self.maxBodyBytes = maxBodyBytes
+        self.version = version
+        origin = Origin.of(self.serviceRoot) ?? self.serviceRoot
         client = HTTPClient(
             eventLoopGroupProvider: .singleton,
-            configuration: .init(redirectConfiguration: .disallow, timeout: .init(connect: connectTimeout)))
+            configuration: .init(
+                redirectConfiguration: .disallow, timeout: .init(connect: connectTimeout, read: idleTimeout)))
     }
 
     /// Closes the connection pool; call once, when done.
     package func shutdown() async throws { try await client.shutdown() }
 
-    package func absolute(_ url: String) -> String {
-        url.hasPrefix("http://") || url.hasPrefix("https://")
-            ? url : serviceRoot + (url.hasPrefix("/") ? String(url.dropFirst()) : url)
+    /// `url` made absolute against the service root; an absolute URL of another origin is refused.
+    package func absolute(_ url: String) throws(BackendError) -> String {
+        guard Origin.isAbsolute(url) else {
+            return serviceRoot + (url.hasPrefix("/") ? String(url.dropFirst()) : url)
+        }
+        guard Origin.of(url) == origin else { throw .otherOrigin(url: url, serviceRoot: serviceRoot) }
+        return url
     }
 
     package func send(_ request: BackendRequest) async throws -> BackendResponse {
@@ -83,9 +110,16 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     }
 
     private func once(_ request: BackendRequest) async throws -> BackendResponse {
-        var r = HTTPClientRequest(url: absolute(request.url))
+        var r = HTTPClientRequest(url: try absolute(request.url))
         r.method = HTTPMethod(rawValue: request.method)
-        r.headers.add(name: "OData-Version", value: "4.0")
+        switch version {
+        case .v4:
+            r.headers.add(name: "OData-Version", value: "4.0")
+            r.headers.add(name: "OData-MaxVersion", value: "4.0")
+        case .v2, .v3:
+            r.headers.add(name: "DataServiceVersion", value: version.rawValue)
+            r.headers.add(name: "MaxDataServiceVersion", value: version.rawValue)
+        }
         r.headers.add(name: "Accept", value: "application/json")
         for (k, v) in headers + request.headers { r.headers.replaceOrAdd(name: k, value: v) }
         if let body = request.body {
@@ -93,11 +127,26 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
             r.body = .bytes(ByteBuffer(bytes: body))
         }
         do {
-            let response = try await client.execute(r, timeout: timeout)
-            let body = try await response.body.collect(upTo: 1 << 30)
+            let deadline = NIODeadline.now() + timeout
+            let response = try await client.execute(r, deadline: deadline)
+            // AsyncHTTPClient's deadline ends with the head: the body is bounded here, by the same
+            // deadline and by size (the idle timeout bounds each wait for bytes).
+            var body: [UInt8] = []
+            for try await chunk in response.body {
+                guard NIODeadline.now() < deadline else {
+                    throw BackendError.transport(
+                        "\(request.method) \(request.url): the answer took longer than the timeout (\(Self.seconds(timeout)) s) to arrive whole"
+                    )
+                }
+                guard body.count + chunk.readableBytes <= maxBodyBytes else {
+                    throw BackendError.transport(
+                        "\(request.method) \(request.url): the answer is larger than the limit of \(maxBodyBytes) bytes"
+                    )
+                }
+                body.append(contentsOf: chunk.readableBytesView)
+            }
             return BackendResponse(
-                status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
-                body: Array(body.readableBytesView))
+                status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: body)
         } catch let e as IOError where e.errnoCode == ECONNREFUSED {
             // AsyncHTTPClient retried the refused connection until the connect timeout.
             throw Unreachable(
@@ -109,6 +158,13 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
                 message:
                     "\(request.method) \(request.url): no connection to \(serviceRoot) within the connect timeout (\(connectTimeout.nanoseconds / 1_000_000_000) s)"
             )
+        } catch let e as HTTPClientError where e == .readTimeout {
+            throw BackendError.transport(
+                "\(request.method) \(request.url): the service sent nothing for the idle timeout (\(Self.seconds(idleTimeout)) s)"
+            )
+        } catch let e as HTTPClientError where e == .deadlineExceeded {
+            throw BackendError.transport(
+                "\(request.method) \(request.url): no answer within the timeout (\(Self.seconds(timeout)) s)")
         } catch let e as HTTPClientError {
             throw BackendError.transport("\(request.method) \(request.url): \(e)")
         } catch let e as ChannelError {
@@ -120,6 +176,11 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         } catch {
             throw BackendError.transport("\(request.method) \(request.url): \(error)")
         }
+    }
+
+    static func seconds(_ t: TimeAmount) -> String {
+        let ms = t.nanoseconds / 1_000_000
+        return ms % 1000 == 0 ? String(ms / 1000) : String(Double(ms) / 1000)
     }
 
     package func batch(

@@ -68,9 +68,14 @@ package enum BackendError: Error, Sendable, Hashable, CustomStringConvertible {
     /// An answer this client cannot read (not JSON where JSON was due, a batch without a response
     /// per request).
     case badResponse(String)
+    /// An absolute URL (a next or delta link, a `Location`) outside the service root's origin:
+    /// not followed, nothing sent to it.
+    case otherOrigin(url: String, serviceRoot: String)
 
     package var description: String {
         switch self {
+        case .otherOrigin(let url, let root):
+            "the service sent a link to another origin, which is not followed (credentials go only to \(root)): \(url.prefix(300))"
         case .transport(let m): "no answer from the service: \(m)"
         case .badResponse(let m): "unreadable answer from the service: \(m)"
         }

@@ -513,7 +513,8 @@ package struct Flush: Sendable {
             return e
         }
         if case .string(let c)? = error["code"] { e.code = c }
-        if case .string(let m)? = error["message"] { e.message = m }
+        // V4 `error.message`, V2 (SAP Gateway) `error.message.value`.
+        if let m = ServiceMessage.parse(response.body)?.message { e.message = m }
         if let inner = error["innererror"] ?? error["details"], inner != .null, inner != .array([]) {
             e.innerError = inner.text
         }

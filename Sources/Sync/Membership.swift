@@ -29,6 +29,8 @@ package struct Membership: Sendable {
 
     static let deltaPrefix = "delta/"
     static let generationPrefix = "refresh/generation/"
+    /// Requests whose service refused change tracking (the status it answered, as text).
+    static let untrackedPrefix = "refresh/untracked/"
     /// The generation of a retained entry.
     package static let retained: UInt64 = 0
     /// The longest defining-request name.
@@ -107,18 +109,38 @@ package struct Membership: Sendable {
         }
     }
 
+    /// The status the service answered when it refused change tracking for the request (400 or
+    /// 501), remembered so that later refreshes read it in full without asking; nil: not refused.
+    package func untracked(_ t: ReadView, name: String) throws -> Int? {
+        try t.get(store.meta, metaKey(Self.untrackedPrefix, name)).flatMap { Int(String(decoding: $0, as: UTF8.self)) }
+    }
+
+    package func setUntracked(_ t: WriteView, name: String, status: Int?) throws {
+        if let status {
+            try t.put(store.meta, metaKey(Self.untrackedPrefix, name), Array(String(status).utf8))
+        } else {
+            try t.delete(store.meta, metaKey(Self.untrackedPrefix, name))
+        }
+    }
+
     /// Forgets the request's delta link and generation (undefine).
     package func forgetState(_ t: WriteView, name: String) throws {
+        try t.delete(store.meta, metaKey(Self.untrackedPrefix, name))
         try t.delete(store.meta, metaKey(Self.deltaPrefix, name))
         try t.delete(store.meta, metaKey(Self.generationPrefix, name))
     }
 
     // MARK: Entries
 
-    /// Records that request `name` holds the entity (with generation `g`).
-    func hold(_ t: WriteView, name: String, entity: [UInt8], generation g: UInt64) throws {
-        try t.put(store.membership, Self.memberKey(name: name, entity: entity), Self.generationBytes(g))
+    /// Records that request `name` holds the entity (with generation `g`). Returns false when it
+    /// already did with `g` (the entity came earlier in the same read).
+    @discardableResult
+    func hold(_ t: WriteView, name: String, entity: [UInt8], generation g: UInt64) throws -> Bool {
+        let key = Self.memberKey(name: name, entity: entity)
+        if let old = try t.get(store.membership, key), Self.generation(of: old) == g { return false }
+        try t.put(store.membership, key, Self.generationBytes(g))
         try t.put(store.membershipByEntity, Self.byEntityKey(entity: entity, name: name), [])
+        return true
     }
 
     /// The requests that have an entry for the entity, with their generations.
@@ -376,7 +398,7 @@ package struct Membership: Sendable {
                 }
             }
         }
-        for prefix in [Self.deltaPrefix, Self.generationPrefix] {
+        for prefix in [Self.deltaPrefix, Self.generationPrefix, Self.untrackedPrefix] {
             let p = Array(prefix.utf8)
             try t.withCursor(store.meta) { c in
                 var e = try c.seek(p)
@@ -387,6 +409,11 @@ package struct Membership: Sendable {
                     }
                     if prefix == Self.generationPrefix, Self.generation(of: v) == nil {
                         problem("meta: '\(Self.quoted(String(decoding: k, as: UTF8.self)))' is not a generation")
+                    }
+                    if prefix == Self.untrackedPrefix,
+                        Int(String(decoding: v, as: UTF8.self)).map({ (400..<600).contains($0) }) != true
+                    {
+                        problem("meta: '\(Self.quoted(String(decoding: k, as: UTF8.self)))' is not an HTTP status")
                     }
                     e = try c.next()
                 }

@@ -13,6 +13,10 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
         case full
         /// The service refused the delta link (410 Gone or another 4xx): a full read instead.
         case fullAfterExpiredDelta
+        /// The service refused change tracking for this request (400 or 501 to `Prefer:
+        /// odata.track-changes`, as SAP Gateway does for a type without a change timestamp): read
+        /// in full, and remembered, so later refreshes read it in full without asking.
+        case fullWithoutTracking
     }
 
     public struct Request: Sendable, Hashable {
@@ -33,6 +37,9 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
         /// Entities the service no longer returns for this request that stay because of pending
         /// local changes (retained), as the refresh leaves them.
         public var retained = 0
+        /// Properties the service sent that the store's `$metadata` does not declare, skipped (a
+        /// service may add properties; the store keeps what its schema has).
+        public var skippedProperties = 0
 
         public init(name: String, mode: Mode) {
             self.name = name
@@ -50,6 +57,7 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
     public var written: Int { requests.reduce(0) { $0 + $1.written } }
     public var removed: Int { requests.reduce(0) { $0 + $1.removed } }
     public var rebased: Int { requests.reduce(0) { $0 + $1.rebased } }
+    public var skippedProperties: Int { requests.reduce(0) { $0 + $1.skippedProperties } }
 
     /// One line: `refreshed 2 requests (Products: delta, Orders: full): 120 received, 118 written, 2 removed, 1 rebased, 0 compacted`.
     public var description: String {
@@ -57,6 +65,7 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
         return
             "refreshed \(requests.count) request\(requests.count == 1 ? "" : "s")\(modes.isEmpty ? "" : " (\(modes))"): "
             + "\(received) received, \(written) written, \(removed) removed, \(rebased) rebased, \(compacted) compacted"
+            + (skippedProperties == 0 ? "" : ", \(skippedProperties) unknown properties skipped")
     }
 }
 
@@ -186,6 +195,9 @@ package struct Refresher: Sendable {
     package var progress: (@Sendable (RefreshProgress) -> Void)?
     /// Entries a sweep transaction releases at most (and looks at, ×50).
     package var sweepChunk = 1_000
+    /// Pages in a row of a full read that bring nothing new (no entity, or only entities an earlier
+    /// page of the same read brought) before the read stops as endless.
+    package var maxPagesWithoutProgress = 10
 
     package init(
         store: EntityStore, backend: any Backend, pageSize: Int? = nil, headers: [(String, String)] = [],
@@ -238,9 +250,12 @@ package struct Refresher: Sendable {
         let query = try DefiningRequests.bind(r.url, schema: store.schema)
         // serve's delta responses cover the request's own set only, not changes to expanded
         // children; a request with $expand is read in full every time.
-        let track = query.options.expand.isEmpty
         let name = r.name
         let m = membership
+        if try store.read({ t in try m.untracked(t, name: name) }) != nil {
+            return try await fullRead(r, query: query, track: false, mode: .fullWithoutTracking)
+        }
+        let track = query.options.expand.isEmpty
         if track, let link = try store.read({ t in try m.deltaLink(t, name: name) }) {
             if let done = try await deltaRead(name: name, query: query, link: link) { return done }
             return try await fullRead(r, query: query, track: track, mode: .fullAfterExpiredDelta)
@@ -250,25 +265,44 @@ package struct Refresher: Sendable {
 
     // MARK: Reading
 
+    /// A read of `url`. `Prefer: odata.track-changes` asks for a delta link (V4; SAP's V2 services
+    /// with delta support take it too); `odata.maxpagesize` goes to V4 services only — V2 has no
+    /// client-driven paging, and Gateway pages as its service implementation decides.
     func get(_ url: String, track: Bool) async throws -> BackendResponse {
         var prefer: [String] = []
         if track { prefer.append("odata.track-changes") }
-        if let n = pageSize { prefer.append("odata.maxpagesize=\(n)") }
+        if let n = pageSize, store.schema.version == .v4 { prefer.append("odata.maxpagesize=\(n)") }
         var hs = headers
         if !prefer.isEmpty { hs.append(("Prefer", prefer.joined(separator: ", "))) }
         return try await backend.send(BackendRequest(method: "GET", url: url, headers: hs))
     }
 
+    /// The service's own message (V4 `error.message`, V2 `error.message.value`, with its code and
+    /// details), or the start of the body when it is not an OData error.
     func failure(_ name: String, _ response: BackendResponse) -> RefreshError {
-        var message = String(decoding: response.body.prefix(500), as: UTF8.self)
-        if let doc = try? JSON.parse(response.body), case .string(let m)? = doc["error"]?["message"] { message = m }
-        return .service(request: name, status: response.status, message: Membership.quoted(String(message.prefix(300))))
+        let message =
+            ServiceMessage.parse(response.body)?.summary ?? String(decoding: response.body.prefix(500), as: UTF8.self)
+        return .service(request: name, status: response.status, message: Membership.quoted(String(message.prefix(500))))
     }
 
     /// A link to keep: relative to the service root when it is under it, so that the store can
     /// move to another address of the same service.
     func relative(_ link: String) -> String {
         link.hasPrefix(backend.serviceRoot) ? String(link.dropFirst(backend.serviceRoot.count)) : link
+    }
+
+    /// A delta link to store: relative, or absolute on the service root's origin. Any other is
+    /// refused before it is stored, so that no later refresh sends the credentials there.
+    func storable(_ link: String, request name: String) throws -> String {
+        let kept = relative(link)
+        if Origin.isAbsolute(kept), Origin.of(kept) == nil || Origin.of(kept) != Origin.of(backend.serviceRoot) {
+            throw RefreshError.badResponse(
+                request: name,
+                message:
+                    "the service sent a delta link to another origin, which is not kept (credentials go only to \(backend.serviceRoot)): \(Membership.quoted(String(link.prefix(300))))"
+            )
+        }
+        return kept
     }
 
     func fullRead(
@@ -285,25 +319,47 @@ package struct Refresher: Sendable {
         var next: String? = DefiningRequests.encode(r.url)
         var deltaLink: String? = nil
         var seen: Set<String> = []
+        var track = track
+        var withoutProgress = 0
         while let url = next {
             guard seen.insert(url).inserted else {
                 throw RefreshError.badResponse(
                     request: name, message: "the service sent the same next link twice: \(Membership.quoted(url))")
             }
             try Task.checkCancellation()  // between pages: each page is whole or absent
-            let response = try await get(url, track: track)
+            var response = try await get(url, track: track)
+            if track, report.pages == 0, response.status == 400 || response.status == 501 {
+                // Refused change tracking (Gateway: "Delta is not supported for …"): read it in
+                // full, now and from now on. A request the service refuses for another reason
+                // fails again below, with the service's message.
+                let refused = response.status
+                response = try await get(url, track: false)
+                if response.status == 200 {
+                    try await store.write { t in try m.setUntracked(t, name: name, status: refused) }
+                    track = false
+                    report.mode = .fullWithoutTracking
+                }
+            }
             guard response.status == 200 else { throw failure(name, response) }
             report.bytes += response.body.count
             let page = try reader.page(response.body, set: query.path.entitySet, options: query.options)
-            try await apply(page, name: name, generation: generation, into: &report)
+            let new = try await apply(page, name: name, generation: generation, into: &report)
             next = page.nextLink
             deltaLink = page.deltaLink
+            withoutProgress = new == 0 && next != nil ? withoutProgress + 1 : 0
+            if withoutProgress >= maxPagesWithoutProgress {
+                throw RefreshError.badResponse(
+                    request: name,
+                    message:
+                        "the service sent \(withoutProgress) pages in a row with no entity that earlier pages of this read had not brought (\(report.pages) pages, \(report.received) entities in all): its next links do not end; nothing was removed, and the next refresh reads it again"
+                )
+            }
         }
         let swept = try await sweep(name: name, below: generation)
         report.removed += swept.removed
         report.retained += swept.retained
         if track, let deltaLink {
-            let link = relative(deltaLink)
+            let link = try storable(deltaLink, request: name)
             try await store.write { t in try m.setDeltaLink(t, name: name, link) }
         }
         return report
@@ -316,6 +372,7 @@ package struct Refresher: Sendable {
         var report = RefreshReport.Request(name: name, mode: .delta)
         var url = link
         var seen: Set<String> = []
+        var withoutProgress = 0
         while true {
             guard seen.insert(url).inserted else {
                 throw RefreshError.badResponse(
@@ -328,12 +385,27 @@ package struct Refresher: Sendable {
             report.bytes += response.body.count
             let page = try reader.page(response.body, set: query.path.entitySet, options: query.options)
             try await apply(page, name: name, generation: generation, into: &report)
-            if let next = page.nextLink { url = next; continue }
+            if let next = page.nextLink {
+                if page.received == 0 {
+                    withoutProgress += 1
+                    if withoutProgress >= maxPagesWithoutProgress {
+                        throw RefreshError.badResponse(
+                            request: name,
+                            message:
+                                "the service sent \(withoutProgress) empty delta pages in a row, each with another next link: they do not end"
+                        )
+                    }
+                } else {
+                    withoutProgress = 0
+                }
+                url = next
+                continue
+            }
             // Entities retained earlier whose pending changes have gone since (flushed, undone).
             let swept = try await sweep(name: name, below: 1)
             report.removed += swept.removed
             report.retained += swept.retained
-            let newLink = page.deltaLink.map(relative)
+            let newLink = try page.deltaLink.map { try storable($0, request: name) }
             try await store.write { t in try m.setDeltaLink(t, name: name, newLink) }
             return report
         }
@@ -342,14 +414,16 @@ package struct Refresher: Sendable {
     // MARK: Writing
 
     struct PageCounts: Sendable {
-        var written = 0, removed = 0, rebased = 0, retained = 0
+        var written = 0, removed = 0, rebased = 0, retained = 0, new = 0
     }
 
     /// Writes one page in one transaction: its entities (rebased where they have pending local
-    /// changes) with their ETags and membership, and its removals.
+    /// changes) with their ETags and membership, and its removals. Returns how many of its
+    /// entities are new to this generation (not brought by an earlier page of the same read).
+    @discardableResult
     func apply(
         _ page: ServerPage, name: String, generation: UInt64, into report: inout RefreshReport.Request
-    ) async throws {
+    ) async throws -> Int {
         let store = self.store
         let (rows, removed) = (page.rows, page.removed)
         let counts = try await store.write { t in
@@ -365,7 +439,7 @@ package struct Refresher: Sendable {
                 case .rebased: c.written += 1; c.rebased += 1
                 }
                 let entity = EntityStore.entityKey(set: set.name, keyBytes: keyBytes)
-                try m.hold(t, name: name, entity: entity, generation: generation)
+                if try m.hold(t, name: name, entity: entity, generation: generation) { c.new += 1 }
                 try m.putETag(t, entity: entity, row.etag)
             }
             for (setName, key) in removed {
@@ -383,9 +457,11 @@ package struct Refresher: Sendable {
         report.written += counts.written
         report.removed += counts.removed
         report.rebased += counts.rebased
+        report.skippedProperties += page.skippedProperties
         progress?(
             RefreshProgress(
                 request: name, mode: report.mode, pages: report.pages, received: report.received, bytes: report.bytes))
+        return counts.new
     }
 
     enum Written { case unchanged, written, rebased, keptLocal }

@@ -19,6 +19,8 @@ package struct ServerPage: Sendable {
     package var removed: [(set: String, key: [Value])] = []
     package var nextLink: String?
     package var deltaLink: String?
+    /// Properties the local `$metadata` does not declare, skipped (a service may add some).
+    package var skippedProperties = 0
     /// Entity objects in the page, expanded ones and removals included.
     package var received: Int { rows.count + removed.count }
 }
@@ -41,11 +43,31 @@ package struct PayloadReader: Sendable {
     /// `options` (the request's bound options at this level) tells which levels carry only
     /// selected properties; nil: all came. A key property left out (`$select` without it) is
     /// taken from `@odata.id`.
-    package func collect(_ json: JSON, set: String, options: BoundOptions? = nil, into rows: inout [ServerRow]) throws {
+    ///
+    /// With `skipped` (a service's answer), properties the schema does not declare are skipped and
+    /// counted there, and a non-nullable collection the service left out of a whole entity is
+    /// stored empty (S/4HANA's RAP services declare `SAP__Messages` so and send it only when there
+    /// are messages); without it (a file to load), both are errors.
+    package func collect(
+        _ json: JSON, set: String, options: BoundOptions? = nil, into rows: inout [ServerRow]
+    ) throws {
+        var none: Int? = nil
+        try collect(json, set: set, options: options, into: &rows, skipped: &none)
+    }
+
+    package func collect(
+        _ json: JSON, set: String, options: BoundOptions? = nil, into rows: inout [ServerRow], skipped: inout Int?
+    ) throws {
         guard let type = schema.entityType(ofSet: set) else { throw EntityError.unknownEntitySet(set) }
         let navigation = Set(type.navigationProperties.map(\.name))
         var props = try ValueJSON(schema: schema).properties(
-            from: json, properties: type.properties, navigation: navigation, owner: set)
+            from: json, properties: type.properties, navigation: navigation, owner: set, skipped: &skipped)
+        let partial = options?.select != nil
+        if skipped != nil, !partial {
+            for p in type.properties where !p.nullable && props[p.name] == nil {
+                if case .collection = p.type { props[p.name] = .collection([]) }
+            }
+        }
         if type.key.contains(where: { props[$0]?.isNull ?? true }), let id = Self.id(of: json, removal: false) {
             let (idSet, key) = try entity(id: id)
             guard idSet == set else {
@@ -55,8 +77,13 @@ package struct PayloadReader: Sendable {
             for (name, v) in zip(type.key, key) where props[name]?.isNull ?? true { props[name] = v }
         }
         var etag: String? = nil
-        if case .string(let e)? = json["@odata.etag"] ?? json["@etag"] { etag = e }
-        rows.append(ServerRow(set: set, entity: props, etag: etag, partial: options?.select != nil))
+        if case .string(let e)? = json["@odata.etag"] ?? json["@etag"] ?? json["__metadata"]?["etag"] { etag = e }
+        if let etag, !ServerETags.isHeaderValue(etag) {
+            throw EntityError.badInput(
+                "the service sent an ETag for an entity of '\(set)' that cannot be sent back as If-Match (empty, or with control characters): '\(Membership.quoted(String(etag.prefix(80))))'"
+            )
+        }
+        rows.append(ServerRow(set: set, entity: props, etag: etag, partial: partial))
         guard case .object(let members) = json else { return }
         for (name, value) in members where navigation.contains(name) {
             guard let nav = type.navigationProperty(name), let target = schema.targetSet(of: nav, from: set) else {
@@ -77,15 +104,18 @@ package struct PayloadReader: Sendable {
                 for c in nav.principalConstraints where !m.contains(where: { $0.0 == c.property }) {
                     if let v = json[c.referencedProperty] { m.append((c.property, v)) }
                 }
-                try collect(.object(m), set: target, options: nested, into: &rows)
+                try collect(.object(m), set: target, options: nested, into: &rows, skipped: &skipped)
             }
         }
     }
 
-    /// An entry's `@odata.id` (`@id`); for a removal also V4.0's `id`.
+    /// An entry's `@odata.id` (`@id`), or V2's `__metadata.uri` (`id`); for a removal also V4.0's `id`.
     static func id(of json: JSON, removal: Bool) -> String? {
         for name in removal ? ["@odata.id", "@id", "id"] : ["@odata.id", "@id"] {
             if case .string(let s)? = json[name] { return s }
+        }
+        for name in ["uri", "id"] {
+            if case .string(let s)? = json["__metadata"]?[name] { return s }
         }
         return nil
     }
@@ -113,6 +143,7 @@ package struct PayloadReader: Sendable {
 
     /// Reads one page of a collection (or delta) response of `set` — V4 `{"value":[…],
     /// "@odata.nextLink":…, "@odata.deltaLink":…}` or V2 `{"d":{"results":[…],"__next":…}}`.
+    /// Unknown properties are skipped and counted (`ServerPage.skippedProperties`).
     package func page(_ bytes: [UInt8], set: String, options: BoundOptions?) throws -> ServerPage {
         let doc = try JSON.parse(bytes)
         var page = ServerPage()
@@ -132,6 +163,7 @@ package struct PayloadReader: Sendable {
         for name in ["@odata.deltaLink", "@deltaLink", "odata.deltaLink"] {
             if case .string(let s)? = doc[name] { page.deltaLink = s }
         }
+        var skipped: Int? = 0
         for item in items {
             if Self.isRemoval(item) {
                 guard let id = Self.id(of: item, removal: true) else {
@@ -141,14 +173,17 @@ package struct PayloadReader: Sendable {
                 page.removed.append((s, key))
                 continue
             }
-            try collect(item, set: set, options: options, into: &page.rows)
+            try collect(item, set: set, options: options, into: &page.rows, skipped: &skipped)
         }
+        page.skippedProperties = skipped ?? 0
         return page
     }
 
-    /// `{"@removed":{…}}` (4.01), `{"@odata.removed":…}`, or V4.0's `$deletedEntity` context.
+    /// `{"@removed":{…}}` (4.01), `{"@odata.removed":…}`, V4.0's `$deletedEntity` context, or
+    /// V2's tombstone `{"__metadata":{"deleted":true,…}}` (SAP Gateway's delta).
     static func isRemoval(_ item: JSON) -> Bool {
         if item["@removed"] != nil || item["@odata.removed"] != nil { return true }
+        if case .bool(true)? = item["__metadata"]?["deleted"] { return true }
         for name in ["@odata.context", "@context"] {
             if case .string(let c)? = item[name], c.hasSuffix("$deletedEntity") { return true }
         }

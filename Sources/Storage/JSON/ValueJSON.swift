@@ -14,6 +14,18 @@ package struct ValueJSON: Sendable {
     package func properties(
         from json: JSON, properties: [Property], navigation: Set<String> = [], owner: String
     ) throws(EntityError) -> Properties {
+        var none: Int? = nil
+        return try self.properties(
+            from: json, properties: properties, navigation: navigation, owner: owner, skipped: &none)
+    }
+
+    /// `properties(from:…)` for what a service sent: a property the local `$metadata` does not
+    /// declare (a service may add nullable properties, a compatible change) is skipped and counted
+    /// in `skipped`, at any depth of complex values, instead of failing the entity. With `skipped`
+    /// nil, an unknown property is an error.
+    package func properties(
+        from json: JSON, properties: [Property], navigation: Set<String> = [], owner: String, skipped: inout Int?
+    ) throws(EntityError) -> Properties {
         guard case .object(let members) = json else {
             throw .badInput("expected a JSON object for an entity of '\(owner)'")
         }
@@ -24,9 +36,11 @@ package struct ValueJSON: Sendable {
             if name.utf8.contains(UInt8(ascii: "@")) || name == "__metadata" || name == "__deferred" { continue }
             guard let p = properties.first(where: { $0.name == name }) else {
                 if navigation.contains(name) { continue }
-                throw .unknownProperty(set: owner, property: name)
+                guard let n = skipped else { throw .unknownProperty(set: owner, property: name) }
+                skipped = n + 1
+                continue
             }
-            let value = try self.value(from: v, type: p.type, property: name)
+            let value = try self.value(from: v, type: p.type, property: name, skipped: &skipped)
             if !value.isNull { try Validation.check(value, against: p, schema: schema) }  // nulls: checked on write
             out[name] = value
         }
@@ -35,6 +49,11 @@ package struct ValueJSON: Sendable {
 
     /// Reads one value of `type` from JSON.
     package func value(from json: JSON, type: TypeRef, property: String) throws(EntityError) -> Value {
+        var none: Int? = nil
+        return try value(from: json, type: type, property: property, skipped: &none)
+    }
+
+    func value(from json: JSON, type: TypeRef, property: String, skipped: inout Int?) throws(EntityError) -> Value {
         if case .null = json { return .null }
         func mismatch() -> EntityError { .typeMismatch(property: property, expected: type.description, got: json.text) }
         switch type {
@@ -63,7 +82,7 @@ package struct ValueJSON: Sendable {
             }
         case .complex(let name):
             guard let ct = schema.complexTypes[name] else { throw mismatch() }
-            let props = try properties(from: json, properties: ct.properties, owner: name)
+            let props = try properties(from: json, properties: ct.properties, owner: name, skipped: &skipped)
             return .complex(props)
         case .collection(let element):
             var items: [JSON]
@@ -76,7 +95,9 @@ package struct ValueJSON: Sendable {
             }
             var values: [Value] = []
             values.reserveCapacity(items.count)
-            for item in items { values.append(try value(from: item, type: element, property: property)) }
+            for item in items {
+                values.append(try value(from: item, type: element, property: property, skipped: &skipped))
+            }
             return .collection(values)
         }
     }

@@ -1,0 +1,158 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import Testing
+@testable import OfflineStore
+@testable import Sync
+import Remote
+import Samples
+import Storage
+
+/// `scripts/hostile-upstream.sh`: a V4 service of the project's own (Python's standard library)
+/// whose service roots `/MODE/` misbehave on command, with a second listener — another origin —
+/// that logs whatever reaches it.
+struct HostileUpstream {
+    let server: ServerProcess
+    let http: HTTP
+    private let client: HTTPClient
+
+    static func start() async throws -> HostileUpstream {
+        let dir = tempDir() + "/hostile"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        try SampleData.json("Products").write(toFile: dir + "/Products.json", atomically: true, encoding: .utf8)
+        let server = try await ServerProcess.launch(
+            "/bin/sh",
+            [
+                repositoryRoot + "/scripts/hostile-upstream.sh", "--data", "Products=\(dir)/Products.json",
+                "--lifetime", "300", "--pid-file", dir + "/pid",
+            ], store: dir, startTimeout: 60)
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        return HostileUpstream(server: server, http: HTTP(client: client, base: server.url), client: client)
+    }
+
+    func stop() async {
+        try? await client.shutdown()
+        await server.stop()
+    }
+
+    /// The service root of a misbehaviour.
+    func root(_ mode: String) -> String { server.url + "/" + mode + "/" }
+
+    /// What reached the other origin (method, path, headers).
+    func otherLog() async throws -> [[String: Any]] {
+        (try await http.get("/_log").object["other"] as? [[String: Any]]) ?? []
+    }
+}
+
+/// Refresh against a service that misbehaves (the second hardening round's client findings 4, 5,
+/// 7, 9, 10 and 11): links to other origins are not followed and not stored, and no credential
+/// goes there; a stalled or trickling body ends at the timeouts; endless next links stop; ETags
+/// that cannot go back as `If-Match` are refused before they are stored; properties the local
+/// `$metadata` lacks are skipped and counted. After each, the store passes `check`.
+@Suite(.external, .checksStores, .serialized) struct HostileUpstreamTests {
+    static func store(_ root: String) throws -> OfflineStore {
+        var configuration = SampleData.configuration
+        configuration.serviceRoot = root
+        configuration.definingRequests = [DefiningRequest(name: "P", url: "Products")]
+        return try OfflineStore.create(
+            at: tempDir() + "/offline", metadata: Array(SampleData.metadata.utf8), configuration: configuration)
+    }
+
+    static let secret = ("Authorization", "Basic c2VjcmV0OnNlY3JldA==")
+
+    /// Refreshes through an HTTP backend with the given bounds; returns the error it threw.
+    static func refreshError(
+        _ store: OfflineStore, _ root: String, timeout: TimeAmount = .seconds(60), idle: TimeAmount = .seconds(30)
+    ) async -> (any Error)? {
+        let backend = HTTPBackend(
+            serviceRoot: root, headers: [secret], timeout: timeout, retries: 0, idleTimeout: idle,
+            version: store.schema.version)
+        defer { Task { try? await backend.shutdown() } }
+        do {
+            _ = try await store.refresh(backend: backend)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test func aNextLinkToAnotherOriginIsNotFollowed() async throws {
+        let up = try await HostileUpstream.start()
+        defer { Task { await up.stop() } }
+        let store = try Self.store(up.root("next-other"))
+        let error = await Self.refreshError(store, up.root("next-other"))
+        #expect("\(error.map { "\($0)" } ?? "none")".contains("another origin"), "\(String(describing: error))")
+        let other = try await up.otherLog()
+        #expect(other.isEmpty, "the other origin was contacted: \(other)")
+        #expect(try store.entities("Products?$filter=ProductID eq 'EVIL'").isEmpty)
+        #expect(try store.entities("Products").count == 10)  // the first page, from the service itself
+    }
+
+    @Test func aDeltaLinkToAnotherOriginIsNotStored() async throws {
+        let up = try await HostileUpstream.start()
+        defer { Task { await up.stop() } }
+        let store = try Self.store(up.root("delta-other"))
+        let error = await Self.refreshError(store, up.root("delta-other"))
+        #expect(
+            "\(error.map { "\($0)" } ?? "none")".contains("delta link to another origin"),
+            "\(String(describing: error))")
+        let kept = try store.entities.read { t in try Membership(store: store.entities).deltaLink(t, name: "P") }
+        #expect(kept == nil)
+        // The next refresh, from the well-behaved root, reads in full and sends nothing elsewhere.
+        let error2 = await Self.refreshError(store, up.root("ok"))
+        #expect(error2 == nil, "\(String(describing: error2))")
+        let other = try await up.otherLog()
+        #expect(other.isEmpty, "the other origin was contacted: \(other)")
+        #expect(try store.entities("Products").count == 24)
+    }
+
+    @Test func endlessNextLinksStop() async throws {
+        let up = try await HostileUpstream.start()
+        defer { Task { await up.stop() } }
+        for mode in ["endless", "endless-empty"] {
+            let store = try Self.store(up.root(mode))
+            let started = Date()
+            let error = await Self.refreshError(store, up.root(mode))
+            #expect(
+                "\(error.map { "\($0)" } ?? "none")".contains("do not end"), "\(mode): \(String(describing: error))")
+            #expect(Date().timeIntervalSince(started) < 30)
+        }
+    }
+
+    @Test func etagsThatCannotGoBackAsIfMatchAreRefused() async throws {
+        let up = try await HostileUpstream.start()
+        defer { Task { await up.stop() } }
+        let store = try Self.store(up.root("bad-etag"))
+        let error = await Self.refreshError(store, up.root("bad-etag"))
+        #expect("\(error.map { "\($0)" } ?? "none")".contains("If-Match"), "\(String(describing: error))")
+        #expect(try store.entities("Products").isEmpty)  // the page failed whole
+    }
+
+    @Test func unknownPropertiesAreSkippedAndCounted() async throws {
+        let up = try await HostileUpstream.start()
+        defer { Task { await up.stop() } }
+        let store = try Self.store(up.root("unknown-prop"))
+        let report = try await store.refresh(serviceRoot: up.root("unknown-prop"))
+        #expect(report.skippedProperties == 24, "\(report)")
+        #expect(report.description.contains("24 unknown properties skipped"))
+        #expect(try store.entities("Products").count == 24)
+    }
+
+    @Test func stalledAndTricklingAnswersEndAtTheTimeouts() async throws {
+        let up = try await HostileUpstream.start()
+        defer { Task { await up.stop() } }
+        let cases: [(String, TimeAmount, TimeAmount, String)] = [
+            ("stall-head", .seconds(2), .seconds(30), "no answer within the timeout"),
+            ("stall-body", .seconds(60), .seconds(1), "idle timeout"),
+            ("trickle", .seconds(2), .seconds(1), "longer than the timeout"),
+        ]
+        for (mode, timeout, idle, expected) in cases {
+            let store = try Self.store(up.root(mode))
+            let started = Date()
+            let error = await Self.refreshError(store, up.root(mode), timeout: timeout, idle: idle)
+            let took = Date().timeIntervalSince(started)
+            #expect("\(error.map { "\($0)" } ?? "none")".contains(expected), "\(mode): \(String(describing: error))")
+            #expect(took < 10, "\(mode) took \(took) s")
+        }
+    }
+}

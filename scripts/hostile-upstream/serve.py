@@ -1,0 +1,228 @@
+"""A hostile OData V4 upstream: each service root ``/MODE/`` misbehaves one way, on command.
+
+It serves the entity sets given with ``--data SET=FILE`` (``{"value": [...]}``) as a V4 JSON service,
+ten entities a page with a relative ``@odata.nextLink``, and answers writes as a service would
+(201 with the entity, 204) — except where MODE says otherwise:
+
+``ok``            behaves.
+``next-other``    the first page's next link is absolute, on the *other* listener (another origin).
+``delta-other``   with ``Prefer: odata.track-changes``, the last page carries a delta link on the other origin.
+``location-other`` a create answers 201 with no body and a ``Location`` on the other origin.
+``endless``       every page repeats the first ten entities with a new next link, forever.
+``endless-empty`` every page is empty, with a new next link, forever.
+``bad-etag``      entities carry ``@odata.etag`` values with CR/LF, NUL, or empty.
+``unknown-prop``  entities carry a property the client's ``$metadata`` lacks (``AddedLater``), answers to writes too.
+``partial``       a write's answer carries only the key (and the ``Name`` sent), not the whole entity.
+``stall-body``    sends the head and the start of the body, then nothing for 120 s.
+``stall-head``    sends nothing for 120 s.
+``trickle``       sends the body one byte every 0.5 s.
+
+A second listener (the "other origin", same host, another port) answers everything with 200 and
+logs what it received: ``GET /_log`` on either listener returns both logs (method, path, headers),
+so a test can prove that nothing, and no credential, reached the other origin. ``POST /_reset``
+clears the logs and the writes. It prints ``hostile upstream serving at URL`` as its first line.
+"""
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit, parse_qs
+
+DATA = {}
+LOG = {"main": [], "other": []}
+LOCK = threading.Lock()
+PORTS = {}
+PAGE = 10
+
+
+def keyof(entity, set_name):
+    for k in ("ProductID", "BusinessPartnerID", "SalesOrderID", "ID"):
+        if k in entity:
+            return k, entity[k]
+    return None, None
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    role = "main"
+
+    def log_message(self, *args):
+        pass
+
+    def _log(self):
+        with LOCK:
+            LOG[self.role].append({"method": self.command, "path": self.path,
+                                   "headers": {k.lower(): v for k, v in self.headers.items()}})
+
+    def _send(self, status, obj=None, headers=None, raw=None):
+        body = raw if raw is not None else (b"" if obj is None else json.dumps(obj).encode())
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        if body or status not in (204, 304):
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("OData-Version", "4.0")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def _route(self):
+        self._log()
+        parts = urlsplit(self.path)
+        if parts.path == "/_log":
+            with LOCK:
+                return self._send(200, LOG)
+        if parts.path == "/_reset":
+            with LOCK:
+                LOG["main"].clear(); LOG["other"].clear()
+            return self._send(204)
+        if self.role == "other":
+            return self._send(200, {"value": [{"ProductID": "EVIL", "Name": "from the other origin"}]})
+        segs = parts.path.strip("/").split("/", 1)
+        mode, rest = segs[0], (segs[1] if len(segs) > 1 else "")
+        query = parse_qs(parts.query)
+        if mode == "stall-head":
+            time.sleep(120)
+            return self._send(200, {"value": []})
+        set_name = rest.split("(", 1)[0]
+        if set_name not in DATA:
+            return self._send(404, {"error": {"code": "404", "message": "no entity set '%s'" % set_name}})
+        if self.command == "GET":
+            return self._read(mode, set_name, query)
+        return self._write(mode, set_name, rest)
+
+    def _root(self, mode, origin="main"):
+        return "http://127.0.0.1:%d/%s/" % (PORTS[origin], mode)
+
+    def _read(self, mode, set_name, query):
+        page = int(query.get("p", ["0"])[0])
+        rows = DATA[set_name]
+        out = {"@odata.context": "$metadata#" + set_name}
+        if mode == "endless":
+            items = rows[:PAGE]
+            out["@odata.nextLink"] = "%s?p=%d" % (set_name, page + 1)
+        elif mode == "endless-empty":
+            items = []
+            out["@odata.nextLink"] = "%s?p=%d" % (set_name, page + 1)
+        else:
+            items = rows[page * PAGE:(page + 1) * PAGE]
+            if (page + 1) * PAGE < len(rows):
+                if mode == "next-other":
+                    out["@odata.nextLink"] = self._root(mode, "other") + "%s?p=%d" % (set_name, page + 1)
+                else:
+                    out["@odata.nextLink"] = "%s?p=%d" % (set_name, page + 1)
+            elif "odata.track-changes" in (self.headers.get("Prefer") or ""):
+                origin = "other" if mode == "delta-other" else "main"
+                out["@odata.deltaLink"] = self._root(mode, origin) + set_name + "?$deltatoken=1"
+        items = [dict(e) for e in items]
+        for i, e in enumerate(items):
+            if mode == "bad-etag":
+                e["@odata.etag"] = ["W/\"a\r\nX-Injected: 1\"", "", "W/\"\x00\""][i % 3]
+            if mode == "unknown-prop":
+                e["AddedLater"] = "a property the client's $metadata lacks"
+        out["value"] = items
+        body = json.dumps(out).encode()
+        if mode == "stall-body":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[:20]); self.wfile.flush()
+            time.sleep(120)
+            return
+        if mode == "trickle":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            for b in body:
+                self.wfile.write(bytes([b])); self.wfile.flush()
+                time.sleep(0.5)
+            return
+        return self._send(200, out)
+
+    def _write(self, mode, set_name, rest):
+        raw = self._body()
+        try:
+            sent = json.loads(raw or b"{}")
+        except ValueError:
+            return self._send(400, {"error": {"code": "400", "message": "not JSON"}})
+        if self.command == "POST":
+            k, v = keyof(sent, set_name)
+            with LOCK:
+                DATA[set_name].append(sent)
+            if mode == "location-other":
+                return self._send(201, None, {"Location": self._root(mode, "other") + "%s('%s')" % (set_name, v)})
+            answer = dict(sent)
+            if mode == "partial":
+                answer = {k: v, **({"Name": sent["Name"]} if "Name" in sent else {})}
+            if mode == "unknown-prop":
+                answer["AddedLater"] = "x"
+            return self._send(201, answer, {"Location": self._root(mode) + "%s('%s')" % (set_name, v)})
+        if self.command in ("PATCH", "PUT", "MERGE"):
+            key = rest[len(set_name):].strip("()'")
+            with LOCK:
+                for e in DATA[set_name]:
+                    if keyof(e, set_name)[1] == key:
+                        e.update(sent)
+                        current = dict(e)
+                        break
+                else:
+                    return self._send(404, {"error": {"code": "404", "message": "no entity " + key}})
+            if mode == "partial":
+                k, v = keyof(current, set_name)
+                return self._send(200, {k: v, **({"Name": sent["Name"]} if "Name" in sent else {})})
+            if mode == "unknown-prop":
+                current["AddedLater"] = "x"
+            return self._send(200, current)
+        if self.command == "DELETE":
+            key = rest[len(set_name):].strip("()'")
+            with LOCK:
+                DATA[set_name][:] = [e for e in DATA[set_name] if keyof(e, set_name)[1] != key]
+            return self._send(204)
+        return self._send(405, {"error": {"code": "405", "message": "method not allowed"}})
+
+    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = do_MERGE = _route
+
+
+class Other(Handler):
+    role = "other"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", action="append", default=[], help="SET=FILE ({\"value\": [...]})")
+    p.add_argument("--lifetime", type=float, required=True)
+    p.add_argument("--pid-file")
+    a = p.parse_args()
+    for item in a.data:
+        name, path = item.split("=", 1)
+        with open(path) as f:
+            DATA[name] = json.load(f)["value"]
+    main_server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    other_server = ThreadingHTTPServer(("127.0.0.1", 0), Other)
+    main_server.daemon_threads = other_server.daemon_threads = True
+    PORTS["main"], PORTS["other"] = main_server.server_address[1], other_server.server_address[1]
+    if a.pid_file:
+        with open(a.pid_file, "w") as f:
+            f.write(str(os.getpid()))
+    for s in (main_server, other_server):
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    print("hostile upstream serving at http://127.0.0.1:%d" % PORTS["main"], flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait(a.lifetime)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,3 +1,4 @@
+import Glibc
 import Queue
 import Sync
 import Remote
@@ -15,8 +16,9 @@ public typealias RefreshError = Sync.RefreshError
 /// No answer, or one that cannot be read, from the service (what a refresh throws when it is down).
 package typealias BackendError = Sync.BackendError
 
-/// Paths of the stores with a refresh, define or undefine running in this process.
-private let busyStores = Mutex<Set<String>>([])
+/// Stores with a refresh, define or undefine running in this process: path → the descriptor of
+/// its `sync.lock`, on which this process holds an exclusive `flock`.
+private let busyStores = Mutex<[String: Int32]>([:])
 
 extension OfflineStore {
     /// Entities per page asked of the service (`Prefer: odata.maxpagesize`) when the caller gives none.
@@ -145,14 +147,38 @@ extension OfflineStore {
         }
     }
 
+    /// Takes the store's refresh lock: in this process (a set of paths), and across processes (an
+    /// exclusive `flock` on `sync.lock` in the store's directory, released by the system when the
+    /// process ends, even by SIGKILL). Two refreshes of one store at once would each sweep what
+    /// the other had just marked (the later one's membership sweep deletes entities the earlier
+    /// one brought); the second is refused instead, with `RefreshError.alreadyRunning`.
     private func enter() throws {
         let path = self.path
-        guard busyStores.withLock({ $0.insert(path).inserted }) else { throw RefreshError.alreadyRunning }
+        try busyStores.withLock { busy in
+            guard busy[path] == nil else { throw RefreshError.alreadyRunning }
+            let fd = Glibc.open(path + "/sync.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            guard fd >= 0 else {
+                throw EntityError.badInput(
+                    "cannot open \(path)/sync.lock for the refresh lock: \(String(cString: strerror(errno)))")
+            }
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+                let e = errno
+                close(fd)
+                if e == EWOULDBLOCK { throw RefreshError.alreadyRunning }
+                throw EntityError.badInput("cannot lock \(path)/sync.lock: \(String(cString: strerror(e)))")
+            }
+            busy[path] = fd
+        }
     }
 
     private func leave() {
         let path = self.path
-        _ = busyStores.withLock { $0.remove(path) }
+        busyStores.withLock { busy in
+            if let fd = busy.removeValue(forKey: path) {
+                flock(fd, LOCK_UN)
+                close(fd)
+            }
+        }
     }
 
     private func exclusively<R>(_ body: () throws -> R) throws -> R {

@@ -86,7 +86,7 @@ public enum RefreshError: Error, Sendable, Hashable, CustomStringConvertible {
     case service(request: String, status: Int, message: String)
     /// No defining request of that name.
     case unknownRequest(String)
-    /// Another refresh of this store is running in this process.
+    /// Another refresh (or define, undefine) of this store is running, in this process or another.
     case alreadyRunning
     /// Neither an argument nor the configuration gives the service root.
     case noServiceRoot
@@ -97,7 +97,8 @@ public enum RefreshError: Error, Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .service(let r, let s, let m): "refresh of '\(r)': the service answered \(s): \(m)"
         case .unknownRequest(let n): "no defining request named '\(Membership.quoted(n))'"
-        case .alreadyRunning: "a refresh of this store is already running"
+        case .alreadyRunning:
+            "a refresh, define or undefine of this store is already running (in this process or another); try again when it ends"
         case .noServiceRoot:
             "no service root: give one (--service URL) or set \"serviceRoot\" in the store's configuration"
         case .badResponse(let r, let m): "refresh of '\(r)': \(m)"

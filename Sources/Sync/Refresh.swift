@@ -40,6 +40,10 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
         /// Properties the service sent that the store's `$metadata` does not declare, skipped (a
         /// service may add properties; the store keeps what its schema has).
         public var skippedProperties = 0
+        /// Entities the service counted for a full read (`$count`, `$inlinecount`) but its pages
+        /// did not bring (offset paging while the collection changed). When not 0, nothing was
+        /// removed and no delta link kept: the next refresh reads the request in full again.
+        public var missing = 0
 
         public init(name: String, mode: Mode) {
             self.name = name
@@ -58,6 +62,7 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
     public var removed: Int { requests.reduce(0) { $0 + $1.removed } }
     public var rebased: Int { requests.reduce(0) { $0 + $1.rebased } }
     public var skippedProperties: Int { requests.reduce(0) { $0 + $1.skippedProperties } }
+    public var missing: Int { requests.reduce(0) { $0 + $1.missing } }
 
     /// One line: `refreshed 2 requests (Products: delta, Orders: full): 120 received, 118 written, 2 removed, 1 rebased, 0 compacted`.
     public var description: String {
@@ -66,6 +71,9 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
             "refreshed \(requests.count) request\(requests.count == 1 ? "" : "s")\(modes.isEmpty ? "" : " (\(modes))"): "
             + "\(received) received, \(written) written, \(removed) removed, \(rebased) rebased, \(compacted) compacted"
             + (skippedProperties == 0 ? "" : ", \(skippedProperties) unknown properties skipped")
+            + (missing == 0
+                ? ""
+                : "; \(missing) counted by the service but not sent (paging while it changed): nothing removed, read in full next time")
     }
 }
 
@@ -292,6 +300,11 @@ package struct Refresher: Sendable {
         link.hasPrefix(backend.serviceRoot) ? String(link.dropFirst(backend.serviceRoot.count)) : link
     }
 
+    /// `url` asking the service to count the collection: V4 `$count=true`, V2 `$inlinecount=allpages`.
+    func withCount(_ url: String) -> String {
+        url + (url.contains("?") ? "&" : "?") + (store.schema.version == .v4 ? "$count=true" : "$inlinecount=allpages")
+    }
+
     /// A delta link to store: relative, or absolute on the service root's origin. Any other is
     /// refused before it is stored, so that no later refresh sends the credentials there.
     func storable(_ link: String, request name: String) throws -> String {
@@ -317,18 +330,27 @@ package struct Refresher: Sendable {
             return g
         }
         var report = RefreshReport.Request(name: name, mode: mode)
-        var next: String? = DefiningRequests.encode(r.url)
+        let first = DefiningRequests.encode(r.url)
+        var next: String? = first
         var deltaLink: String? = nil
         var seen: Set<String> = []
         var track = track
         var withoutProgress = 0
+        // The service's count of the collection (asked on the first page) against the entities
+        // its pages bring: a service that pages by offset while entities are deleted before the
+        // cursor skips some, and a sweep would then remove them (finding 2 of the second round).
+        var counted: Int? = nil
+        var topLevel = 0
         while let url = next {
             guard seen.insert(url).inserted else {
                 throw RefreshError.badResponse(
                     request: name, message: "the service sent the same next link twice: \(Membership.quoted(url))")
             }
             try Task.checkCancellation()  // between pages: each page is whole or absent
-            var response = try await get(url, track: track)
+            var response = try await get(report.pages == 0 ? withCount(url) : url, track: track)
+            if report.pages == 0, response.status == 400 || response.status == 501 {
+                response = try await get(url, track: track)  // a service that does not count
+            }
             if track, report.pages == 0, response.status == 400 || response.status == 501 {
                 // Refused change tracking (Gateway: "Delta is not supported for …"): read it in
                 // full, now and from now on. A request the service refuses for another reason
@@ -345,6 +367,8 @@ package struct Refresher: Sendable {
             report.bytes += response.body.count
             let page = try reader.page(response.body, set: query.path.entitySet, options: query.options)
             let new = try await apply(page, name: name, generation: generation, into: &report)
+            if report.pages == 1 { counted = page.count }
+            topLevel += page.topLevel
             next = page.nextLink
             deltaLink = page.deltaLink
             withoutProgress = new == 0 && next != nil ? withoutProgress + 1 : 0
@@ -355,6 +379,12 @@ package struct Refresher: Sendable {
                         "the service sent \(withoutProgress) pages in a row with no entity that earlier pages of this read had not brought (\(report.pages) pages, \(report.received) entities in all): its next links do not end; nothing was removed, and the next refresh reads it again"
                 )
             }
+        }
+        if let counted, topLevel < counted {
+            // Not the whole collection: sweeping would remove what the service skipped. Keep
+            // everything, store no delta link: the next refresh reads it in full again.
+            report.missing = counted - topLevel
+            return report
         }
         let swept = try await sweep(name: name, below: generation)
         report.removed += swept.removed

@@ -21,6 +21,10 @@ package struct ServerPage: Sendable {
     package var deltaLink: String?
     /// Properties the local `$metadata` does not declare, skipped (a service may add some).
     package var skippedProperties = 0
+    /// The service's count of the whole collection (`@odata.count`, V2 `__count`), when it gave one.
+    package var count: Int?
+    /// Entities at the top level of the page (not expanded ones, not removals).
+    package var topLevel = 0
     /// Entity objects in the page, expanded ones and removals included.
     package var received: Int { rows.count + removed.count }
 }
@@ -154,6 +158,7 @@ package struct PayloadReader: Sendable {
             items = a
             if case .string(let next)? = d["__next"] { page.nextLink = next }
             if case .string(let delta)? = d["__delta"] { page.deltaLink = delta }
+            if case .string(let c)? = d["__count"] { page.count = Int(c) }
         } else {
             throw EntityError.badInput("the service's answer is not a collection ({\"value\":[…]})")
         }
@@ -162,6 +167,12 @@ package struct PayloadReader: Sendable {
         }
         for name in ["@odata.deltaLink", "@deltaLink", "odata.deltaLink"] {
             if case .string(let s)? = doc[name] { page.deltaLink = s }
+        }
+        for name in ["@odata.count", "@count", "odata.count"] {
+            switch doc[name] {
+            case .number(let n)?, .string(let n)?: page.count = Int(n)
+            default: break
+            }
         }
         var skipped: Int? = 0
         for item in items {
@@ -174,6 +185,7 @@ package struct PayloadReader: Sendable {
                 continue
             }
             try collect(item, set: set, options: options, into: &page.rows, skipped: &skipped)
+            page.topLevel += 1
         }
         page.skippedProperties = skipped ?? 0
         return page

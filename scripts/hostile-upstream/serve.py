@@ -16,6 +16,10 @@ ten entities a page with a relative ``@odata.nextLink``, and answers writes as a
 ``stall-body``    sends the head and the start of the body, then nothing for 120 s.
 ``stall-head``    sends nothing for 120 s.
 ``trickle``       sends the body one byte every 0.5 s.
+``offset-shift``  pages by offset, and deletes the first entity just before it serves the second
+                  page, once: the rest shifts left and one entity is never sent (no delta link).
+
+Every mode counts the collection when asked (``$count=true``: ``@odata.count``).
 
 A second listener (the "other origin", same host, another port) answers everything with 200 and
 logs what it received: ``GET /_log`` on either listener returns both logs (method, path, headers),
@@ -37,6 +41,7 @@ LOG = {"main": [], "other": []}
 LOCK = threading.Lock()
 PORTS = {}
 PAGE = 10
+SHIFTED = [False]
 
 
 def keyof(entity, set_name):
@@ -104,8 +109,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def _read(self, mode, set_name, query):
         page = int(query.get("p", ["0"])[0])
+        if mode == "offset-shift" and page == 1 and not SHIFTED[0]:
+            with LOCK:
+                del DATA[set_name][0]
+                SHIFTED[0] = True
         rows = DATA[set_name]
         out = {"@odata.context": "$metadata#" + set_name}
+        if query.get("$count") == ["true"]:
+            out["@odata.count"] = len(rows)
         if mode == "endless":
             items = rows[:PAGE]
             out["@odata.nextLink"] = "%s?p=%d" % (set_name, page + 1)
@@ -119,7 +130,7 @@ class Handler(BaseHTTPRequestHandler):
                     out["@odata.nextLink"] = self._root(mode, "other") + "%s?p=%d" % (set_name, page + 1)
                 else:
                     out["@odata.nextLink"] = "%s?p=%d" % (set_name, page + 1)
-            elif "odata.track-changes" in (self.headers.get("Prefer") or ""):
+            elif "odata.track-changes" in (self.headers.get("Prefer") or "") and mode != "offset-shift":
                 origin = "other" if mode == "delta-other" else "main"
                 out["@odata.deltaLink"] = self._root(mode, origin) + set_name + "?$deltatoken=1"
         items = [dict(e) for e in items]

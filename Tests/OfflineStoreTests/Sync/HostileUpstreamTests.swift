@@ -138,6 +138,33 @@ struct HostileUpstream {
         #expect(try store.entities("Products").count == 24)
     }
 
+    /// Finding 2: a service that pages by offset while an entity before the cursor is deleted
+    /// never sends one entity. The refresh sees that its pages brought fewer entities than the
+    /// service counted, removes nothing and keeps no delta link; the next one reads in full,
+    /// brings the skipped entity and removes the deleted one.
+    @Test func aFullReadThatMissesCountedEntitiesRemovesNothing() async throws {
+        let up = try await HostileUpstream.start()
+        defer { Task { await up.stop() } }
+        let store = try Self.store(up.root("offset-shift"))
+        let first = try await store.refresh(serviceRoot: up.root("offset-shift"))
+        #expect(first.missing == 1, "\(first)")
+        #expect(first.removed == 0)
+        #expect(first.description.contains("1 counted by the service but not sent"))
+        #expect(try store.entities("Products").count == 23)  // all but the skipped one; the deleted one too
+        let second = try await store.refresh(serviceRoot: up.root("offset-shift"))
+        #expect(second.missing == 0 && second.removed == 1, "\(second)")
+        #expect(second.requests.map(\.mode) == [.full])
+        var ids: Set<String> = []
+        for page in 0..<3 {  // ten a page
+            let served = try await up.http.get("/ok/Products?p=\(page)").object
+            ids.formUnion(((served["value"] as? [[String: Any]]) ?? []).compactMap { $0["ProductID"] as? String })
+        }
+        let mine = Set(
+            try store.entities("Products").compactMap { if case .string(let s)? = $0["ProductID"] { s } else { nil } })
+        #expect(
+            ids.count == 23 && mine == ids, "only here: \(mine.subtracting(ids)), only there: \(ids.subtracting(mine))")
+    }
+
     @Test func stalledAndTricklingAnswersEndAtTheTimeouts() async throws {
         let up = try await HostileUpstream.start()
         defer { Task { await up.stop() } }

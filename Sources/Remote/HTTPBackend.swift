@@ -5,6 +5,7 @@ import NIOHTTP1
 import Queue
 import Sync
 import Storage
+import Synchronization
 
 /// `Backend` over HTTP/1.1 with AsyncHTTPClient: an OData JSON client, V4 or V2.
 ///
@@ -45,6 +46,9 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     package let version: ODataVersion
     /// The origin (`http://host:port`) of `serviceRoot`, the only one requests go to.
     package let origin: String
+    /// The CSRF token and session cookies of this backend (`HTTPBackend+Session.swift`): in
+    /// memory only, never written or logged.
+    let session = Mutex(Session())
 
     /// No connection within the connect timeout: not retried.
     struct Unreachable: Error { let message: String }
@@ -85,7 +89,15 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         return url
     }
 
+    /// Sends `request` with the session's CSRF token and cookies (`HTTPBackend+Session.swift`),
+    /// retrying as the type's documentation says.
     package func send(_ request: BackendRequest) async throws -> BackendResponse {
+        try await sendInSession(request)
+    }
+
+    /// One request, retried when it is safe to repeat (see the type's documentation); no CSRF
+    /// handling of its own.
+    func transmit(_ request: BackendRequest) async throws -> BackendResponse {
         let repeatable = request.method == "GET" || request.header("Repeatability-Request-ID") != nil
         var attempt = 0
         while true {
@@ -122,6 +134,7 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         }
         r.headers.add(name: "Accept", value: "application/json")
         for (k, v) in headers + request.headers { r.headers.replaceOrAdd(name: k, value: v) }
+        sessionHeaders(for: request, into: &r.headers)
         if let body = request.body {
             if r.headers["Content-Type"].isEmpty { r.headers.add(name: "Content-Type", value: "application/json") }
             r.body = .bytes(ByteBuffer(bytes: body))
@@ -145,6 +158,7 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
                 }
                 body.append(contentsOf: chunk.readableBytesView)
             }
+            keepCookies(response.headers[canonicalForm: "Set-Cookie"].map(String.init))
             return BackendResponse(
                 status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: body)
         } catch let e as IOError where e.errnoCode == ECONNREFUSED {
@@ -183,8 +197,45 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         return ms % 1000 == 0 ? String(ms / 1000) : String(Double(ms) / 1000)
     }
 
+    /// Sends `requests` as one `$batch`: a JSON batch to a V4 service, a `multipart/mixed` one
+    /// (`Multipart`) to a V2 service.
     package func batch(
         _ requests: [BackendRequest], headers extra: [(String, String)] = []
+    ) async throws -> [BackendResponse] {
+        switch version {
+        case .v4: try await jsonBatch(requests, headers: extra)
+        case .v2, .v3: try await multipartBatch(requests, headers: extra)
+        }
+    }
+
+    /// A V2 `$batch`: `multipart/mixed`, a change set per atomicity group and per modifying
+    /// request outside any (see `Multipart`). Throws `BackendError.badResponse` when the `$batch`
+    /// itself is not answered 202 (or 200) or its answer cannot be read.
+    func multipartBatch(
+        _ requests: [BackendRequest], headers extra: [(String, String)]
+    ) async throws -> [BackendResponse] {
+        let boundary = "batch_" + UUID().uuidString.lowercased()
+        let body = Multipart.encode(requests, boundary: boundary)
+        let batchHeaders =
+            extra.filter { !["prefer", "content-type", "accept"].contains($0.0.lowercased()) } + [
+                ("Content-Type", "multipart/mixed; boundary=\(boundary)"), ("Accept", "multipart/mixed"),
+            ]
+        let response = try await send(BackendRequest(method: "POST", url: "$batch", headers: batchHeaders, body: body))
+        guard response.status == 202 || response.status == 200 else {
+            // The batch itself was refused (401, 403, 413, 5xx, …): no request of it ran.
+            let text =
+                ServiceMessage.parse(response.body)?.message
+                ?? String(decoding: response.body.prefix(300), as: UTF8.self)
+            throw BackendError.badResponse(
+                "the service answered the $batch itself with \(response.status)\(text.isEmpty ? "" : ": " + text)")
+        }
+        let answers = try Multipart.answers(response.body, contentType: response.header("Content-Type") ?? "")
+        return try Multipart.responses(for: requests, answers)
+    }
+
+    /// A V4 JSON `$batch` (OData 4.01 JSON Format §19).
+    func jsonBatch(
+        _ requests: [BackendRequest], headers extra: [(String, String)]
     ) async throws -> [BackendResponse] {
         var out = JSONBuffer()
         out.append("{\"requests\":[")

@@ -78,15 +78,20 @@ package struct Flush: Sendable {
         package var reconcile: Bool
         /// Called after each round trip with the report so far.
         package var progress: (@Sendable (FlushReport) -> Void)?
+        /// The method of a partial update: nil for the service's own (`PATCH` for V4, `MERGE` for
+        /// V2, which SAP Gateway takes inside and outside `$batch`), or `PATCH` for a V2 service
+        /// configured to take it.
+        package var updateMethod: String?
 
         package init(
             category: String? = nil, batchSize: Int = 50, headers: [(String, String)] = [], reconcile: Bool = true,
-            progress: (@Sendable (FlushReport) -> Void)? = nil
+            updateMethod: String? = nil, progress: (@Sendable (FlushReport) -> Void)? = nil
         ) {
             self.category = category
             self.batchSize = batchSize
             self.headers = headers
             self.reconcile = reconcile
+            self.updateMethod = updateMethod
             self.progress = progress
         }
     }
@@ -242,7 +247,10 @@ package struct Flush: Sendable {
             // Planned from this transaction's reading of the queue: the record is there.
             let r = try queue.markSent(t, id: p.id, at: now)
             let etag = p.ifMatch ? try etags.get(t.reader, set: r.entitySet, keyBytes: r.keyBytes) : nil
-            var request = try Self.request(r, queue: queue, etag: etag)
+            var request =
+                queue.store.schema.version == .v4
+                ? try Self.request(r, queue: queue, etag: etag)
+                : try Self.requestV2(r, queue: queue, etag: etag, updateMethod: options.updateMethod)
             request.group = p.group
             request.id = String(p.id)
             request.dependsOn = dependsOn(p, earlier: out, position: position)
@@ -445,8 +453,8 @@ package struct Flush: Sendable {
         var image: Properties? = nil
         if body.contains(where: { !($0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09) }) {
             do {
-                let json = try JSON.parse(body)
-                if case .string(let tag)? = json["@odata.etag"], etag == nil { etag = tag }
+                let json = Self.entityJSON(try JSON.parse(body))
+                if etag == nil { etag = Self.etag(in: json) }
                 let set = try store.set(r.entitySet)
                 image = try ValueJSON(schema: store.schema).properties(
                     from: json, properties: set.type.properties,
@@ -477,11 +485,11 @@ package struct Flush: Sendable {
         case (.delete, 404):
             return .success(image: nil, etag: nil, reconciled: true)
         case (.create, 409) where !r.localKey, (.update, 412), (.replace, 412):
-            let url = Self.percentEncoded("\(r.entitySet)(\(r.entityKey))")
+            let url = try Self.entityURL(r, store: store)
             let read = try await backend.send(BackendRequest(method: "GET", url: url, headers: options.headers))
             guard read.status == 200 else { return nil }
             let set = try store.set(r.entitySet)
-            guard let json = try? JSON.parse(read.body),
+            guard let json = try? Self.entityJSON(JSON.parse(read.body)),
                 let there = try? ValueJSON(schema: store.schema).properties(
                     from: json, properties: set.type.properties,
                     navigation: Set(set.type.navigationProperties.map(\.name)), owner: r.entitySet)
@@ -496,9 +504,7 @@ package struct Flush: Sendable {
                 for (k, v) in there where sent[k] == nil && !v.isNull && !set.type.key.contains(k) { return nil }
             }
             var answer = read
-            if answer.header("ETag") == nil, case .string(let tag)? = json["@odata.etag"] {
-                answer.headers.append(("ETag", tag))
-            }
+            if answer.header("ETag") == nil, let tag = Self.etag(in: json) { answer.headers.append(("ETag", tag)) }
             return try await success(o, answer, reconciled: true)
         default:
             return nil
@@ -588,5 +594,101 @@ extension ServerETags {
     static func isHeaderValue(_ s: String) -> Bool {
         var s = s
         return s.withUTF8 { isHeaderValue(UnsafeRawBufferPointer($0)) }
+    }
+}
+
+// MARK: The V2 dialect (SAP Gateway)
+
+extension Flush {
+    /// What goes over the wire for `r` to an OData V2 service: V2 JSON bodies
+    /// (`ValueJSON.writeV2`), key predicates in V2 literals, `MERGE` for a partial update (or
+    /// `updateMethod`), `If-Match` from `etags`. No `Repeatability-*` headers (V2 has none; a
+    /// request whose answer was lost is reconciled instead, see `Flush`) and no `Prefer` (a V2
+    /// create answers with the entity). A create leaves out the properties the service computes
+    /// (`sap:creatable="false"`), which Gateway refuses to be sent, and local key values.
+    static func requestV2(
+        _ r: RequestRecord, queue: RequestQueue, etag: String?, updateMethod: String?
+    ) throws -> BackendRequest {
+        let set = try queue.store.set(r.entitySet)
+        let json = ValueJSON(schema: queue.store.schema)
+        var method = r.method.rawValue
+        var url = try entityURL(r, store: queue.store)
+        var body: [UInt8]? = nil
+        switch r.method {
+        case .create:
+            url = percentEncoded(r.entitySet)
+            let props = try queue.body(of: r)
+            var select: Set<String> = []
+            for p in set.type.properties {
+                // Absent, not null: V2 leaves a property a create does not send at its default.
+                guard let v = props[p.name], !v.isNull else { continue }
+                if set.type.key.contains(p.name) {
+                    if r.localKey, p.computed || isLocalKeyValue(v) { continue }
+                } else if p.computed {
+                    continue
+                }
+                select.insert(p.name)
+            }
+            body = json.writeV2(props, properties: set.type.properties, select: select)
+        case .update:
+            method = updateMethod ?? "MERGE"
+            let props = try queue.body(of: r)
+            body = json.writeV2(props, properties: set.type.properties, select: Set(props.keys))
+        case .replace:
+            let props = try queue.body(of: r)
+            let select = Set(set.type.properties.filter { !$0.computed || set.type.key.contains($0.name) }.map(\.name))
+            body = json.writeV2(props, properties: set.type.properties, select: select)
+        case .delete:
+            break
+        }
+        var headers: [(String, String)] = []
+        let ours: Set<String> = ["repeatability-request-id", "repeatability-first-sent", "if-match", "content-type"]
+        for (k, v) in r.customHeaders.sorted(by: { $0.key < $1.key }) where !ours.contains(k.lowercased()) {
+            headers.append((k, v))
+        }
+        if r.method != .create, let etag { headers.append(("If-Match", etag)) }
+        return BackendRequest(method: method, url: url, headers: headers, body: body)
+    }
+
+    /// `Set(key)` for `r`'s entity, the key in the service's literals (V2: `123L` for Int64,
+    /// `guid'…'`, `datetime'…'`, `1.5M`), percent-encoded.
+    static func entityURL(_ r: RequestRecord, store: EntityStore) throws -> String {
+        guard store.schema.version != .v4 else { return percentEncoded("\(r.entitySet)(\(r.entityKey))") }
+        let set = try store.set(r.entitySet)
+        let values = try r.keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values }
+        let literals = zip(set.type.key, values).map { name, v in
+            v2Literal(v, type: set.type.property(name)?.type.primitive)
+        }
+        let predicate =
+            literals.count == 1 ? literals[0] : zip(set.type.key, literals).map { "\($0)=\($1)" }.joined(separator: ",")
+        return percentEncoded("\(r.entitySet)(\(predicate))")
+    }
+
+    /// A key value as a V2 URI literal ([MS-ODATA] §2.2.2).
+    static func v2Literal(_ v: Value, type: EDMPrimitive?) -> String {
+        switch v {
+        case .int(let i) where type == .int64: "\(i)L"
+        case .decimal(let d): "\(d)M"
+        case .guid(let g): "guid'\(g)'"
+        case .dateTimeOffset(let d) where type == .dateTimeOffset: "datetimeoffset'\(d)'"
+        case .dateTimeOffset(let d):
+            // Edm.DateTime: the instant in UTC, without an offset.
+            "datetime'\(String(EDMDateTimeOffset(ticks: d.ticks).description.dropLast()))'"
+        case .timeOfDay(let t): "time'\(ValueJSON.v2Time(ticks: t.ticks))'"
+        default: EntitySetHandle.literal(v)
+        }
+    }
+
+    /// The entity of an answer: V2 wraps it in `d` (`{"d":{…}}`), V4 does not.
+    static func entityJSON(_ json: JSON) -> JSON {
+        if case .object(let members) = json, members.count == 1, let d = json["d"], case .object = d { return d }
+        return json
+    }
+
+    /// The ETag an entity carries: V4 `@odata.etag`, V2 `__metadata.etag`.
+    static func etag(in json: JSON) -> String? {
+        if case .string(let tag)? = json["@odata.etag"] { return tag }
+        if case .string(let tag)? = json["__metadata"]?["etag"] { return tag }
+        return nil
     }
 }

@@ -111,6 +111,10 @@ extension Flush {
             return r
         }
 
+        /// Whether the service speaks OData V2, whose `$batch` cannot make a request depend on
+        /// another outside its change set.
+        var isV2: Bool { queue.store.schema.version != .v4 }
+
         /// Whether this flush sends `r`: not in error, and of the flushed category.
         func isInFlush(_ r: RequestRecord) -> Bool {
             r.status != .error && (options.category == nil || r.uploadCategory == options.category)
@@ -166,6 +170,9 @@ extension Flush {
         /// of its entity in the round if it would carry an ETag from before that change.
         mutating func considerAlone(_ r: RequestRecord) throws {
             let preds = try predecessors(of: r)
+            // A V2 `$batch` has no `dependsOn`: a request after a failed one runs all the same, so
+            // a request waits for its predecessors' answers.
+            if isV2, !preds.isEmpty { return }
             guard try canGo(after: preds) else { return }
             if followsInRound(r), try holdsETag(r) { return }
             admit([PlannedRequest(id: r.id, group: nil, predecessors: preds, ifMatch: true)])
@@ -205,7 +212,7 @@ extension Flush {
             var staged: Set<Int64> = []
             for m in members {
                 let preds = try predecessors(of: m)
-                if preds.contains(where: { !memberIDs.contains($0) && !inRound.contains($0) }) { return [] }
+                if preds.contains(where: { !memberIDs.contains($0) && (isV2 || !inRound.contains($0)) }) { return [] }
                 if try canGo(after: preds, staged: staged) {
                     stage.append(
                         PlannedRequest(

@@ -10,8 +10,9 @@ public typealias FlushReport = Sync.FlushReport
 
 extension OfflineStore {
     /// Uploads the request queue to the service at `serviceRoot` (default: the configuration's
-    /// `serviceRoot`), in request-id order, in JSON `$batch` round trips of up to `batchSize`
-    /// requests; with `category`, only the requests of that upload category. `headers` go with
+    /// `serviceRoot`), in request-id order, in `$batch` round trips of up to `batchSize` requests
+    /// (JSON for a V4 service; `multipart/mixed` with change sets, V2 JSON bodies, `MERGE` and a
+    /// CSRF token with its session cookies for a V2 service such as SAP Gateway); with `category`, only the requests of that upload category. `headers` go with
     /// every round trip (an `Authorization`, say). `progress` is called after each round trip.
     ///
     /// ```swift

@@ -1,4 +1,4 @@
-/// What flush and refresh need from an OData V4 service. `Remote.HTTPBackend` is the real one,
+/// What flush and refresh need from an OData service (V4, or V2 such as SAP Gateway). `Remote.HTTPBackend` is the real one,
 /// over HTTP; the algorithms in this module see only this protocol.
 package protocol Backend: Sendable {
     /// The service root, ending in `/` (`http://127.0.0.1:8080/`).
@@ -7,9 +7,11 @@ package protocol Backend: Sendable {
     /// (an `@odata.nextLink`). Throws `BackendError.transport` when no answer came (connection
     /// refused or reset, timeout): the request may or may not have been applied.
     func send(_ request: BackendRequest) async throws -> BackendResponse
-    /// Sends `requests` as one JSON `$batch` (OData 4.01); requests with the same `group` form one
-    /// atomicity group. One response per request, in order. Throws as `send` does, and
-    /// `BackendError.badResponse` when the `$batch` itself is not answered 200.
+    /// Sends `requests` as one `$batch` in the service's dialect — a JSON batch (OData 4.01) to a V4
+    /// service, `multipart/mixed` to a V2 one; requests with the same `group` form one atomicity
+    /// group (a V2 change set). One response per request, in order (a V2 change set that failed
+    /// answers every member with its one error). Throws as `send` does, and
+    /// `BackendError.badResponse` when the `$batch` itself is not answered 200 (202 for V2).
     func batch(_ requests: [BackendRequest], headers: [(String, String)]) async throws -> [BackendResponse]
 }
 

@@ -138,6 +138,18 @@ extension OfflineStore {
         return try entities.write { t in try queue.resolveError(t, id: requestID) }
     }
 
+    /// Sends a refused request again, unchanged: the request the service refused (`requestID`,
+    /// an ErrorArchive entry without `CausedBy`) and those archived because of it go back to
+    /// pending and leave the ErrorArchive; the next flush sends them. For a refusal that may pass
+    /// on a second try (a lock, a number range, a condition fixed on the service). To fix the
+    /// data instead, change the entity: a create, update, replace or delete of an entity whose
+    /// request is in error revives it the same way and collapses into it. Returns the ids revived.
+    @discardableResult
+    public func retryError(requestID: Int64) throws -> [Int64] {
+        let queue = requestQueue
+        return try entities.write { t in try queue.retryError(t, id: requestID) }
+    }
+
     /// Resolves every ErrorArchive entry (see `resolveError(requestID:)`).
     @discardableResult
     public func resolveAllErrors() throws -> [Int64] {

@@ -95,6 +95,61 @@ extension RequestQueue {
         return try dropFrom(t, set: try store.set(r.entitySet), keyBytes: r.keyBytes, id: id)
     }
 
+    /// Sends a refused request again, unchanged (SAP's "retry"): request `id` — an entry the
+    /// service refused itself, not one archived for depending on another — and every request
+    /// archived because of it go back to pending, in their places in the queue, and leave the
+    /// ErrorArchive; the next flush sends them. Safe: the service refused them, so none was
+    /// applied. Returns the request ids revived.
+    @discardableResult
+    package func retryError(_ t: WriteView, id: Int64) throws -> [Int64] {
+        guard let entry = try errorArchive.get(t.reader, key: [.int(id)]), try record(t.reader, id: id) != nil else {
+            throw EntityError.notFound(set: SystemSets.errorArchive, key: String(id))
+        }
+        if case .int(let cause)? = entry["CausedBy"] {
+            throw EntityError.badInput(
+                "request \(id) was not refused by the service: it waits for request \(cause), which was; retry \(cause)"
+            )
+        }
+        return try revive(t, roots: [id])
+    }
+
+    /// The refused requests behind the error state of an entity's chain (their roots: the
+    /// requests the service refused), revived (`retryError`) because the entity is being changed
+    /// — SAP's "fix and re-send": the change then collapses into the refused request as into any
+    /// pending one. Returns the request ids revived (none when the chain has no request in error).
+    @discardableResult
+    package func reviveForChange(_ t: WriteView, chain: [ChainEntry]) throws -> [Int64] {
+        var roots: Set<Int64> = []
+        for e in chain where e.status == .error {
+            guard let row = try errorArchive.get(t.reader, key: [.int(e.id)]) else { continue }
+            if case .int(let cause)? = row["CausedBy"] { roots.insert(cause) } else { roots.insert(e.id) }
+        }
+        return roots.isEmpty ? [] : try revive(t, roots: roots)
+    }
+
+    /// Makes `roots` and every request archived with `CausedBy` in `roots` pending again, and
+    /// removes their ErrorArchive entries.
+    private func revive(_ t: WriteView, roots: Set<Int64>) throws -> [Int64] {
+        var ids: [Int64] = []
+        try errorArchive.scan(t.reader) { p in
+            guard case .int(let id)? = p["RequestID"] else { return true }
+            if roots.contains(id) {
+                ids.append(id)
+            } else if case .int(let cause)? = p["CausedBy"], roots.contains(cause) {
+                ids.append(id)
+            }
+            return true
+        }
+        for id in ids {
+            _ = try errorArchive.delete(t, key: [.int(id)])
+            guard var r = try record(t.reader, id: id), r.status == .error else { continue }
+            let entry = try chain(t.reader, set: r.entitySet, keyBytes: r.keyBytes).first { $0.id == id }
+            r.status = .pending
+            try put(t, r, hasDependents: entry?.hasDependents ?? false)
+        }
+        return ids.sorted()
+    }
+
     /// Resolves every ErrorArchive entry (see `resolveError`). Returns the request ids dropped.
     @discardableResult
     package func resolveAllErrors(_ t: WriteView) throws -> [Int64] {

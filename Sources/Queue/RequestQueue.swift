@@ -228,8 +228,12 @@ package struct RequestQueue: Sendable {
         let set = try changeableSet(change.set)
         // 1. The entity (and its indexes).
         let entity = try writeEntity(change, to: set, in: t)
-        // 2. Its request.
-        let chain = try self.chain(t.reader, set: set.name, keyBytes: entity.keyBytes)
+        // 2. Its request. A change to an entity whose requests the service refused revives them
+        // (fix and re-send): they leave the ErrorArchive and the change collapses into them.
+        var chain = try self.chain(t.reader, set: set.name, keyBytes: entity.keyBytes)
+        if chain.contains(where: { $0.status == .error }), try !reviveForChange(t, chain: chain).isEmpty {
+            chain = try self.chain(t.reader, set: set.name, keyBytes: entity.keyBytes)
+        }
         if chain.isEmpty, let previous = entity.previous {
             // The first local change of a server entity: keep its server image (undo, rebase).
             try t.put(store.base(ofSet: set.name), entity.keyBytes, set.codec.encode(previous))

@@ -22,16 +22,27 @@ struct QueueCommand: ParsableCommand {
 
 struct Errors: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print the ErrorArchive (requests the service refused) as OData JSON, or resolve entries.",
-        discussion:
-            "Resolving gives the change up: the request and those that depend on it leave the queue and the entities get the service's image back.\nExample: offline-store errors --store s --resolve 12"
-    )
+        abstract: "Print the ErrorArchive (requests the service refused) as OData JSON, retry or resolve entries.",
+        discussion: """
+            Retrying sends the refused request again, unchanged, with those that waited for it (the next flush sends them).
+            Resolving gives the change up: the request and those that depend on it leave the queue and the entities get the service's image back.
+            To fix the data and send it again, change the entity (update): the change merges into the refused request.
+            Example: offline-store errors --store s --retry 12
+            """)
     @OptionGroup var options: StoreOption
     @Option(help: "Resolve the entry of this request id.") var resolve: Int64?
     @Flag(help: "Resolve every entry.") var resolveAll = false
+    @Option(help: "Send the request of this id again, unchanged, on the next flush.") var retry: Int64?
 
     func run() throws {
         try runReportingErrors {
+            if let retry {
+                guard resolve == nil, !resolveAll else { throw CLIError("give --retry or --resolve, not both") }
+                let store = try OfflineStore.open(at: options.store)
+                let revived = try store.retryError(requestID: retry)
+                try output("pending again: requests \(revived.map(String.init).joined(separator: ", "))")
+                return
+            }
             if resolve != nil || resolveAll {
                 let store = try OfflineStore.open(at: options.store)
                 let dropped = try resolveAll ? store.resolveAllErrors() : store.resolveError(requestID: resolve!)

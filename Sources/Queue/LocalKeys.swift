@@ -144,11 +144,8 @@ extension RequestQueue {
         for (i, k) in set.type.key.enumerated() { oldReferenced[k] = old[i]; newReferenced[k] = new[i] }
         for depName in store.schema.serviceSetNames {
             let dep = try store.set(depName)
-            for nav in dep.type.navigationProperties
-            where !nav.dependentConstraints.isEmpty
-                && store.schema.targetSet(of: nav, from: depName) == set.name
-            {
-                let fk = nav.dependentConstraints
+            for foreignKey in store.foreignKeys[depName] ?? [] where foreignKey.target == set.name {
+                let fk = foreignKey.constraints
                 guard fk.allSatisfy({ oldReferenced[$0.referencedProperty] != nil }) else { continue }
                 let match = fk.map { oldReferenced[$0.referencedProperty]! }
                 var replacement: Properties = [:]

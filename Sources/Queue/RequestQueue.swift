@@ -194,12 +194,11 @@ package struct RequestQueue: Sendable {
     /// reach the service before this one.
     func dependencies(_ t: ReadView, set: EntitySetHandle, props: Properties) throws -> [Int64] {
         var out: [Int64] = []
-        for nav in set.type.navigationProperties where !nav.dependentConstraints.isEmpty {
-            guard let targetName = store.schema.targetSet(of: nav, from: set.name),
-                let target = try? store.set(targetName)
-            else { continue }
+        for fk in store.foreignKeys[set.name] ?? [] {
+            let targetName = fk.target
+            guard let target = try? store.set(targetName) else { continue }
             var byReferenced: [String: Value] = [:]
-            for c in nav.dependentConstraints {
+            for c in fk.constraints {
                 guard let v = props[c.property], !v.isNull else { byReferenced = [:]; break }
                 byReferenced[c.referencedProperty] = v
             }

@@ -23,6 +23,8 @@ package final class EntityStore: Sendable {
     /// The role that answers the local-state functions (the queue), found once: `$filter` asks
     /// it once a row.
     let localStateRole: (any LocalStateRole.Type)?
+    /// `schema.foreignKeys(ofSet:)` of every set, found once (every local change asks).
+    package let foreignKeys: [String: [ForeignKey]]
     private let state: Mutex<State>
     /// Held while the configuration text in `meta` is written, so the text written last is
     /// always made from the newest configuration.
@@ -102,6 +104,7 @@ package final class EntityStore: Sendable {
         self.meta = byName["meta"]!
         self.roles = roles
         self.localStateRole = roles.lazy.compactMap { $0 as? any LocalStateRole.Type }.first
+        self.foreignKeys = Dictionary(uniqueKeysWithValues: setNames.map { ($0, schema.foreignKeys(ofSet: $0)) })
         let declared = Set(roleNames)
         self.roleDatabases = byName.filter { declared.contains($0.key) }
         var handles: [String: EntitySetHandle] = [:]

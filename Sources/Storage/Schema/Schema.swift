@@ -34,6 +34,13 @@ public struct Property: Sendable, Hashable {
 
 /// A pair of a referential constraint: `property` on the dependent (the type that holds the foreign
 /// key) refers to `referencedProperty` on the principal.
+/// Properties of an entity (`ReferentialConstraint.property`) that hold the key
+/// (`referencedProperty`) of an entity of set `target`.
+package struct ForeignKey: Sendable, Hashable {
+    package var target: String
+    package var constraints: [ReferentialConstraint]
+}
+
 public struct ReferentialConstraint: Sendable, Hashable {
     public var property: String
     public var referencedProperty: String
@@ -207,6 +214,36 @@ public struct Schema: Sendable, Hashable {
 
     /// The entity set that a navigation property of `set` leads to: the binding if declared, else the
     /// only set of the target type.
+    /// The foreign keys of entity set `set`: properties of its entities that hold the key of an
+    /// entity of another set, from referential constraints on either side — its own navigation
+    /// properties' dependent constraints, and the principal constraints of other types' navigation
+    /// properties that lead to it (V2 services such as SAP's GWSAMPLE_BASIC declare the order →
+    /// line item association only from the order's side). Each once.
+    package func foreignKeys(ofSet set: String) -> [ForeignKey] {
+        var out: [ForeignKey] = []
+        func add(_ fk: ForeignKey) { if !fk.constraints.isEmpty, !out.contains(fk) { out.append(fk) } }
+        guard let type = entityType(ofSet: set) else { return [] }
+        for nav in type.navigationProperties where !nav.dependentConstraints.isEmpty {
+            if let target = targetSet(of: nav, from: set) {
+                add(ForeignKey(target: target, constraints: nav.dependentConstraints))
+            }
+        }
+        for other in entitySetNames {
+            guard let otherType = entityType(ofSet: other) else { continue }
+            for nav in otherType.navigationProperties where !nav.principalConstraints.isEmpty {
+                guard targetSet(of: nav, from: other) == set else { continue }
+                // The constraint's properties must be this type's and the referenced ones the other's.
+                guard
+                    nav.principalConstraints.allSatisfy({ c in
+                        type.property(c.property) != nil && otherType.property(c.referencedProperty) != nil
+                    })
+                else { continue }
+                add(ForeignKey(target: other, constraints: nav.principalConstraints))
+            }
+        }
+        return out
+    }
+
     public func targetSet(of navigation: NavigationProperty, from set: String) -> String? {
         if let bound = entitySets[set]?.navigationBindings[navigation.name] { return bound }
         let candidates = entitySetNames.filter { entitySets[$0]?.entityType == navigation.targetType }

@@ -5,20 +5,50 @@ import OfflineStore
 struct Init: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create a store from a $metadata document.",
-        discussion: "Example: offline-store init --store s --metadata metadata.xml --config config.json")
+        discussion: """
+            --config takes this store's JSON configuration, or SAP's offline application configuration file \
+            (.ini: [endpoint] and [defining_request] sections); keys the store handles differently or not at all \
+            are printed as warnings on stderr.
+            Example: offline-store init --store s --metadata metadata.xml --config config.json
+            """)
     @OptionGroup var options: StoreOption
     @Option(help: "The service's CSDL $metadata document (V2 EDMX or V4).") var metadata: String
-    @Option(help: "A JSON configuration: serviceRoot, definingRequests, indexes, durability.") var config: String?
+    @Option(
+        help:
+            "A configuration file: JSON (serviceRoot, definingRequests, indexes, durability) or SAP's application configuration file (.ini)."
+    ) var config: String?
+    @Option(help: "With an .ini holding several [endpoint] sections: the one to use, by name (default: the first).")
+    var endpoint: String?
     @Option(help: "The store's size cap: bytes, or with K, M or G (KiB, MiB, GiB); sets maxSizeBytes.") var maxSize:
         String?
 
     func run() throws {
         try runReportingErrors {
             var configuration = StoreConfiguration()
-            if let config { configuration = try StoreConfiguration(json: try readFile(config)) }
+            let metadataBytes = try readFile(metadata)
+            if let config {
+                let bytes = try readFile(config)
+                if StoreConfiguration.isINI(path: config, bytes: bytes) {
+                    do {
+                        let read = try StoreConfiguration.readINI(bytes, metadata: metadataBytes, endpoint: endpoint)
+                        configuration = read.configuration
+                        for w in read.warnings {
+                            Output.note(
+                                "offline-store: warning: " + Output.sanitized("\(config) \(w)", limit: 2_000) + "\n")
+                        }
+                    } catch let e as StoreConfiguration.INIError {
+                        throw CLIError("\(config)\(e.line > 0 ? " line \(e.line)" : ""): \(e.message)")
+                    }
+                } else {
+                    if endpoint != nil { throw CLIError("--endpoint is for an .ini configuration") }
+                    configuration = try StoreConfiguration(json: bytes)
+                }
+            } else if endpoint != nil {
+                throw CLIError("--endpoint is for an .ini configuration")
+            }
             if let maxSize { configuration.maxSizeBytes = try parseSize(maxSize, zeroAllowed: false) }
             let store = try OfflineStore.create(
-                at: options.store, metadata: try readFile(metadata), configuration: configuration)
+                at: options.store, metadata: metadataBytes, configuration: configuration)
             try output("created \(options.store): \(store.schema.serviceSetNames.count) entity sets")
         }
     }

@@ -4,7 +4,7 @@
 #
 #   sh scripts/mock-sap-server.sh --lifetime S [--pid-file FILE] [--port P] [--db FILE]
 #       [--require-if-match] [--no-csrf] [--auth USER:PASSWORD] [--oauth ID:SECRET]
-#       [--token-ttl S] [--seed N] [--clock YYYY-MM-DDTHH:MM] [--slow-ms MS]
+#       [--token-ttl S] [--seed N] [--clock YYYY-MM-DDTHH:MM] [--slow-ms MS] [--latency-ms MS]
 #
 # Prints "mock-sap serving at http://127.0.0.1:PORT" first (a free port unless --port), writes its
 # PID to --pid-file, exits after --lifetime seconds or on SIGTERM. --db keeps its data in a SQLite

@@ -494,14 +494,24 @@ package struct Flush: Sendable {
                     from: json, properties: set.type.properties,
                     navigation: Set(set.type.navigationProperties.map(\.name)), owner: r.entitySet)
             else { return nil }
-            let sent = try queue.body(of: r)
+            var sent = try queue.body(of: r)
+            let v2 = store.schema.version != .v4
+            if v2, r.method == .create {
+                // What went over the wire (`requestV2`): no nulls, no computed properties — V2
+                // leaves what a create does not send at its default, which need not be null.
+                sent = Properties(sent.filter { k, v in !v.isNull && !(set.type.property(k)?.computed ?? false) })
+            }
             for (k, v) in sent where (there[k] ?? .null) != v {
                 if v.isNull && (there[k] ?? .null).isNull { continue }
                 return nil
             }
-            if r.method != .update {
-                // A create or PUT sent the whole entity: what it left out is null there.
-                for (k, v) in there where sent[k] == nil && !v.isNull && !set.type.key.contains(k) { return nil }
+            if r.method != .update && !(v2 && r.method == .create) {
+                // A create or PUT sent the whole entity: what it left out is null there (but what
+                // the service computes).
+                for (k, v) in there where sent[k] == nil && !v.isNull && !set.type.key.contains(k) {
+                    if v2, set.type.property(k)?.computed == true { continue }
+                    return nil
+                }
             }
             var answer = read
             if answer.header("ETag") == nil, let tag = Self.etag(in: json) { answer.headers.append(("ETag", tag)) }

@@ -27,12 +27,14 @@ def main():
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--clock", default="")
     p.add_argument("--slow-ms", type=int, default=3000)
+    p.add_argument("--latency-ms", type=int, default=0, help="delay every answer by this much")
     a = p.parse_args()
 
     httpd = make_server(Config(
         host="127.0.0.1", port=a.port, db_path=a.db, csrf=not a.no_csrf, quiet=True,
         require_if_match=a.require_if_match, basic_auth=a.auth, oauth=a.oauth,
-        token_ttl=a.token_ttl, seed_value=a.seed, clock=a.clock, slow_ms=a.slow_ms))
+        token_ttl=a.token_ttl, seed_value=a.seed, clock=a.clock, slow_ms=a.slow_ms,
+        latency_ms=a.latency_ms))
     if a.pid_file:
         with open(a.pid_file, "w") as f:
             f.write(str(os.getpid()))

@@ -93,20 +93,17 @@ import Storage
         try #require(mine.count == 1)
         let serverID = try #require(mine[0]["SalesOrderID"] as? String)
         #expect(try store.entities("SalesOrderSet?$filter=SalesOrderID eq '\(serverID)'").count == 1)
-        // The item goes after its order only if the queue knows it refers to it. GWSAMPLE_BASIC
-        // declares that association the other way round (assoc_SalesOrderLineItem_ToHeader makes
-        // the item the principal; only the order's ToLineItems names the item's SalesOrderID as
-        // the dependent end), and the queue finds foreign keys only through an entity's own
-        // navigation properties (`RequestQueue.dependencies`, `rekey`): the item goes in the
-        // order's round trip with SalesOrderID '~1' and keeps it (a Queue change, issue 21).
-        await withKnownIssue("the queue misses a foreign key declared only from the principal's side") {
-            let itemsThere = try await sap.entities(
-                Self.service, "SalesOrderLineItemSet?$filter=SalesOrderID eq '\(serverID)'")
-            #expect(itemsThere.count == 1)
-            #expect(SAPFlush.decimal(itemsThere.first?["Quantity"]) == Decimal(string: "3"))
-            #expect(SAPFlush.millis(itemsThere.first?["DeliveryDate"]) == 1_767_225_600_000)
-            #expect(try store.entities("SalesOrderLineItemSet?$filter=SalesOrderID eq '\(serverID)'").count == 1)
-        }
+        // The item goes after its order, with the key the service gave it. GWSAMPLE_BASIC
+        // declares that foreign key only from the order's side (assoc_SalesOrderLineItem_ToHeader
+        // makes the item the principal; the order's ToLineItems names the item's SalesOrderID as
+        // the dependent end): the queue reads foreign keys from both sides (`Schema.foreignKeys`).
+        let itemsThere = try await sap.entities(
+            Self.service, "SalesOrderLineItemSet?$filter=SalesOrderID eq '\(serverID)'")
+        #expect(itemsThere.count == 1)
+        #expect(SAPFlush.decimal(itemsThere.first?["Quantity"]) == Decimal(string: "3"))
+        #expect(SAPFlush.millis(itemsThere.first?["DeliveryDate"]) == 1_767_225_600_000)
+        #expect(try store.entities("SalesOrderLineItemSet?$filter=SalesOrderID eq '\(serverID)'").count == 1)
+        #expect(try store.entities("SalesOrderLineItemSet?$filter=startswith(SalesOrderID,'~')").isEmpty)
         // What the item's V2 body carried, read back: its decimal and its DateTime exact.
         let item = try #require(
             try await sap.entities(Self.service, "SalesOrderLineItemSet?$filter=Note eq 'SAPFlushTests item'").first)

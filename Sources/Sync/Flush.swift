@@ -415,6 +415,10 @@ package struct Flush: Sendable {
             return .again(
                 "\(what): the service requires If-Match; the ETag comes with the answer to request \(o.request.dependsOn.joined(separator: ", "))"
             )
+        case 423:
+            // Locked (SAP: "locked by user …"): not applied, and not the change's fault. It stays
+            // queued, not archived; the flush goes on with the rest and the next one sends it.
+            return .again("\(what): the service answered 423 (locked); it stays queued for the next flush")
         case 401, 403, 407, 408, 429, 500...:
             let e = Self.serviceError(response)
             return .stop("\(what): the service answered \(response.status): \(e.message)")

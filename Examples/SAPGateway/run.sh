@@ -103,10 +103,15 @@ os query --store "$S" "BusinessPartnerSet?\$select=BusinessPartnerID,CompanyName
 os query --store "$S" "SalesOrderSet?\$count=true&\$top=0" | grep -q '"@odata.count"' || fail "no count of sales orders"
 echo "sales orders of German partners in the store: $("$OS" query --store "$S" "SalesOrderSet?\$count=true&\$top=0" | field '@odata.count')"
 
-step "6. change data offline: create a product, update a price, delete a product"
+step "6. change data offline: create a product, update a price, delete a product, create an order with its item"
 os create --store "$S" ProductSet '{"ProductID":"HT-9001","TypeCode":"PR","Category":"Notebooks","Name":"Notebook Offline 14","SupplierID":"0100000000","TaxTarifCode":1,"MeasureUnit":"EA","CurrencyCode":"EUR","Price":1299.00}'
 os update --store "$S" "ProductSet('HT-1000')" '{"Price":899.00}'
 os delete --store "$S" "ProductSet('HT-1001')"
+# The service assigns sales order numbers: the store gives the new order a local key (~1) until flush.
+os create --store "$S" SalesOrderSet '{"CustomerID":"0100000000","CurrencyCode":"EUR","Note":"Offline order"}'
+local=$("$OS" query --store "$S" "SalesOrderSet?\$filter=Note eq 'Offline order'&\$select=SalesOrderID" | field SalesOrderID)
+echo "the new order's local key: $local"
+os create --store "$S" SalesOrderLineItemSet "{\"SalesOrderID\":\"$local\",\"ItemPosition\":\"0000000010\",\"ProductID\":\"HT-1000\",\"CurrencyCode\":\"EUR\",\"Quantity\":2,\"QuantityUnit\":\"EA\",\"Note\":\"Offline item\"}"
 os query --store "$S" "RequestQueue?\$select=RequestID,Method,EntitySet,EntityKey&\$orderby=RequestID" --format table
 
 step "7. flush: upload the queue to Gateway (CSRF token, multipart \$batch, MERGE)"
@@ -116,6 +121,11 @@ price=$(curl -sS -f -H 'Accept: application/json' "$SVC/ProductSet('HT-1000')?\$
 gone=$(curl -sS -o /dev/null -w '%{http_code}' "$SVC/ProductSet('HT-1001')")
 echo "on the server: HT-9001 is '$created', HT-1000 costs $price, HT-1001 answers $gone"
 [ "$created" = "Notebook Offline 14" ] && [ "$price" = "899.000" ] && [ "$gone" = 404 ] || fail "the server does not show the flushed changes"
+order=$("$OS" query --store "$S" "SalesOrderSet?\$filter=Note eq 'Offline order'&\$select=SalesOrderID" | field SalesOrderID)
+items=$(curl -sS -f -H 'Accept: application/json' "$SVC/SalesOrderSet('$order')/ToLineItems?\$select=Note" | grep -c '"Note": "Offline item"' || true)
+echo "the order is $order on the server and in the store, with $items item"
+case "$order" in "~"* | "") fail "the order has no key from the service" ;; esac
+[ "$items" = 1 ] || fail "the order's item is not on the server"
 
 # A write to the server as another client makes it: CSRF token and session cookie first.
 csrf() {
@@ -159,6 +169,7 @@ echo "on the server: HT-9100 is '$name'"
 step "12. refresh and check: the store equals the service, the queue and the ErrorArchive are empty"
 os refresh --store "$S"
 os query --store "$S" "ProductSet?\$filter=startswith(ProductID,'HT-9')&\$select=ProductID,Name" --format table
+os query --store "$S" "SalesOrderLineItemSet?\$filter=Note eq 'Offline item'&\$select=SalesOrderID,ItemPosition,ProductID,Quantity" --format table
 left=$("$OS" query --store "$S" "RequestQueue?\$count=true&\$top=0" | field '@odata.count')
 errors=$("$OS" query --store "$S" "ErrorArchive?\$count=true&\$top=0" | field '@odata.count')
 echo "requests left: $left, errors: $errors"

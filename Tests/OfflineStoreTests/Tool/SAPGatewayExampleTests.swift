@@ -19,6 +19,8 @@ import Testing
             "mock-sap serving at http://127.0.0.1:",
             "== 4. refresh: download SG_Sales and SG_Product",
             "on the server: HT-9001 is 'Notebook Offline 14', HT-1000 costs 899.000, HT-1001 answers 404",
+            "the new order's local key: ~1",
+            "the order is 05",
             "HT-1002 in the store: 'Notebook Basic 19 (2026)'",
             "on the server: HT-9100 is 'Our Tablet'",
             "requests left: 0, errors: 0",

@@ -37,11 +37,11 @@ done
 # the modules below the facade are the values a program holds, which the facade re-exports by
 # typealias: EDM values, the schema, configuration, reports, errors, and the reports of flush,
 # refresh and load. A new public type below the facade fails here until it is argued into this list.
-PUBLIC_TYPES=" CSDLError ChangeOptions CheckInterrupted ComplexType DataFileError DefiningRequest Durability EDMDate
+PUBLIC_TYPES=" AuthenticationError Authentication AuthorizedRequest CSDLError ChangeOptions CheckInterrupted ComplexType DataFileError DefiningRequest Durability EDMDate
  EDMDateTimeOffset EDMDecimal EDMDuration EDMGuid EDMPrimitive EDMTimeOfDay Element EntityError EntitySet EntityType
  EnumType EnvironmentError FlushReport IndexStats IntegrityReport Iterator JSONError LMDBError LoadError LoadProgress
  LocalChange Message Mode NavigationProperty ODataVersion PreparedQuery Properties Property QueryError QueryFormat
- QueryLimits ReferentialConstraint RefreshError RefreshProgress RefreshReport Request ResultOptions ResultSummary Schema
+ QueryLimits ReferentialConstraint RefreshError RefreshProgress RefreshReport Request RequestAuthorizer ResultOptions ResultSummary Schema SecretSource
  SetStats StoreConfiguration StoreStats StringInterpolation TypeRef Value ValueBound _EDMTextCodable "
 PUBLIC_TYPES=" $(echo $PUBLIC_TYPES) "
 MACHINERY="Sources/LMDB Sources/Storage Sources/Query Sources/Queue Sources/Sync Sources/Served Sources/Remote"

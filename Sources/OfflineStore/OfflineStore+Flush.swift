@@ -13,7 +13,9 @@ extension OfflineStore {
     /// `serviceRoot`), in request-id order, in `$batch` round trips of up to `batchSize` requests
     /// (JSON for a V4 service; `multipart/mixed` with change sets, V2 JSON bodies, `MERGE` and a
     /// CSRF token with its session cookies for a V2 service such as SAP Gateway); with `category`, only the requests of that upload category. `headers` go with
-    /// every round trip (an `Authorization`, say). `progress` is called after each round trip.
+    /// every round trip. `authorizer` sets each request's credentials (see `RequestAuthorizer`);
+    /// without one, the configuration's `authentication` does, its secret read now. `progress` is
+    /// called after each round trip.
     ///
     /// ```swift
     /// let report = try await store.flush(headers: [("Authorization", "Bearer …")])
@@ -23,21 +25,22 @@ extension OfflineStore {
     /// the rest goes on. A 5xx or a lost connection does not throw either: the flush stops, the
     /// queue keeps what was not settled, and `report.stopped` says why; the next flush resumes.
     /// Throws for no service root, a batch size below 1, a flush of this store already running in
-    /// this process, and errors of the store itself. See `Flush` for the algorithm.
+    /// this process, `AuthenticationError` (a secret that cannot be read, a token refused), and
+    /// errors of the store itself. See `Flush` for the algorithm.
     public func flush(
         serviceRoot: String? = nil, category: String? = nil, batchSize: Int = 50, headers: [(String, String)] = [],
-        progress: (@Sendable (FlushReport) -> Void)? = nil
+        authorizer: (any RequestAuthorizer)? = nil, progress: (@Sendable (FlushReport) -> Void)? = nil
     ) async throws -> FlushReport {
         try await flush(
             serviceRoot: serviceRoot, category: category, batchSize: batchSize, headers: headers, reconcile: true,
-            progress: progress)
+            authorizer: authorizer, progress: progress)
     }
 
     /// `flush(serviceRoot:…)` with reconciliation on or off (`offline-store flush --no-reconcile`,
     /// hidden: for the kill test).
     package func flush(
         serviceRoot: String?, category: String?, batchSize: Int, headers: [(String, String)], reconcile: Bool,
-        progress: (@Sendable (FlushReport) -> Void)?
+        authorizer: (any RequestAuthorizer)? = nil, progress: (@Sendable (FlushReport) -> Void)?
     ) async throws -> FlushReport {
         guard let root = serviceRoot ?? configuration.serviceRoot else {
             throw EntityError.badInput(
@@ -46,7 +49,8 @@ extension OfflineStore {
         guard root.hasPrefix("http://") || root.hasPrefix("https://") else {
             throw EntityError.badInput("the service root '\(root)' is not an http:// or https:// URL")
         }
-        let backend = HTTPBackend(serviceRoot: root, version: schema.version)
+        let authorizer = try authorizer ?? Credentials.authorizer(for: configuration, serviceRoot: root)
+        let backend = HTTPBackend(serviceRoot: root, version: schema.version, authorizer: authorizer)
         do {
             let report = try await flush(
                 backend: backend, category: category, batchSize: batchSize, headers: headers,

@@ -73,23 +73,25 @@ extension OfflineStore {
 
     /// Refreshes the store from the service at `serviceRoot` (default: the configuration's): runs
     /// every defining request, or those named in `subset`, then rebases and compacts the request
-    /// queue — see the DocC article "Refresh and defining requests". `headers` go with every request
-    /// (an `Authorization`, say); `pageSize` is asked as `Prefer: odata.maxpagesize` (default
-    /// 1,000). Each page is written in its own transaction; a refresh that fails or is killed
+    /// queue — see the DocC article "Refresh and defining requests". `headers` go with every request;
+    /// `authorizer` sets each request's credentials (see `RequestAuthorizer`) — without one, the
+    /// configuration's `authentication` does, its secret read now; `pageSize` is asked as
+    /// `Prefer: odata.maxpagesize` (default 1,000). Each page is written in its own transaction; a refresh that fails or is killed
     /// leaves a consistent store, and the next one converges.
     ///
     /// - Throws: `RefreshError` (a service error status, an unknown name, no service root, one
-    ///   already running), `BackendError` (no answer), `EntityError`/`JSONError` for a payload
-    ///   that does not fit the schema.
+    ///   already running), `BackendError` (no answer), `AuthenticationError` (a secret that cannot
+    ///   be read, a token refused), `EntityError`/`JSONError` for a payload that does not fit the schema.
     @discardableResult
     public func refresh(
         serviceRoot: String? = nil, subset: [String]? = nil, headers: [(String, String)] = [], pageSize: Int? = nil,
-        progress: (@Sendable (RefreshProgress) -> Void)? = nil
+        authorizer: (any RequestAuthorizer)? = nil, progress: (@Sendable (RefreshProgress) -> Void)? = nil
     ) async throws -> RefreshReport {
         guard let root = serviceRoot ?? configuration.serviceRoot, !root.isEmpty else {
             throw RefreshError.noServiceRoot
         }
-        let backend = HTTPBackend(serviceRoot: root, headers: headers, version: schema.version)
+        let authorizer = try authorizer ?? Credentials.authorizer(for: configuration, serviceRoot: root)
+        let backend = HTTPBackend(serviceRoot: root, headers: headers, version: schema.version, authorizer: authorizer)
         do {
             let report = try await refresh(backend: backend, subset: subset, pageSize: pageSize, progress: progress)
             try await backend.shutdown()

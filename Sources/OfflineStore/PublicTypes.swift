@@ -1,5 +1,6 @@
 import LMDB
 import Query
+import Remote
 import Storage
 import Sync
 
@@ -77,3 +78,12 @@ public typealias EnvironmentError = LMDB.EnvironmentError
 package typealias StandardDescriptors = LMDB.StandardDescriptors
 public typealias LoadProgress = Sync.LoadProgress
 public typealias LoadError = Sync.LoadError
+
+// MARK: Credentials
+
+/// Sets a request's credentials before it is sent: `flush(…, authorizer:)`, `refresh(…, authorizer:)`.
+public typealias RequestAuthorizer = Remote.RequestAuthorizer
+/// A request about to go to the service, as a `RequestAuthorizer` sees and changes it.
+public typealias AuthorizedRequest = Remote.AuthorizedRequest
+/// Why flush or refresh could not authenticate (never carrying a secret).
+public typealias AuthenticationError = Remote.AuthenticationError

@@ -22,6 +22,10 @@ import Synchronization
 /// absolute URL elsewhere (a next link, a delta link, a `Location`) is refused with
 /// `BackendError.otherOrigin` before anything is sent, so the configured credentials never leave it.
 ///
+/// **Credentials.** An `authorizer` (`Credentials.swift`) sets each request's credentials before
+/// it is sent — every attempt, only ever to the service root's origin. A request answered 401 is
+/// sent once more when the authorizer says it renewed them (`didReject`).
+///
 /// **Bounds.** `timeout` bounds the whole exchange, the body included; `idleTimeout` the silence
 /// between two reads; `maxBodyBytes` the body kept. Past any of them: `BackendError.transport`
 /// (the request may have been applied), naming the bound and how to change it. Retries: a request that is safe to repeat — a GET, or any
@@ -49,6 +53,8 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     /// The CSRF token and session cookies of this backend (`HTTPBackend+Session.swift`): in
     /// memory only, never written or logged.
     let session = Mutex(Session())
+    /// Sets each request's credentials (see the type's documentation), or nil.
+    package let authorizer: (any RequestAuthorizer)?
 
     /// No connection within the connect timeout: not retried.
     struct Unreachable: Error { let message: String }
@@ -59,7 +65,8 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     package init(
         serviceRoot: String, headers: [(String, String)] = [], timeout: TimeAmount = .seconds(60),
         retries: Int = 3, backoff: Duration = .milliseconds(200), connectTimeout: TimeAmount = .seconds(10),
-        idleTimeout: TimeAmount = .seconds(30), maxBodyBytes: Int = 1 << 30, version: ODataVersion = .v4
+        idleTimeout: TimeAmount = .seconds(30), maxBodyBytes: Int = 1 << 30, version: ODataVersion = .v4,
+        authorizer: (any RequestAuthorizer)? = nil
     ) {
         self.serviceRoot = serviceRoot.hasSuffix("/") ? serviceRoot : serviceRoot + "/"
         self.headers = headers
@@ -70,6 +77,7 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         self.idleTimeout = idleTimeout
         self.maxBodyBytes = maxBodyBytes
         self.version = version
+        self.authorizer = authorizer
         origin = Origin.of(self.serviceRoot) ?? self.serviceRoot
         client = HTTPClient(
             eventLoopGroupProvider: .singleton,
@@ -78,7 +86,10 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     }
 
     /// Closes the connection pool; call once, when done.
-    package func shutdown() async throws { try await client.shutdown() }
+    package func shutdown() async throws {
+        if let oauth = authorizer as? OAuth2ClientCredentials { await oauth.shutdown() }
+        try await client.shutdown()
+    }
 
     /// `url` made absolute against the service root; an absolute URL of another origin is refused.
     package func absolute(_ url: String) throws(BackendError) -> String {
@@ -100,9 +111,17 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     func transmit(_ request: BackendRequest) async throws -> BackendResponse {
         let repeatable = request.method == "GET" || request.header("Repeatability-Request-ID") != nil
         var attempt = 0
+        var reauthorized = false
         while true {
             do {
                 let response = try await once(request)
+                // A 401 was not applied: sent once more if the authorizer renewed its credentials.
+                if response.status == 401, !reauthorized, let authorizer,
+                    await authorizer.didReject(status: 401, headers: response.headers)
+                {
+                    reauthorized = true
+                    continue
+                }
                 if repeatable, attempt < retries, response.status >= 500, response.status != 501 {
                     attempt += 1
                     try await Task.sleep(for: backoff * (1 << (attempt - 1)))
@@ -134,6 +153,7 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         }
         r.headers.add(name: "Accept", value: "application/json")
         for (k, v) in headers + request.headers { r.headers.replaceOrAdd(name: k, value: v) }
+        if let authorizer { try await authorize(&r, authorizer, method: request.method) }
         sessionHeaders(for: request, into: &r.headers)
         if let body = request.body {
             if r.headers["Content-Type"].isEmpty { r.headers.add(name: "Content-Type", value: "application/json") }

@@ -28,6 +28,10 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// Kept in the store, so every process that opens it honours it. From 256 KiB (rounded down
     /// to whole 4 KiB pages).
     public var maxSizeBytes: Int?
+    /// How `flush` and `refresh` authenticate to the service (`"authentication"`), or nil for no
+    /// credentials of the configuration's own. It names where the secret is read, never the
+    /// secret itself; the credentials go only to `serviceRoot`'s origin.
+    public var authentication: Authentication?
 
     public static let defaultRepeatabilityWindowSeconds = 86_400
     public static let repeatabilityWindowRange = 1...31_536_000
@@ -46,7 +50,9 @@ public struct StoreConfiguration: Sendable, Hashable {
     public init(
         serviceRoot: String? = nil, definingRequests: [DefiningRequest] = [], indexes: [String: [String]] = [:],
         requestQueueOptimization: Bool = true, durability: Durability = .full, limits: QueryLimits = QueryLimits(),
-        repeatabilityWindowSeconds: Int = StoreConfiguration.defaultRepeatabilityWindowSeconds, maxSizeBytes: Int? = nil
+        repeatabilityWindowSeconds: Int = StoreConfiguration.defaultRepeatabilityWindowSeconds,
+        maxSizeBytes: Int? = nil,
+        authentication: Authentication? = nil
     ) {
         self.serviceRoot = serviceRoot
         self.definingRequests = definingRequests
@@ -56,6 +62,7 @@ public struct StoreConfiguration: Sendable, Hashable {
         self.limits = limits
         self.repeatabilityWindowSeconds = repeatabilityWindowSeconds
         self.maxSizeBytes = maxSizeBytes
+        self.authentication = authentication
     }
 
     /// Reads the JSON form the DocC article "Configuration" documents. Unknown members are errors, so typos surface.
@@ -109,6 +116,8 @@ public struct StoreConfiguration: Sendable, Hashable {
                 }
                 try Self.checkMaxSize(n)
                 maxSizeBytes = n
+            case ("authentication", .null): authentication = nil
+            case ("authentication", _): authentication = try Authentication(json: value)
             default:
                 throw .badInput("configuration: unknown or mistyped member '\(name)'")
             }
@@ -133,6 +142,154 @@ public struct StoreConfiguration: Sendable, Hashable {
             members.append(("repeatabilityWindowSeconds", .number(String(repeatabilityWindowSeconds))))
         }
         if let maxSizeBytes { members.append(("maxSizeBytes", .number(String(maxSizeBytes)))) }
+        if let authentication { members.append(("authentication", authentication.json)) }
         return .object(members)
+    }
+}
+
+extension StoreConfiguration {
+    /// How `flush` and `refresh` authenticate to the service: the configuration's
+    /// `"authentication"` member. It says where the secret is read (an environment variable or a
+    /// file, at flush or refresh time), never the secret itself.
+    ///
+    /// ```json
+    /// "authentication": {"type": "basic", "user": "SAPUSER", "passwordEnv": "SAP_PASSWORD"}
+    /// "authentication": {"type": "oauth2ClientCredentials", "tokenURL": "https://auth.example.com/oauth/token",
+    ///                    "clientID": "sb-offline", "secretFile": "/run/secrets/sap-client-secret", "scope": "API"}
+    /// ```
+    public enum Authentication: Sendable, Hashable {
+        /// HTTP Basic (RFC 7617) with `user` and the password read from `password`, sent to the
+        /// service root's origin only.
+        case basic(user: String, password: SecretSource)
+        /// OAuth 2.0 client credentials (RFC 6749 §4.4): a bearer token fetched from `tokenURL`
+        /// with `clientID` and the secret read from `secret` as HTTP Basic, refreshed before it
+        /// expires and once after a 401. The client secret goes to `tokenURL` only, the token to
+        /// the service root's origin only.
+        case oauth2ClientCredentials(tokenURL: String, clientID: String, secret: SecretSource, scope: String?)
+    }
+
+    /// Where a secret is read when a flush or refresh needs it.
+    public enum SecretSource: Sendable, Hashable, CustomStringConvertible {
+        /// The value of an environment variable (`"passwordEnv"`, `"secretEnv"`).
+        case environment(String)
+        /// The contents of a file, one trailing newline trimmed (`"passwordFile"`, `"secretFile"`).
+        case file(String)
+
+        /// Names the variable or the file, never the secret: `environment variable SAP_PASSWORD`.
+        public var description: String {
+            switch self {
+            case .environment(let name): "environment variable \(name)"
+            case .file(let path): "file \(path)"
+            }
+        }
+    }
+}
+
+extension StoreConfiguration.Authentication {
+    /// Reads the `"authentication"` member; every error names the member at fault.
+    init(json: JSON) throws(EntityError) {
+        guard case .object(let members) = json else {
+            throw .badInput("configuration: authentication must be an object with a \"type\"")
+        }
+        var strings: [String: String] = [:]
+        for (name, value) in members {
+            guard case .string(let s) = value else {
+                throw .badInput("configuration: authentication member '\(name)' must be a string")
+            }
+            guard strings.updateValue(s, forKey: name) == nil else {
+                throw .badInput("configuration: authentication member '\(name)' is given twice")
+            }
+        }
+        func take(_ allowed: Set<String>) throws(EntityError) {
+            for name in strings.keys.sorted() where !allowed.contains(name) {
+                throw .badInput("configuration: unknown authentication member '\(name)'")
+            }
+        }
+        func required(_ name: String) throws(EntityError) -> String {
+            guard let v = strings[name], !v.isEmpty else {
+                throw .badInput("configuration: authentication of type '\(strings["type"] ?? "")' needs \"\(name)\"")
+            }
+            return v
+        }
+        func secret(_ base: String) throws(EntityError) -> StoreConfiguration.SecretSource {
+            switch (strings[base + "Env"], strings[base + "File"]) {
+            case (let name?, nil):
+                guard Self.isVariableName(name) else {
+                    throw .badInput(
+                        "configuration: authentication \(base)Env '\(name)' is not an environment variable name (letters, digits, _)"
+                    )
+                }
+                return .environment(name)
+            case (nil, let path?):
+                guard !path.isEmpty, !path.utf8.contains(0) else {
+                    throw .badInput("configuration: authentication \(base)File must be a file's path")
+                }
+                return .file(path)
+            case (nil, nil):
+                throw .badInput(
+                    "configuration: authentication needs \"\(base)Env\" (an environment variable's name) or \"\(base)File\" (a file's path); the secret itself never goes in the configuration"
+                )
+            case (_?, _?):
+                throw .badInput("configuration: authentication takes \"\(base)Env\" or \"\(base)File\", not both")
+            }
+        }
+        switch strings["type"] {
+        case "basic":
+            try take(["type", "user", "passwordEnv", "passwordFile"])
+            let user = try required("user")
+            guard !user.contains(":"), user.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x7F }) else {
+                throw .badInput("configuration: authentication user must not contain ':' or control characters")
+            }
+            self = .basic(user: user, password: try secret("password"))
+        case "oauth2ClientCredentials":
+            try take(["type", "tokenURL", "clientID", "secretEnv", "secretFile", "scope"])
+            let url = try required("tokenURL")
+            let lower = url.lowercased()
+            guard lower.hasPrefix("https://") || lower.hasPrefix("http://"), !url.contains("#"),
+                url.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
+            else {
+                throw .badInput("configuration: authentication tokenURL '\(url)' is not an http:// or https:// URL")
+            }
+            let scope = strings["scope"]
+            if let scope, scope.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
+                throw .badInput("configuration: authentication scope must not contain control characters")
+            }
+            self = .oauth2ClientCredentials(
+                tokenURL: url, clientID: try required("clientID"), secret: try secret("secret"), scope: scope)
+        case let other?:
+            throw .badInput(
+                "configuration: authentication type '\(other)' is not \"basic\" or \"oauth2ClientCredentials\"")
+        case nil:
+            throw .badInput(
+                "configuration: authentication needs a \"type\": \"basic\" or \"oauth2ClientCredentials\"")
+        }
+    }
+
+    static func isVariableName(_ s: String) -> Bool {
+        guard let first = s.utf8.first, first == UInt8(ascii: "_") || (first | 0x20) >= 0x61 && (first | 0x20) <= 0x7A
+        else { return false }
+        return s.utf8.allSatisfy {
+            $0 == UInt8(ascii: "_") || ($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7A || $0 >= 0x30 && $0 <= 0x39
+        }
+    }
+
+    var json: JSON {
+        func secret(_ base: String, _ s: StoreConfiguration.SecretSource) -> (String, JSON) {
+            switch s {
+            case .environment(let name): (base + "Env", .string(name))
+            case .file(let path): (base + "File", .string(path))
+            }
+        }
+        switch self {
+        case .basic(let user, let password):
+            return .object([("type", .string("basic")), ("user", .string(user)), secret("password", password)])
+        case .oauth2ClientCredentials(let url, let id, let s, let scope):
+            var members: [(String, JSON)] = [
+                ("type", .string("oauth2ClientCredentials")), ("tokenURL", .string(url)), ("clientID", .string(id)),
+                secret("secret", s),
+            ]
+            if let scope { members.append(("scope", .string(scope))) }
+            return .object(members)
+        }
     }
 }

@@ -51,17 +51,18 @@ struct MockSAP {
     /// The service root of `service` (one of the paths above).
     func root(_ service: String) -> String { url + service }
 
-    /// `$metadata` of `service`, as the server answers it.
-    func metadata(_ service: String) async throws -> String {
-        let reply = try await http.get(service + "$metadata")
+    /// `$metadata` of `service`, as the server answers it; `headers` carry the test's own
+    /// credentials when the server runs with `--auth` or `--oauth`.
+    func metadata(_ service: String, headers: [(String, String)] = []) async throws -> String {
+        let reply = try await http.get(service + "$metadata", headers: headers)
         guard reply.status == 200 else { throw Failed(description: "GET \(service)$metadata: \(reply.status)") }
         return reply.text
     }
 
     /// The entities of `path` (a collection: `SalesOrderSet`, `SalesOrder?$expand=to_Item`) as the
     /// server answers them, V2 (`d.results`) or V4 (`value`), JSON objects as Foundation reads them.
-    func entities(_ service: String, _ path: String) async throws -> [[String: Any]] {
-        let reply = try await http.get(service + path, headers: [("Accept", "application/json")])
+    func entities(_ service: String, _ path: String, headers: [(String, String)] = []) async throws -> [[String: Any]] {
+        let reply = try await http.get(service + path, headers: [("Accept", "application/json")] + headers)
         guard reply.status == 200 else {
             throw Failed(description: "GET \(service)\(path): \(reply.status) \(reply.text.prefix(300))")
         }
@@ -110,6 +111,26 @@ struct MockSAP {
         var headers = [("X-CSRF-Token", token), ("Accept", "application/json"), ("If-Match", "*")]
         if !cookies.isEmpty { headers.append(("Cookie", cookies)) }
         return try await http.send(method, service + path, body: body, headers: headers)
+    }
+
+    /// `Authorization: Bearer …` for the test's own reads of a server started with `--oauth
+    /// ID:SECRET`: a client-credentials token from `/sap/bc/sec/oauth2/token`.
+    func bearer(clientID: String, secret: String) async throws -> (String, String) {
+        let basic = Data("\(clientID):\(secret)".utf8).base64EncodedString()
+        let reply = try await http.send(
+            .POST, "/sap/bc/sec/oauth2/token", body: "grant_type=client_credentials",
+            headers: [("Authorization", "Basic " + basic), ("Content-Type", "application/x-www-form-urlencoded")])
+        guard reply.status == 200, let token = reply.object["access_token"] as? String else {
+            throw Failed(description: "POST /sap/bc/sec/oauth2/token: \(reply.status) \(reply.text.prefix(300))")
+        }
+        return ("Authorization", "Bearer " + token)
+    }
+
+    /// Ends every outstanding OAuth token at once (`DELETE /_mock/tokens`), as a revocation
+    /// would: the next request with one is answered 401 `invalid_token`.
+    func revokeTokens() async throws {
+        let reply = try await http.send(.DELETE, "/_mock/tokens")
+        guard reply.status == 200 else { throw Failed(description: "DELETE /_mock/tokens: \(reply.status)") }
     }
 
     struct Failed: Error, CustomStringConvertible { var description: String }

@@ -1,0 +1,136 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Storage
+import Sync
+
+/// OAuth 2.0 client credentials (RFC 6749 §4.4) as a `RequestAuthorizer`: a bearer token
+/// (RFC 6750) on every request to the service root's origin.
+///
+/// - **Fetch**: `POST tokenURL` with the form `grant_type=client_credentials` (and `scope`), the
+///   client id and secret as HTTP Basic (form-encoded first, RFC 6749 §2.3.1). The secret goes
+///   there and nowhere else; the token goes to the service root's origin and nowhere else. No
+///   redirect is followed.
+/// - **Cache**: in memory, for this authorizer (one per flush or refresh); concurrent requests
+///   share one fetch.
+/// - **Expiry**: fetched again before `expires_in` runs out (less a tenth of it, at most 30 s,
+///   counted from when the fetch was sent); without `expires_in`, when the service says.
+/// - **401**: the service refused the token (expired early, revoked: `WWW-Authenticate: Bearer
+///   error="invalid_token"`): the token is dropped and the request sent once more with a new one.
+package actor OAuth2ClientCredentials: RequestAuthorizer {
+    package let tokenURL: String
+    let clientID: String
+    private let secret: String
+    let scope: String?
+    private let client: HTTPClient
+    private var token: (value: String, renewAt: ContinuousClock.Instant?)?
+    private var fetching: Task<(value: String, renewAt: ContinuousClock.Instant?), any Error>?
+    /// Tokens fetched so far (tests read it).
+    package private(set) var fetches = 0
+
+    package init(tokenURL: String, clientID: String, secret: String, scope: String?) {
+        self.tokenURL = tokenURL
+        self.clientID = clientID
+        self.secret = secret
+        self.scope = scope
+        client = HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: .init(
+                redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10), read: .seconds(30))))
+    }
+
+    /// Closes the token client's connections; call once, when done (`HTTPBackend.shutdown`).
+    package func shutdown() async { try? await client.shutdown() }
+
+    package func authorize(_ request: inout AuthorizedRequest) async throws {
+        request.setHeader("Authorization", "Bearer " + (try await current()))
+    }
+
+    package func didReject(status: Int, headers: [(String, String)]) async -> Bool {
+        guard status == 401 else { return false }
+        token = nil
+        return true
+    }
+
+    /// The cached token while it is fresh, else a new one (one fetch at a time).
+    private func current() async throws -> String {
+        if let token, token.renewAt.map({ ContinuousClock.now < $0 }) ?? true { return token.value }
+        if let fetching { return try await fetching.value.value }
+        let task = Task { try await self.fetch() }
+        fetching = task
+        defer { fetching = nil }
+        let fresh = try await task.value
+        token = fresh
+        return fresh.value
+    }
+
+    private func fetch() async throws -> (value: String, renewAt: ContinuousClock.Instant?) {
+        fetches += 1
+        let sent = ContinuousClock.now
+        var request = HTTPClientRequest(url: tokenURL)
+        request.method = .POST
+        let basic = Credentials.formEncoded(clientID) + ":" + Credentials.formEncoded(secret)
+        request.headers.add(name: "Authorization", value: "Basic " + Data(basic.utf8).base64EncodedString())
+        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        request.headers.add(name: "Accept", value: "application/json")
+        var form = "grant_type=client_credentials"
+        if let scope { form += "&scope=" + Credentials.formEncoded(scope) }
+        request.body = .bytes(ByteBuffer(string: form))
+        let status: Int
+        var body: [UInt8] = []
+        do {
+            let response = try await client.execute(request, deadline: .now() + .seconds(60))
+            status = Int(response.status.code)
+            for try await chunk in response.body {
+                guard body.count + chunk.readableBytes <= 1 << 20 else {
+                    throw AuthenticationError.tokenUnavailable(tokenURL: tokenURL, reason: "an answer over 1 MiB")
+                }
+                body.append(contentsOf: chunk.readableBytesView)
+            }
+        } catch let e as AuthenticationError {
+            throw e
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw AuthenticationError.tokenUnavailable(tokenURL: tokenURL, reason: scrub("\(error)"))
+        }
+        let json = try? JSON.parse(body)
+        guard (200..<300).contains(status) else {
+            // RFC 6749 §5.2: {"error": …, "error_description": …}; any other body is not repeated.
+            var message = ""
+            if case .string(let code)? = json?["error"] { message = code }
+            if case .string(let text)? = json?["error_description"] { message += (message.isEmpty ? "" : ": ") + text }
+            if message.isEmpty, status >= 300, status < 400 { message = "a redirect, which is not followed" }
+            throw AuthenticationError.tokenRefused(
+                tokenURL: tokenURL, status: status, message: scrub(String(message.prefix(300))))
+        }
+        guard case .string(let value)? = json?["access_token"], !value.isEmpty,
+            value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
+        else {
+            throw AuthenticationError.tokenUnavailable(
+                tokenURL: tokenURL, reason: "the answer has no usable \"access_token\"")
+        }
+        if case .string(let type)? = json?["token_type"], type.lowercased() != "bearer" {
+            throw AuthenticationError.tokenUnavailable(
+                tokenURL: tokenURL, reason: "token_type '\(type.prefix(40))' is not Bearer")
+        }
+        var lifetime: Double?
+        switch json?["expires_in"] {
+        case .number(let n)?: lifetime = Double(n)
+        case .string(let s)?: lifetime = Double(s)
+        default: break
+        }
+        let renewAt = lifetime.flatMap { seconds -> ContinuousClock.Instant? in
+            guard seconds.isFinite, seconds > 0 else { return nil }
+            let margin = min(30, seconds / 10)
+            return sent + .milliseconds(Int64((seconds - margin) * 1000))
+        }
+        return (value, renewAt)
+    }
+
+    /// `text` without the secret, should an error ever repeat it.
+    private func scrub(_ text: String) -> String {
+        text.replacingOccurrences(of: secret, with: "(secret)")
+    }
+}

@@ -90,9 +90,16 @@ extension RequestQueue {
             try record(t.reader, id: $0.id)
         }
         // The service's answer, or (a 204 without a body) what it held with this request applied.
+        // An answer with only some properties (a service may send less than the whole entity)
+        // is laid over that: a property it leaves out was not sent, never null.
         var image: Properties? = nil
         if r.method != .delete {
-            image = try serverImage ?? apply(r, to: serverBefore)
+            image = try apply(r, to: serverBefore)
+            if let serverImage {
+                var merged = image ?? [:]
+                for (k, v) in serverImage { merged[k] = v }
+                image = merged
+            }
         }
         if remaining.isEmpty {
             try t.delete(base, keyBytes)

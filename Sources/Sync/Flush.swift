@@ -460,9 +460,12 @@ package struct Flush: Sendable {
                 let json = Self.entityJSON(try JSON.parse(body))
                 if etag == nil { etag = Self.etag(in: json) }
                 let set = try store.set(r.entitySet)
+                // Properties the store's $metadata lacks are skipped: a service may add some.
+                var skipped: Int? = 0
                 image = try ValueJSON(schema: store.schema).properties(
                     from: json, properties: set.type.properties,
-                    navigation: Set(set.type.navigationProperties.map(\.name)), owner: r.entitySet)
+                    navigation: Set(set.type.navigationProperties.map(\.name)), owner: r.entitySet,
+                    skipped: &skipped)
                 // The answer is the whole entity only for a create or a PUT, or a PATCH answered with
                 // a representation; its key must be the request's unless the key was local.
                 let key = try set.keyValues(image!)

@@ -13,6 +13,8 @@ ten entities a page with a relative ``@odata.nextLink``, and answers writes as a
 ``bad-etag``      entities carry ``@odata.etag`` values with CR/LF, NUL, or empty.
 ``unknown-prop``  entities carry a property the client's ``$metadata`` lacks (``AddedLater``), answers to writes too.
 ``partial``       a write's answer carries only the key (and the ``Name`` sent), not the whole entity.
+
+Writes come one by one or in a JSON ``$batch`` (``POST /MODE/$batch``), answered in order.
 ``stall-body``    sends the head and the start of the body, then nothing for 120 s.
 ``stall-head``    sends nothing for 120 s.
 ``trickle``       sends the body one byte every 0.5 s.
@@ -97,6 +99,8 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "stall-head":
             time.sleep(120)
             return self._send(200, {"value": []})
+        if rest == "$batch" and self.command == "POST":
+            return self._batch(mode)
         set_name = rest.split("(", 1)[0]
         if set_name not in DATA:
             return self._send(404, {"error": {"code": "404", "message": "no entity set '%s'" % set_name}})
@@ -166,19 +170,43 @@ class Handler(BaseHTTPRequestHandler):
             sent = json.loads(raw or b"{}")
         except ValueError:
             return self._send(400, {"error": {"code": "400", "message": "not JSON"}})
-        if self.command == "POST":
+        status, obj, headers = self._apply(self.command, mode, set_name, rest, sent)
+        return self._send(status, obj, headers)
+
+    def _batch(self, mode):
+        """A JSON $batch (OData 4.01): each request applied in order, answered in order."""
+        try:
+            doc = json.loads(self._body() or b"{}")
+        except ValueError:
+            return self._send(400, {"error": {"code": "400", "message": "not JSON"}})
+        out = []
+        for i, r in enumerate(doc.get("requests", [])):
+            url = r.get("url", "")
+            set_name = url.split("(", 1)[0].split("?", 1)[0]
+            if set_name not in DATA:
+                status, obj, headers = 404, {"error": {"code": "404", "message": "no set"}}, {}
+            else:
+                status, obj, headers = self._apply(r.get("method", "GET"), mode, set_name, url, r.get("body") or {})
+            item = {"id": r.get("id", str(i + 1)), "status": status, "headers": headers}
+            if obj is not None:
+                item["body"] = obj
+            out.append(item)
+        return self._send(200, {"responses": out})
+
+    def _apply(self, method, mode, set_name, rest, sent):
+        if method == "POST":
             k, v = keyof(sent, set_name)
             with LOCK:
-                DATA[set_name].append(sent)
+                DATA[set_name].append(dict(sent))
             if mode == "location-other":
-                return self._send(201, None, {"Location": self._root(mode, "other") + "%s('%s')" % (set_name, v)})
+                return 201, None, {"Location": self._root(mode, "other") + "%s('%s')" % (set_name, v)}
             answer = dict(sent)
             if mode == "partial":
                 answer = {k: v, **({"Name": sent["Name"]} if "Name" in sent else {})}
             if mode == "unknown-prop":
                 answer["AddedLater"] = "x"
-            return self._send(201, answer, {"Location": self._root(mode) + "%s('%s')" % (set_name, v)})
-        if self.command in ("PATCH", "PUT", "MERGE"):
+            return 201, answer, {"Location": self._root(mode) + "%s('%s')" % (set_name, v)}
+        if method in ("PATCH", "PUT", "MERGE"):
             key = rest[len(set_name):].strip("()'")
             with LOCK:
                 for e in DATA[set_name]:
@@ -187,19 +215,19 @@ class Handler(BaseHTTPRequestHandler):
                         current = dict(e)
                         break
                 else:
-                    return self._send(404, {"error": {"code": "404", "message": "no entity " + key}})
+                    return 404, {"error": {"code": "404", "message": "no entity " + key}}, {}
             if mode == "partial":
                 k, v = keyof(current, set_name)
-                return self._send(200, {k: v, **({"Name": sent["Name"]} if "Name" in sent else {})})
+                return 200, {k: v, **({"Name": sent["Name"]} if "Name" in sent else {})}, {}
             if mode == "unknown-prop":
                 current["AddedLater"] = "x"
-            return self._send(200, current)
-        if self.command == "DELETE":
+            return 200, current, {}
+        if method == "DELETE":
             key = rest[len(set_name):].strip("()'")
             with LOCK:
                 DATA[set_name][:] = [e for e in DATA[set_name] if keyof(e, set_name)[1] != key]
-            return self._send(204)
-        return self._send(405, {"error": {"code": "405", "message": "method not allowed"}})
+            return 204, None, {}
+        return 405, {"error": {"code": "405", "message": "method not allowed"}}, {}
 
     do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = do_MERGE = _route
 

@@ -165,6 +165,60 @@ struct HostileUpstream {
             ids.count == 23 && mine == ids, "only here: \(mine.subtracting(ids)), only there: \(ids.subtracting(mine))")
     }
 
+    /// Finding 3: a service answering a write with only some properties. What the answer leaves
+    /// out was not sent, never null: the store keeps the values the request carried (and those it
+    /// had), and the non-nullable ones do not fail the settle. Finding 11: an answer with a
+    /// property the local `$metadata` lacks settles too.
+    @Test func partialAnswersAndUnknownPropertiesSettle() async throws {
+        let up = try await HostileUpstream.start()
+        defer { Task { await up.stop() } }
+        for mode in ["partial", "unknown-prop"] {
+            let store = try Self.store(up.root(mode))
+            _ = try await store.refresh(serviceRoot: up.root(mode))
+            let before = try #require(try store.get(set: "Products", key: [.string("HT-1000")]))
+            try await store.update(set: "Products", key: [.string("HT-1000")], changes: ["Name": .string("renamed")])
+            try await store.create(
+                set: "Products",
+                entity: [
+                    "ProductID": .string("P-NEW-\(mode.count)"), "Name": .string("new"),
+                    "Price": .decimal(EDMDecimal("12.5")!), "Category": .string("Notebooks"),
+                ])
+            let report = try await store.flush(serviceRoot: up.root(mode))
+            #expect(report.succeeded == 2 && report.stopped == nil, "\(mode): \(report)")
+            let after = try #require(try store.get(set: "Products", key: [.string("HT-1000")]))
+            #expect(after["Name"] == .string("renamed"), "\(mode)")
+            for k in ["Price", "Category", "SupplierID", "CurrencyCode"] {
+                #expect(
+                    after[k] == before[k],
+                    "\(mode): \(k) was \(String(describing: before[k])), now \(String(describing: after[k]))")
+            }
+            let created = try #require(try store.get(set: "Products", key: [.string("P-NEW-\(mode.count)")]))
+            #expect(
+                created["Price"] == .decimal(EDMDecimal("12.5")!) && created["Category"] == .string("Notebooks"),
+                "\(mode)")
+            #expect(try store.pendingRequestCount() == 0)
+        }
+    }
+
+    /// Finding 6: a create answered with no body and a `Location` on another origin: the flush
+    /// does not read it (nothing reaches that origin), takes no key from it, and stops with the
+    /// request still queued.
+    @Test func aLocationOnAnotherOriginIsNotRead() async throws {
+        let up = try await HostileUpstream.start()
+        defer { Task { await up.stop() } }
+        let store = try Self.store(up.root("location-other"))
+        let created = try await store.create(set: "Products", entity: ["Name": .string("keyed by the service")])
+        #expect(
+            created.entity?["ProductID"].map { "\($0)" }?.contains("~") == true, "\(String(describing: created.entity))"
+        )
+        let report = try await store.flush(serviceRoot: up.root("location-other"))
+        #expect(report.stopped?.contains("another origin") == true, "\(report)")
+        let other = try await up.otherLog()
+        #expect(other.isEmpty, "the other origin was contacted: \(other)")
+        #expect(try store.pendingRequestCount() == 1)
+        #expect(try store.entities("Products?$filter=ProductID eq 'EVIL'").isEmpty)
+    }
+
     @Test func stalledAndTricklingAnswersEndAtTheTimeouts() async throws {
         let up = try await HostileUpstream.start()
         defer { Task { await up.stop() } }

@@ -44,6 +44,9 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     package let connectTimeout: TimeAmount
     /// The longest silence between two reads of an answer.
     package let idleTimeout: TimeAmount
+    /// The longest wait a `Retry-After` of a 503 gets (SAP Gateway asks 30 s when no work process
+    /// is free).
+    package let maxRetryAfter: Duration
     /// The largest answer body kept.
     package let maxBodyBytes: Int
     /// The service's protocol version: which version headers go with every request.
@@ -66,8 +69,9 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         serviceRoot: String, headers: [(String, String)] = [], timeout: TimeAmount = .seconds(60),
         retries: Int = 3, backoff: Duration = .milliseconds(200), connectTimeout: TimeAmount = .seconds(10),
         idleTimeout: TimeAmount = .seconds(30), maxBodyBytes: Int = 1 << 30, version: ODataVersion = .v4,
-        authorizer: (any RequestAuthorizer)? = nil
+        authorizer: (any RequestAuthorizer)? = nil, maxRetryAfter: Duration = .seconds(30)
     ) {
+        self.maxRetryAfter = maxRetryAfter
         self.serviceRoot = serviceRoot.hasSuffix("/") ? serviceRoot : serviceRoot + "/"
         self.headers = headers
         self.timeout = timeout
@@ -122,6 +126,16 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
                     reauthorized = true
                     continue
                 }
+                // 503 (SAP Gateway: "no dialog work process available") means the service did not
+                // take the request: a `$batch` refused whole, or a repeatable request, is sent again
+                // after the wait it asks (`Retry-After`, at most `maxRetryAfter`).
+                if response.status == 503, attempt < retries, repeatable || request.url == "$batch",
+                    let wait = Self.retryAfter(response.header("Retry-After"), max: maxRetryAfter)
+                {
+                    attempt += 1
+                    try await Task.sleep(for: wait)
+                    continue
+                }
                 if repeatable, attempt < retries, response.status >= 500, response.status != 501 {
                     attempt += 1
                     try await Task.sleep(for: backoff * (1 << (attempt - 1)))
@@ -138,6 +152,14 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
                 try await Task.sleep(for: backoff * (1 << (attempt - 1)))
             }
         }
+    }
+
+    /// The wait a `Retry-After` asks (delay-seconds; an HTTP date counts as 1 s), at most `max`;
+    /// nil without one.
+    static func retryAfter(_ value: String?, max: Duration) -> Duration? {
+        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        guard let seconds = Int(value) else { return Swift.min(.seconds(1), max) }
+        return Swift.min(.seconds(Swift.max(0, seconds)), max)
     }
 
     private func once(_ request: BackendRequest) async throws -> BackendResponse {

@@ -1,0 +1,68 @@
+import Foundation
+import NIOCore
+import Testing
+@testable import OfflineStore
+@testable import Sync
+import Remote
+import Storage
+
+/// Gateway's bad days against mock-sap's GWSAMPLE_BASIC: 503 busy with `Retry-After` (waited, up
+/// to a bound, then the refused `$batch` or read sent again), and a slow service against the
+/// client's timeout. After each, nothing lost, nothing applied twice, `check` passes.
+@Suite(.external, .checksStores, .serialized) struct SAPFaultTests {
+    static let service = MockSAP.gwsample
+
+    static func backend(_ sap: MockSAP, _ store: OfflineStore, timeout: TimeAmount = .seconds(60)) -> HTTPBackend {
+        HTTPBackend(
+            serviceRoot: sap.root(service), timeout: timeout, retries: 2, version: store.schema.version,
+            maxRetryAfter: .seconds(1))
+    }
+
+    @Test func busyWithRetryAfterIsWaitedAndSentAgain() async throws {
+        let sap = try await MockSAP.start()
+        defer { Task { await sap.stop() } }
+        let store = try await SAPFlush.store(sap)
+        let before = try await sap.entities(Self.service, "ProductSet").count
+        try await store.create(set: "ProductSet", entity: SAPFlushTests.product("HT-9950", "after busy", price: "5.5"))
+        try await sap.fault(["match": "\\$batch$", "method": "POST", "scenario": "busy", "count": 1])
+        let backend = Self.backend(sap, store)
+        let started = Date()
+        let report = try await store.flush(backend: backend)
+        try await backend.shutdown()
+        let took = Date().timeIntervalSince(started)
+        #expect(report.succeeded == 1 && report.stopped == nil, "\(report)")
+        #expect(took >= 1 && took < 20, "the wait Retry-After asked, bounded to 1 s: \(took) s")
+        let batches = try await sap.requests().filter { ($0["path"] as? String)?.hasSuffix("$batch") == true }
+        #expect(batches.map { $0["status"] as? Int } == [503, 202], "\(batches)")
+        #expect(try await sap.entities(Self.service, "ProductSet").count == before + 1)
+
+        // A read answered busy: waited and read again.
+        try await sap.fault(["match": "ProductSet$", "method": "GET", "scenario": "busy", "count": 1])
+        let readBackend = Self.backend(sap, store)
+        let refreshed = try await store.refresh(backend: readBackend, subset: ["SG_Product"])
+        try await readBackend.shutdown()
+        #expect(refreshed.requests.first?.received == before + 1, "\(refreshed)")
+        #expect(try store.check().isConsistent)
+    }
+
+    @Test func aSlowServiceEndsAtTheClientsTimeoutAndChangesNothing() async throws {
+        let sap = try await MockSAP.start(["--slow-ms", "5000"])
+        defer { Task { await sap.stop() } }
+        let store = try await SAPFlush.store(sap)
+        let before = try store.entities("ProductSet").count
+        try await sap.fault(["match": "ProductSet$", "method": "GET", "scenario": "slow", "count": 10])
+        let backend = HTTPBackend(
+            serviceRoot: sap.root(Self.service), timeout: .seconds(1), retries: 0, version: store.schema.version)
+        let started = Date()
+        await #expect {
+            _ = try await store.refresh(backend: backend, subset: ["SG_Product"])
+        } throws: { error in
+            "\(error)".contains("timeout")
+        }
+        try await backend.shutdown()
+        #expect(Date().timeIntervalSince(started) < 5)
+        #expect(try store.entities("ProductSet").count == before)
+        try await sap.clearFaults()
+        #expect(try await store.refresh(subset: ["SG_Product"]).requests.first?.received == before)
+    }
+}

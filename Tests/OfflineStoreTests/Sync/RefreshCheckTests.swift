@@ -102,6 +102,20 @@ struct SampleBackend: Backend {
         #expect(problems.contains { $0.contains("'refresh/generation/P' is not a generation") }, "\(problems)")
     }
 
+    /// `refresh/untracked/<name>`: the status with which the service refused change tracking.
+    @Test func untrackedStateOfAnUndefinedRequestOrNotAStatus() async throws {
+        let problems = try await Self.damage { s, t in
+            try t.put(s.meta, Array("refresh/untracked/Nope".utf8), Array("400".utf8))
+            try t.put(s.meta, Array("refresh/untracked/P".utf8), Array("tracked".utf8))
+        }
+        #expect(problems.contains { $0.contains("'refresh/untracked/Nope' names no defining request") }, "\(problems)")
+        #expect(problems.contains { $0.contains("'refresh/untracked/P' is not an HTTP status") }, "\(problems)")
+        let fine = try await Self.damage { s, t in
+            try t.put(s.meta, Array("refresh/untracked/P".utf8), Array("501".utf8))
+        }
+        #expect(fine.isEmpty, "\(fine)")
+    }
+
     @Test func theToolsCheckReportsIt() async throws {
         let store = try await Self.refreshedStore()
         let entities = store.entities

@@ -50,7 +50,9 @@ extension OfflineStore {
             throw EntityError.badInput("the service root '\(root)' is not an http:// or https:// URL")
         }
         let authorizer = try authorizer ?? Credentials.authorizer(for: configuration, serviceRoot: root)
-        let backend = HTTPBackend(serviceRoot: root, version: schema.version, authorizer: authorizer)
+        let backend = HTTPBackend(
+            serviceRoot: root, version: schema.version, authorizer: authorizer,
+            queryParameters: configuration.queryParameters)
         do {
             let report = try await flush(
                 backend: backend, category: category, batchSize: batchSize, headers: headers,

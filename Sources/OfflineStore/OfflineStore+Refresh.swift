@@ -91,7 +91,9 @@ extension OfflineStore {
             throw RefreshError.noServiceRoot
         }
         let authorizer = try authorizer ?? Credentials.authorizer(for: configuration, serviceRoot: root)
-        let backend = HTTPBackend(serviceRoot: root, headers: headers, version: schema.version, authorizer: authorizer)
+        let backend = HTTPBackend(
+            serviceRoot: root, headers: headers, version: schema.version, authorizer: authorizer,
+            queryParameters: configuration.queryParameters)
         do {
             let report = try await refresh(backend: backend, subset: subset, pageSize: pageSize, progress: progress)
             try await backend.shutdown()

@@ -47,6 +47,8 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     /// The longest wait a `Retry-After` of a 503 gets (SAP Gateway asks 30 s when no work process
     /// is free).
     package let maxRetryAfter: Duration
+    /// URL parameters every request carries (`sap-client`), from the configuration.
+    package let queryParameters: [String: String]
     /// The largest answer body kept.
     package let maxBodyBytes: Int
     /// The service's protocol version: which version headers go with every request.
@@ -69,9 +71,11 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         serviceRoot: String, headers: [(String, String)] = [], timeout: TimeAmount = .seconds(60),
         retries: Int = 3, backoff: Duration = .milliseconds(200), connectTimeout: TimeAmount = .seconds(10),
         idleTimeout: TimeAmount = .seconds(30), maxBodyBytes: Int = 1 << 30, version: ODataVersion = .v4,
-        authorizer: (any RequestAuthorizer)? = nil, maxRetryAfter: Duration = .seconds(30)
+        authorizer: (any RequestAuthorizer)? = nil, maxRetryAfter: Duration = .seconds(30),
+        queryParameters: [String: String] = [:]
     ) {
         self.maxRetryAfter = maxRetryAfter
+        self.queryParameters = queryParameters
         self.serviceRoot = serviceRoot.hasSuffix("/") ? serviceRoot : serviceRoot + "/"
         self.headers = headers
         self.timeout = timeout
@@ -95,14 +99,29 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         try await client.shutdown()
     }
 
-    /// `url` made absolute against the service root; an absolute URL of another origin is refused.
+    /// `url` made absolute against the service root, with the configured `queryParameters` (those
+    /// it does not carry already); an absolute URL of another origin is refused.
     package func absolute(_ url: String) throws(BackendError) -> String {
         guard Origin.isAbsolute(url) else {
-            return serviceRoot + (url.hasPrefix("/") ? String(url.dropFirst()) : url)
+            return withParameters(serviceRoot + (url.hasPrefix("/") ? String(url.dropFirst()) : url))
         }
         guard Origin.of(url) == origin else { throw .otherOrigin(url: url, serviceRoot: serviceRoot) }
-        return url
+        return withParameters(url)
     }
+
+    func withParameters(_ url: String) -> String {
+        guard !queryParameters.isEmpty else { return url }
+        let query = url.firstIndex(of: "?").map { url[url.index(after: $0)...] } ?? ""
+        let present = Set(query.split(separator: "&").map { $0.split(separator: "=", maxSplits: 1)[0] })
+        var out = url
+        for (k, v) in queryParameters.sorted(by: { $0.key < $1.key }) where !present.contains(Substring(k)) {
+            let value = v.addingPercentEncoding(withAllowedCharacters: Self.parameterCharacters) ?? v
+            out += (out.contains("?") ? "&" : "?") + k + "=" + value
+        }
+        return out
+    }
+
+    static let parameterCharacters = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
 
     /// Sends `request` with the session's CSRF token and cookies (`HTTPBackend+Session.swift`),
     /// retrying as the type's documentation says.

@@ -32,6 +32,10 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// credentials of the configuration's own. It names where the secret is read, never the
     /// secret itself; the credentials go only to `serviceRoot`'s origin.
     public var authentication: Authentication?
+    /// URL parameters every request to the service carries (`"queryParameters": {"sap-client":
+    /// "100"}`): SAP Gateway picks the client, the language (`sap-language`) from them. Names
+    /// must not start with `$` (system query options belong in the request).
+    public var queryParameters: [String: String] = [:]
 
     public static let defaultRepeatabilityWindowSeconds = 86_400
     public static let repeatabilityWindowRange = 1...31_536_000
@@ -116,6 +120,27 @@ public struct StoreConfiguration: Sendable, Hashable {
                 }
                 try Self.checkMaxSize(n)
                 maxSizeBytes = n
+            case ("queryParameters", .object(let members)):
+                var out: [String: String] = [:]
+                for (k, v) in members {
+                    guard case .string(let text) = v else {
+                        throw .badInput("configuration: queryParameters.\(k) must be a string")
+                    }
+                    guard !k.isEmpty, !k.hasPrefix("$"), !k.hasPrefix("!"),
+                        k.unicodeScalars.allSatisfy({
+                            $0.value > 0x20 && $0.value < 0x7F && !"&=#?%".unicodeScalars.contains($0)
+                        }),
+                        text.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F })
+                    else {
+                        throw .badInput(
+                            "configuration: queryParameters: '\(k)' is not a parameter name to add to every request (no $ or ! options, no spaces, &, =, #, ?, %; values without control characters)"
+                        )
+                    }
+                    out[k] = text
+                }
+                queryParameters = out
+            case ("queryParameters", _):
+                throw .badInput("configuration: queryParameters must be an object of names and string values")
             case ("authentication", .null): authentication = nil
             case ("authentication", _): authentication = try Authentication(json: value)
             default:
@@ -143,6 +168,10 @@ public struct StoreConfiguration: Sendable, Hashable {
         }
         if let maxSizeBytes { members.append(("maxSizeBytes", .number(String(maxSizeBytes)))) }
         if let authentication { members.append(("authentication", authentication.json)) }
+        if !queryParameters.isEmpty {
+            members.append(
+                ("queryParameters", .object(queryParameters.keys.sorted().map { ($0, .string(queryParameters[$0]!)) })))
+        }
         return .object(members)
     }
 }

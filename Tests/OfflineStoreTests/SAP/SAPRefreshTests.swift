@@ -181,6 +181,36 @@ import Storage
         }
     }
 
+    /// `queryParameters` from the configuration (`sap-client`, `sap-language`) go on every
+    /// request, once, and survive the store's reopening.
+    @Test func configuredURLParametersGoOnEveryRequest() async throws {
+        let sap = try await MockSAP.start()
+        defer { Task { await sap.stop() } }
+        let metadata = try await sap.metadata(MockSAP.gwsample)
+        var configuration = StoreConfiguration(
+            serviceRoot: sap.root(MockSAP.gwsample), definingRequests: [DefiningRequest(name: "P", url: "ProductSet")])
+        configuration.queryParameters = ["sap-client": "100", "sap-language": "EN"]
+        let dir = tempDir() + "/sap-params"
+        _ = try OfflineStore.create(at: dir, metadata: Array(metadata.utf8), configuration: configuration)
+        let store = try OfflineStore.open(at: dir)
+        #expect(store.configuration.queryParameters == ["sap-client": "100", "sap-language": "EN"])
+        let before = try await sap.requests().compactMap { $0["id"] as? Int }.max() ?? 0
+        _ = try await store.refresh()
+        try await store.update(set: "ProductSet", key: [.string("HT-1000")], changes: ["Name": .string("with client")])
+        _ = try await store.flush()
+        let asked = try await sap.requests().filter { ($0["id"] as? Int ?? 0) > before }
+        #expect(asked.count >= 3, "\(asked)")  // the read, the CSRF fetch, the $batch
+        for r in asked {
+            let query = (r["query"] as? String) ?? ""
+            #expect(
+                query.components(separatedBy: "sap-client=100").count == 2 && query.contains("sap-language=EN"),
+                "\(r["method"]!) \(r["path"]!)?\(query)")
+        }
+        #expect(throws: EntityError.self) {
+            try StoreConfiguration(json: JSON.parse(Array(#"{"queryParameters":{"$top":"1"}}"#.utf8)))
+        }
+    }
+
     /// V2 delta: `__delta` with `!deltatoken`, changes and tombstones
     /// (`"__metadata":{"deleted":true}`) applied.
     @Test func gatewayV2DeltaAppliesChangesAndDeletions() async throws {

@@ -23,6 +23,10 @@ public struct FlushReport: Sendable, Hashable, CustomStringConvertible {
     /// Requests (of the flushed category) still in the queue and not in error afterwards: those
     /// not settled when it stopped, and those waiting on a request outside the category.
     public var left = 0
+    /// Messages the service sent with successful answers (SAP's `sap-message` header: warnings,
+    /// information), one line each — `request 7 (POST A_SalesOrder('~1')): warning V1/302: …`.
+    /// Each is also in the EventLog (type `Message`).
+    public var messages: [String] = []
 
     public init() {}
 
@@ -30,6 +34,7 @@ public struct FlushReport: Sendable, Hashable, CustomStringConvertible {
         var s = "sent \(sent), succeeded \(succeeded)"
         if reconciled > 0 { s += " (\(reconciled) reconciled)" }
         s += ", archived \(archived), left \(left), round trips \(roundTrips)"
+        if !messages.isEmpty { s += ", \(messages.count) message\(messages.count == 1 ? "" : "s") from the service" }
         if let stopped { s += "; stopped: \(stopped)" }
         return s
     }
@@ -174,6 +179,13 @@ package struct Flush: Sendable {
                     break
                 }
                 let settled = try await settle(round, verdicts)
+                for (o, response) in zip(round, responses) where response.isSuccess {
+                    for m in Self.sapMessages(response) {
+                        let r = o.record
+                        report.messages.append(
+                            "request \(r.id) (\(o.request.method) \(r.entitySet)(\(r.entityKey))): \(m)")
+                    }
+                }
                 report.succeeded += settled.succeeded.count
                 report.reconciled += settled.reconciled.count
                 report.archived += settled.archived.count
@@ -218,12 +230,45 @@ package struct Flush: Sendable {
         let queue = self.queue
         var details = report.description
         if let c = options.category { details = "category \(c): " + details }
-        let (sent, text) = (report.sent, details)
+        let (sent, text, messages) = (report.sent, details, report.messages)
         try await store.write { t in
+            // The service's messages first (the EventLog keeps the newest 100: at most 20 of them).
+            for m in messages.prefix(20) {
+                // `request N (METHOD Set(key)): severity …`
+                let severity =
+                    m.range(of: "): ").map { String(m[$0.upperBound...].prefix { $0 != ":" && $0 != " " }) } ?? "info"
+                try queue.logEvent(
+                    t, type: "Message", startedAt: started, finishedAt: .now, outcome: severity, requests: 1,
+                    details: String(m.prefix(1_000)))
+            }
             try queue.logEvent(
                 t, type: "Upload", startedAt: started, finishedAt: .now, outcome: outcome, requests: sent, details: text
             )
         }
+    }
+
+    /// SAP's `sap-message` header (a JSON object: `code`, `message`, `severity`, `target`,
+    /// `details` with more of the same), one line per message: `warning V1/302: text (target X)`.
+    /// A header that is not such JSON is kept as its text.
+    static func sapMessages(_ response: BackendResponse) -> [String] {
+        guard let header = response.header("sap-message"), !header.isEmpty else { return [] }
+        guard let json = try? JSON.parse(Array(header.utf8)), case .object = json else {
+            return ["info: " + String(header.prefix(500))]
+        }
+        func line(_ j: JSON) -> String? {
+            guard case .string(let text)? = j["message"] else { return nil }
+            var severity = "info"
+            if case .string(let s)? = j["severity"], !s.isEmpty { severity = s.lowercased() }
+            var out = severity
+            if case .string(let c)? = j["code"], !c.isEmpty { out += " " + c }
+            out += ": " + text
+            if case .string(let target)? = j["target"], !target.isEmpty { out += " (target \(target))" }
+            return out
+        }
+        var out: [String] = []
+        if let first = line(json) { out.append(first) }
+        if case .array(let details)? = json["details"] { out += details.compactMap(line) }
+        return out
     }
 
     // MARK: 1. Plan and mark

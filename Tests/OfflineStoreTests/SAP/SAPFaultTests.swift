@@ -66,3 +66,35 @@ import Storage
         #expect(try await store.refresh(subset: ["SG_Product"]).requests.first?.received == before)
     }
 }
+
+/// SAP's `sap-message` warnings on a success go to the flush report and the EventLog: S/4's
+/// `API_SALES_ORDER_SRV` moves a requested delivery date in the past to today and says so.
+@Suite(.external, .checksStores, .serialized) struct SAPMessageTests {
+    @Test func warningsOnASuccessReachTheEventLog() async throws {
+        let sap = try await MockSAP.start()
+        defer { Task { await sap.stop() } }
+        let service = MockSAP.salesOrderV2
+        let metadata = try await sap.metadata(service)
+        let store = try OfflineStore.create(
+            at: tempDir() + "/sap-msg", metadata: Array(metadata.utf8),
+            configuration: StoreConfiguration(serviceRoot: sap.root(service)))
+        let created = try await store.create(
+            set: "A_SalesOrder",
+            entity: [
+                "SalesOrderType": .string("OR"), "SalesOrganization": .string("1710"),
+                "DistributionChannel": .string("10"), "OrganizationDivision": .string("00"),
+                "SoldToParty": .string("1000001"), "TransactionCurrency": .string("EUR"),
+                "RequestedDeliveryDate": .dateTimeOffset(EDMDateTimeOffset(ticks: 1_577_836_800_000 * 10_000)),
+            ])
+        #expect(created.entity?["SalesOrder"] != nil)
+        let report = try await store.flush()
+        #expect(report.succeeded == 1 && report.stopped == nil, "\(report)")
+        #expect(report.messages.count == 1, "\(report.messages)")
+        #expect(report.messages.first?.contains("warning V1/302") == true, "\(report.messages)")
+        #expect(report.messages.first?.contains("(target RequestedDeliveryDate)") == true)
+        let events = try store.entities("EventLog?$filter=Type eq 'Message'")
+        #expect(events.count == 1 && events.first?["Outcome"] == .string("warning"), "\(events)")
+        if case .string(let d)? = events.first?["Details"] { #expect(d.contains("is in the past")) }
+        #expect(try store.entities("A_SalesOrder?$filter=startswith(SalesOrder,'~')").isEmpty)
+    }
+}

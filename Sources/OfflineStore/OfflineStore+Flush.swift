@@ -49,6 +49,7 @@ extension OfflineStore {
         guard root.hasPrefix("http://") || root.hasPrefix("https://") else {
             throw EntityError.badInput("the service root '\(root)' is not an http:// or https:// URL")
         }
+        try HTTPBackend.validate(headers: headers)
         let authorizer = try authorizer ?? Credentials.authorizer(for: configuration, serviceRoot: root)
         let backend = HTTPBackend(
             serviceRoot: root, version: schema.version, authorizer: authorizer,

@@ -90,6 +90,7 @@ extension OfflineStore {
         guard let root = serviceRoot ?? configuration.serviceRoot, !root.isEmpty else {
             throw RefreshError.noServiceRoot
         }
+        try HTTPBackend.validate(headers: headers)
         let authorizer = try authorizer ?? Credentials.authorizer(for: configuration, serviceRoot: root)
         let backend = HTTPBackend(
             serviceRoot: root, headers: headers, version: schema.version, authorizer: authorizer,

@@ -63,6 +63,10 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
 
     /// No connection within the connect timeout: not retried.
     struct Unreachable: Error { let message: String }
+    /// No answer within the whole or the idle timeout: not retried either — a service silent for
+    /// that long is not helped by being asked again (three retries made a silent upstream take a
+    /// refresh 241 s to give up).
+    struct TimedOut: Error { let message: String }
 
     /// `connectTimeout` bounds how long a request waits for a connection: AsyncHTTPClient keeps
     /// retrying a refused connection until then, so it is also how long a service that is down
@@ -161,6 +165,8 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
                     continue
                 }
                 return response
+            } catch let e as TimedOut {
+                throw BackendError.transport(e.message)
             } catch let e as Unreachable {
                 // AsyncHTTPClient already kept trying to connect for the whole connect timeout:
                 // retrying would only multiply the wait for a service that is down.
@@ -169,6 +175,22 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
                 guard repeatable, attempt < retries, case .transport = e else { throw e }
                 attempt += 1
                 try await Task.sleep(for: backoff * (1 << (attempt - 1)))
+            }
+        }
+    }
+
+    /// Throws when a header cannot go on the wire as given: a name that is not an HTTP token
+    /// (RFC 9110 §5.1: empty, spaces, `:`), a value with a control character (CR, LF, NUL) —
+    /// which would otherwise reach the transport and come back as "no answer from the service".
+    package static func validate(headers: [(String, String)]) throws(EntityError) {
+        let token = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".unicodeScalars)
+        for (name, value) in headers {
+            guard !name.isEmpty, name.unicodeScalars.allSatisfy(token.contains) else {
+                throw .badInput(
+                    "the header name '\(name.debugDescription.dropFirst().dropLast())' is not an HTTP token")
+            }
+            guard !value.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }) else {
+                throw .badInput("the value of header '\(name)' has a control character (CR, LF, NUL…)")
             }
         }
     }
@@ -208,8 +230,9 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
             var body: [UInt8] = []
             for try await chunk in response.body {
                 guard NIODeadline.now() < deadline else {
-                    throw BackendError.transport(
-                        "\(request.method) \(request.url): the answer took longer than the timeout (\(Self.seconds(timeout)) s) to arrive whole"
+                    throw TimedOut(
+                        message:
+                            "\(request.method) \(request.url): the answer took longer than the timeout (\(Self.seconds(timeout)) s) to arrive whole"
                     )
                 }
                 guard body.count + chunk.readableBytes <= maxBodyBytes else {
@@ -234,17 +257,20 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
                     "\(request.method) \(request.url): no connection to \(serviceRoot) within the connect timeout (\(connectTimeout.nanoseconds / 1_000_000_000) s)"
             )
         } catch let e as HTTPClientError where e == .readTimeout {
-            throw BackendError.transport(
-                "\(request.method) \(request.url): the service sent nothing for the idle timeout (\(Self.seconds(idleTimeout)) s)"
+            throw TimedOut(
+                message:
+                    "\(request.method) \(request.url): the service sent nothing for the idle timeout (\(Self.seconds(idleTimeout)) s)"
             )
         } catch let e as HTTPClientError where e == .deadlineExceeded {
-            throw BackendError.transport(
-                "\(request.method) \(request.url): no answer within the timeout (\(Self.seconds(timeout)) s)")
+            throw TimedOut(
+                message: "\(request.method) \(request.url): no answer within the timeout (\(Self.seconds(timeout)) s)")
         } catch let e as HTTPClientError {
             throw BackendError.transport("\(request.method) \(request.url): \(e)")
         } catch let e as ChannelError {
             throw BackendError.transport("\(request.method) \(request.url): \(e)")
         } catch let e as BackendError {
+            throw e
+        } catch let e as TimedOut {
             throw e
         } catch is CancellationError {
             throw CancellationError()

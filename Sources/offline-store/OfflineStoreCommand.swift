@@ -15,6 +15,18 @@ struct OfflineStoreCommand: ParsableCommand {
             var command = try parseAsRoot()
             try command.run()
         } catch {
+            // Help, `help VERB`, a completion script: text for standard output that must arrive
+            // there (to /dev/full or a closed pipe it is an error, not a silent exit 0).
+            if exitCode(for: error) == .success {
+                let text = fullMessage(for: error)
+                do {
+                    if !text.isEmpty { try Output.write(text.hasSuffix("\n") ? text : text + "\n", to: 1) }
+                } catch {
+                    Output.note(Output.errorLine(error))
+                    Foundation.exit(1)
+                }
+                Foundation.exit(0)
+            }
             exit(withError: error)
         }
     }

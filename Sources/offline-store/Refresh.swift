@@ -65,13 +65,6 @@ struct Refresh: ParsableCommand {
         try runReportingErrors { try refresh() }
     }
 
-    static func header(_ h: String) throws -> (String, String) {
-        guard let colon = h.firstIndex(of: ":") else { throw CLIError("--header must be 'Name: value', not '\(h)'") }
-        let name = String(h[..<colon]).trimmingCharacters(in: .whitespaces)
-        let value = String(h[h.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
-        return (name, value)
-    }
-
     /// A progress line on stderr, at most five times a second.
     static func progressLine() -> @Sendable (RefreshProgress) -> Void {
         let lastPrint = Mutex(Date.distantPast)
@@ -91,7 +84,7 @@ struct Refresh: ParsableCommand {
     func refresh() throws {
         if let pageSize, pageSize < 1 { throw CLIError("--page-size must be at least 1") }
         var hs: [(String, String)] = []
-        for h in headers { hs.append(try Self.header(h)) }
+        for h in headers { hs.append(try FlushCommand.header(h)) }  // checked as flush checks them
         let names: [String]? = subset.map { text in
             text.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         }

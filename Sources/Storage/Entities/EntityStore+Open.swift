@@ -16,7 +16,13 @@ extension EntityStore {
         let schema = try CSDL.parse(metadata)
         try schema.checkStorable(indexCount: configuration.indexes.values.reduce(0) { $0 + $1.count })
         if let cap = configuration.maxSizeBytes { try StoreConfiguration.checkMaxSize(cap) }
-        let existed = FileManager.default.fileExists(atPath: path)
+        // lstat, not fileExists: a symlink (even a dangling one, to a directory not yet made) is
+        // the user's, and a failed create must leave it as it was.
+        func present(_ p: String) -> Bool {
+            var st = stat()
+            return lstat(p, &st) == 0
+        }
+        let existed = present(path), lockExisted = present(path + "/lock.mdb")
         do {
             let env = try Environment(path: path, durability: configuration.durability)
             try env.setSizeCap(configuration.maxSizeBytes)
@@ -32,7 +38,7 @@ extension EntityStore {
             return store
         } catch {
             try? FileManager.default.removeItem(atPath: path + "/data.mdb")
-            try? FileManager.default.removeItem(atPath: path + "/lock.mdb")
+            if !lockExisted { try? FileManager.default.removeItem(atPath: path + "/lock.mdb") }
             if !existed { try? FileManager.default.removeItem(atPath: path) }
             throw error
         }

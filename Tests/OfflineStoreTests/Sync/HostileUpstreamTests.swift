@@ -219,6 +219,24 @@ struct HostileUpstream {
         #expect(try store.entities("Products?$filter=ProductID eq 'EVIL'").isEmpty)
     }
 
+    /// Finding 21: a silent service is not asked again after a timeout (three retries of 60 s
+    /// made a refresh take 241 s to give up): one request, one timeout.
+    @Test func aSilentServiceIsAskedOnce() async throws {
+        let up = try await HostileUpstream.start()
+        defer { Task { await up.stop() } }
+        let store = try Self.store(up.root("stall-head"))
+        let backend = HTTPBackend(
+            serviceRoot: up.root("stall-head"), timeout: .seconds(1), retries: 3, version: store.schema.version)
+        let started = Date()
+        await #expect(throws: (any Error).self) { _ = try await store.refresh(backend: backend) }
+        try await backend.shutdown()
+        #expect(Date().timeIntervalSince(started) < 3, "\(Date().timeIntervalSince(started)) s")
+        let asked = ((try await up.http.get("/_log").object["main"] as? [[String: Any]]) ?? []).filter {
+            ($0["path"] as? String)?.hasPrefix("/stall-head/") == true
+        }
+        #expect(asked.count == 1, "\(asked.map { $0["path"]! })")
+    }
+
     @Test func stalledAndTricklingAnswersEndAtTheTimeouts() async throws {
         let up = try await HostileUpstream.start()
         defer { Task { await up.stop() } }

@@ -8,19 +8,22 @@
 MOCK_SAP_VERSION=0.22.0
 SAP_VENV=${MOCK_SAP_VENV:-$(pwd)/.venv-sap}
 
-# Tests start servers in parallel: the first makes the venv, the others wait for it.
+# Tests start servers in parallel: the first makes the venv, the others wait for it. The lock is a
+# file beside the venv (not in TMPDIR, which differs between processes of one run).
 if command -v flock >/dev/null 2>&1; then
-    exec 8>"${TMPDIR:-/tmp}/mock-sap-venv-$(printf %s "$SAP_VENV" | cksum | cut -d' ' -f1).lock"
+    exec 8>"$SAP_VENV.lock"
     flock 8
 fi
-if [ ! -x "$SAP_VENV/bin/python" ]; then
-    if ! command -v python3 >/dev/null 2>&1; then
-        echo "mock-sap-venv: python3 is not installed (needed for the mock-sap venv $SAP_VENV)" >&2
-        exit 1
-    fi
-    python3 -m venv "$SAP_VENV" || { rm -rf "$SAP_VENV"; echo "mock-sap-venv: 'python3 -m venv $SAP_VENV' failed (is python3-venv installed?)" >&2; exit 1; }
-fi
 if ! "$SAP_VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mock-sap') != '$MOCK_SAP_VERSION')" 2>/dev/null; then
+    if [ ! -x "$SAP_VENV/bin/pip" ]; then
+        # None, or one left half-made by a process that was stopped: made again.
+        rm -rf "$SAP_VENV"
+        if ! command -v python3 >/dev/null 2>&1; then
+            echo "mock-sap-venv: python3 is not installed (needed for the mock-sap venv $SAP_VENV)" >&2
+            exit 1
+        fi
+        python3 -m venv "$SAP_VENV" || { rm -rf "$SAP_VENV"; echo "mock-sap-venv: 'python3 -m venv $SAP_VENV' failed (is python3-venv installed?)" >&2; exit 1; }
+    fi
     "$SAP_VENV/bin/pip" install --quiet --disable-pip-version-check "mock-sap==$MOCK_SAP_VERSION" >&2 \
         || { echo "mock-sap-venv: 'pip install mock-sap==$MOCK_SAP_VERSION' failed" >&2; exit 1; }
 fi

@@ -112,7 +112,7 @@ extension RequestQueue {
         for q in remaining { local = try apply(q, to: local) }
         let keyValues = try keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values }
         if let local {
-            try set.upsert(t, local)
+            try set.upsert(t, local, facets: false)
         } else {
             _ = try set.delete(t, key: keyValues)
         }
@@ -166,11 +166,11 @@ extension RequestQueue {
                         try rekey(t, set: dep, from: childKey, to: newChildKey)
                         var moved = try dep.get(t.reader, key: newChildKey)!
                         for (k, v) in replacement { moved[k] = v }
-                        try dep.upsert(t, moved)
+                        try dep.upsert(t, moved, facets: false)
                     } else {
                         var updated = child
                         for (k, v) in replacement { updated[k] = v }
-                        try dep.upsert(t, updated)
+                        try dep.upsert(t, updated, facets: false)
                         let childBytes = try dep.encodeKey(childKey)
                         for entry in try chain(t.reader, set: dep.name, keyBytes: childBytes) {
                             guard var q = try record(t.reader, id: entry.id) else { continue }

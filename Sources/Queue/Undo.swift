@@ -56,7 +56,7 @@ extension RequestQueue {
         for r in remaining { image = try apply(r, to: image) }
         if remaining.isEmpty { try t.delete(base, keyBytes) }
         if let image {
-            try set.upsert(t, image)
+            try set.upsert(t, image, facets: false)
         } else {
             _ = try set.delete(
                 t, key: try keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values })

@@ -506,11 +506,11 @@ package struct Flush: Sendable {
                 if etag == nil { etag = Self.etag(in: json) }
                 let set = try store.set(r.entitySet)
                 // Properties the store's $metadata lacks are skipped: a service may add some.
-                var skipped: Int? = 0
+                var notes: ServerNotes? = ServerNotes()
                 image = try ValueJSON(schema: store.schema).properties(
                     from: json, properties: set.type.properties,
                     navigation: Set(set.type.navigationProperties.map(\.name)), owner: r.entitySet,
-                    skipped: &skipped)
+                    notes: &notes)
                 // The answer is the whole entity only for a create or a PUT, or a PATCH answered with
                 // a representation; its key must be the request's unless the key was local.
                 let key = try set.keyValues(image!)

@@ -40,6 +40,9 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
         /// Properties the service sent that the store's `$metadata` does not declare, skipped (a
         /// service may add properties; the store keeps what its schema has).
         public var skippedProperties = 0
+        /// Values the service sent beyond a facet its `$metadata` declares (MaxLength, Precision,
+        /// Scale): stored as sent, and counted here (local writes are held to the facets).
+        public var facetViolations = 0
         /// Entities the service counted for a full read (`$count`, `$inlinecount`) but its pages
         /// did not bring (offset paging while the collection changed). When not 0, nothing was
         /// removed and no delta link kept: the next refresh reads the request in full again.
@@ -63,6 +66,7 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
     public var rebased: Int { requests.reduce(0) { $0 + $1.rebased } }
     public var skippedProperties: Int { requests.reduce(0) { $0 + $1.skippedProperties } }
     public var missing: Int { requests.reduce(0) { $0 + $1.missing } }
+    public var facetViolations: Int { requests.reduce(0) { $0 + $1.facetViolations } }
 
     /// One line: `refreshed 2 requests (Products: delta, Orders: full): 120 received, 118 written, 2 removed, 1 rebased, 0 compacted`.
     public var description: String {
@@ -71,6 +75,7 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
             "refreshed \(requests.count) request\(requests.count == 1 ? "" : "s")\(modes.isEmpty ? "" : " (\(modes))"): "
             + "\(received) received, \(written) written, \(removed) removed, \(rebased) rebased, \(compacted) compacted"
             + (skippedProperties == 0 ? "" : ", \(skippedProperties) unknown properties skipped")
+            + (facetViolations == 0 ? "" : ", \(facetViolations) values beyond their MaxLength/Precision/Scale kept")
             + (missing == 0
                 ? ""
                 : "; \(missing) counted by the service but not sent (paging while it changed): nothing removed, read in full next time")
@@ -489,6 +494,7 @@ package struct Refresher: Sendable {
         report.removed += counts.removed
         report.rebased += counts.rebased
         report.skippedProperties += page.skippedProperties
+        report.facetViolations += page.facetViolations
         progress?(
             RefreshProgress(
                 request: name, mode: report.mode, pages: report.pages, received: report.received, bytes: report.bytes))
@@ -513,7 +519,7 @@ package struct Refresher: Sendable {
             if let current = try set.row(t.reader, key: keyBytes), current.elementsEqual(set.codec.encode(image)) {
                 return .unchanged
             }
-            try set.upsert(t, image)
+            try set.upsert(t, image, facets: false)
             return .written
         }
         var records = try chain.map { e -> RequestRecord in
@@ -542,7 +548,7 @@ package struct Refresher: Sendable {
         var local: Properties? = image
         for r in records { local = try queue.apply(r, to: local) }
         if let local {
-            try set.upsert(t, local)
+            try set.upsert(t, local, facets: false)
         } else {
             _ = try set.delete(t, key: keyValues)
         }

@@ -21,6 +21,8 @@ package struct ServerPage: Sendable {
     package var deltaLink: String?
     /// Properties the local `$metadata` does not declare, skipped (a service may add some).
     package var skippedProperties = 0
+    /// Values beyond a facet the schema declares (MaxLength, Precision, Scale), kept.
+    package var facetViolations = 0
     /// The service's count of the whole collection (`@odata.count`, V2 `__count`), when it gave one.
     package var count: Int?
     /// Entities at the top level of the page (not expanded ones, not removals).
@@ -48,26 +50,26 @@ package struct PayloadReader: Sendable {
     /// selected properties; nil: all came. A key property left out (`$select` without it) is
     /// taken from `@odata.id`.
     ///
-    /// With `skipped` (a service's answer), properties the schema does not declare are skipped and
-    /// counted there, and a non-nullable collection the service left out of a whole entity is
+    /// With `notes` (a service's answer), properties the schema does not declare are skipped and
+    /// values beyond a facet kept, counted there, and a non-nullable collection the service left out of a whole entity is
     /// stored empty (S/4HANA's RAP services declare `SAP__Messages` so and send it only when there
     /// are messages); without it (a file to load), both are errors.
     package func collect(
         _ json: JSON, set: String, options: BoundOptions? = nil, into rows: inout [ServerRow]
     ) throws {
-        var none: Int? = nil
-        try collect(json, set: set, options: options, into: &rows, skipped: &none)
+        var none: ServerNotes? = nil
+        try collect(json, set: set, options: options, into: &rows, notes: &none)
     }
 
     package func collect(
-        _ json: JSON, set: String, options: BoundOptions? = nil, into rows: inout [ServerRow], skipped: inout Int?
+        _ json: JSON, set: String, options: BoundOptions? = nil, into rows: inout [ServerRow], notes: inout ServerNotes?
     ) throws {
         guard let type = schema.entityType(ofSet: set) else { throw EntityError.unknownEntitySet(set) }
         let navigation = Set(type.navigationProperties.map(\.name))
         var props = try ValueJSON(schema: schema).properties(
-            from: json, properties: type.properties, navigation: navigation, owner: set, skipped: &skipped)
+            from: json, properties: type.properties, navigation: navigation, owner: set, notes: &notes)
         let partial = options?.select != nil
-        if skipped != nil, !partial {
+        if notes != nil, !partial {
             for p in type.properties where !p.nullable && props[p.name] == nil {
                 if case .collection = p.type { props[p.name] = .collection([]) }
             }
@@ -108,7 +110,7 @@ package struct PayloadReader: Sendable {
                 for c in nav.principalConstraints where !m.contains(where: { $0.0 == c.property }) {
                     if let v = json[c.referencedProperty] { m.append((c.property, v)) }
                 }
-                try collect(.object(m), set: target, options: nested, into: &rows, skipped: &skipped)
+                try collect(.object(m), set: target, options: nested, into: &rows, notes: &notes)
             }
         }
     }
@@ -174,7 +176,7 @@ package struct PayloadReader: Sendable {
             default: break
             }
         }
-        var skipped: Int? = 0
+        var notes: ServerNotes? = ServerNotes()
         for item in items {
             if Self.isRemoval(item) {
                 guard let id = Self.id(of: item, removal: true) else {
@@ -184,10 +186,11 @@ package struct PayloadReader: Sendable {
                 page.removed.append((s, key))
                 continue
             }
-            try collect(item, set: set, options: options, into: &page.rows, skipped: &skipped)
+            try collect(item, set: set, options: options, into: &page.rows, notes: &notes)
             page.topLevel += 1
         }
-        page.skippedProperties = skipped ?? 0
+        page.skippedProperties = notes?.skippedProperties ?? 0
+        page.facetViolations = notes?.facetViolations ?? 0
         return page
     }
 

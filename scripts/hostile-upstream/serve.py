@@ -11,6 +11,7 @@ ten entities a page with a relative ``@odata.nextLink``, and answers writes as a
 ``endless``       every page repeats the first ten entities with a new next link, forever.
 ``endless-empty`` every page is empty, with a new next link, forever.
 ``bad-etag``      entities carry ``@odata.etag`` values with CR/LF, NUL, or empty.
+``facets``        entities carry values beyond their declared MaxLength (a Name of 300) or Scale (a Price of 1.23456).
 ``unknown-prop``  entities carry a property the client's ``$metadata`` lacks (``AddedLater``), answers to writes too.
 ``partial``       a write's answer carries only the key (and the ``Name`` sent), not the whole entity.
 
@@ -143,6 +144,11 @@ class Handler(BaseHTTPRequestHandler):
                 e["@odata.etag"] = ["W/\"a\r\nX-Injected: 1\"", "", "W/\"\x00\""][i % 3]
             if mode == "unknown-prop":
                 e["AddedLater"] = "a property the client's $metadata lacks"
+            if mode == "facets":  # beyond MaxLength 255, beyond Scale 3
+                if i % 2 == 0:
+                    e["Name"] = "N" * 300
+                else:
+                    e["Price"] = 1.23456
         out["value"] = items
         body = json.dumps(out).encode()
         if mode == "stall-body":

@@ -110,20 +110,21 @@ package final class EntitySetHandle: Sendable {
 
     /// Checks an entity against the type: known properties, values fit, non-nullables present
     /// (unless `partial`, for a PATCH body), key present.
-    package func validate(_ props: Properties, partial: Bool) throws(EntityError) {
-        if accepts(props, partial: partial) { return }
+    /// With `facets` false, MaxLength, Precision and Scale are not checked (the service's data).
+    package func validate(_ props: Properties, partial: Bool, facets: Bool = true) throws(EntityError) {
+        if accepts(props, partial: partial, facets: facets) { return }
         // Something is wrong: the checks one by one find it, in the order their errors have always come.
-        try validateEachCheck(props, partial: partial)
+        try validateEachCheck(props, partial: partial, facets: facets)
     }
 
     /// `validate`'s checks one at a time, throwing the first that fails.
-    package func validateEachCheck(_ props: Properties, partial: Bool) throws(EntityError) {
+    package func validateEachCheck(_ props: Properties, partial: Bool, facets: Bool = true) throws(EntityError) {
         if !partial {
             for k in type.key where props[k]?.isNull ?? true { throw .missingKey(set: name, property: k) }
         }
         for (k, v) in props {
             guard let p = type.property(k) else { throw .unknownProperty(set: name, property: k) }
-            try Validation.check(v, against: p, schema: schema)
+            try Validation.check(v, against: p, schema: schema, facets: facets)
         }
         if !partial {
             for p in type.properties where !p.nullable && (props[p.name]?.isNull ?? true) {
@@ -137,7 +138,7 @@ package final class EntitySetHandle: Sendable {
     /// a cursor into `props` (no name searched for, no `Property` looked up by name): the same
     /// conditions — keys present, every name a property, every value valid, no null where none
     /// may be — without saying which one fails.
-    package func accepts(_ props: Properties, partial: Bool) -> Bool {
+    package func accepts(_ props: Properties, partial: Bool, facets: Bool = true) -> Bool {
         var cursor = 0
         var found = 0
         for p in type.properties {
@@ -149,7 +150,7 @@ package final class EntitySetHandle: Sendable {
             }
             found += 1
             if required && v.isNull { return false }
-            guard (try? Validation.check(v, against: p, schema: schema)) != nil else { return false }
+            guard (try? Validation.check(v, against: p, schema: schema, facets: facets)) != nil else { return false }
         }
         return found == props.count
     }
@@ -221,8 +222,9 @@ package final class EntitySetHandle: Sendable {
     /// Inserts or fully replaces the entity with the same key. Returns the entity it replaced
     /// (its previous image), or nil when there was none.
     @discardableResult
-    package func upsert(_ t: WriteView, _ props: Properties) throws -> Properties? {
-        try validate(props, partial: false)
+    /// `facets` false: the service's image, stored as it came (see `Validation.check`).
+    package func upsert(_ t: WriteView, _ props: Properties, facets: Bool = true) throws -> Properties? {
+        try validate(props, partial: false, facets: facets)
         let keyValues = try keyValues(props)
         let key = try encodeKey(keyValues)
         let old = try oldRowForOverwrite(t, key: key)
@@ -247,7 +249,9 @@ package final class EntitySetHandle: Sendable {
             if type.key.contains(k), v != old[k] { throw EntityError.keyChange(set: name, property: k) }
             if v.isNull { new.removeValue(forKey: k) } else { new[k] = v }
         }
-        try validate(new, partial: false)
+        // The changes were checked whole above; the rest is what was stored (the service's values
+        // may exceed a facet).
+        try validate(new, partial: false, facets: false)
         try write(t, key: key, keyValues: keyValues, old: old, new: new)
         return (old, new)
     }

@@ -2,16 +2,21 @@ import LMDB
 /// Checks values against their declared properties: kind, range, length, nullability.
 package enum Validation {
     /// Throws when `value` does not fit `property` (its type, MaxLength, Precision/Scale, Nullable).
-    package static func check(_ value: Value, against property: Property, schema: Schema) throws(EntityError) {
+    /// With `facets` false, MaxLength, Precision and Scale are not checked: the service's data is
+    /// stored as the service sends it (a refresh counts what exceeds them, `check` does not call
+    /// it damage); local writes check them.
+    package static func check(
+        _ value: Value, against property: Property, schema: Schema, facets: Bool = true
+    ) throws(EntityError) {
         if value.isNull {
             if !property.nullable { throw .nullNotAllowed(property: property.name) }
             return
         }
-        try check(value, type: property.type, property: property, schema: schema, depth: 0)
+        try check(value, type: property.type, property: property, schema: schema, depth: 0, facets: facets)
     }
 
     static func check(
-        _ value: Value, type: TypeRef, property p: Property, schema: Schema, depth: Int
+        _ value: Value, type: TypeRef, property p: Property, schema: Schema, depth: Int, facets: Bool = true
     ) throws(EntityError) {
         guard depth < RowCodec.maxDepth else {
             throw .badInput(
@@ -22,14 +27,14 @@ package enum Validation {
         case (.primitive(let t), _):
             switch (t, value) {
             case (.string, .string(let s)):
-                if let max = p.maxLength {
+                if facets, let max = p.maxLength {
                     // MaxLength counts characters; the UTF-8 byte count is a cheap upper bound.
                     if s.utf8.count > max, s.count > max {
                         throw .tooLong(property: p.name, maxLength: max, length: s.count)
                     }
                 }
             case (.binary, .binary(let b)):
-                if let max = p.maxLength, b.count > max {
+                if facets, let max = p.maxLength, b.count > max {
                     throw .tooLong(property: p.name, maxLength: max, length: b.count)
                 }
             case (.json, .json), (.boolean, .bool), (.single, .double), (.double, .double),
@@ -43,10 +48,10 @@ package enum Validation {
             case (.decimal, .decimal(let d)):
                 let (digits, exponent) = d.digitCountAndExponent
                 let fraction = max(0, digits - exponent)
-                if let scale = p.scale, fraction > scale {
+                if facets, let scale = p.scale, fraction > scale {
                     throw .outOfRange(property: p.name, type: "Edm.Decimal(scale \(scale))", value: d.description)
                 }
-                if let precision = p.precision, max(exponent, 0) + fraction > precision {
+                if facets, let precision = p.precision, max(exponent, 0) + fraction > precision {
                     throw .outOfRange(
                         property: p.name, type: "Edm.Decimal(precision \(precision))", value: d.description)
                 }
@@ -64,7 +69,8 @@ package enum Validation {
                 if v.isNull {
                     if !sub.nullable { throw .nullNotAllowed(property: subProperty.name) }
                 } else {
-                    try check(v, type: sub.type, property: subProperty, schema: schema, depth: depth + 1)
+                    try check(
+                        v, type: sub.type, property: subProperty, schema: schema, depth: depth + 1, facets: facets)
                 }
             }
             for sub in ct.properties where !sub.nullable && props[sub.name] == nil {
@@ -73,7 +79,7 @@ package enum Validation {
         case (.collection(let element), .collection(let items)):
             for item in items {
                 if item.isNull { continue }
-                try check(item, type: element, property: p, schema: schema, depth: depth + 1)
+                try check(item, type: element, property: p, schema: schema, depth: depth + 1, facets: facets)
             }
         default:
             throw mismatch()

@@ -1,6 +1,14 @@
 import LMDB
 import Foundation
 
+/// What reading a service's data let pass that a local write would refuse: properties the
+/// store's `$metadata` lacks (skipped) and values beyond a declared facet (kept).
+package struct ServerNotes: Sendable, Hashable {
+    package var skippedProperties = 0
+    package var facetViolations = 0
+    package init() {}
+}
+
 /// Converts between OData JSON (V4, and V2's `/Date(…)/` and string-typed numbers) and typed values.
 package struct ValueJSON: Sendable {
     package let schema: Schema
@@ -14,17 +22,18 @@ package struct ValueJSON: Sendable {
     package func properties(
         from json: JSON, properties: [Property], navigation: Set<String> = [], owner: String
     ) throws(EntityError) -> Properties {
-        var none: Int? = nil
+        var none: ServerNotes? = nil
         return try self.properties(
-            from: json, properties: properties, navigation: navigation, owner: owner, skipped: &none)
+            from: json, properties: properties, navigation: navigation, owner: owner, notes: &none)
     }
 
     /// `properties(from:…)` for what a service sent: a property the local `$metadata` does not
-    /// declare (a service may add nullable properties, a compatible change) is skipped and counted
-    /// in `skipped`, at any depth of complex values, instead of failing the entity. With `skipped`
-    /// nil, an unknown property is an error.
+    /// declare (a service may add nullable properties, a compatible change) is skipped, and a value
+    /// beyond its MaxLength, Precision or Scale kept, both counted in `notes`, at any depth of
+    /// complex values, instead of failing the entity (a value of the wrong type still fails it).
+    /// With `notes` nil, both are errors.
     package func properties(
-        from json: JSON, properties: [Property], navigation: Set<String> = [], owner: String, skipped: inout Int?
+        from json: JSON, properties: [Property], navigation: Set<String> = [], owner: String, notes: inout ServerNotes?
     ) throws(EntityError) -> Properties {
         guard case .object(let members) = json else {
             throw .badInput("expected a JSON object for an entity of '\(owner)'")
@@ -36,12 +45,22 @@ package struct ValueJSON: Sendable {
             if name.utf8.contains(UInt8(ascii: "@")) || name == "__metadata" || name == "__deferred" { continue }
             guard let p = properties.first(where: { $0.name == name }) else {
                 if navigation.contains(name) { continue }
-                guard let n = skipped else { throw .unknownProperty(set: owner, property: name) }
-                skipped = n + 1
+                guard notes != nil else { throw .unknownProperty(set: owner, property: name) }
+                notes!.skippedProperties += 1
                 continue
             }
-            let value = try self.value(from: v, type: p.type, property: name, skipped: &skipped)
-            if !value.isNull { try Validation.check(value, against: p, schema: schema) }  // nulls: checked on write
+            let value = try self.value(from: v, type: p.type, property: name, notes: &notes)
+            if !value.isNull {  // nulls: checked on write
+                if notes != nil {
+                    // The service's data: facets reported (counted), not fatal; the type is checked.
+                    if (try? Validation.check(value, against: p, schema: schema)) == nil {
+                        try Validation.check(value, against: p, schema: schema, facets: false)
+                        notes!.facetViolations += 1
+                    }
+                } else {
+                    try Validation.check(value, against: p, schema: schema)
+                }
+            }
             out[name] = value
         }
         return out
@@ -49,11 +68,12 @@ package struct ValueJSON: Sendable {
 
     /// Reads one value of `type` from JSON.
     package func value(from json: JSON, type: TypeRef, property: String) throws(EntityError) -> Value {
-        var none: Int? = nil
-        return try value(from: json, type: type, property: property, skipped: &none)
+        var none: ServerNotes? = nil
+        return try value(from: json, type: type, property: property, notes: &none)
     }
 
-    func value(from json: JSON, type: TypeRef, property: String, skipped: inout Int?) throws(EntityError) -> Value {
+    func value(from json: JSON, type: TypeRef, property: String, notes: inout ServerNotes?) throws(EntityError) -> Value
+    {
         if case .null = json { return .null }
         func mismatch() -> EntityError { .typeMismatch(property: property, expected: type.description, got: json.text) }
         switch type {
@@ -82,7 +102,7 @@ package struct ValueJSON: Sendable {
             }
         case .complex(let name):
             guard let ct = schema.complexTypes[name] else { throw mismatch() }
-            let props = try properties(from: json, properties: ct.properties, owner: name, skipped: &skipped)
+            let props = try properties(from: json, properties: ct.properties, owner: name, notes: &notes)
             return .complex(props)
         case .collection(let element):
             var items: [JSON]
@@ -96,7 +116,7 @@ package struct ValueJSON: Sendable {
             var values: [Value] = []
             values.reserveCapacity(items.count)
             for item in items {
-                values.append(try value(from: item, type: element, property: property, skipped: &skipped))
+                values.append(try value(from: item, type: element, property: property, notes: &notes))
             }
             return .collection(values)
         }

@@ -138,6 +138,29 @@ struct HostileUpstream {
         #expect(try store.entities("Products").count == 24)
     }
 
+    /// Issue 21 item 4: values beyond a facet the service declares are the service's data: stored
+    /// as sent and counted, and `check` does not call them damage; local writes are still held to
+    /// the facets, and changing another property of such an entity works.
+    @Test func valuesBeyondTheirFacetsAreStoredAndCounted() async throws {
+        let up = try await HostileUpstream.start()
+        defer { Task { await up.stop() } }
+        let store = try Self.store(up.root("facets"))
+        let report = try await store.refresh(serviceRoot: up.root("facets"))
+        #expect(report.facetViolations == 24, "\(report)")
+        #expect(report.description.contains("24 values beyond their MaxLength/Precision/Scale kept"))
+        let long = try store.entities("Products?$filter=length(Name) eq 300")
+        #expect(long.count == 12)
+        #expect(try store.entities("Products?$filter=Price eq 1.23456").count == 12)
+        #expect(try store.check().isConsistent)
+        let id = try #require(long.first?["ProductID"])
+        try await store.update(set: "Products", key: [id], changes: ["Category": .string("still fine")])
+        await #expect(throws: EntityError.self) {
+            try await store.update(
+                set: "Products", key: [id], changes: ["Name": .string(String(repeating: "L", count: 256))])
+        }
+        #expect(try store.check().isConsistent)
+    }
+
     /// Finding 2: a service that pages by offset while an entity before the cursor is deleted
     /// never sends one entity. The refresh sees that its pages brought fewer entities than the
     /// service counted, removes nothing and keeps no delta link; the next one reads in full,

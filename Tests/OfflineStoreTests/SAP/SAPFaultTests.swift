@@ -46,7 +46,7 @@ import Storage
     }
 
     @Test func aSlowServiceEndsAtTheClientsTimeoutAndChangesNothing() async throws {
-        let sap = try await MockSAP.start(["--slow-ms", "5000"])
+        let sap = try await MockSAP.start(["--slow-ms", "20000"])
         defer { Task { await sap.stop() } }
         let store = try await SAPFlush.store(sap)
         let before = try store.entities("ProductSet").count
@@ -60,7 +60,7 @@ import Storage
             "\(error)".contains("timeout")
         }
         try await backend.shutdown()
-        #expect(Date().timeIntervalSince(started) < 5)
+        #expect(Date().timeIntervalSince(started) < 15, "a 1 s timeout against 20 s answers")  // generous: CI machines are loaded
         #expect(try store.entities("ProductSet").count == before)
         try await sap.clearFaults()
         #expect(try await store.refresh(subset: ["SG_Product"]).requests.first?.received == before)

@@ -66,6 +66,8 @@ struct Batch {
         let root = service.serviceRoot(request)
         let prefer = Prefer(request.headers[.prefer])
 
+        // What the answers take so far: a read past `maxBatchResponseBytes` answers 507 instead.
+        var spent = 0
         var answers = [Answer?](repeating: nil, count: items.count)
         var failedNames = Set<String>()
         var replayedAny = false
@@ -90,11 +92,14 @@ struct Batch {
             }
             if unit.count == 1, items[i].method == .get || items[i].method == .head {
                 do {
-                    answers[i] = try await read(items[i], root: root, resolving: Self.references(answers, items))
+                    answers[i] = try await read(
+                        items[i], root: root, resolving: Self.references(answers, items),
+                        budget: max(0, service.options.maxBatchResponseBytes - spent))
                 } catch {
                     answers[i] = Self.answer(ODataFailure(error))
                     failedNames.insert(items[i].id)
                 }
+                spent += answers[i]!.body.count
                 i = j
                 continue
             }
@@ -132,7 +137,10 @@ struct Batch {
                 } else {
                     replayedAny = replayedAny || replayed
                 }
-                for (k, a) in zip(unit, unitAnswers) { answers[k] = a }
+                for (k, a) in zip(unit, unitAnswers) {
+                    answers[k] = a
+                    spent += a.body.count
+                }
             } catch let f as Failed {
                 for k in unit {
                     answers[k] =
@@ -177,14 +185,28 @@ struct Batch {
         return target + u.dropFirst(1 + name.count)
     }
 
-    private func read(_ item: Item, root: String, resolving references: [String: String]) async throws -> Answer {
+    /// A read of the batch, on the query threads, its answer at most `budget` bytes (else 507).
+    private func read(
+        _ item: Item, root: String, resolving references: [String: String], budget: Int
+    ) async throws -> Answer {
         let url = try Self.resolve(item.url, references, root: root)
         let store = self.store
         let pageSize = Prefer(item.header("Prefer")).maxPageSize ?? service.options.defaultPageSize
-        var body: [UInt8] = []
-        try store.query(url, format: .json, pageSize: pageSize, options: ResultOptions(serviceRoot: root, etags: true))
-        { chunk in
-            body.append(contentsOf: chunk)
+        let tooLarge = ODataFailure(
+            .init(code: 507, reasonPhrase: "Insufficient Storage"),
+            "the answers of this $batch would pass \(service.options.maxBatchResponseBytes) bytes (the service's limit on a batch's answers); read '\(QueryError.quoting(url))' outside the batch, or in pages (Prefer: odata.maxpagesize)"
+        )
+        // The limit reached already: not even the query runs.
+        guard budget > 0 else { throw tooLarge }
+        var body = try await service.offload {
+            var body: [UInt8] = []
+            try store.query(
+                url, format: .json, pageSize: pageSize, options: ResultOptions(serviceRoot: root, etags: true)
+            ) { chunk in
+                guard body.count + chunk.count <= budget else { throw tooLarge }
+                body.append(contentsOf: chunk)
+            }
+            return body
         }
         if url.split(separator: "?", omittingEmptySubsequences: false)[0].hasSuffix("/$count") {
             if body.last == UInt8(ascii: "\n") { body.removeLast() }

@@ -2,6 +2,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import NIOPosix
 import OfflineStore
 
 /// `serve`'s request handling without a socket, for the fuzzer (`Fuzz/Targets`): a request is
@@ -11,9 +12,12 @@ package struct InMemoryServer: Sendable {
     let service: ODataService
 
     package init(store: OfflineStore, options: ServeOptions = ServeOptions()) {
+        let roots = ServiceRoot(host: options.host, publicRoot: nil)
+        roots.bound(port: options.port)
         service = ODataService(
             store: store, options: options,
-            logger: Logger(label: "offline-store.fuzz") { _ in SwiftLogNoOpLogHandler() })
+            logger: Logger(label: "offline-store.fuzz") { _ in SwiftLogNoOpLogHandler() }, roots: roots,
+            queries: .singleton)
     }
 
     /// Answers one request. nil when `method` is no HTTP method token; header names that are no

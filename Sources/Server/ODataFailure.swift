@@ -2,6 +2,7 @@ import LMDB
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import NIOHTTP1
 import OfflineStore
 import Query
 import Served
@@ -54,6 +55,11 @@ struct ODataFailure: Error, CustomStringConvertible {
                 self.init(.init(code: 507, reasonPhrase: "Insufficient Storage"), e.description)
             default: self.init(.internalServerError, e.description)
             }
+        case let e as HTTPParserError:
+            // A malformed request (a bad chunk size, a chunk without its CRLF, …): the client's
+            // fault. The parser cannot go on, so the connection closes after this answer.
+            self.init(.badRequest, "malformed HTTP request: \(e)", code: "MalformedRequest")
+            headers[.connection] = "close"
         case let e as any HTTPResponseError:
             self.init(e.status, "\(e)")
         default:

@@ -1,9 +1,12 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
+import NIOPosix
 import OfflineStore
 import ServiceLifecycle
+import Synchronization
 
 /// How `offline-store serve` serves a store.
 public struct ServeOptions: Sendable {
@@ -16,6 +19,30 @@ public struct ServeOptions: Sendable {
     public var defaultPageSize: Int?
     /// Request bodies larger than this are refused with 413.
     public var maxRequestBytes = 64 << 20
+    /// The service root that links, `@odata.context`, `Location` and `OData-EntityId` name
+    /// (`https://data.example/odata/`). nil: `http://HOST:PORT/` of the bound address — for a
+    /// wildcard bind (`0.0.0.0`, `::`) the host the request's `Host` names, with the bound port.
+    /// Never the `Host` header as sent: a `Host` that is not a host name or an IP address (with an
+    /// optional port) is refused with 400.
+    public var publicURL: String?
+    /// From a request's first byte until its head is complete (slowloris); then 408 and close.
+    public var headerTimeout: Duration? = .seconds(10)
+    /// From a request's first byte until its body is complete (a body that never arrives); then
+    /// 408 and close.
+    public var requestTimeout: Duration? = .seconds(60)
+    /// How long a connection may stay open with no byte from the client and no response being
+    /// written (keep-alive, or a client that connects and says nothing). Hummingbird's idle timeout;
+    /// longer than `requestTimeout`, so a stalled request is answered 408 first.
+    public var idleTimeout: Duration? = .seconds(75)
+    /// How long a response may take to be written, from its head to its end: a client that stops
+    /// reading is disconnected after it, and the read snapshot the response holds is released.
+    public var writeTimeout: Duration? = .seconds(120)
+    /// The answers of one `$batch` together take at most this many bytes: a read whose answer
+    /// would pass it answers 507 inside the batch (the batch itself stays 200).
+    public var maxBatchResponseBytes = 16 << 20
+    /// Threads that run queries, apart from Swift's concurrency pool, so a long scan never delays
+    /// `$metadata` or a write; queries beyond this many at once wait for a thread.
+    public var queryThreads = 8
     /// Seconds between access summaries logged at info level (when there was traffic).
     public var summaryInterval: Double = 60
     /// Stop gracefully on SIGTERM and SIGINT (what `serve` wants). Off for a server run inside
@@ -23,6 +50,11 @@ public struct ServeOptions: Sendable {
     /// effect on the program.
     public var stopOnSignals = true
     public init() {}
+
+    /// `url` as a service root for `publicURL` (ending with `/`), or an error saying why it is not
+    /// one: `http` or `https`, a host name or IP address and an optional port, an optional path;
+    /// no query, fragment, user, quotes or dot segments.
+    public static func validatedPublicURL(_ url: String) throws -> String { try ServiceRoot.validatePublic(url) }
 }
 
 /// The store as an OData V4 service over HTTP/1.1, on Hummingbird 2.
@@ -39,15 +71,25 @@ public enum ODataServer {
         store: OfflineStore, options: ServeOptions, logger: Logger, stop: ServerStop? = nil,
         onRunning: @escaping @Sendable (Int) async -> Void
     ) async throws {
-        let service = ODataService(store: store, options: options, logger: logger)
+        let publicRoot = try options.publicURL.map(ServiceRoot.validatePublic)
+        let pool = NIOThreadPool(numberOfThreads: max(1, options.queryThreads))
+        pool.start()
+        let roots = ServiceRoot(host: options.host, publicRoot: publicRoot)
+        let service = ODataService(store: store, options: options, logger: logger, roots: roots, queries: pool)
         let responder = CallbackResponder<BasicRequestContext> { request, _ in
             await service.respond(to: request)
         }
+        let limits = ConnectionGuard.Limits(
+            header: options.headerTimeout.map(TimeAmount.init), request: options.requestTimeout.map(TimeAmount.init),
+            write: options.writeTimeout.map(TimeAmount.init), idle: options.idleTimeout.map(TimeAmount.init))
         let app = Application(
             responder: responder,
+            server: HTTPServerBuilder { responder in GuardedHTTP1Channel(responder: responder, limits: limits) },
             configuration: .init(address: .hostname(options.host, port: options.port), serverName: "offline-store"),
             onServerRunning: { channel in
-                await onRunning(channel.localAddress?.port ?? options.port)
+                let port = channel.localAddress?.port ?? options.port
+                roots.bound(port: port)
+                await onRunning(port)
             },
             logger: logger)
         let summaries = Task {
@@ -67,7 +109,11 @@ public enum ODataServer {
             if !Task.isCancelled { await group.triggerGracefulShutdown() }
         }
         defer { stopper.cancel() }
-        try await group.run()
+        do { try await group.run() } catch {
+            try? await pool.shutdownGracefully()
+            throw error
+        }
+        try? await pool.shutdownGracefully()
         service.stats.logSummary(logger, onlyIfChanged: false)
     }
 }

@@ -3,9 +3,11 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import NIOPosix
 import OfflineStore
 import Query
 import Storage
+import Synchronization
 
 /// Answers one HTTP request: routes it by path and method, and turns every error into an OData
 /// error response (`{"error":{"code","message","target","details"}}`).
@@ -13,7 +15,15 @@ struct ODataService: Sendable {
     let store: OfflineStore
     let options: ServeOptions
     let logger: Logger
+    let roots: ServiceRoot
+    /// Where queries run: never on Swift's concurrency pool, which a few long scans would fill.
+    let queries: NIOThreadPool
     let stats = AccessStats()
+
+    /// Runs `body` (a query, or anything else that may take long) on the query threads.
+    func offload<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await queries.runIfActive(body)
+    }
 
     func respond(to request: Request) async -> Response {
         let start = ContinuousClock.now
@@ -32,13 +42,17 @@ struct ODataService: Sendable {
         return response
     }
 
-    /// The service root as the client addressed it: `http://<Host>/`.
-    func serviceRoot(_ request: Request) -> String {
-        let host = request.head.authority ?? "\(options.host):\(options.port)"
-        return "http://\(host)/"
-    }
+    /// The service root that links name: the configured public URL, else the bound address
+    /// (`ServiceRoot`). The request's `Host` was validated by `route`.
+    func serviceRoot(_ request: Request) -> String { roots.root(host: request.head.authority) }
 
     private func route(_ request: Request) async throws -> Response {
+        if let host = request.head.authority, !ServiceRoot.isValidHost(host) {
+            throw ODataFailure(
+                .badRequest,
+                "invalid Host header '\(QueryError.quoting(host))': expected a host name or an IP address, and an optional port"
+            )
+        }
         let path = request.uri.path
         guard path.hasPrefix("/") else { throw ODataFailure(.badRequest, "request target must be an absolute path") }
         var resource = String(path.dropFirst())
@@ -163,5 +177,102 @@ enum Negotiation {
                 .unsupportedMediaType,
                 "unsupported Content-Type '\(QueryError.quoting(type))'; this service takes application/json")
         }
+    }
+}
+
+/// The service root that links, `@odata.context` and `Location` name — never the client's `Host`
+/// header as sent (any client can send `evil.example:666`, or one holding `"` or `/../`).
+///
+/// - with a public URL configured (`--public-url`): that, always;
+/// - bound to one address: `http://HOST:PORT/` of the bind;
+/// - bound to a wildcard (`0.0.0.0`, `::`): the host the request's (validated) `Host` names, with
+///   the bound port — the client reached this machine by that name; without a `Host`, 127.0.0.1.
+final class ServiceRoot: Sendable {
+    let host: String
+    let publicRoot: String?
+    private let port = Atomic<Int>(0)
+
+    init(host: String, publicRoot: String?) {
+        self.host = host
+        self.publicRoot = publicRoot
+    }
+
+    func bound(port: Int) { self.port.store(port, ordering: .releasing) }
+
+    var isWildcard: Bool { ["0.0.0.0", "::", "", "*", "[::]"].contains(host) }
+
+    func root(host requested: String?) -> String {
+        if let publicRoot { return publicRoot }
+        let port = self.port.load(ordering: .acquiring)
+        var name = host
+        if isWildcard {
+            name = requested.flatMap { Self.isValidHost($0) ? Self.hostPart($0) : nil } ?? "127.0.0.1"
+        }
+        if name.contains(":") && !name.hasPrefix("[") { name = "[\(name)]" }
+        return "http://\(name):\(port)/"
+    }
+
+    /// `host` of `host:port` or `[v6]:port`.
+    static func hostPart(_ authority: String) -> String {
+        if authority.hasPrefix("["), let end = authority.firstIndex(of: "]") {
+            return String(authority[...end])
+        }
+        return String(authority.prefix { $0 != ":" })
+    }
+
+    /// Whether `value` is a Host header this service takes: a DNS name or IPv4 address (letters,
+    /// digits, `-`, `.`, `_`), or an IPv6 literal in brackets, with an optional port 0…65535.
+    static func isValidHost(_ value: String) -> Bool {
+        let bytes = Array(value.utf8)
+        guard !bytes.isEmpty, bytes.count <= 261 else { return false }
+        var i = 0
+        if bytes[0] == UInt8(ascii: "[") {
+            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")), close > 1 else { return false }
+            for b in bytes[1..<close] {
+                guard b == UInt8(ascii: ":") || b == UInt8(ascii: ".") || isHexDigit(b) else { return false }
+            }
+            i = close + 1
+        } else {
+            while i < bytes.count, bytes[i] != UInt8(ascii: ":") {
+                let b = bytes[i]
+                guard isAlphanumeric(b) || b == UInt8(ascii: "-") || b == UInt8(ascii: ".") || b == UInt8(ascii: "_")
+                else { return false }
+                i += 1
+            }
+            guard i > 0 else { return false }
+        }
+        guard i < bytes.count else { return true }
+        guard bytes[i] == UInt8(ascii: ":") else { return false }
+        let digits = bytes[(i + 1)...]
+        guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return false }
+        return Int(String(decoding: digits, as: UTF8.self))! <= 65535
+    }
+
+    private static func isHexDigit(_ b: UInt8) -> Bool {
+        (b >= 48 && b <= 57) || (b >= 65 && b <= 70) || (b >= 97 && b <= 102)
+    }
+
+    private static func isAlphanumeric(_ b: UInt8) -> Bool {
+        (b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122)
+    }
+
+    /// A `--public-url` as the service root: `http` or `https`, a valid host and optional port, an
+    /// optional path of plain segments; no query, fragment, user, quote or space. Ends with `/`.
+    static func validatePublic(_ url: String) throws -> String {
+        struct Invalid: Error, CustomStringConvertible { var description: String }
+        let invalid = Invalid(
+            description:
+                "invalid public URL '\(url)': expected http(s)://HOST[:PORT]/[PATH/] with no query, fragment, user or quotes"
+        )
+        let lower = url.lowercased()
+        guard let scheme = ["http://", "https://"].first(where: lower.hasPrefix) else { throw invalid }
+        let rest = url.dropFirst(scheme.count)
+        let authority = String(rest.prefix { $0 != "/" })
+        let path = rest.dropFirst(authority.count)
+        guard isValidHost(authority),
+            path.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-._~/%!$&'()*+,;=:@".contains($0)) }),
+            !path.contains("/../"), !path.hasSuffix("/.."), !path.contains("/./"), !path.contains("//")
+        else { throw invalid }
+        return url.hasSuffix("/") ? url : url + "/"
     }
 }

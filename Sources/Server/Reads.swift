@@ -101,7 +101,10 @@ struct Reads {
         if !applied.isEmpty { headers[.preferenceApplied] = applied.joined(separator: ",") }
 
         let inline: ([UInt8], ResultSummary)?
-        do { inline = try ResponseStream.inline(produce) } catch is NoRelatedEntity {
+        // On the query threads: a long scan must not hold a thread of Swift's concurrency pool.
+        do {
+            inline = try await service.offload { try ResponseStream.inline(produce).map { ($0.bytes, $0.result) } }
+        } catch is NoRelatedEntity {
             return Response(status: .noContent, headers: headers)
         }
         if let (body, summary) = inline {

@@ -15,6 +15,16 @@ struct Serve: ParsableCommand {
             Binds 127.0.0.1 unless --host says otherwise; --port 0 takes a free port. Prints one line, \
             "serving DIR at http://HOST:PORT/", once it listens. Stops cleanly on SIGINT or SIGTERM. \
             Logs an access summary at info level and a line per request at debug (--log-level debug).
+            A hostile client cannot hold a connection: a request's head must be complete within \
+            --header-timeout (10 s) and the whole request within --request-timeout (60 s), else 408 and \
+            the connection closes; a connection with no request in progress closes after --idle-timeout \
+            (75 s); a response not written within --write-timeout (120 s: a client that stops reading) \
+            is cut off and its read snapshot released; HTTP/1.0 without keep-alive and Connection: \
+            close end after the answer; a malformed request (a bad chunk) answers 400. The answers of \
+            one $batch take at most --max-batch-response bytes (16M): a read past it answers 507 \
+            inside the batch. Queries run on --query-threads threads of their own (8). Links, \
+            @odata.context and Location name --public-url, else the bound address, never the \
+            client's Host header; an invalid Host answers 400.
             Example: offline-store serve --store s --port 8080
             """)
     @OptionGroup var options: StoreOption
@@ -28,6 +38,21 @@ struct Serve: ParsableCommand {
     var maxSize: String?
     @Option(help: "Stop (as on SIGTERM) after this many seconds: a bound on a test server's life.") var lifetime:
         Double?
+    @Option(
+        help: "The service root that links and Location name (http(s)://HOST[:PORT]/PATH/; default: the bound address)."
+    )
+    var publicURL: String?
+    @Option(help: "Seconds from a request's first byte until its head is complete (then 408 and close).")
+    var headerTimeout: Double = 10
+    @Option(help: "Seconds from a request's first byte until its body is complete (then 408 and close).")
+    var requestTimeout: Double = 60
+    @Option(help: "Seconds a connection may stay open with no request in progress.") var idleTimeout: Double = 75
+    @Option(help: "Seconds a response may take to be written (a client that stops reading is disconnected).")
+    var writeTimeout: Double = 120
+    @Option(help: "Bytes the answers of one $batch may take together (K, M, G suffixes; a read past it answers 507).")
+    var maxBatchResponse = "16M"
+    @Option(help: "Threads that run queries, apart from the threads that answer everything else.") var queryThreads =
+        8
 
     func run() throws {
         try runReportingErrors {
@@ -37,6 +62,19 @@ struct Serve: ParsableCommand {
             guard (0...65535).contains(port) else { throw CLIError("--port must be 0…65535") }
             if let pageSize, pageSize < 1 { throw CLIError("--page-size must be at least 1") }
             if let lifetime, !(lifetime > 0) { throw CLIError("--lifetime must be a positive number of seconds") }
+            for (name, value) in [
+                ("--header-timeout", headerTimeout), ("--request-timeout", requestTimeout),
+                ("--idle-timeout", idleTimeout), ("--write-timeout", writeTimeout),
+            ] where !(value > 0 && value <= 86_400) {
+                throw CLIError("\(name) must be a positive number of seconds, at most 86400")
+            }
+            guard (1...256).contains(queryThreads) else { throw CLIError("--query-threads must be 1…256") }
+            let batchBytes = try parseSize(maxBatchResponse, zeroAllowed: false)
+            let publicRoot = try publicURL.map { url in
+                do { return try ServeOptions.validatedPublicURL(url) } catch {
+                    throw CLIError("--public-url: \(error)")
+                }
+            }
             let store = try OfflineStore.open(
                 at: options.store, maxSizeBytes: try maxSize.map { try parseSize($0, zeroAllowed: true) })
             LoggingSystem.bootstrap { label in
@@ -50,6 +88,13 @@ struct Serve: ParsableCommand {
             serve.host = host
             serve.port = port
             serve.defaultPageSize = pageSize
+            serve.publicURL = publicRoot
+            serve.headerTimeout = .milliseconds(Int64(headerTimeout * 1000))
+            serve.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
+            serve.idleTimeout = .milliseconds(Int64(idleTimeout * 1000))
+            serve.writeTimeout = .milliseconds(Int64(writeTimeout * 1000))
+            serve.maxBatchResponseBytes = batchBytes
+            serve.queryThreads = queryThreads
             let (path, host, settings, log) = (options.store, host, serve, logger)
             if let lifetime {
                 // The same path as a SIGTERM from outside: a graceful stop. Sent to the process, not with

@@ -1,0 +1,193 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A raw TCP connection to a `serve` process, for the hardening tests: it sends exactly the bytes
+/// it is given (half a head, a broken chunk, a `Host` no client library would send) and reads
+/// with a deadline, never blocking a thread of the concurrency pool (the socket is non-blocking;
+/// it waits with `Task.sleep`).
+final class RawConnection: @unchecked Sendable {
+    // @unchecked: one test task uses a connection at a time.
+    let fd: Int32
+    private(set) var received: [UInt8] = []
+    private(set) var closed = false
+
+    struct Failed: Error, CustomStringConvertible { var description: String }
+
+    /// Connects to the host and port of `url` (`http://127.0.0.1:PORT/`).
+    init(_ url: String) throws {
+        guard let parsed = URL(string: url), let host = parsed.host, let port = parsed.port else {
+            throw Failed(description: "not a URL with a port: \(url)")
+        }
+        let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard s >= 0 else { throw Failed(description: "socket: errno \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        inet_pton(AF_INET, host, &address.sin_addr)
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard rc == 0 else {
+            let e = errno
+            Glibc.close(s)
+            throw Failed(description: "connect to \(url): errno \(e)")
+        }
+        _ = fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK)
+        fd = s
+    }
+
+    deinit { Glibc.close(fd) }
+
+    /// Sends `bytes` whole (waiting while the socket is full, at most 10 s). False when the
+    /// connection is gone.
+    @discardableResult
+    func send(_ bytes: [UInt8]) async -> Bool {
+        var offset = 0
+        let start = Date()
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n > 0 {
+                offset += n
+            } else if n < 0, errno == EAGAIN || errno == EWOULDBLOCK, Date().timeIntervalSince(start) < 10 {
+                try? await Task.sleep(nanoseconds: 5_000_000)
+            } else {
+                return false
+            }
+        }
+        return true
+    }
+
+    @discardableResult
+    func send(_ text: String) async -> Bool { await send(Array(text.utf8)) }
+
+    /// Reads what is there now, without waiting. Notes the end of the stream (or a reset).
+    func drain() {
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while !closed {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n > 0 {
+                received += buffer[..<n]
+            } else if n == 0 {
+                closed = true
+            } else if errno == EAGAIN || errno == EWOULDBLOCK {
+                return
+            } else {
+                closed = true
+            }
+        }
+    }
+
+    /// Waits until the server closes the connection, at most `seconds`; true if it did.
+    func waitClosed(within seconds: Double) async -> Bool {
+        let start = Date()
+        while true {
+            drain()
+            if closed { return true }
+            if Date().timeIntervalSince(start) > seconds { return false }
+            try? await Task.sleep(nanoseconds: 20_000_000)
+        }
+    }
+
+    /// Waits, at most `seconds`, for one whole response (by `Content-Length`, a chunked body's
+    /// last chunk, or the end of the stream); returns it, and leaves what follows in `received`.
+    func response(within seconds: Double = 30) async throws -> RawResponse {
+        let start = Date()
+        while true {
+            drain()
+            if let (response, length) = RawResponse.parse(received, closed: closed) {
+                received.removeFirst(length)
+                return response
+            }
+            if closed { throw Failed(description: "closed before a whole response: \(text(received))") }
+            if Date().timeIntervalSince(start) > seconds {
+                throw Failed(description: "no whole response within \(seconds) s: \(text(received))")
+            }
+            try? await Task.sleep(nanoseconds: 10_000_000)
+        }
+    }
+
+    private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes.prefix(600), as: UTF8.self) }
+}
+
+/// One HTTP/1.1 response as the raw bytes said it.
+struct RawResponse {
+    var status: Int
+    var headers: [(String, String)]
+    var body: [UInt8]
+    var text: String { String(decoding: body, as: UTF8.self) }
+    func header(_ name: String) -> String? { headers.first { $0.0.lowercased() == name.lowercased() }?.1 }
+    var object: [String: Any] {
+        ((try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]) ?? [:]
+    }
+
+    /// The first response in `bytes` and how many bytes it took, or nil when it is not whole yet.
+    static func parse(_ bytes: [UInt8], closed: Bool) -> (RawResponse, Int)? {
+        let crlf2: [UInt8] = [13, 10, 13, 10]
+        guard let end = (0..<max(0, bytes.count - 3)).first(where: { Array(bytes[$0..<$0 + 4]) == crlf2 }) else {
+            return nil
+        }
+        let head = String(decoding: bytes[..<end], as: UTF8.self).components(separatedBy: "\r\n")
+        let statusLine = head[0].split(separator: " ")
+        guard statusLine.count >= 2, let status = Int(statusLine[1]) else { return nil }
+        let headers = head.dropFirst().compactMap { line -> (String, String)? in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+        }
+        var response = RawResponse(status: status, headers: headers, body: [])
+        let bodyStart = end + 4
+        if let length = response.header("Content-Length").flatMap(Int.init) {
+            guard bytes.count >= bodyStart + length else { return nil }
+            response.body = Array(bytes[bodyStart..<bodyStart + length])
+            return (response, bodyStart + length)
+        }
+        if response.header("Transfer-Encoding")?.lowercased() == "chunked" {
+            var i = bodyStart
+            var body: [UInt8] = []
+            while true {
+                guard
+                    let lineEnd = (i..<max(i, bytes.count - 1)).first(where: { bytes[$0] == 13 && bytes[$0 + 1] == 10 })
+                else { return nil }
+                let sizeText = String(decoding: bytes[i..<lineEnd], as: UTF8.self).split(separator: ";").first ?? ""
+                guard let size = Int(sizeText, radix: 16) else { return nil }
+                let dataStart = lineEnd + 2
+                if size == 0 {
+                    guard bytes.count >= dataStart + 2 else { return nil }
+                    response.body = body
+                    return (response, dataStart + 2)
+                }
+                guard bytes.count >= dataStart + size + 2 else { return nil }
+                body += bytes[dataStart..<dataStart + size]
+                i = dataStart + size + 2
+            }
+        }
+        if status == 204 || status == 304 || (100..<200).contains(status) { return (response, bodyStart) }
+        guard closed else { return nil }
+        response.body = Array(bytes[bodyStart...])
+        return (response, bytes.count)
+    }
+}
+
+/// A server process's memory high-water mark (`VmHWM`) in KiB, from /proc.
+func peakMemoryKiB(_ pid: pid_t) -> Int? {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+    }
+    return nil
+}
+
+/// A server process's open connections to `port` it accepted, from /proc/PID/fd: its sockets
+/// minus the listener. Rough, but enough to see a thousand held connections.
+func openSocketCount(_ pid: pid_t) -> Int {
+    let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+    return fds.filter { fd in
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"))?.hasPrefix("socket:")
+            == true
+    }.count
+}

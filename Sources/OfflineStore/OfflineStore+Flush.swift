@@ -53,10 +53,12 @@ extension OfflineStore {
         let authorizer = try authorizer ?? Credentials.authorizer(for: configuration, serviceRoot: root)
         let backend = HTTPBackend(
             serviceRoot: root, version: schema.version, authorizer: authorizer,
-            queryParameters: configuration.queryParameters)
+            queryParameters: configuration.queryParameters, supportsBatch: configuration.supportsBatch)
         do {
             let report = try await flush(
-                backend: backend, category: category, batchSize: batchSize, headers: headers,
+                // Without $batch, one request a round trip (a transaction still goes whole).
+                backend: backend, category: category, batchSize: configuration.supportsBatch ? batchSize : 1,
+                headers: headers,
                 reconcile: reconcile, progress: progress)
             try? await backend.shutdown()
             return report

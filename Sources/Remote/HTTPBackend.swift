@@ -49,6 +49,8 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     package let maxRetryAfter: Duration
     /// URL parameters every request carries (`sap-client`), from the configuration.
     package let queryParameters: [String: String]
+    /// False for a service without `$batch`: `batch` sends its requests one at a time.
+    package let supportsBatch: Bool
     /// The largest answer body kept.
     package let maxBodyBytes: Int
     /// The service's protocol version: which version headers go with every request.
@@ -76,8 +78,9 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         retries: Int = 3, backoff: Duration = .milliseconds(200), connectTimeout: TimeAmount = .seconds(10),
         idleTimeout: TimeAmount = .seconds(30), maxBodyBytes: Int = 1 << 30, version: ODataVersion = .v4,
         authorizer: (any RequestAuthorizer)? = nil, maxRetryAfter: Duration = .seconds(30),
-        queryParameters: [String: String] = [:]
+        queryParameters: [String: String] = [:], supportsBatch: Bool = true
     ) {
+        self.supportsBatch = supportsBatch
         self.maxRetryAfter = maxRetryAfter
         self.queryParameters = queryParameters
         self.serviceRoot = serviceRoot.hasSuffix("/") ? serviceRoot : serviceRoot + "/"
@@ -289,10 +292,42 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     package func batch(
         _ requests: [BackendRequest], headers extra: [(String, String)] = []
     ) async throws -> [BackendResponse] {
+        if !supportsBatch { return try await oneByOne(requests, headers: extra) }
         switch version {
-        case .v4: try await jsonBatch(requests, headers: extra)
-        case .v2, .v3: try await multipartBatch(requests, headers: extra)
+        case .v4: return try await jsonBatch(requests, headers: extra)
+        case .v2, .v3: return try await multipartBatch(requests, headers: extra)
         }
+    }
+
+    /// For a service without `$batch`: each request on its own, in order. A request whose
+    /// atomicity group or whose `dependsOn` already failed is not sent (424, as a `$batch` answers
+    /// it); what went before stays applied — without `$batch` there is no atomicity.
+    func oneByOne(_ requests: [BackendRequest], headers extra: [(String, String)]) async throws -> [BackendResponse] {
+        var out: [BackendResponse] = []
+        var failed: Set<String> = []
+        let passed = extra.filter { $0.0.lowercased() != "prefer" }
+        for (i, r) in requests.enumerated() {
+            let id = r.id ?? String(i + 1)
+            if (r.group.map(failed.contains) ?? false) || r.dependsOn.contains(where: failed.contains) {
+                failed.insert(id)
+                out.append(Self.notRun(id))
+                continue
+            }
+            let response = try await send(
+                BackendRequest(method: r.method, url: r.url, headers: passed + r.headers, body: r.body))
+            if !response.isSuccess {
+                failed.insert(id)
+                if let g = r.group { failed.insert(g) }
+            }
+            out.append(response)
+        }
+        return out
+    }
+
+    static func notRun(_ id: String) -> BackendResponse {
+        let message =
+            #"{"error":{"code":"424","message":"not sent: a request it depends on, or of its transaction, failed"}}"#
+        return BackendResponse(status: 424, headers: [("Content-Type", "application/json")], body: Array(message.utf8))
     }
 
     /// A V2 `$batch`: `multipart/mixed`, a change set per atomicity group and per modifying

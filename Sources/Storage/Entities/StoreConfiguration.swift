@@ -36,6 +36,11 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// "100"}`): SAP Gateway picks the client, the language (`sap-language`) from them. Names
     /// must not start with `$` (system query options belong in the request).
     public var queryParameters: [String: String] = [:]
+    /// Whether the service takes `$batch` (default true). A service that does not
+    /// (`"supportsBatch": false`) gets one request at a time: flush sends them in order, and a
+    /// transaction's requests are then not atomic — after one is refused the rest of its
+    /// transaction is not sent, but those before it stay applied.
+    public var supportsBatch = true
 
     public static let defaultRepeatabilityWindowSeconds = 86_400
     public static let repeatabilityWindowRange = 1...31_536_000
@@ -139,6 +144,7 @@ public struct StoreConfiguration: Sendable, Hashable {
                     out[k] = text
                 }
                 queryParameters = out
+            case ("supportsBatch", .bool(let b)): supportsBatch = b
             case ("queryParameters", _):
                 throw .badInput("configuration: queryParameters must be an object of names and string values")
             case ("authentication", .null): authentication = nil
@@ -168,6 +174,7 @@ public struct StoreConfiguration: Sendable, Hashable {
         }
         if let maxSizeBytes { members.append(("maxSizeBytes", .number(String(maxSizeBytes)))) }
         if let authentication { members.append(("authentication", authentication.json)) }
+        if !supportsBatch { members.append(("supportsBatch", .bool(false))) }
         if !queryParameters.isEmpty {
             members.append(
                 ("queryParameters", .object(queryParameters.keys.sorted().map { ($0, .string(queryParameters[$0]!)) })))

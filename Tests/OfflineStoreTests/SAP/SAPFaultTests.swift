@@ -98,3 +98,35 @@ import Storage
         #expect(try store.entities("A_SalesOrder?$filter=startswith(SalesOrder,'~')").isEmpty)
     }
 }
+
+/// A service without `$batch` (`"supportsBatch": false`): flush sends one request at a time, in
+/// order, and never a `$batch`; every change is on the server once.
+@Suite(.external, .checksStores, .serialized) struct SAPWithoutBatchTests {
+    @Test func eachRequestGoesAlone() async throws {
+        let sap = try await MockSAP.start(["--require-if-match"])
+        defer { Task { await sap.stop() } }
+        let service = MockSAP.gwsample
+        let metadata = try await sap.metadata(service)
+        var configuration = StoreConfiguration(
+            serviceRoot: sap.root(service), definingRequests: [DefiningRequest(name: "P", url: "ProductSet")])
+        configuration.supportsBatch = false
+        let store = try OfflineStore.create(
+            at: tempDir() + "/sap-nobatch", metadata: Array(metadata.utf8), configuration: configuration)
+        _ = try await store.refresh()
+        let before = try await sap.entities(service, "ProductSet").count
+        try await store.create(set: "ProductSet", entity: SAPFlushTests.product("HT-9960", "alone 1", price: "1.5"))
+        try await store.create(set: "ProductSet", entity: SAPFlushTests.product("HT-9961", "alone 2", price: "2.5"))
+        try await store.update(set: "ProductSet", key: [.string("HT-1000")], changes: ["Name": .string("merged alone")])
+        let mark = try await sap.requests().compactMap { $0["id"] as? Int }.max() ?? 0
+        let report = try await store.flush()
+        #expect(report.succeeded == 3 && report.roundTrips == 3 && report.stopped == nil, "\(report)")
+        let asked = try await sap.requests().filter { ($0["id"] as? Int ?? 0) > mark }
+        let writes = asked.filter { ($0["method"] as? String) != "GET" }
+        #expect(!asked.contains { ($0["path"] as? String)?.hasSuffix("$batch") == true }, "\(asked)")
+        #expect(writes.map { $0["method"] as? String } == ["POST", "POST", "MERGE"], "\(writes)")
+        #expect(try await sap.entities(service, "ProductSet").count == before + 2)
+        let there = try #require(try await SAPFlush.entity(sap, "ProductSet('HT-1000')"))
+        #expect(there["Name"] as? String == "merged alone")
+        #expect(try store.pendingRequestCount() == 0)
+    }
+}

@@ -23,6 +23,7 @@ import Samples
             try ServeTests.sampleStore(),
             extra: ["--header-timeout", "2", "--request-timeout", "4", "--idle-timeout", "4"]
         ) { http, server in
+            let baseline = openSocketCount(server.pid)
             let start = Date()
             var connections: [RawConnection] = []
             for n in 0..<count {
@@ -49,8 +50,14 @@ import Samples
             let took = Date().timeIntervalSince(start)
             #expect(open.isEmpty, "\(open.count) of \(connections.count) slowloris connections open after \(took) s")
             #expect(took < opened + 15, "closing took \(took - opened) s after the last opened")
-            let left = openSocketCount(server.pid)
-            #expect(left < 10, "the server still holds \(left) sockets")
+            // A closed connection's socket goes within a second (after its 408 is flushed).
+            var left = openSocketCount(server.pid)
+            let waitStart = Date()
+            while left > baseline + 2, Date().timeIntervalSince(waitStart) < 5 {
+                try await Task.sleep(nanoseconds: 200_000_000)
+                left = openSocketCount(server.pid)
+            }
+            #expect(left <= baseline + 2, "the server still holds \(left) sockets (\(baseline) before)")
             print(
                 "slowloris: \(connections.count) connections opened in \(opened) s (server sockets \(peak)), all closed \(took) s after the first; $metadata max \(latencies.max() ?? 0) s; sockets left \(left)"
             )
@@ -58,43 +65,52 @@ import Samples
     }
 
     /// A client asks for a 60,000-item answer and never reads it, while `SERVE_SNAPSHOT_PATCHES`
-    /// (2,000) PATCHes go on: with `--write-timeout 2` the connection is dropped, its read
-    /// snapshot released, and `data.mdb` grows by less than 16 MiB (the snapshot held, the same
-    /// PATCHes grew it by 155 MiB over 4,000).
+    /// (2,000) PATCHes go on. With `--write-timeout 2` the connection is dropped, its read
+    /// snapshot released, and the file grows by less than 16 MiB; with `--write-timeout 600` (the
+    /// snapshot held throughout; run second) they grow it by more — the test's proof that it
+    /// measures something.
     @Test func aReaderThatNeverReadsDoesNotGrowTheFile() async throws {
         let patches = Self.knob("SERVE_SNAPSHOT_PATCHES", 2_000)
         let dir = try ServeTests.sampleStore(items: 60_000)
         let file = dir + "/data.mdb"
         func size() -> Int { ((try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? Int) ?? 0 }
-        try await withServer(dir, extra: ["--write-timeout", "2"]) { http, server in
-            let stuck = try RawConnection(server.url)
-            await stuck.send("GET /SalesOrderItems HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            try await Task.sleep(nanoseconds: 1_000_000_000)
-            let before = size()
-            let start = Date()
-            var done = 0
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for worker in 0..<4 {
-                    group.addTask {
-                        for n in stride(from: worker, to: patches, by: 4) {
-                            let name = String(repeating: "n\(n)", count: 20).prefix(200)
-                            let r = try await http.send(.PATCH, "Products('HT-1000')", body: #"{"Name":"\#(name)"}"#)
-                            #expect(r.status == 204)
+        var growth: [String: Int] = [:]
+        for writeTimeout in ["2", "600"] {
+            try await withServer(dir, extra: ["--write-timeout", writeTimeout]) { http, server in
+                let stuck = try RawConnection(server.url)
+                await stuck.send("GET /SalesOrderItems HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                // Past the 2 s write timeout: what follows is measured with the snapshot released
+                // (or, at 600, still held).
+                try await Task.sleep(nanoseconds: 3_000_000_000)
+                let before = size()
+                let start = Date()
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for worker in 0..<4 {
+                        group.addTask {
+                            for n in stride(from: worker, to: patches, by: 4) {
+                                let name = String(repeating: "n\(n)", count: 20).prefix(200)
+                                let r = try await http.send(
+                                    .PATCH, "Products('HT-1000')", body: #"{"Name":"\#(name)"}"#)
+                                #expect(r.status == 204)
+                            }
                         }
                     }
+                    try await group.waitForAll()
                 }
-                try await group.waitForAll()
+                let grown = size() - before
+                growth[writeTimeout] = grown
+                let dropped = await stuck.waitClosed(within: 5)
+                #expect(dropped == (writeTimeout == "2"), "--write-timeout \(writeTimeout): dropped \(dropped)")
+                print(
+                    "stuck reader, --write-timeout \(writeTimeout): \(patches) PATCHes in \(Date().timeIntervalSince(start)) s, data.mdb grew \(grown >> 10) KiB, connection dropped: \(dropped)"
+                )
             }
-            done = patches
-            let grown = size() - before
-            stuck.drain()
-            let dropped = await stuck.waitClosed(within: 5)
-            #expect(dropped, "the reader that never reads is still connected")
-            #expect(grown < 16 << 20, "data.mdb grew \(grown >> 20) MiB over \(done) PATCHes")
-            print(
-                "stuck reader: \(done) PATCHes in \(Date().timeIntervalSince(start)) s, data.mdb grew \(grown >> 10) KiB, connection dropped: \(dropped)"
-            )
         }
+        #expect(
+            (growth["600"] ?? 0) >= 16 << 20,
+            "the held snapshot grew the file only \((growth["600"] ?? 0) >> 20) MiB: the test measures nothing")
+        #expect(
+            (growth["2"] ?? .max) < 16 << 20, "data.mdb grew \((growth["2"] ?? 0) >> 20) MiB over \(patches) PATCHes")
     }
 
     /// Four clients repeat a full-scan query (no index, tiny answer) for `SERVE_SCAN_SECONDS`
@@ -110,8 +126,8 @@ import Samples
             #expect(try await http.get(scan).status == 200)
             let oneScan = Date().timeIntervalSince(t0)
             let stopAt = Date().addingTimeInterval(seconds)
-            var short: [Double] = []
             var scanTimes: [Double] = []
+            var measured: [Double?] = []
             try await withThrowingTaskGroup(of: [Double].self) { group in
                 for _ in 0..<4 {
                     group.addTask {
@@ -126,28 +142,29 @@ import Samples
                     }
                 }
                 try await Task.sleep(nanoseconds: UInt64(min(1.0, oneScan) * 1e9))
-                while Date() < stopAt.addingTimeInterval(-0.5) {
-                    for path in ["$metadata", "Products('HT-1000')", ""] {
-                        let t = Date()
-                        #expect(try await http.get(path).status == 200)
-                        short.append(Date().timeIntervalSince(t))
-                    }
-                    try await Task.sleep(nanoseconds: 200_000_000)
-                }
+                measured = await timeRequestsOnAThread(
+                    server.url, paths: ["$metadata", "Products('HT-1000')", ""], until: stopAt.addingTimeInterval(-0.5),
+                    pause: 0.2)
                 for try await times in group { scanTimes += times }
             }
+            #expect(!measured.contains { $0 == nil }, "\(measured.filter { $0 == nil }.count) short requests failed")
+            var short = measured.compactMap { $0 }
             scanTimes.sort()
             let medianScan = scanTimes.isEmpty ? 0 : scanTimes[scanTimes.count / 2]
             short.sort()
             let medianShort = short.isEmpty ? 0 : short[short.count / 2]
             let maxShort = short.last ?? 0
             print(
-                "scans: one alone \(oneScan) s, \(scanTimes.count) under load, median \(medianScan) s; short requests: \(short.count), median \(medianShort) s, max \(maxShort) s"
+                "scans: one alone \(oneScan) s, \(scanTimes.count) under load, median \(medianScan) s; short requests: \(short.count), median \(medianShort) s, 90th percentile \(short.isEmpty ? 0 : short[short.count * 9 / 10]) s, max \(maxShort) s"
             )
             #expect(scanTimes.count >= 4)
+            // Starved, a short request waits for a scan to end: its median would be about a scan's
+            // time. Under the test run's own load (other suites beside it) a few are slow anyway,
+            // so the bounds are on the median, the 90th percentile, and the worst against a scan.
+            let p90 = short.isEmpty ? 0 : short[short.count * 9 / 10]
             #expect(medianShort < 0.25, "short requests took \(medianShort) s (median) beside the scans")
-            #expect(maxShort < max(1.0, medianScan / 2), "a short request took \(maxShort) s; a scan \(medianScan) s")
-            _ = server
+            #expect(p90 < max(1.0, medianScan / 2), "short requests: 90th percentile \(p90) s; a scan \(medianScan) s")
+            #expect(maxShort < max(1.5, medianScan), "a short request took \(maxShort) s; a scan \(medianScan) s")
         }
     }
 }

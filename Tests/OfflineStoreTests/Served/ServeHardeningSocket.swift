@@ -191,3 +191,55 @@ func openSocketCount(_ pid: pid_t) -> Int {
             == true
     }.count
 }
+
+/// Times `GET` of each of `paths` (one connection each, `Connection: close`) again and again
+/// until `deadline`, pausing `pause` seconds between rounds, on a thread of its own with blocking
+/// sockets: the figures are the server's, not the wait of a test task for the test process's
+/// concurrency pool (which other suites running beside it can fill). nil for a request that
+/// failed or did not answer 200.
+func timeRequestsOnAThread(_ url: String, paths: [String], until deadline: Date, pause: Double) async -> [Double?] {
+    await withCheckedContinuation { (done: CheckedContinuation<[Double?], Never>) in
+        let thread = Thread {
+            var times: [Double?] = []
+            while Date() < deadline {
+                for path in paths { times.append(blockingGet(url, path)) }
+                Thread.sleep(forTimeInterval: pause)
+            }
+            done.resume(returning: times)
+        }
+        thread.start()
+    }
+}
+
+/// One `GET path` on a blocking socket, its time in seconds, or nil unless it answered 200.
+private func blockingGet(_ url: String, _ path: String) -> Double? {
+    guard let parsed = URL(string: url), let host = parsed.host, let port = parsed.port else { return nil }
+    let start = Date()
+    let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard s >= 0 else { return nil }
+    defer { Glibc.close(s) }
+    var timeout = timeval(tv_sec: 30, tv_usec: 0)
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    inet_pton(AF_INET, host, &address.sin_addr)
+    let rc = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+    }
+    guard rc == 0 else { return nil }
+    let request = Array("GET /\(path) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n".utf8)
+    guard request.withUnsafeBytes({ Glibc.send(s, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count
+    else { return nil }
+    var received: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let n = buffer.withUnsafeMutableBytes { recv(s, $0.baseAddress, $0.count, 0) }
+        if n <= 0 { break }
+        received += buffer[..<n]
+    }
+    guard received.starts(with: Array("HTTP/1.1 200".utf8)) else { return nil }
+    return Date().timeIntervalSince(start)
+}

@@ -19,6 +19,13 @@ final class RawConnection: @unchecked Sendable {
 
     /// Connects to the host and port of `url` (`http://127.0.0.1:PORT/`).
     init(_ url: String) throws {
+        let s = try Self.connected(url)
+        _ = fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK)
+        fd = s
+    }
+
+    /// A blocking socket connected to the host and port of `url`.
+    static func connected(_ url: String) throws -> Int32 {
         guard let parsed = URL(string: url), let host = parsed.host, let port = parsed.port else {
             throw Failed(description: "not a URL with a port: \(url)")
         }
@@ -38,8 +45,7 @@ final class RawConnection: @unchecked Sendable {
             Glibc.close(s)
             throw Failed(description: "connect to \(url): errno \(e)")
         }
-        _ = fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK)
-        fd = s
+        return s
     }
 
     deinit { Glibc.close(fd) }
@@ -213,24 +219,12 @@ func timeRequestsOnAThread(_ url: String, paths: [String], until deadline: Date,
 
 /// One `GET path` on a blocking socket, its time in seconds, or nil unless it answered 200.
 private func blockingGet(_ url: String, _ path: String) -> Double? {
-    guard let parsed = URL(string: url), let host = parsed.host, let port = parsed.port else { return nil }
     let start = Date()
-    let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard s >= 0 else { return nil }
+    guard let s = try? RawConnection.connected(url) else { return nil }
     defer { Glibc.close(s) }
     var timeout = timeval(tv_sec: 30, tv_usec: 0)
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    inet_pton(AF_INET, host, &address.sin_addr)
-    let rc = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-        }
-    }
-    guard rc == 0 else { return nil }
-    let request = Array("GET /\(path) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n".utf8)
+    let request = Array("GET /\(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
     guard request.withUnsafeBytes({ Glibc.send(s, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count
     else { return nil }
     var received: [UInt8] = []

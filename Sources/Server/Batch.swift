@@ -169,11 +169,18 @@ struct Batch {
         return out
     }
 
-    /// `url` with a leading `$id` replaced by the entity request `id` created, and any leading `/`
-    /// or service root removed.
+    /// `url` with a leading `$id` replaced by the entity request `id` created, and any leading `/`,
+    /// service root, or `http(s)://authority` removed.
     static func resolve(_ url: String, _ references: [String: String], root: String) throws -> String {
         var u = url
-        if u.hasPrefix(root) { u.removeFirst(root.count) }
+        if u.hasPrefix(root) {
+            u.removeFirst(root.count)
+        } else if let scheme = ["http://", "https://"].first(where: { u.lowercased().hasPrefix($0) }) {
+            // An absolute URL by the name the client reached this service by (its Host, which
+            // links no longer echo): the path after its authority.
+            let rest = u.dropFirst(scheme.count)
+            u = String(rest.drop { $0 != "/" })
+        }
         while u.hasPrefix("/") { u.removeFirst() }
         guard u.hasPrefix("$"), !u.hasPrefix("$batch"), !u.hasPrefix("$metadata") else { return u }
         let name = String(u.dropFirst().prefix { $0 != "/" && $0 != "?" })

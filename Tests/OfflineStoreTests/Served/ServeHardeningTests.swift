@@ -303,6 +303,16 @@ import Samples
                 #expect(!r.text.contains("@odata.context"))
             }
         }
+        // A $batch may name its URLs absolutely, by the name the client reached the service by.
+        try await withServer(dir) { http, server in
+            let port = URL(string: server.url)!.port!
+            let body =
+                #"{"requests":[{"id":"1","method":"GET","url":"http://localhost:\#(port)/Products('HT-1000')"},"#
+                + #"{"id":"2","method":"GET","url":"\#(server.url)Products('HT-1001')"}]}"#
+            let reply = try await http.send(.POST, "$batch", body: body)
+            let statuses = (reply.object["responses"] as? [[String: Any]])?.map { $0["status"] as? Int ?? 0 }
+            #expect(statuses == [200, 200], "\(reply.text.prefix(400))")
+        }
         // A configured public URL is named whatever Host says.
         try await withServer(dir, extra: ["--public-url", "https://data.example/odata/v1"]) { _, server in
             let c = try RawConnection(server.url)

@@ -33,8 +33,9 @@ import Samples
         #expect(run.halfThere == 0, "\(run.violations.prefix(10))")
         #expect(run.cuts >= min(cuts, 5), "too few cuts in \(seconds) s")
         #expect(run.acks > run.cuts, "too few changes acknowledged to mean anything")
-        // The layer did lose writes: unsynced pages were pending at cuts.
-        #expect(run.cutsWithPending > 0, "no cut found an unsynced write")
+        // The layer did lose writes at the cuts (lock.mdb's, at least: its shared map is never
+        // synced; unsynced data.mdb pages are met at about one cut in four, counted in the summary).
+        #expect(run.sectorsLost > 0, "no cut lost an unsynced write")
     }
 
     /// `noSync` does not fsync: a cut loses what was acknowledged since the store was last synced

@@ -24,7 +24,8 @@ import Storage
         }
         try await withServer(served) { http, server in
             var refused = 0, completed = 0
-            for round in 0..<6 {
+            for round in 0..<20 {
+                if round >= 6 && refused > 0 { break }  // more rounds only until two overlapped
                 // A change on the service between rounds, so that each round has something to do.
                 let price = "\(100 + round).5"
                 let reply = try await http.send(.PATCH, "Products('HT-1000')", body: #"{"Price":\#(price)}"#)
@@ -36,7 +37,7 @@ import Storage
                         ["refresh", "--store", dir + "/offline", "--service", server.url, "--page-size", "1"],
                         stdout: dir + "/out-\(round)-\(i)", stderr: err)
                     pids.append((pid, err))
-                    if i == 0 { try await Task.sleep(for: .milliseconds(Int.random(in: 0...80, using: &r))) }
+                    if i == 0 { try await Task.sleep(for: .milliseconds(Int.random(in: 0...20, using: &r))) }
                 }
                 for (pid, err) in pids {
                     var status: Int32 = 0

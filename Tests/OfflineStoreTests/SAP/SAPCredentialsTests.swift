@@ -143,20 +143,22 @@ import Storage
     }
 
     /// One backend (one authorizer, its token cached) across a refresh, a flush, the token's
-    /// expiry (`--token-ttl 2`) and another flush: the token is fetched again before the service
+    /// expiry (`--token-ttl 6`) and another flush: the token is fetched again before the service
     /// sees the old one expired; every change is on the server once. Then the public API and the
     /// CLI, each with its own token from the configuration.
     @Test func oauthRefreshAndFlushAcrossATokenExpiry() async throws {
         let secret = "S3cr3t-\(UUID().uuidString.prefix(8))"
-        let sap = try await MockSAP.start(["--oauth", "offline-client:" + secret, "--token-ttl", "2"])
+        // 6 s, so the 0.6 s the authorizer keeps in hand covers a loaded machine's delay between
+        // taking the token and the service checking it (a CI run at 12d1f41 failed with 2 s).
+        let sap = try await MockSAP.start(["--oauth", "offline-client:" + secret, "--token-ttl", "6"])
         defer { Task { await sap.stop() } }
         let variable = "OFFLINE_STORE_TEST_OAUTH_SECRET"
         setenv(variable, secret, 1)
         defer { unsetenv(variable) }
         let authentication = StoreConfiguration.Authentication.oauth2ClientCredentials(
             tokenURL: sap.url + Self.tokenPath, clientID: "offline-client", secret: .environment(variable), scope: nil)
-        // The test's own $metadata read takes a token of its own; with --token-ttl 2 a loaded
-        // machine can let it expire before the read (a CI run saw 401): one more try, new token.
+        // The test's own $metadata read takes a token of its own; a loaded machine can let it
+        // expire before the read (a CI run saw 401 with a 2 s token): one more try, new token.
         let (store, dir): (OfflineStore, String)
         do {
             (store, dir) = try await Self.store(
@@ -177,14 +179,17 @@ import Storage
         let first = try await store.flush(backend: backend)
         #expect(first.stopped == nil && first.succeeded == 1, "\(first)")
         let fetchedBefore = await authorizer.fetches
-        try await Task.sleep(for: .milliseconds(2_500))  // past the token's 2 s
+        try await Task.sleep(for: .milliseconds(6_500))  // past the token's 6 s
+        let expired = try await Self.lastID(sap)
         try await store.create(set: "ProductSet", entity: Self.product("HT-9921"))
         let second = try await store.flush(backend: backend)
         #expect(second.stopped == nil && second.succeeded == 1, "\(second)")
         #expect(await authorizer.fetches == fetchedBefore + 1)
         try await backend.shutdown()
-        // Fetched again before it expired: the service never answered 401.
-        let statuses = try await sap.requests().filter { ($0["id"] as? Int ?? 0) > start }.map { $0["status"] as? Int }
+        // Fetched again before the expired token was sent: the service never answered 401.
+        let statuses = try await sap.requests().filter { ($0["id"] as? Int ?? 0) > expired }.map {
+            $0["status"] as? Int
+        }
         #expect(!statuses.contains(401), "\(statuses)")
         #expect(try await Self.log(sap, after: start, Self.tokenPath).count == fetchedBefore + 1)
 

@@ -15,7 +15,7 @@ extension OfflineStore {
     public func load(
         set: String, json bytes: [UInt8], progress: (@Sendable (_ written: Int, _ total: Int) -> Void)? = nil
     ) throws -> Int {
-        let reader = PayloadReader(schema: schema)
+        let reader = PayloadReader(schema: schema, shapes: entities.entityShapes)
         var rows: [ServerRow] = []
         let stream = EntityObjectStream(bytes: bytes)
         try stream.forEach { object in try EntityLoader.collect(object, set: set, reader: reader, into: &rows) }

@@ -53,6 +53,9 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     package let supportsBatch: Bool
     /// The largest answer body kept.
     package let maxBodyBytes: Int
+    /// The largest body kept in memory of an answer that may be large (`largeAnswer`: a page
+    /// of a read); a larger one goes to an unlinked temporary file, read from there as it is parsed.
+    package let spoolBytes: Int
     /// The service's protocol version: which version headers go with every request.
     package let version: ODataVersion
     /// The origin (`http://host:port`) of `serviceRoot`, the only one requests go to.
@@ -78,8 +81,9 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         retries: Int = 3, backoff: Duration = .milliseconds(200), connectTimeout: TimeAmount = .seconds(10),
         idleTimeout: TimeAmount = .seconds(30), maxBodyBytes: Int = 1 << 30, version: ODataVersion = .v4,
         authorizer: (any RequestAuthorizer)? = nil, maxRetryAfter: Duration = .seconds(30),
-        queryParameters: [String: String] = [:], supportsBatch: Bool = true
+        queryParameters: [String: String] = [:], supportsBatch: Bool = true, spoolBytes: Int = 8 << 20
     ) {
+        self.spoolBytes = spoolBytes
         self.supportsBatch = supportsBatch
         self.maxRetryAfter = maxRetryAfter
         self.queryParameters = queryParameters
@@ -231,6 +235,8 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
             // AsyncHTTPClient's deadline ends with the head: the body is bounded here, by the same
             // deadline and by size (the idle timeout bounds each wait for bytes).
             var body: [UInt8] = []
+            var file: TemporaryFile? = nil
+            var size = 0
             for try await chunk in response.body {
                 guard NIODeadline.now() < deadline else {
                     throw TimedOut(
@@ -238,16 +244,27 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
                             "\(request.method) \(request.url): the answer took longer than the timeout (\(Self.seconds(timeout)) s) to arrive whole"
                     )
                 }
-                guard body.count + chunk.readableBytes <= maxBodyBytes else {
+                guard size + chunk.readableBytes <= maxBodyBytes else {
                     throw BackendError.transport(
                         "\(request.method) \(request.url): the answer is larger than the limit of \(maxBodyBytes) bytes"
                     )
                 }
+                size += chunk.readableBytes
+                if let file {
+                    try chunk.withUnsafeReadableBytes { try file.append($0) }
+                    continue
+                }
                 body.append(contentsOf: chunk.readableBytesView)
+                if request.largeAnswer, body.count > spoolBytes {
+                    let spool = try TemporaryFile(holding: "the answer to \(request.method) \(request.url)")
+                    try spool.append(body)
+                    (file, body) = (spool, [])
+                }
             }
             keepCookies(response.headers[canonicalForm: "Set-Cookie"].map(String.init))
             return BackendResponse(
-                status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: body)
+                status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: body,
+                spooled: file?.finish())
         } catch let e as IOError where e.errnoCode == ECONNREFUSED {
             // AsyncHTTPClient retried the refused connection until the connect timeout.
             throw Unreachable(
@@ -281,6 +298,21 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
             throw BackendError.transport("\(request.method) \(request.url): \(error)")
         }
     }
+
+    /// A JSON `$batch` answer (OData 4.01 JSON Format §19): each response's members built but its
+    /// body, captured as bytes; anything else dropped.
+    static let batchAnswerShape: JSONShape = {
+        let document = JSONShape(owner: "$batch", otherwise: .drop)
+        document.members["responses"] = .shaped(JSONShape.Link(batchResponseShape))
+        return document
+    }()
+    /// One response of it; a static, so that the link above (unowned) stays good.
+    static let batchResponseShape: JSONShape = {
+        let response = JSONShape(owner: "$batch response", otherwise: .drop)
+        for name in ["id", "status", "headers", "atomicityGroup"] { response.members[name] = .whole }
+        response.members["body"] = .capture
+        return response
+    }()
 
     static func seconds(_ t: TimeAmount) -> String {
         let ms = t.nanoseconds / 1_000_000
@@ -411,7 +443,12 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
             throw BackendError.badResponse(
                 "the service answered the $batch itself with \(response.status)\(text.isEmpty ? "" : ": " + text)")
         }
-        guard case .array(let items)? = try JSON.parse(response.body)["responses"] else {
+        // Each answer's body is noted, not built: a service can put megabytes of small values there.
+        var dropped = DroppedMembers()
+        var captures: [Range<Int>] = []
+        let document = try JSON.parse(
+            response.body, shape: Self.batchAnswerShape, dropped: &dropped, captures: &captures)
+        guard case .array(let items)? = document["responses"] else {
             throw BackendError.badResponse("a $batch response without \"responses\"")
         }
         var byID: [String: BackendResponse] = [:]
@@ -424,10 +461,14 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
                 for case (let k, .string(let v)) in members { hs.append((k, v)) }
             }
             var body: [UInt8] = []
-            switch item["body"] {
-            case nil, .null?: break
-            case .string(let text)?: body = Array(text.utf8)
-            case let v?: var text = ""; JSONWriter.write(v, to: &text); body = Array(text.utf8)
+            if case .number(let n)? = item["body"], let k = Int(n), captures.indices.contains(k) {
+                let raw = response.body[captures[k]]
+                switch raw.first {
+                case UInt8(ascii: "n"): break  // null
+                case UInt8(ascii: "\""):  // a body that is not JSON (text/plain), as a JSON string
+                    if case .string(let text) = try JSON.parse(Array(raw)) { body = Array(text.utf8) }
+                default: body = Array(raw)
+                }
             }
             byID[id] = BackendResponse(status: status, headers: hs, body: body)
         }

@@ -1,3 +1,5 @@
+import Storage
+
 /// What flush and refresh need from an OData service (V4, or V2 such as SAP Gateway). `Remote.HTTPBackend` is the real one,
 /// over HTTP; the algorithms in this module see only this protocol.
 package protocol Backend: Sendable {
@@ -27,6 +29,9 @@ package struct BackendRequest: Sendable {
     /// Inside a `$batch`: the ids of earlier requests (or groups) that must succeed first; the
     /// service answers 424 without running this one when one of them failed.
     package var dependsOn: [String]
+    /// The answer may be large (a page of a read): a body past the backend's limit for memory
+    /// goes to a temporary file (`BackendResponse.spooled`) instead.
+    package var largeAnswer = false
 
     package init(
         method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, group: String? = nil,
@@ -49,12 +54,37 @@ package struct BackendRequest: Sendable {
 package struct BackendResponse: Sendable {
     package var status: Int
     package var headers: [(String, String)]
+    /// The body, unless it is `spooled`.
     package var body: [UInt8]
+    /// A large answer to a request that allowed it (`BackendRequest.largeAnswer`): the body is
+    /// in this unlinked temporary file, and `body` is empty.
+    package var spooled: LoadInput?
 
-    package init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
+    package init(status: Int, headers: [(String, String)] = [], body: [UInt8] = [], spooled: LoadInput? = nil) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.spooled = spooled
+    }
+
+    /// Bytes in the body.
+    package var size: Int { spooled?.size ?? body.count }
+
+    /// The body's first `count` bytes at most (from the file, when it is spooled): enough to
+    /// quote in an error.
+    package func head(_ count: Int) -> [UInt8] {
+        guard let spooled else { return Array(body.prefix(count)) }
+        var out = [UInt8](repeating: 0, count: min(count, spooled.size ?? count))
+        let n = (try? out.withUnsafeMutableBytes { try spooled.read(into: $0, at: 0) }) ?? 0
+        return Array(out.prefix(n))
+    }
+
+    /// An `EntityObjectStream` over the body, wherever it is.
+    package func stream() -> EntityObjectStream {
+        if let spooled {
+            return EntityObjectStream(rereadable: true) { buffer, offset in try spooled.read(into: buffer, at: offset) }
+        }
+        return EntityObjectStream(bytes: body)
     }
 
     package func header(_ name: String) -> String? {

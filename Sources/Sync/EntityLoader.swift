@@ -54,7 +54,7 @@ package struct EntityLoader {
         set: String, input: LoadInput, batchSize: Int?, report: @escaping @Sendable (LoadProgress) -> Void
     ) throws -> Int {
         let store = self.store
-        let reader = PayloadReader(schema: store.schema)
+        let reader = PayloadReader(schema: store.schema, shapes: store.entityShapes)
         guard let batchSize else {
             // All or nothing: the whole input in one write, parsed by a second thread as the
             // body writes. A body run again (the map grew) reads the input again from its start.
@@ -139,9 +139,13 @@ package struct EntityLoader {
     package static func collect(
         _ object: EntityObjectBytes, set: String, reader: PayloadReader, into rows: inout [ServerRow]
     ) throws {
-        let json = try object.parse()
+        var dropped = DroppedMembers()
+        let json = try reader.parse(object, set: set, dropped: &dropped)
         do {
             try reader.collect(json, set: set, into: &rows)
+            // A file is the user's data: a property the schema lacks is an error, as it was
+            // before the parse dropped it without building it.
+            if let (owner, name) = dropped.first { throw EntityError.unknownProperty(set: owner, property: name) }
         } catch let e as EntityError {
             throw EntityError.badInput("entity \(object.number) of the input (line \(object.line)): \(e)")
         }
@@ -165,7 +169,7 @@ final class _LoadBatch: @unchecked Sendable {
 /// copied to an unlinked temporary file.
 package final class LoadInput: Sendable {
     let fd: Int32
-    let size: Int?
+    package let size: Int?
     /// Read in order with `read` (a pipe read once): offsets are ignored.
     let sequential: Bool
     private let owned: Bool
@@ -212,144 +216,70 @@ package final class LoadInput: Sendable {
         }
     }
 
+    /// A temporary file's, read from any offset; closed with the input.
+    init(temporary fd: Int32, size: Int) {
+        (self.fd, self.size, self.sequential, self.owned) = (fd, size, false, true)
+    }
+
     /// Copies a pipe to a temporary file (unlinked at once) in `TMPDIR`.
     private static func spool(_ from: Int32, path: String) throws -> (fd: Int32, size: Int) {
-        let dir = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        var template =
-            Array((dir.hasSuffix("/") ? dir : dir + "/").utf8CString.dropLast())
-            + Array("offline-store-load-XXXXXX".utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard fd >= 0 else {
-            throw EntityError.badInput(
-                "cannot copy '\(path)' to a temporary file in \(dir): \(String(cString: strerror(errno)))")
-        }
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        let file = try TemporaryFile(holding: "'\(path)'")
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        var size = 0
         while true {
             let n = chunk.withUnsafeMutableBytes { Glibc.read(from, $0.baseAddress, $0.count) }
             if n < 0 {
                 if errno == EINTR { continue }
-                let e = errno
-                close(fd)
-                throw EntityError.badInput("cannot read '\(path)': \(String(cString: strerror(e)))")
+                throw EntityError.badInput("cannot read '\(path)': \(String(cString: strerror(errno)))")
             }
-            if n == 0 { return (fd, size) }
-            var done = 0
-            while done < n {
-                let w = chunk.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, n - done) }
-                if w < 0 {
-                    if errno == EINTR { continue }
-                    let e = errno
-                    close(fd)
-                    throw EntityError.badInput(
-                        "cannot copy '\(path)' to a temporary file in \(dir): \(String(cString: strerror(e)))")
-                }
-                done += w
-            }
-            size += n
+            if n == 0 { break }
+            try chunk.withUnsafeBytes { try file.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
         }
+        return file.take()
     }
 }
 
 /// Parses a load's input on a thread of its own, a chunk of rows at a time, a few chunks ahead
 /// of the writer: the two cores split the work.
-final class _LoadParser: @unchecked Sendable {
-    // @unchecked: `queue`, `stopped` and `finished` are guarded by `cond`.
-    struct Chunk {
+final class _LoadParser: Sendable {
+    struct Chunk: Sendable {
         var rows: [ServerRow]
         /// How far into the input its last entity object ends.
         var read: Int
         /// The last chunk of a batch (with a batch size) or of the input.
         var endsBatch: Bool
     }
-    private enum Item { case chunk(Chunk), end, failed(any Error) }
-    private let cond = NSCondition()
-    private var queue: [Item] = []
-    private var stopped = false
-    private var finished = false
-    /// Entity rows per chunk handed over, and chunks parsed ahead.
+    /// Entity rows per chunk handed over (fewer when they exceed `PayloadReader.chunkBytes`).
     static let chunkRows = 2_000
-    static let ahead = 4
+    private let thread: ParseThread<Chunk>
 
     /// - Parameter batchSize: a batch ends with the first whole entity object (with its
     ///   expanded children) that brings it to this many rows or more.
     init(input: LoadInput, set: String, reader: PayloadReader, batchSize: Int?) {
-        let thread = Thread { [self] in
-            parse(input: input, set: set, reader: reader, batchSize: batchSize)
-            cond.lock()
-            finished = true
-            cond.broadcast()
-            cond.unlock()
+        thread = ParseThread(name: "OfflineStore.load") { put in
+            let stream = EntityObjectStream(rereadable: !input.sequential) { buffer, offset in
+                try input.read(into: buffer, at: offset)
+            }
+            stream.shape = reader.shapes[set]
+            var rows: [ServerRow] = []
+            var bytes = 0
+            // Rows of the current batch in chunks already handed over.
+            var inBatch = 0
+            try stream.forEach { object in
+                try EntityLoader.collect(object, set: set, reader: reader, into: &rows)
+                bytes += object.length
+                let endsBatch = batchSize.map { inBatch + rows.count >= $0 } ?? false
+                guard endsBatch || rows.count >= Self.chunkRows || bytes >= PayloadReader.chunkBytes else { return }
+                try put(Chunk(rows: rows, read: object.offset + object.length, endsBatch: endsBatch))
+                inBatch = endsBatch ? 0 : inBatch + rows.count
+                (rows, bytes) = ([], 0)
+            }
+            if !rows.isEmpty || inBatch > 0 { try put(Chunk(rows: rows, read: stream.bytesRead, endsBatch: true)) }
         }
-        thread.name = "OfflineStore.load"
-        thread.stackSize = 8 << 20
-        thread.start()
     }
 
     /// The next chunk; nil at the end of the input.
-    func next() throws -> Chunk? {
-        cond.lock()
-        defer { cond.unlock() }
-        while queue.isEmpty { cond.wait() }
-        switch queue[0] {
-        case .chunk(let chunk):
-            queue.removeFirst()
-            cond.broadcast()
-            return chunk
-        case .end:
-            return nil
-        case .failed(let error):
-            throw error
-        }
-    }
+    func next() throws -> Chunk? { try thread.next() }
 
     /// Stops the parsing thread and waits for it.
-    func stop() {
-        cond.lock()
-        stopped = true
-        cond.broadcast()
-        while !finished { cond.wait() }
-        cond.unlock()
-    }
-
-    private struct Stopped: Error {}
-
-    /// Hands an item over, waiting while the writer is `ahead` chunks behind; false once stopped.
-    private func put(_ item: Item) -> Bool {
-        cond.lock()
-        defer { cond.unlock() }
-        while queue.count >= Self.ahead && !stopped { cond.wait() }
-        if stopped { return false }
-        queue.append(item)
-        cond.broadcast()
-        return true
-    }
-
-    private func parse(input: LoadInput, set: String, reader: PayloadReader, batchSize: Int?) {
-        let stream = EntityObjectStream { buffer, offset in try input.read(into: buffer, at: offset) }
-        var rows: [ServerRow] = []
-        // Rows of the current batch in chunks already handed over.
-        var inBatch = 0
-        do {
-            try stream.forEach { object in
-                try EntityLoader.collect(object, set: set, reader: reader, into: &rows)
-                let endsBatch = batchSize.map { inBatch + rows.count >= $0 } ?? false
-                guard endsBatch || rows.count >= Self.chunkRows else { return }
-                guard put(.chunk(Chunk(rows: rows, read: object.offset + object.bytes.count, endsBatch: endsBatch)))
-                else { throw Stopped() }
-                inBatch = endsBatch ? 0 : inBatch + rows.count
-                rows = []
-            }
-            if !rows.isEmpty || inBatch > 0 {
-                guard put(.chunk(Chunk(rows: rows, read: stream.bytesRead, endsBatch: true))) else { return }
-            }
-            _ = put(.end)
-        } catch is Stopped {
-            return
-        } catch {
-            _ = put(.failed(error))
-        }
-    }
+    func stop() { thread.stop() }
 }

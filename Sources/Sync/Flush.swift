@@ -112,6 +112,7 @@ package struct Flush: Sendable {
     }
 
     var store: EntityStore { queue.store }
+    var reader: PayloadReader { PayloadReader(schema: store.schema, shapes: store.entityShapes) }
 
     /// One request on its way: the record as marked sent, and what goes over the wire.
     package struct Outgoing: Sendable {
@@ -502,7 +503,7 @@ package struct Flush: Sendable {
         var image: Properties? = nil
         if body.contains(where: { !($0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09) }) {
             do {
-                let json = Self.entityJSON(try JSON.parse(body))
+                let json = Self.entityJSON(try reader.answer(body, set: r.entitySet))
                 if etag == nil { etag = Self.etag(in: json) }
                 let set = try store.set(r.entitySet)
                 // Properties the store's $metadata lacks are skipped: a service may add some.
@@ -541,7 +542,7 @@ package struct Flush: Sendable {
             let read = try await backend.send(BackendRequest(method: "GET", url: url, headers: options.headers))
             guard read.status == 200 else { return nil }
             let set = try store.set(r.entitySet)
-            guard let json = try? Self.entityJSON(JSON.parse(read.body)),
+            guard let json = try? Self.entityJSON(reader.answer(read.body, set: r.entitySet)),
                 let there = try? ValueJSON(schema: store.schema).properties(
                     from: json, properties: set.type.properties,
                     navigation: Set(set.type.navigationProperties.map(\.name)), owner: r.entitySet)
@@ -576,7 +577,9 @@ package struct Flush: Sendable {
     /// The service's error as ErrorArchive keeps it (`{"error":{"code","message","innererror"}}`).
     static func serviceError(_ response: BackendResponse) -> ServiceError {
         var e = ServiceError(httpStatus: response.status, message: "HTTP \(response.status)")
-        guard let json = try? JSON.parse(response.body), let error = json["error"] else {
+        guard response.body.count <= ServiceMessage.maxBytes, let json = try? JSON.parse(response.body),
+            let error = json["error"]
+        else {
             if !response.body.isEmpty { e.message = String(decoding: response.body.prefix(2000), as: UTF8.self) }
             return e
         }

@@ -212,6 +212,10 @@ package struct Refresher: Sendable {
     /// Pages in a row of a full read that bring nothing new (no entity, or only entities an earlier
     /// page of the same read brought) before the read stops as endless.
     package var maxPagesWithoutProgress = 10
+    /// Rows (entities, expanded ones included, and removals) written per transaction as a page
+    /// streams in: memory holds a few such chunks, whatever the size of a page.
+    package var chunkRows = 2_000
+    let reader: PayloadReader
 
     package init(
         store: EntityStore, backend: any Backend, pageSize: Int? = nil, headers: [(String, String)] = [],
@@ -222,10 +226,10 @@ package struct Refresher: Sendable {
         self.pageSize = pageSize
         self.headers = headers
         self.progress = progress
+        self.reader = PayloadReader(schema: store.schema, serviceRoot: backend.serviceRoot, shapes: store.entityShapes)
     }
 
     var membership: Membership { Membership(store: store) }
-    var reader: PayloadReader { PayloadReader(schema: store.schema, serviceRoot: backend.serviceRoot) }
 
     /// Refreshes `requests` in order, then compacts the queue (with `optimize`: the store's
     /// `requestQueueOptimization`) and logs a download event. Stops at the first failure
@@ -288,14 +292,16 @@ package struct Refresher: Sendable {
         if let n = pageSize, store.schema.version == .v4 { prefer.append("odata.maxpagesize=\(n)") }
         var hs = headers
         if !prefer.isEmpty { hs.append(("Prefer", prefer.joined(separator: ", "))) }
-        return try await backend.send(BackendRequest(method: "GET", url: url, headers: hs))
+        var request = BackendRequest(method: "GET", url: url, headers: hs)
+        request.largeAnswer = true
+        return try await backend.send(request)
     }
 
     /// The service's own message (V4 `error.message`, V2 `error.message.value`, with its code and
     /// details), or the start of the body when it is not an OData error.
     func failure(_ name: String, _ response: BackendResponse) -> RefreshError {
-        let message =
-            ServiceMessage.parse(response.body)?.summary ?? String(decoding: response.body.prefix(500), as: UTF8.self)
+        let head = response.head(1 << 20)
+        let message = ServiceMessage.parse(head)?.summary ?? String(decoding: head.prefix(500), as: UTF8.self)
         return .service(request: name, status: response.status, message: Membership.quoted(String(message.prefix(500))))
     }
 
@@ -351,7 +357,7 @@ package struct Refresher: Sendable {
                 throw RefreshError.badResponse(
                     request: name, message: "the service sent the same next link twice: \(Membership.quoted(url))")
             }
-            try Task.checkCancellation()  // between pages: each page is whole or absent
+            try Task.checkCancellation()  // between pages (each chunk of a page is whole or absent)
             var response = try await get(report.pages == 0 ? withCount(url) : url, track: track)
             if report.pages == 0, response.status == 400 || response.status == 501 {
                 response = try await get(url, track: track)  // a service that does not count
@@ -369,9 +375,9 @@ package struct Refresher: Sendable {
                 }
             }
             guard response.status == 200 else { throw failure(name, response) }
-            report.bytes += response.body.count
-            let page = try reader.page(response.body, set: query.path.entitySet, options: query.options)
-            let new = try await apply(page, name: name, generation: generation, into: &report)
+            report.bytes += response.size
+            let page = try await read(response, query: query, name: name, generation: generation, into: &report)
+            let new = page.new
             if report.pages == 1 { counted = page.count }
             topLevel += page.topLevel
             next = page.nextLink
@@ -418,9 +424,8 @@ package struct Refresher: Sendable {
             let response = try await get(url, track: true)
             if (400..<500).contains(response.status) { return nil }
             guard response.status == 200 else { throw failure(name, response) }
-            report.bytes += response.body.count
-            let page = try reader.page(response.body, set: query.path.entitySet, options: query.options)
-            try await apply(page, name: name, generation: generation, into: &report)
+            report.bytes += response.size
+            let page = try await read(response, query: query, name: name, generation: generation, into: &report)
             if let next = page.nextLink {
                 if page.received == 0 {
                     withoutProgress += 1
@@ -449,11 +454,48 @@ package struct Refresher: Sendable {
 
     // MARK: Writing
 
+    /// What a page said of itself, once all of it was written.
+    struct PageRead {
+        var nextLink: String?
+        var deltaLink: String?
+        var count: Int?
+        /// Entities at its top level; entity objects and removals in all; entities new to the generation.
+        var topLevel = 0, received = 0, new = 0
+    }
+
+    /// Reads one page of `response` as it streams — parsed on a thread of its own from memory
+    /// or from the temporary file a large answer went to — and writes it `chunkRows` rows a
+    /// transaction as the parse goes on. A read that fails midway keeps the chunks written:
+    /// they are the service's data, the generation's sweep does not run, and a delta link is
+    /// not moved, so the next refresh reads the page again.
+    func read(
+        _ response: BackendResponse, query: BoundQuery, name: String, generation: UInt64,
+        into report: inout RefreshReport.Request
+    ) async throws -> PageRead {
+        let (reader, set, options, chunkRows) = (reader, query.path.entitySet, query.options, chunkRows)
+        let parse = ParseThread<ServerPage>(name: "OfflineStore.refresh") { put in
+            try reader.readPage(response.stream(), set: set, options: options, chunkRows: chunkRows, emit: put)
+        }
+        defer { parse.stop() }
+        var page = PageRead()
+        while let part = try await parse.nextItem() {
+            page.new += try await apply(part, name: name, generation: generation, into: &report)
+            page.topLevel += part.topLevel
+            page.received += part.received
+            (page.nextLink, page.deltaLink, page.count) = (part.nextLink, part.deltaLink, part.count)
+        }
+        report.pages += 1
+        progress?(
+            RefreshProgress(
+                request: name, mode: report.mode, pages: report.pages, received: report.received, bytes: report.bytes))
+        return page
+    }
+
     struct PageCounts: Sendable {
         var written = 0, removed = 0, rebased = 0, retained = 0, new = 0
     }
 
-    /// Writes one page in one transaction: its entities (rebased where they have pending local
+    /// Writes one page (or a chunk of one) in one transaction: its entities (rebased where they have pending local
     /// changes) with their ETags and membership, and its removals. Returns how many of its
     /// entities are new to this generation (not brought by an earlier page of the same read).
     @discardableResult
@@ -488,7 +530,6 @@ package struct Refresher: Sendable {
             }
             return c
         }
-        report.pages += 1
         report.received += page.received
         report.written += counts.written
         report.removed += counts.removed

@@ -39,10 +39,33 @@ package struct PayloadReader: Sendable {
     /// The service root, to turn an absolute `@odata.id` into a path (nil: cut at the last `/`
     /// before the key).
     package var serviceRoot: String?
+    /// What a parse builds of each set's entity objects (`Schema.entityShapes()`).
+    package let shapes: [String: JSONShape]
 
-    package init(schema: Schema, serviceRoot: String? = nil) {
+    /// - Parameter shapes: the schema's `entityShapes()` when the caller has them made
+    ///   (`EntityStore.entityShapes`); else they are made here.
+    package init(schema: Schema, serviceRoot: String? = nil, shapes: [String: JSONShape]? = nil) {
         self.schema = schema
         self.serviceRoot = serviceRoot
+        self.shapes = shapes ?? schema.entityShapes()
+    }
+
+    /// Parses a service's answer holding one entity of `set` — V4's entity object, V2's
+    /// `{"d":{…}}` — building only what the set's shape reads (`parse(_:set:dropped:)`).
+    package func answer(_ bytes: [UInt8], set: String) throws -> JSON {
+        guard let entity = shapes[set] else { throw EntityError.unknownEntitySet(set) }
+        let shape = JSONShape(owner: set)
+        shape.members = entity.members
+        if shape.members["d"] == nil { shape.members["d"] = .shaped(JSONShape.Link(entity)) }
+        var dropped = DroppedMembers()
+        return try withExtendedLifetime(entity) { try JSON.parse(bytes, shape: shape, dropped: &dropped) }
+    }
+
+    /// Parses one entity object of `set` (with its expanded children), building only what the
+    /// set's shape reads: members nobody reads take no memory, unknown ones are counted in `dropped`.
+    package func parse(_ object: EntityObjectBytes, set: String, dropped: inout DroppedMembers) throws -> JSON {
+        guard let shape = shapes[set] else { throw EntityError.unknownEntitySet(set) }
+        return try object.parse(shape: shape, dropped: &dropped)
     }
 
     /// Converts one entity object of `set`, and recursively its expanded navigation properties.
@@ -148,50 +171,82 @@ package struct PayloadReader: Sendable {
     }
 
     /// Reads one page of a collection (or delta) response of `set` — V4 `{"value":[…],
-    /// "@odata.nextLink":…, "@odata.deltaLink":…}` or V2 `{"d":{"results":[…],"__next":…}}`.
-    /// Unknown properties are skipped and counted (`ServerPage.skippedProperties`).
+    /// "@odata.nextLink":…, "@odata.deltaLink":…}` or V2 `{"d":{"results":[…],"__next":…}}` —
+    /// whole, from memory (`readPage` streams it).
     package func page(_ bytes: [UInt8], set: String, options: BoundOptions?) throws -> ServerPage {
-        let doc = try JSON.parse(bytes)
-        var page = ServerPage()
-        var items: [JSON]
-        if case .array(let a)? = doc["value"] {
-            items = a
-        } else if let d = doc["d"], case .array(let a) = d["results"] ?? d {
-            items = a
-            if case .string(let next)? = d["__next"] { page.nextLink = next }
-            if case .string(let delta)? = d["__delta"] { page.deltaLink = delta }
-            if case .string(let c)? = d["__count"] { page.count = Int(c) }
-        } else {
-            throw EntityError.badInput("the service's answer is not a collection ({\"value\":[…]})")
+        var whole = ServerPage()
+        try readPage(EntityObjectStream(bytes: bytes), set: set, options: options, chunkRows: .max) { part in
+            whole.rows += part.rows
+            whole.removed += part.removed
+            whole.topLevel += part.topLevel
+            whole.skippedProperties += part.skippedProperties
+            whole.facetViolations += part.facetViolations
+            (whole.nextLink, whole.deltaLink, whole.count) = (part.nextLink, part.deltaLink, part.count)
         }
-        for name in ["@odata.nextLink", "@nextLink", "odata.nextLink"] {
-            if case .string(let s)? = doc[name] { page.nextLink = s }
-        }
-        for name in ["@odata.deltaLink", "@deltaLink", "odata.deltaLink"] {
-            if case .string(let s)? = doc[name] { page.deltaLink = s }
-        }
-        for name in ["@odata.count", "@count", "odata.count"] {
-            switch doc[name] {
-            case .number(let n)?, .string(let n)?: page.count = Int(n)
-            default: break
-            }
-        }
+        return whole
+    }
+
+    /// Entity-object bytes a chunk of a page or a load holds at most (besides its last object).
+    package static let chunkBytes = 8 << 20
+
+    /// The members of a page that say where it goes on and how much there is.
+    static let pageMembers: Set<String> = [
+        "@odata.nextLink", "@nextLink", "odata.nextLink", "@odata.deltaLink", "@deltaLink", "odata.deltaLink",
+        "@odata.count", "@count", "odata.count", "__next", "__delta", "__count",
+    ]
+
+    /// Reads one page of a collection (or delta) response of `set` as it streams, handing
+    /// `emit` its entities (with their expanded children) and removals at most `chunkRows`
+    /// rows (or about `chunkBytes` of entity objects) at a time, then a last part with the page's links and count (which V4 puts after
+    /// the entities). Memory holds a chunk of the input, one entity object and one part; members
+    /// of the document other than the entity array and the links are checked and dropped as they
+    /// stream by. Unknown properties are skipped and counted (`ServerPage.skippedProperties`).
+    package func readPage(
+        _ stream: EntityObjectStream, set: String, options: BoundOptions?, chunkRows: Int,
+        emit: (ServerPage) throws -> Void
+    ) throws {
+        stream.collectionOnly = true
+        stream.wanted = Self.pageMembers
+        stream.shape = shapes[set]
+        var part = ServerPage()
         var notes: ServerNotes? = ServerNotes()
-        for item in items {
+        var bytes = 0
+        try stream.forEach { object in
+            bytes += object.length
+            var dropped = DroppedMembers()
+            let item = try parse(object, set: set, dropped: &dropped)
             if Self.isRemoval(item) {
                 guard let id = Self.id(of: item, removal: true) else {
                     throw EntityError.badInput("the service sent a removed entry without an id")
                 }
-                let (s, key) = try entity(id: id)
-                page.removed.append((s, key))
-                continue
+                part.removed.append(try entity(id: id))
+            } else {
+                try collect(item, set: set, options: options, into: &part.rows, notes: &notes)
+                notes?.skippedProperties += dropped.count
+                part.topLevel += 1
             }
-            try collect(item, set: set, options: options, into: &page.rows, notes: &notes)
-            page.topLevel += 1
+            guard part.received >= chunkRows || bytes >= Self.chunkBytes else { return }
+            part.skippedProperties = notes?.skippedProperties ?? 0
+            part.facetViolations = notes?.facetViolations ?? 0
+            try emit(part)
+            (part, notes, bytes) = (ServerPage(), ServerNotes(), 0)
         }
-        page.skippedProperties = notes?.skippedProperties ?? 0
-        page.facetViolations = notes?.facetViolations ?? 0
-        return page
+        part.skippedProperties = notes?.skippedProperties ?? 0
+        part.facetViolations = notes?.facetViolations ?? 0
+        for (name, value) in stream.annotations {
+            switch (name, value) {
+            case ("@odata.nextLink", .string(let s)), ("@nextLink", .string(let s)), ("odata.nextLink", .string(let s)),
+                ("__next", .string(let s)):
+                part.nextLink = s
+            case ("@odata.deltaLink", .string(let s)), ("@deltaLink", .string(let s)),
+                ("odata.deltaLink", .string(let s)), ("__delta", .string(let s)):
+                part.deltaLink = s
+            case (_, .number(let n)), (_, .string(let n)):
+                if ["@odata.count", "@count", "odata.count", "__count"].contains(name) { part.count = Int(n) }
+            default: break
+            }
+        }
+        try emit(part)
     }
 
     /// `{"@removed":{…}}` (4.01), `{"@odata.removed":…}`, V4.0's `$deletedEntity` context, or

@@ -16,9 +16,14 @@ package struct ServiceMessage: Sendable, Hashable {
     /// those that only repeat `message` left out.
     package var details: [String]
 
-    /// Reads `body`; nil when it is not an OData error object.
+    /// The largest error body read as JSON: a service's error is a few lines, and one of
+    /// megabytes of small values would take many times its size as a tree.
+    package static let maxBytes = 1 << 20
+
+    /// Reads `body`; nil when it is not an OData error object, or larger than `maxBytes`.
     package static func parse(_ body: [UInt8]) -> ServiceMessage? {
-        guard body.first(where: { $0 > 0x20 }) == UInt8(ascii: "{"), let doc = try? JSON.parse(body),
+        guard body.count <= maxBytes, body.first(where: { $0 > 0x20 }) == UInt8(ascii: "{"),
+            let doc = try? JSON.parse(body),
             let error = doc["error"]
         else { return nil }
         func text(_ j: JSON?) -> String? {

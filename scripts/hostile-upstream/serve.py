@@ -14,6 +14,9 @@ ten entities a page with a relative ``@odata.nextLink``, and answers writes as a
 ``facets``        entities carry values beyond their declared MaxLength (a Name of 300) or Scale (a Price of 1.23456).
 ``unknown-prop``  entities carry a property the client's ``$metadata`` lacks (``AddedLater``), answers to writes too.
 ``partial``       a write's answer carries only the key (and the ``Name`` sent), not the whole entity.
+``huge-unknown``  the first page's first entity, and every write's answer, carry ``AddedLater``: an
+                  array of ``--huge-bytes`` (default 100 MiB) of tiny values (``[0,0,…]``).
+``huge-annotation`` the first page starts with ``@huge.annotation``, such an array, before ``value``.
 
 Writes come one by one or in a JSON ``$batch`` (``POST /MODE/$batch``), answered in order.
 ``stall-body``    sends the head and the start of the body, then nothing for 120 s.
@@ -45,6 +48,14 @@ LOCK = threading.Lock()
 PORTS = {}
 PAGE = 10
 SHIFTED = [False]
+HUGE_BYTES = [100 << 20]
+PLACEHOLDER = "__HUGE__"
+
+
+def huge():
+    """A JSON array of HUGE_BYTES bytes: [0,0,...,0]."""
+    n = max(1, HUGE_BYTES[0] // 2)
+    return b"[" + b"0," * (n - 1) + b"0]"
 
 
 def keyof(entity, set_name):
@@ -68,6 +79,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _send(self, status, obj=None, headers=None, raw=None):
         body = raw if raw is not None else (b"" if obj is None else json.dumps(obj).encode())
+        marker = ('"%s"' % PLACEHOLDER).encode()
+        if marker in body:
+            body = body.replace(marker, huge())
         self.send_response(status)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -120,6 +134,8 @@ class Handler(BaseHTTPRequestHandler):
                 SHIFTED[0] = True
         rows = DATA[set_name]
         out = {"@odata.context": "$metadata#" + set_name}
+        if mode == "huge-annotation" and page == 0:
+            out["@huge.annotation"] = PLACEHOLDER
         if query.get("$count") == ["true"]:
             out["@odata.count"] = len(rows)
         if mode == "endless":
@@ -144,6 +160,8 @@ class Handler(BaseHTTPRequestHandler):
                 e["@odata.etag"] = ["W/\"a\r\nX-Injected: 1\"", "", "W/\"\x00\""][i % 3]
             if mode == "unknown-prop":
                 e["AddedLater"] = "a property the client's $metadata lacks"
+            if mode == "huge-unknown" and page == 0 and i == 0:
+                e["AddedLater"] = PLACEHOLDER
             if mode == "facets":  # beyond MaxLength 255, beyond Scale 3
                 if i % 2 == 0:
                     e["Name"] = "N" * 300
@@ -211,6 +229,8 @@ class Handler(BaseHTTPRequestHandler):
                 answer = {k: v, **({"Name": sent["Name"]} if "Name" in sent else {})}
             if mode == "unknown-prop":
                 answer["AddedLater"] = "x"
+            if mode == "huge-unknown":
+                answer["AddedLater"] = PLACEHOLDER
             return 201, answer, {"Location": self._root(mode) + "%s('%s')" % (set_name, v)}
         if method in ("PATCH", "PUT", "MERGE"):
             key = rest[len(set_name):].strip("()'")
@@ -227,6 +247,8 @@ class Handler(BaseHTTPRequestHandler):
                 return 200, {k: v, **({"Name": sent["Name"]} if "Name" in sent else {})}, {}
             if mode == "unknown-prop":
                 current["AddedLater"] = "x"
+            if mode == "huge-unknown":
+                current["AddedLater"] = PLACEHOLDER
             return 200, current, {}
         if method == "DELETE":
             key = rest[len(set_name):].strip("()'")
@@ -247,7 +269,9 @@ def main():
     p.add_argument("--data", action="append", default=[], help="SET=FILE ({\"value\": [...]})")
     p.add_argument("--lifetime", type=float, required=True)
     p.add_argument("--pid-file")
+    p.add_argument("--huge-bytes", type=int, default=100 << 20, help="size of the huge-* modes' arrays")
     a = p.parse_args()
+    HUGE_BYTES[0] = a.huge_bytes
     for item in a.data:
         name, path = item.split("=", 1)
         with open(path) as f:

@@ -25,6 +25,8 @@ package final class EntityStore: Sendable {
     let localStateRole: (any LocalStateRole.Type)?
     /// `schema.foreignKeys(ofSet:)` of every set, found once (every local change asks).
     package let foreignKeys: [String: [ForeignKey]]
+    /// `schema.entityShapes()`, made once: what a parse of the service's data or a file builds.
+    package let entityShapes: [String: JSONShape]
     private let state: Mutex<State>
     /// Held while the configuration text in `meta` is written, so the text written last is
     /// always made from the newest configuration.
@@ -105,6 +107,7 @@ package final class EntityStore: Sendable {
         self.roles = roles
         self.localStateRole = roles.lazy.compactMap { $0 as? any LocalStateRole.Type }.first
         self.foreignKeys = Dictionary(uniqueKeysWithValues: setNames.map { ($0, schema.foreignKeys(ofSet: $0)) })
+        self.entityShapes = schema.entityShapes()
         let declared = Set(roleNames)
         self.roleDatabases = byName.filter { declared.contains($0.key) }
         var handles: [String: EntitySetHandle] = [:]

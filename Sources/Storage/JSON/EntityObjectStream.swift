@@ -10,16 +10,44 @@ package struct EntityObjectBytes {
     package var column: Int
     /// Its place among the input's entity objects (1-based).
     package var number: Int
+    /// An object larger than the stream's `largeObjectBytes`, parsed as it streamed by with the
+    /// stream's `shape` (then `bytes` is empty), and the unknown members that parse dropped.
+    package var parsed: JSON? = nil
+    package var dropped = DroppedMembers()
+    /// Bytes of the input it spans.
+    package var length: Int
+
+    init(bytes: [UInt8], offset: Int, line: Int, column: Int, number: Int) {
+        (self.bytes, self.offset, self.line, self.column, self.number) = (bytes, offset, line, column, number)
+        length = bytes.count
+    }
 
     /// Parses it; a `JSONError` gets the position in the whole input, not in the object.
     package func parse() throws(JSONError) -> JSON {
-        do {
-            return try JSON.parse(bytes)
-        } catch {
-            throw JSONError(
-                message: error.message, offset: offset + error.offset, line: line + error.line - 1,
-                column: error.line == 1 ? column + error.column - 1 : error.column)
+        if let parsed { return parsed }
+        do { return try JSON.parse(bytes) } catch { throw placed(error) }
+    }
+
+    /// Parses it, building only what `shape` asks for (`JSON.parse(_:shape:dropped:)`).
+    package func parse(shape: JSONShape, dropped: inout DroppedMembers) throws(JSONError) -> JSON {
+        if let parsed {
+            dropped.count += self.dropped.count
+            if dropped.first == nil { dropped.first = self.dropped.first }
+            return parsed
         }
+        do { return try JSON.parse(bytes, shape: shape, dropped: &dropped) } catch { throw placed(error) }
+    }
+
+    /// Checks it without building it.
+    package func validate() throws(JSONError) {
+        do { try JSON.validate(bytes) } catch { throw placed(error) }
+    }
+
+    /// The error at its position in the whole input.
+    private func placed(_ error: JSONError) -> JSONError {
+        JSONError(
+            message: error.message, offset: offset + error.offset, line: line + error.line - 1,
+            column: error.line == 1 ? column + error.column - 1 : error.column)
     }
 }
 
@@ -37,6 +65,8 @@ package final class EntityObjectStream {
     package typealias Source = (_ into: UnsafeMutableRawBufferPointer, _ offset: Int) throws -> Int
 
     private let source: Source
+    /// The source reads any offset again (a file, memory; not a pipe read once).
+    private let rereadable: Bool
     private let chunkSize: Int
     private var buf: [UInt8] = []
     /// The next byte to look at, as an index into `buf`; `base` is the input offset of `buf[0]`.
@@ -59,15 +89,39 @@ package final class EntityObjectStream {
     /// Bytes consumed from the input so far.
     package var bytesRead: Int { base + buf.count }
 
-    /// - Parameter source: reads the input at an offset (a `pread`, or a copy from memory).
-    package init(chunkSize: Int = 1 << 20, source: @escaping Source) {
+    /// Names of the document's members (and of `d`'s, in V2) to keep in `annotations` when
+    /// their value is a string or a number: `@odata.nextLink`, `__count`. Every other member
+    /// that is not the entity array is checked and dropped as it streams by, building nothing.
+    package var wanted: Set<String> = []
+    /// The `wanted` members met, in document order.
+    package private(set) var annotations: [(String, JSON)] = []
+    /// Refuse a document that is not a collection (`{"value":[…]}`, `{"d":{"results":[…]}}`,
+    /// `{"d":[…]}`): a service's answer to a read. Then nothing before the entity array is kept
+    /// in memory either; otherwise the members before it are, as bytes, in case the document
+    /// turns out to be one entity object.
+    package var collectionOnly = false
+    /// The shape of the entity objects (`JSONShape`). With it, an entity object of the array
+    /// larger than `largeObjectBytes` is not held whole: it is parsed as it streams by, its
+    /// dropped members never in memory (`EntityObjectBytes.parsed`).
+    package var shape: JSONShape?
+    package var largeObjectBytes = 4 << 20
+
+    /// - Parameters:
+    ///   - source: reads the input at an offset (a `pread`, or a copy from memory).
+    ///   - rereadable: `source` can read an offset again (false for a pipe read in order). Then
+    ///     the members a document starts with are not kept in memory in case it turns out to
+    ///     be one entity object: they are read again if it does.
+    package init(chunkSize: Int = 1 << 20, rereadable: Bool = false, source: @escaping Source) {
         self.chunkSize = max(chunkSize, 1)
         self.source = source
+        self.rereadable = rereadable
     }
 
     /// Bytes in memory.
+    /// Bytes in memory: read in chunks of `chunkSize` (the tests' way to try every boundary),
+    /// or, when they fit one chunk, used as the buffer as they are, with no copy.
     package convenience init(bytes: [UInt8], chunkSize: Int = 1 << 20) {
-        self.init(chunkSize: chunkSize) { into, offset in
+        self.init(chunkSize: chunkSize, rereadable: true) { into, offset in
             let n = max(0, min(into.count, bytes.count - offset))
             if n > 0 {
                 bytes.withUnsafeBytes {
@@ -76,6 +130,7 @@ package final class EntityObjectStream {
             }
             return n
         }
+        if bytes.count <= chunkSize { (buf, atEnd) = (bytes, true) }
     }
 
     /// Calls `body` with each entity object, in order, as it is read. Throws `JSONError` for bad
@@ -91,11 +146,12 @@ package final class EntityObjectStream {
         }
         try skipSpace()
         switch try peek() {
-        case UInt8(ascii: "[")?:
+        case UInt8(ascii: "[")? where !collectionOnly:
             try array(body)
             try end()
         case UInt8(ascii: "{")?:
             if try document(body) { return try end() }
+            if collectionOnly { throw EntityError.badInput(Self.notACollection) }
             // Not a wrapper: one entity object, or the first of JSON lines. A line that is not an
             // object is what follows a document, as parsing the whole file says.
             while true {
@@ -106,6 +162,10 @@ package final class EntityObjectStream {
             }
         case nil:
             throw error("unexpected end of input")
+        case UInt8(ascii: "[")?:
+            try skip(depth: 0)
+            try end()
+            throw EntityError.badInput(Self.notACollection)
         default:
             // A scalar: parsed for its error, or refused for its shape.
             _ = try parse(try capture())
@@ -120,9 +180,11 @@ package final class EntityObjectStream {
     /// Reads an object at the top level. If it is an OData wrapper whose entity array it
     /// streams, returns true once the object is read; else emits what it stands for (the
     /// object itself, or the entities `d` holds) and returns false.
+    static let notACollection = "the service's answer is not a collection ({\"value\":[…]})"
+
     private func document(_ body: (EntityObjectBytes) throws -> Void) throws -> Bool {
         let start = position
-        keep = start.offset
+        keep = collectionOnly || rereadable ? nil : start.offset
         var streamed = false
         try members { key in
             let next = try peek()
@@ -145,17 +207,17 @@ package final class EntityObjectStream {
                         try array(body)
                         streamed = true
                     } else {
-                        _ = try parse(try capture())
+                        try other(inner)
                     }
                 }
                 if !streamed { keep = outer }
             default:
-                _ = try parse(try capture())
+                try other(key)
             }
         }
-        if streamed { return true }
+        if streamed || collectionOnly { return streamed }
         // Read whole: the shapes `OfflineStore.load` took before streaming.
-        let whole = Array(buf[(start.offset - base)..<pos])
+        let whole = rereadable ? try reread(start.offset..<(base + pos)) : Array(buf[(start.offset - base)..<pos])
         keep = nil
         let doc = try EntityObjectBytes(
             bytes: whole, offset: start.offset, line: start.line, column: start.column, number: 0
@@ -184,6 +246,159 @@ package final class EntityObjectStream {
                     number: emitted))
         }
         return true
+    }
+
+    /// Bytes of the input read again from the source.
+    private func reread(_ range: Range<Int>) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: range.count)
+        var done = 0
+        while done < range.count {
+            let n = try out.withUnsafeMutableBytes {
+                try source(UnsafeMutableRawBufferPointer(rebasing: $0[done...]), range.lowerBound + done)
+            }
+            guard n > 0 else { throw error("the input changed while it was read") }
+            done += n
+        }
+        return out
+    }
+
+    /// A member that is not the entity array: kept if it is wanted and a scalar, else checked and dropped.
+    private func other(_ key: String) throws {
+        let next = try peek()
+        if wanted.contains(key), next != UInt8(ascii: "{"), next != UInt8(ascii: "[") {
+            annotations.append((key, try parse(try capture())))
+        } else {
+            try skip(depth: 1)
+        }
+    }
+
+    /// Reads past one value, checking it, with one scalar of it at a time in memory (and what
+    /// `keep` keeps): a member of megabytes of small values costs no more than one of them.
+    private func skip(depth: Int) throws {
+        guard depth < _JSONParser.maxDepth else { throw error("nested too deeply") }
+        switch try peek() {
+        case UInt8(ascii: "{")?:
+            try members { _ in try skip(depth: depth + 1) }
+        case UInt8(ascii: "[")?:
+            pos += 1
+            try skipSpace()
+            if try peek() == UInt8(ascii: "]") { pos += 1; return }
+            while true {
+                try skip(depth: depth + 1)
+                try skipSpace()
+                switch try peek() {
+                case UInt8(ascii: ",")?: pos += 1; try skipSpace()
+                case UInt8(ascii: "]")?: pos += 1; return
+                default: throw error("expected ',' or ']'")
+                }
+            }
+        case nil:
+            throw error("unexpected end of input")
+        default:
+            try skipScalar()
+        }
+    }
+
+    /// Reads past a scalar. The common ones — a number, a literal, a string of plain ASCII
+    /// without escapes — are checked here byte by byte; anything else, or anything wrong, is read
+    /// again from its start by `JSON.parse` (which names the error as a whole parse would).
+    private func skipScalar() throws {
+        let startOffset = base + pos
+        let outer = keep
+        keep = min(outer ?? startOffset, startOffset)
+        defer { keep = outer }
+        if try scannedScalar() { return }
+        pos = startOffset - base
+        try capture().validate()
+    }
+
+    /// True when a plain scalar was read past; false when it needs the parser.
+    private func scannedScalar() throws -> Bool {
+        guard let first = try peek() else { return false }
+        func digits() throws -> Int {
+            var n = 0
+            while let b = try peek(), b >= UInt8(ascii: "0"), b <= UInt8(ascii: "9") { pos += 1; n += 1 }
+            return n
+        }
+        switch first {
+        case UInt8(ascii: "\""):
+            pos += 1
+            while let b = try peek() {
+                pos += 1
+                if b == UInt8(ascii: "\"") { return true }
+                if b == UInt8(ascii: "\\") || b < 0x20 || b >= 0x80 { return false }
+            }
+            return false
+        case UInt8(ascii: "t"), UInt8(ascii: "f"), UInt8(ascii: "n"):
+            let word: [UInt8] =
+                first == UInt8(ascii: "t")
+                ? Array("true".utf8) : first == UInt8(ascii: "f") ? Array("false".utf8) : Array("null".utf8)
+            for c in word {
+                guard try peek() == c else { return false }
+                pos += 1
+            }
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            if first == UInt8(ascii: "-") { pos += 1 }
+            if try peek() == UInt8(ascii: "0") { pos += 1 } else if try digits() == 0 { return false }
+            if try peek() == UInt8(ascii: ".") {
+                pos += 1
+                if try digits() == 0 { return false }
+            }
+            if let e = try peek(), e == UInt8(ascii: "e") || e == UInt8(ascii: "E") {
+                pos += 1
+                if let sign = try peek(), sign == UInt8(ascii: "+") || sign == UInt8(ascii: "-") { pos += 1 }
+                if try digits() == 0 { return false }
+            }
+        default:
+            return false
+        }
+        // A scalar ends at white space or punctuation; anything else glued to it is the parser's to name.
+        guard let next = try peek() else { return true }
+        switch next {
+        case 0x20, 0x0A, 0x0D, 0x09, UInt8(ascii: ","), UInt8(ascii: "]"), UInt8(ascii: "}"): return true
+        default: return false
+        }
+    }
+
+    /// Reads one value with `shape` as `JSON.parse(_:shape:dropped:)` would, from the stream:
+    /// the members it drops are read past, never kept; the members it builds are captured and
+    /// parsed one by one, so an error names its place in the input.
+    private func shaped(_ shape: JSONShape, depth: Int, dropped: inout DroppedMembers) throws -> JSON {
+        guard depth < _JSONParser.maxDepth else { throw error("nested too deeply") }
+        switch try peek() {
+        case UInt8(ascii: "{")?:
+            var out: [(String, JSON)] = []
+            try members { key in
+                switch shape.member(key) {
+                case .whole, .capture: out.append((key, try parse(try capture())))
+                case .shaped(let link): out.append((key, try shaped(link.shape, depth: depth + 1, dropped: &dropped)))
+                case .drop: try skip(depth: depth + 1)
+                case .unknown:
+                    try skip(depth: depth + 1)
+                    dropped.count += 1
+                    if dropped.first == nil { dropped.first = (shape.owner, key) }
+                }
+            }
+            return .object(out)
+        case UInt8(ascii: "[")?:
+            var out: [JSON] = []
+            pos += 1
+            try skipSpace()
+            if try peek() == UInt8(ascii: "]") { pos += 1; return .array(out) }
+            while true {
+                out.append(try shaped(shape, depth: depth + 1, dropped: &dropped))
+                try skipSpace()
+                switch try peek() {
+                case UInt8(ascii: ",")?: pos += 1; try skipSpace()
+                case UInt8(ascii: "]")?: pos += 1; return .array(out)
+                default: throw error("expected ',' or ']'")
+                }
+            }
+        case nil:
+            throw error("unexpected end of input")
+        default:
+            return try parse(try capture())
+        }
     }
 
     /// Reads the members of the object at the current position, calling `value` with each key
@@ -215,7 +430,38 @@ package final class EntityObjectStream {
         try skipSpace()
         if try peek() == UInt8(ascii: "]") { pos += 1; return }
         while true {
-            try emit(try capture(), body)
+            guard let shape else {
+                try emit(try capture(), body)
+                try skipSpace()
+                switch try peek() {
+                case UInt8(ascii: ",")?: pos += 1; try skipSpace()
+                case UInt8(ascii: "]")?: pos += 1; return
+                default: throw error("expected ',' or ']'")
+                }
+                continue
+            }
+            // Where it starts, as an input offset (a refill during the capture may move the
+            // buffer), with the line's characters counted up to there: the bytes before it may
+            // be dropped by then, those after it are kept.
+            count(to: base + pos)
+            let mark = (base + pos, line, lineStart, countedLine, countedTo, continuations)
+            let object: EntityObjectBytes
+            do {
+                object = try capture(limit: largeObjectBytes)
+            } catch is TooLarge {
+                // Back to its start (still in the buffer) and read it again, shaped, as it streams.
+                let offset: Int
+                (offset, line, lineStart, countedLine, countedTo, continuations) = mark
+                pos = offset - base
+                let start = position
+                var dropped = DroppedMembers()
+                let json = try shaped(shape, depth: 0, dropped: &dropped)
+                var o = EntityObjectBytes(
+                    bytes: [], offset: start.offset, line: start.line, column: start.column, number: 0)
+                (o.parsed, o.dropped, o.length) = (json, dropped, base + pos - start.offset)
+                object = o
+            }
+            try emit(object, body)
             try skipSpace()
             switch try peek() {
             case UInt8(ascii: ",")?: pos += 1; try skipSpace()
@@ -281,7 +527,7 @@ package final class EntityObjectStream {
             pos -= drop
         }
         let old = buf.count
-        buf.append(contentsOf: repeatElement(0, count: chunkSize))
+        buf += [UInt8](repeating: 0, count: chunkSize)
         let n = try buf.withUnsafeMutableBytes {
             try source(UnsafeMutableRawBufferPointer(rebasing: $0[old...]), base + old)
         }
@@ -296,8 +542,12 @@ package final class EntityObjectStream {
         }
     }
 
-    /// Reads past one JSON value (its structure only: `JSON.parse` checks the bytes) and returns them.
-    private func capture() throws -> EntityObjectBytes {
+    /// A value being captured passed the limit it was given.
+    private struct TooLarge: Error {}
+
+    /// Reads past one JSON value (its structure only: `JSON.parse` checks the bytes) and returns
+    /// them; throws `TooLarge` once it needs more input past `limit` bytes of it.
+    private func capture(limit: Int = .max) throws -> EntityObjectBytes {
         let start = position
         let outer = keep
         keep = min(outer ?? start.offset, start.offset)
@@ -306,6 +556,7 @@ package final class EntityObjectStream {
         var inString = false
         scan: while true {
             if pos == buf.count {
+                if base + pos - start.offset > limit { throw TooLarge() }
                 try refill()
                 if pos == buf.count {
                     if depth == 0 && !inString && base + pos > start.offset { break scan }

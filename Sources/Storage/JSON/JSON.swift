@@ -83,6 +83,10 @@ public struct JSONError: Error, Sendable, Hashable, CustomStringConvertible {
 struct _JSONParser {
     let bytes: [UInt8]
     var i = 0
+    /// Members a shaped parse dropped as unknown (`JSONShape`).
+    var dropped = DroppedMembers()
+    /// Byte ranges of the members a shaped parse captured.
+    var captures: [Range<Int>] = []
     static let maxDepth = 512
 
     func error(_ message: String) -> JSONError {
@@ -97,7 +101,8 @@ struct _JSONParser {
         while i < bytes.count, bytes[i] == 0x20 || bytes[i] == 0x0A || bytes[i] == 0x0D || bytes[i] == 0x09 { i += 1 }
     }
 
-    mutating func value(depth: Int) throws(JSONError) -> JSON {
+    /// A value; with a shape, its objects are built as the shape says (`JSONShape`).
+    mutating func value(depth: Int, shape: JSONShape? = nil) throws(JSONError) -> JSON {
         guard depth < Self.maxDepth else { throw error("nested too deeply") }
         guard i < bytes.count else { throw error("unexpected end of input") }
         switch bytes[i] {
@@ -114,7 +119,11 @@ struct _JSONParser {
                 guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw error("expected ':'") }
                 i += 1
                 skipSpace()
-                members.append((k, try value(depth: depth + 1)))
+                if let shape {
+                    try member(k, of: shape, depth: depth + 1, into: &members)
+                } else {
+                    members.append((k, try value(depth: depth + 1)))
+                }
                 skipSpace()
                 guard i < bytes.count else { throw error("unexpected end of input in an object") }
                 if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
@@ -128,7 +137,7 @@ struct _JSONParser {
             if i < bytes.count, bytes[i] == UInt8(ascii: "]") { i += 1; return .array(items) }
             while true {
                 skipSpace()
-                items.append(try value(depth: depth + 1))
+                items.append(try value(depth: depth + 1, shape: shape))
                 skipSpace()
                 guard i < bytes.count else { throw error("unexpected end of input in an array") }
                 if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
@@ -153,6 +162,12 @@ struct _JSONParser {
 
     mutating func number() throws(JSONError) -> String {
         let start = i
+        try scanNumber()
+        return String(decoding: bytes[start..<i], as: UTF8.self)
+    }
+
+    /// Reads past a number, checking its grammar.
+    mutating func scanNumber() throws(JSONError) {
         func digits() -> Int {
             let s = i
             while i < bytes.count, bytes[i] >= 48, bytes[i] <= 57 { i += 1 }
@@ -170,7 +185,6 @@ struct _JSONParser {
             if i < bytes.count, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
             guard digits() > 0 else { throw error("bad number: digits expected in exponent") }
         }
-        return String(decoding: bytes[start..<i], as: UTF8.self)
     }
 
     mutating func hex4() throws(JSONError) -> UInt32 {

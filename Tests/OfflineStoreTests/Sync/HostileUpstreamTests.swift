@@ -16,7 +16,7 @@ struct HostileUpstream {
     let http: HTTP
     private let client: HTTPClient
 
-    static func start() async throws -> HostileUpstream {
+    static func start(_ extra: [String] = []) async throws -> HostileUpstream {
         let dir = tempDir() + "/hostile"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         try SampleData.json("Products").write(toFile: dir + "/Products.json", atomically: true, encoding: .utf8)
@@ -25,7 +25,7 @@ struct HostileUpstream {
             [
                 repositoryRoot + "/scripts/hostile-upstream.sh", "--data", "Products=\(dir)/Products.json",
                 "--lifetime", "300", "--pid-file", dir + "/pid",
-            ], store: dir, startTimeout: 60)
+            ] + extra, store: dir, startTimeout: 60)
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         return HostileUpstream(server: server, http: HTTP(client: client, base: server.url), client: client)
     }

@@ -119,26 +119,12 @@ import TestSupport
         #expect(generate.status == 0, "\(generate.stderr)")
         let offline = try RefreshTests.offlineStore([DefiningRequest(name: "Items", url: "SalesOrderItems")])
         let offlinePath = offline.path
-        let logDir = tempDir() + "/logs"
-        try FileManager.default.createDirectory(atPath: logDir, withIntermediateDirectories: true)
         try await withServer(servedPath) { _, server in
             let start = Date()
-            let pid = try Self.spawn(["refresh", "--store", offlinePath, "--service", server.url], logDir: logDir)
-            var peakKB = 0
-            var status: Int32? = nil
-            while status == nil {
-                if let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-                    let line = text.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
-                    let kb = Int(line.split(separator: " ").dropFirst().first ?? "")
-                {
-                    peakKB = max(peakKB, kb)
-                }
-                try await Task.sleep(nanoseconds: 5_000_000)
-                status = Self.reap(pid)
-            }
+            let run = try await MemoryProbe.run(["refresh", "--store", offlinePath, "--service", server.url])
+            let (peakKB, out) = (run.peak / 1024, run.out)
             let seconds = Date().timeIntervalSince(start)
-            let out = (try? String(contentsOfFile: logDir + "/out", encoding: .utf8)) ?? ""
-            #expect(status == 0, "\((try? String(contentsOfFile: logDir + "/err", encoding: .utf8)) ?? "")")
+            #expect(run.status == 0, "\(run.err)")
             let store = try OfflineStore.open(at: offlinePath, readOnly: true)
             let total = try RefreshTests.served(servedPath).count(set: "SalesOrderItems")
             #expect(try store.count(set: "SalesOrderItems") == total)

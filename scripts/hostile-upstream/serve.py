@@ -16,6 +16,8 @@ ten entities a page with a relative ``@odata.nextLink``, and answers writes as a
 ``partial``       a write's answer carries only the key (and the ``Name`` sent), not the whole entity.
 ``huge-unknown``  the first page's first entity, and every write's answer, carry ``AddedLater``: an
                   array of ``--huge-bytes`` (default 100 MiB) of tiny values (``[0,0,…]``).
+``no-delta``      refuses ``Prefer: odata.track-changes`` with 501, as a Gateway service without delta
+                  support does; reads without it are served.
 ``huge-annotation`` the first page starts with ``@huge.annotation``, such an array, before ``value``.
 
 Writes come one by one or in a JSON ``$batch`` (``POST /MODE/$batch``), answered in order.
@@ -128,6 +130,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _read(self, mode, set_name, query):
         page = int(query.get("p", ["0"])[0])
+        if mode == "no-delta" and "odata.track-changes" in (self.headers.get("Prefer") or ""):
+            return self._send(501, {"error": {"code": "501", "message": "Delta is not supported for %s" % set_name}})
         if mode == "offset-shift" and page == 1 and not SHIFTED[0]:
             with LOCK:
                 del DATA[set_name][0]

@@ -14,30 +14,41 @@ enum MemoryProbe {
     static let hugeBytes = RefreshKillTests.env("HUGE_BYTES", 100 << 20)
 
     /// Runs `offline-store args`; its exit status, peak RssAnon in bytes, standard output and error.
+    /// The sampling runs on a thread of its own: a task on the concurrency pool, which other suites
+    /// keep busy, was starved in a CI run until the child had ended (a "peak" of 0.0 MiB).
     static func run(_ args: [String]) async throws -> (status: Int32?, peak: Int, out: String, err: String) {
         let logDir = tempDir() + "/logs"
         try FileManager.default.createDirectory(atPath: logDir, withIntermediateDirectories: true)
         let pid = try RefreshKillTests.spawn(args, logDir: logDir)
-        var peakKB = 0
-        var status: Int32? = nil
-        let deadline = Date().addingTimeInterval(300)
-        while status == nil && Date() < deadline {
-            if let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-                let line = text.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
-                let kb = Int(line.split(separator: " ").dropFirst().first ?? "")
-            {
-                peakKB = max(peakKB, kb)
+        let (status, peakKB) = await withCheckedContinuation { (c: CheckedContinuation<(Int32?, Int), Never>) in
+            let sampler = Thread {
+                var peakKB = 0
+                var status: Int32? = nil
+                let deadline = Date().addingTimeInterval(300)
+                while status == nil && Date() < deadline {
+                    if let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+                        let line = text.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
+                        let kb = Int(line.split(separator: " ").dropFirst().first ?? "")
+                    {
+                        peakKB = max(peakKB, kb)
+                    }
+                    usleep(5_000)
+                    status = RefreshKillTests.reap(pid)
+                }
+                if status == nil {
+                    kill(pid, SIGKILL)
+                    _ = RefreshKillTests.reap(pid, wait: true)
+                }
+                c.resume(returning: (status, peakKB))
             }
-            try await Task.sleep(nanoseconds: 5_000_000)
-            status = RefreshKillTests.reap(pid)
-        }
-        if status == nil {
-            kill(pid, SIGKILL)
-            _ = RefreshKillTests.reap(pid, wait: true)
+            sampler.start()
         }
         let read = { (name: String) in (try? String(contentsOfFile: logDir + "/" + name, encoding: .utf8)) ?? "" }
         return (status, peakKB * 1024, read("out"), read("err"))
     }
+
+    /// A live Swift process holds more anonymous memory than this: a peak below it was not sampled.
+    static let sampled = 1 << 20
 
     static func mib(_ bytes: Int) -> String { String(format: "%.1f MiB", Double(bytes) / 1_048_576) }
 
@@ -64,7 +75,7 @@ enum MemoryProbe {
             "bounded memory, refresh \(mode): \(MemoryProbe.mib(MemoryProbe.hugeBytes)) answer, peak RssAnon \(MemoryProbe.mib(run.peak)); \(run.out.split(separator: "\n").first ?? "")"
         )
         #expect(run.status == 0, "\(run.err)")
-        #expect(run.peak > 0 && run.peak < 48 << 20, "peak RssAnon \(MemoryProbe.mib(run.peak))")
+        #expect(run.peak > MemoryProbe.sampled && run.peak < 48 << 20, "peak RssAnon \(MemoryProbe.mib(run.peak))")
         let after = try OfflineStore.open(at: path, readOnly: true)
         #expect(try after.count(set: "Products") == MemoryProbe.count("Products"))
         if mode == "huge-unknown" { #expect(run.out.contains("1 unknown properties skipped"), "\(run.out)") }
@@ -73,7 +84,8 @@ enum MemoryProbe {
 
     /// A flush whose answer to a create holds `HUGE_BYTES` of tiny values in a property the
     /// local `$metadata` lacks: the answer is kept (up to the backend's `maxBodyBytes`) but not
-    /// built, so the peak stays near one copy of the answer, not 29 of it.
+    /// built, so the peak stays at two or three copies of the answer (measured: 195–201 MiB for
+    /// 100 MiB), not 29 of it.
     @Test func aHugeAnswerToAWriteIsNotBuilt() async throws {
         let upstream = try await HostileUpstream.start(["--huge-bytes", String(MemoryProbe.hugeBytes)])
         defer { Task { await upstream.stop() } }
@@ -86,7 +98,9 @@ enum MemoryProbe {
             "bounded memory, flush huge-unknown: \(MemoryProbe.mib(MemoryProbe.hugeBytes)) answer, peak RssAnon \(MemoryProbe.mib(run.peak))"
         )
         #expect(run.status == 0 && run.out.contains("succeeded 1"), "\(run.out) \(run.err)")
-        #expect(run.peak < MemoryProbe.hugeBytes * 2 + (48 << 20), "peak RssAnon \(MemoryProbe.mib(run.peak))")
+        #expect(
+            run.peak > MemoryProbe.sampled && run.peak < MemoryProbe.hugeBytes * 3 + (48 << 20),
+            "peak RssAnon \(MemoryProbe.mib(run.peak))")
         let after = try OfflineStore.open(at: path, readOnly: true)
         #expect(try after.pendingRequestCount() == 0)
         #expect(try after.check().isConsistent)
@@ -120,7 +134,7 @@ enum MemoryProbe {
             "bounded memory, load with a huge member \(before ? "before" : "after") the entities: \(MemoryProbe.mib(MemoryProbe.hugeBytes)), peak RssAnon \(MemoryProbe.mib(run.peak))"
         )
         #expect(run.status == 0, "\(run.err)")
-        #expect(run.peak > 0 && run.peak < 48 << 20, "peak RssAnon \(MemoryProbe.mib(run.peak))")
+        #expect(run.peak > MemoryProbe.sampled && run.peak < 48 << 20, "peak RssAnon \(MemoryProbe.mib(run.peak))")
         #expect(try OfflineStore.open(at: path, readOnly: true).count(set: "Products") == MemoryProbe.count("Products"))
     }
 }

@@ -95,8 +95,10 @@ fail() { echo "serve-load: FAILED: $*" >&2; exit 1; }
 
 # --- the store
 echo "== store: $store ($rows SalesOrderItems)"
-rm -rf "$store"
-os demo --store "$store" >"$work/demo.log"
+rm -rf "$store" "$work/demo"
+# demo keeps its two stores in DIR/server and DIR/offline; the served one is the load test's.
+os demo --store "$work/demo" >"$work/demo.log"
+mv "$work/demo/server" "$store"
 os generate --store "$store" --set Products --count $((rows / 100)) --seed 11
 os generate --store "$store" --set SalesOrders --count $((rows / 4)) --seed 12
 os generate --store "$store" --set SalesOrderItems --count "$rows" --seed 13

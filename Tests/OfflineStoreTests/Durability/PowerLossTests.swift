@@ -338,24 +338,8 @@ struct PowerLossRun {
     }
 
     /// Starts `executable` with `args` (stdin /dev/null, output appended to the files).
-    static func spawn(
-        _ executable: String, _ args: [String], stdout: String, stderr: String
-    ) throws
-        -> pid_t
-    {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        let argv = ([executable] + args).map { strdup($0) } + [nil]
-        let envp = ProcessInfo.processInfo.environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { for p in argv + envp { free(p) } }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, executable, &actions, nil, argv, envp)
-        guard rc == 0 else { throw Failure("cannot start \(executable): \(String(cString: strerror(rc)))") }
-        return pid
+    static func spawn(_ executable: String, _ args: [String], stdout: String, stderr: String) throws -> pid_t {
+        try ChildProcess.spawn(executable, args, stdout: stdout, stderr: stderr, append: true)
     }
 
     /// Waits for `pid`; its exit status, or 128 + the signal.

@@ -19,9 +19,37 @@ struct ChildProcess {
     }
 
     struct SpawnFailed: Error, CustomStringConvertible {
+        var executable: String
         var code: Int32
-        var description: String { "posix_spawn failed: \(String(cString: strerror(code)))" }
+        var description: String { "cannot start \(executable): \(String(cString: strerror(code)))" }
     }
+
+    /// Starts `executable` with `args` without waiting: stdin /dev/null, stdout and stderr to the
+    /// files named (created, then truncated or appended to), the test's environment with
+    /// `environment` over it. Returns its PID.
+    static func spawn(
+        _ executable: String, _ args: [String], stdout: String, stderr: String, append: Bool = false,
+        environment changes: [String: String] = [:]
+    ) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        let mode = O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC)
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout, mode, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr, mode, 0o644)
+        let environment = ProcessInfo.processInfo.environment.merging(changes) { $1 }
+        let argv = ([executable] + args).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for p in argv + envp { free(p) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        guard rc == 0 else { throw SpawnFailed(executable: executable, code: rc) }
+        return pid
+    }
+
+    /// No backtraces from Swift's crash handler: a signal should end the child at once.
+    static let quiet = ["SWIFT_BACKTRACE": "enable=no"]
 
     /// Runs `offline-store` with `args`. Swift's crash backtracer is off: a signal should end
     /// the child at once.
@@ -31,22 +59,8 @@ struct ChildProcess {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let out = dir + "/out", err = dir + "/err"
 
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_addopen(&actions, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        var environment = ProcessInfo.processInfo.environment
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        let argv = ([CLI.executable] + args).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { for p in argv + envp { free(p) } }
-
         let start = Date()
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, CLI.executable, &actions, nil, argv, envp)
-        guard rc == 0 else { throw SpawnFailed(code: rc) }
+        let pid = try spawn(CLI.executable, args, stdout: out, stderr: err, environment: quiet)
         var outcome = Outcome()
         var status: Int32 = 0
         while waitpid(pid, &status, WNOHANG) == 0 {
@@ -75,20 +89,6 @@ extension ChildProcess {
     /// Starts `offline-store` with `args` without waiting (stdin /dev/null, stdout and stderr to
     /// the files named, created or truncated; no backtraces), for a test to kill; returns its PID.
     static func spawnDetached(_ args: [String], stdout: String, stderr: String) throws -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        var environment = ProcessInfo.processInfo.environment
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        let argv = ([CLI.executable] + args).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { for p in argv + envp { free(p) } }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, CLI.executable, &actions, nil, argv, envp)
-        guard rc == 0 else { throw SpawnFailed(code: rc) }
-        return pid
+        try spawn(CLI.executable, args, stdout: stdout, stderr: stderr, environment: quiet)
     }
 }

@@ -70,21 +70,8 @@ final class ServerProcess: @unchecked Sendable {
     private static func spawn(_ executable: String, _ args: [String]) throws -> (pid_t, String) {
         let logDir = FileManager.default.temporaryDirectory.appendingPathComponent("os-serve-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: logDir, withIntermediateDirectories: true)
-        let out = logDir + "/out", err = logDir + "/err"
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_addopen(&actions, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        var environment = ProcessInfo.processInfo.environment
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        let argv = ([executable] + args).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { for p in argv + envp { free(p) } }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, executable, &actions, nil, argv, envp)
-        guard rc == 0 else { throw ChildProcess.SpawnFailed(code: rc) }
+        let pid = try ChildProcess.spawn(
+            executable, args, stdout: logDir + "/out", stderr: logDir + "/err", environment: ChildProcess.quiet)
         return (pid, logDir)
     }
 

@@ -24,7 +24,7 @@ struct HostileUpstream {
             "/bin/sh",
             [
                 repositoryRoot + "/scripts/hostile-upstream.sh", "--data", "Products=\(dir)/Products.json",
-                "--lifetime", "300", "--pid-file", dir + "/pid",
+                "--lifetime", "900", "--pid-file", dir + "/pid",
             ] + extra, store: dir, startTimeout: 60)
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         return HostileUpstream(server: server, http: HTTP(client: client, base: server.url), client: client)

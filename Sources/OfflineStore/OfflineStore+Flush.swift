@@ -126,6 +126,14 @@ extension OfflineStore {
         }
     }
 
+    /// Whether `error` (of `refresh` or `flush`) says the service gave no answer at all — it is
+    /// away, or the network is — rather than refusing something: a sync then does not try the
+    /// other half.
+    package static func isNoAnswer(_ error: any Error) -> Bool {
+        if case BackendError.transport = error { return true }
+        return false
+    }
+
     /// Stores with a flush running in this process, by path.
     static let flushing = Mutex<Set<String>>([])
 

@@ -19,6 +19,13 @@ final class ServedClock: Sendable {
 }
 
 extension OfflineStore {
+    /// Whether the store is an offline copy of a service — it has a service root or defining
+    /// requests — rather than the authority for its data. The role decides what a served write
+    /// does (`ServedTransaction`): an offline store queues it for flush, exactly as the Swift
+    /// API's `create`/`update`/`delete` do; an authority store applies it directly and logs it for
+    /// delta links.
+    public var isOffline: Bool { configuration.serviceRoot != nil || !configuration.definingRequests.isEmpty }
+
     /// The time repeatability records are stamped with and expire by (`Date()` unless a test sets
     /// another clock).
     package var now: @Sendable () -> Date {
@@ -32,8 +39,9 @@ extension OfflineStore {
     }
 
     /// Runs `body` as ONE write transaction of a served store: group-committed with other writers,
-    /// durable on return under `full` durability. Writes go straight to the entity sets and their
-    /// indexes (no request queue) and each is recorded in the change log, in this transaction.
+    /// durable on return under `full` durability. In an authority store writes go straight to the
+    /// entity sets and their indexes and each is recorded in the change log; in an offline store
+    /// (`isOffline`) they go through the request queue. Either way, in this transaction.
     ///
     /// With a `repeatabilityID` (OData 4.01 `Repeatability-Request-ID`): if a record of it exists
     /// and is younger than the store's `repeatabilityWindowSeconds`, returns it with
@@ -64,6 +72,8 @@ extension OfflineStore {
             throw ServedError.badRepeatabilityID(error.description)
         }
         let store = entities
+        let queue = isOffline ? requestQueue : nil
+        let optimize = configuration.requestQueueOptimization
         // Taken once, outside the body, so a body run again records the same time.
         let now = Self.milliseconds(self.now())
         let window = Int64(configuration.repeatabilityWindowSeconds) * 1000
@@ -78,7 +88,8 @@ extension OfflineStore {
             }
             try repeats.purge(t, before: cutoff)
             let state = _ServedState()
-            let response = try body(ServedTransaction(t: t, store: store, state: state))
+            let response = try body(
+                ServedTransaction(t: t, store: store, state: state, queue: queue, optimize: optimize))
             if let failure = state.failure { throw failure }
             if let id { try repeats.put(t, id: id, response.record(at: now, fingerprint: fingerprint)) }
             return (response, false)

@@ -1,4 +1,5 @@
 import LMDB
+import Queue
 import Served
 import Storage
 
@@ -80,15 +81,30 @@ final class _ServedState: @unchecked Sendable {
 /// One write transaction of a served store. Valid only inside `OfflineStore.served(...)`'s body
 /// (debug builds trap on use after it: it wraps the transaction's `WriteView`).
 ///
-/// Each write applies the entity and its indexes directly (no request queue) and records the
-/// entity in the change log, in this transaction. A refusal — `ServedError`, or `EntityError` for
-/// input the schema refuses — comes before anything is written, so the body may catch it and go
-/// on. Any other error (LMDB's) may leave a write half done: `served` then throws it even if the
-/// body returns, so nothing is committed.
+/// The store's role decides what a write does. In an **authority** store (no service behind it)
+/// each write applies the entity and its indexes directly and records the entity in the change
+/// log. In an **offline** store (`OfflineStore.isOffline`: it has a service to sync with) each
+/// write goes through the request queue exactly as the Swift API's `create`/`update`/… do — same
+/// validation, collapse, local keys — and the next flush sends it; the change log is not written
+/// (refresh changes entities too, so it could not serve deltas). Either way it is this
+/// transaction: all of a unit's writes, or none.
+///
+/// A refusal — `ServedError`, or `EntityError` for input the schema refuses — of an authority
+/// write comes before anything is written, so the body may catch it and go on. Any other error
+/// (LMDB's), and any error of an offline write (the queue writes the entity before it records the
+/// request), may leave a write half done: `served` then throws it even if the body returns, so
+/// nothing is committed.
 package struct ServedTransaction {
     let t: WriteView
     let store: EntityStore
     let state: _ServedState
+    /// The request queue writes go through: an offline store's; nil for an authority store.
+    let queue: RequestQueue?
+    /// Request-queue optimization (collapse) of an offline store's configuration.
+    let optimize: Bool
+
+    /// Whether writes go through the request queue (an offline store).
+    package var queued: Bool { queue != nil }
 
     /// The handle of a set served writes may change (not one of the store's own sets).
     private func handle(_ name: String) throws -> EntitySetHandle {
@@ -164,9 +180,13 @@ package struct ServedTransaction {
     }
 
     /// Inserts an entity (schema-validated; `EntityError` for bad input); `ServedError.alreadyExists`
-    /// if the key is taken. Returns the entity as stored and its ETag.
-    package func create(set name: String, entity: Properties) throws -> (entity: Properties, etag: String) {
-        try guarded {
+    /// if the key is taken. Returns the entity as stored and its ETag. In an offline store the
+    /// create is queued with `options`; key properties left out get local keys (`LocalKeys`).
+    package func create(
+        set name: String, entity: Properties, options: ChangeOptions = .init()
+    ) throws -> (entity: Properties, etag: String) {
+        if let queue { return try queuedCreate(queue, set: name, entity: entity, options: options) }
+        return try guarded {
             let set = try handle(name)
             let key = try set.keyValues(entity)
             let keyBytes = try keyBytes(set, key)
@@ -184,9 +204,13 @@ package struct ServedTransaction {
     /// the entity does not exist (whatever `ifMatch` says), `.preconditionFailed` when the tag
     /// does not match.
     package func update(
-        set name: String, key: [Value], changes: Properties, ifMatch: String?
+        set name: String, key: [Value], changes: Properties, ifMatch: String?, options: ChangeOptions = .init()
     ) throws -> (entity: Properties, etag: String) {
-        try guarded {
+        if let queue {
+            return try queuedChange(
+                queue, .update(set: name, key: key, changes: changes), ifMatch: ifMatch, options: options)!
+        }
+        return try guarded {
             let set = try handle(name)
             let keyBytes = try keyBytes(set, key)
             try existing(set, key: key, keyBytes, ifMatch: ifMatch)
@@ -199,9 +223,13 @@ package struct ServedTransaction {
     /// PUT: replaces the entity; properties left out become null (as the local replace does).
     /// Errors as `update`.
     package func replace(
-        set name: String, key: [Value], entity: Properties, ifMatch: String?
+        set name: String, key: [Value], entity: Properties, ifMatch: String?, options: ChangeOptions = .init()
     ) throws -> (entity: Properties, etag: String) {
-        try guarded {
+        if let queue {
+            return try queuedChange(
+                queue, .replace(set: name, key: key, entity: entity), ifMatch: ifMatch, options: options)!
+        }
+        return try guarded {
             let set = try handle(name)
             let keyBytes = try keyBytes(set, key)
             try existing(set, key: key, keyBytes, ifMatch: ifMatch)
@@ -212,7 +240,11 @@ package struct ServedTransaction {
     }
 
     /// Deletes the entity. Errors as `update`.
-    package func delete(set name: String, key: [Value], ifMatch: String?) throws {
+    package func delete(set name: String, key: [Value], ifMatch: String?, options: ChangeOptions = .init()) throws {
+        if let queue {
+            _ = try queuedChange(queue, .delete(set: name, key: key), ifMatch: ifMatch, options: options)
+            return
+        }
         try guarded {
             let set = try handle(name)
             let keyBytes = try keyBytes(set, key)
@@ -220,6 +252,60 @@ package struct ServedTransaction {
             try set.delete(t, key: key)
             try log(set, keyBytes, .delete)
         }
+    }
+
+    // MARK: An offline store's writes: through the request queue
+
+    /// A create through the queue: 409 when the client gave the whole key and it is taken.
+    private func queuedCreate(
+        _ queue: RequestQueue, set name: String, entity: Properties, options: ChangeOptions
+    ) throws -> (entity: Properties, etag: String) {
+        try writing {
+            let set = try handle(name)
+            let type = set.type
+            if type.key.allSatisfy({ !(entity[$0]?.isNull ?? true) }) {
+                let key = try set.keyValues(entity)
+                if try t.get(set.entities, try set.encodeKey(key)) != nil {
+                    throw ServedError.alreadyExists(set: name, key: set.describeKey(key))
+                }
+            }
+            let applied = try queue.apply(
+                .create(set: name, entity: entity), options: options, optimize: optimize, in: t)
+            guard let created = applied.entity else {
+                throw EntityError.badInput("the create of an entity of \(name) left no entity")  // not reached
+            }
+            return try stored(set, try set.encodeKey(try set.keyValues(created)))
+        }
+    }
+
+    /// An update, replace or delete through the queue, after the checks an authority write makes
+    /// (the entity exists; `ifMatch` matches the ETag of its local image). Returns the entity as
+    /// stored and its ETag; nil after a delete.
+    private func queuedChange(
+        _ queue: RequestQueue, _ change: LocalChange, ifMatch: String?, options: ChangeOptions
+    ) throws -> (entity: Properties, etag: String)? {
+        try writing {
+            let (name, key): (String, [Value])
+            switch change {
+            case .update(let s, let k, _), .replace(let s, let k, _), .delete(let s, let k): (name, key) = (s, k)
+            case .create: throw EntityError.badInput("a create is not a change of an entity")  // not reached
+            }
+            let set = try handle(name)
+            let keyBytes = try set.encodeKey(key)
+            try existing(set, key: key, keyBytes, ifMatch: ifMatch)
+            let applied = try queue.apply(change, options: options, optimize: optimize, in: t)
+            return applied.entity == nil ? nil : try stored(set, keyBytes)
+        }
+    }
+
+    /// Resolves an ErrorArchive entry (`DELETE ErrorArchive(id)` on an offline store): the refused
+    /// request and those that depend on it leave the queue, and their entities get the service's
+    /// image back (`OfflineStore.resolveError`). `EntityError.notFound` when there is no such entry.
+    package func resolveError(requestID: Int64) throws {
+        guard let queue else {
+            throw EntityError.badInput("this store has no request queue to resolve errors of")
+        }
+        _ = try writing { try queue.resolveError(t, id: requestID) }
     }
 
     /// The current entity and its ETag, read inside this transaction (it sees this

@@ -234,6 +234,9 @@ struct Batch {
             unit.map { "\($0.method.rawValue) \($0.url)\n" + String(decoding: $0.body, as: UTF8.self) }.joined(
                 separator: "\n"
             ).utf8)
+        // An offline store flushes the requests of an atomicity group as one change set: they
+        // share a transaction id (one the client gave with OfflineOData.TransactionID wins).
+        let groupTransaction = unit.count > 1 ? "batch-\(UUID().uuidString)" : nil
         let recorded: RecordedResponse
         let replayed: Bool
         do {
@@ -270,9 +273,12 @@ struct Batch {
                         let op = try Writes.operation(
                             store, method: item.method, resource: resource, body: item.body,
                             ifMatch: item.header("If-Match"))
+                        var options = try Writes.changeOptions(item.header)
+                        if options.transactionID == nil { options.transactionID = groupTransaction }
                         let (response, entityURL) = try Writes.apply(
                             op, tx, store: store, root: root,
-                            representation: Prefer(item.header("Prefer")).returnRepresentation ?? representation)
+                            representation: Prefer(item.header("Prefer")).returnRepresentation ?? representation,
+                            options: options)
                         if let entityURL { refs[item.id] = entityURL }
                         answers.append(
                             Answer(

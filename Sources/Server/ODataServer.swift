@@ -49,6 +49,10 @@ public struct ServeOptions: Sendable {
     /// another program (`demo`): a `ServerStop` then stops it, and the signals keep their usual
     /// effect on the program.
     public var stopOnSignals = true
+    /// For an offline store (`OfflineStore.isOffline`): refresh then flush every this long, in
+    /// the background (`SyncLoop`); nil: only when asked (`POST /$sync` from loopback). An
+    /// authority store has nothing to sync with, and refuses it.
+    public var syncInterval: Duration?
     public init() {}
 
     /// `url` as a service root for `publicURL` (ending with `/`), or an error saying why it is not
@@ -75,9 +79,16 @@ public enum ODataServer {
         let pool = NIOThreadPool(numberOfThreads: max(1, options.queryThreads))
         pool.start()
         let roots = ServiceRoot(host: options.host, publicRoot: publicRoot)
-        let service = ODataService(store: store, options: options, logger: logger, roots: roots, queries: pool)
-        let responder = CallbackResponder<BasicRequestContext> { request, _ in
-            await service.respond(to: request)
+        let sync = store.isOffline ? SyncLoop(store: store, logger: logger) : nil
+        if options.syncInterval != nil, sync == nil {
+            throw ServeError(
+                "--sync-interval is for an offline store (one with a serviceRoot or defining requests); this store is the authority for its data"
+            )
+        }
+        let service = ODataService(
+            store: store, options: options, logger: logger, roots: roots, queries: pool, sync: sync)
+        let responder = CallbackResponder<ServeContext> { request, context in
+            await service.respond(to: request, peer: context.remoteAddress)
         }
         let limits = ConnectionGuard.Limits(
             header: options.headerTimeout.map(TimeAmount.init), request: options.requestTimeout.map(TimeAmount.init),
@@ -99,6 +110,11 @@ public enum ODataServer {
             }
         }
         defer { summaries.cancel() }
+        let syncing = Task {
+            guard let sync, let interval = options.syncInterval else { return }
+            await sync.run(every: interval)
+        }
+        defer { syncing.cancel() }
         let group = ServiceGroup(
             configuration: .init(
                 services: [app], gracefulShutdownSignals: options.stopOnSignals ? [.sigterm, .sigint] : [],
@@ -113,8 +129,28 @@ public enum ODataServer {
             try? await pool.shutdownGracefully()
             throw error
         }
+        syncing.cancel()
+        await syncing.value
         try? await pool.shutdownGracefully()
         service.stats.logSummary(logger, onlyIfChanged: false)
+    }
+}
+
+/// A setting `ODataServer.run` refuses.
+public struct ServeError: Error, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The request context of `serve`: Hummingbird's basic one, and the peer's address (`POST /$sync`
+/// is for loopback peers only).
+struct ServeContext: RequestContext, RemoteAddressRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let remoteAddress: SocketAddress?
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
     }
 }
 

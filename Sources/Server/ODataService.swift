@@ -18,6 +18,8 @@ struct ODataService: Sendable {
     let roots: ServiceRoot
     /// Where queries run: never on Swift's concurrency pool, which a few long scans would fill.
     let queries: NIOThreadPool
+    /// Sync behind an offline store (`POST /$sync`, `--sync-interval`); nil for an authority store.
+    let sync: SyncLoop?
     let stats = AccessStats()
 
     /// Runs `body` (a query, or anything else that may take long) on the query threads.
@@ -25,11 +27,11 @@ struct ODataService: Sendable {
         try await queries.runIfActive(body)
     }
 
-    func respond(to request: Request) async -> Response {
+    func respond(to request: Request, peer: SocketAddress? = nil) async -> Response {
         let start = ContinuousClock.now
         var response: Response
         do {
-            response = try await route(request)
+            response = try await route(request, peer: peer)
         } catch {
             response = ODataFailure(error).response
         }
@@ -46,7 +48,7 @@ struct ODataService: Sendable {
     /// (`ServiceRoot`). The request's `Host` was validated by `route`.
     func serviceRoot(_ request: Request) -> String { roots.root(host: request.head.authority) }
 
-    private func route(_ request: Request) async throws -> Response {
+    private func route(_ request: Request, peer: SocketAddress?) async throws -> Response {
         if let host = request.head.authority, !ServiceRoot.isValidHost(host) {
             throw ODataFailure(
                 .badRequest,
@@ -79,6 +81,8 @@ struct ODataService: Sendable {
             guard method == .post else { throw ODataFailure.methodNotAllowed(method, "$batch", allow: "POST") }
             var request = request
             return try await Batch(service: self).respond(&request)
+        case "$sync":
+            return try await syncNow(request, peer: peer)
         default:
             break
         }
@@ -93,6 +97,36 @@ struct ODataService: Sendable {
             throw ODataFailure.methodNotAllowed(
                 method, "'\(QueryError.quoting(resource))'", allow: "GET, POST, PATCH, PUT, DELETE")
         }
+    }
+}
+
+extension ODataService {
+    /// `POST /$sync`: a refresh then a flush of an offline store now (after the one running, if
+    /// any), answered with the outcome — 200 when both ran to the end, 503 when the back end
+    /// failed (the store and this service are unharmed; the body says what failed). Only from a
+    /// loopback peer: an administrator's request, not a client's.
+    func syncNow(_ request: Request, peer: SocketAddress?) async throws -> Response {
+        guard let sync else {
+            throw ODataFailure(
+                .notFound, "this store is the authority for its data: it has no service to sync with")
+        }
+        guard request.method == .post else {
+            throw ODataFailure.methodNotAllowed(request.method, "$sync", allow: "POST")
+        }
+        guard let peer, Self.isLoopback(peer) else {
+            throw ODataFailure(.forbidden, "$sync is answered only to a client on this machine (loopback)")
+        }
+        let outcome = await sync.sync(reason: "POST /$sync")
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(
+            status: outcome.succeeded ? .ok : .serviceUnavailable, headers: headers,
+            body: .init(byteBuffer: ByteBuffer(bytes: outcome.json)))
+    }
+
+    static func isLoopback(_ address: SocketAddress) -> Bool {
+        guard let ip = address.ipAddress else { return false }
+        return ip.hasPrefix("127.") || ip == "::1" || ip.hasPrefix("::ffff:127.")
     }
 }
 

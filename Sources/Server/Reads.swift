@@ -19,7 +19,8 @@ import Storage
 /// `$orderby` and `$count`: it covers every entity of the defining query, in change order. N is
 /// the change log's position read before the first page, carried through the `@odata.nextLink`s
 /// as the custom option `trackfrom=N`: a change made while the pages are read is delivered again
-/// by the delta, never lost.
+/// by the delta, never lost. An offline store (`OfflineStore.isOffline`) does not track changes:
+/// the preference is ignored and a `$deltatoken` answers 501.
 struct Reads {
     let service: ODataService
     var store: OfflineStore { service.store }
@@ -37,6 +38,12 @@ struct Reads {
         let produce: @Sendable (@escaping (UnsafeRawBufferPointer) throws -> Void) throws -> ResultSummary
 
         if let tokenText = Self.take("$deltatoken", from: &params) {
+            guard !store.isOffline else {
+                throw ODataFailure(
+                    .notImplemented,
+                    "this is an offline store: refresh changes its data as well as writes, so it serves no delta links",
+                    target: "$deltatoken")
+            }
             guard let token = UInt64(tokenText) else {
                 throw ODataFailure(
                     .badRequest,
@@ -69,7 +76,9 @@ struct Reads {
             var options = ResultOptions(serviceRoot: root, etags: true)
             var query = url
             let carried = Self.take("trackfrom", from: &params)
-            if prefer.trackChanges || carried != nil {
+            // An offline store ignores odata.track-changes (not in Preference-Applied): its change
+            // log does not see what refresh writes, so it could not serve a true delta.
+            if !store.isOffline, prefer.trackChanges || carried != nil {
                 guard !isCount else {
                     throw ODataFailure(.badRequest, "odata.track-changes needs a collection, not /$count")
                 }

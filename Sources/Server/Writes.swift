@@ -12,11 +12,15 @@ enum WriteOp: Sendable {
     case update(set: String, key: [Value], changes: Properties, ifMatch: String?)
     case replace(set: String, key: [Value], entity: Properties, ifMatch: String?)
     case delete(set: String, key: [Value], ifMatch: String?)
+    /// `DELETE ErrorArchive(id)` on an offline store: give up the refused request (`resolveError`).
+    case resolveError(requestID: Int64)
 }
 
-/// POST, PATCH, PUT and DELETE: applied directly (a served store is the authority; nothing is
-/// queued), with the change-log entry and, for a request with `Repeatability-Request-ID`, the
-/// recorded response committed in the same transaction.
+/// POST, PATCH, PUT and DELETE, in the store's role (`OfflineStore.isOffline`): an authority
+/// store applies them directly, with the change-log entry; an offline store queues them for flush
+/// as the Swift API does (local keys for keys left out, `Location` naming the local key, ETags of
+/// the local image), with SAP's request options from headers (`changeOptions`). Either way the
+/// recorded response of a request with `Repeatability-Request-ID` commits in the same transaction.
 struct Writes {
     let service: ODataService
     var store: OfflineStore { service.store }
@@ -38,9 +42,11 @@ struct Writes {
         let fingerprint = Array("\(method.rawValue) \(resource)\n".utf8) + rawBody
         let store = self.store
         let representation = prefer.returnRepresentation
+        let options = try Self.changeOptions { name in HTTPField.Name(name).flatMap { request.headers[$0] } }
         let (recorded, replayed) = try await store.served(repeatabilityID: repeatability?.id, fingerprint: fingerprint)
         { tx in
-            try Self.apply(op, tx, store: store, root: root, representation: representation).response
+            try Self.apply(op, tx, store: store, root: root, representation: representation, options: options)
+                .response
         }
         var response = recorded.httpResponse
         if repeatability != nil { response.headers[.repeatabilityResult] = replayed ? "replayed" : "accepted" }
@@ -84,7 +90,14 @@ struct Writes {
             }
         }
         if store.schema.isSystemSet(set) {
-            throw ODataFailure.methodNotAllowed(method, "\(set), which the store keeps", allow: "GET")
+            if store.isOffline, set == "ErrorArchive", method == .delete, let key, key.count == 1,
+                case .int(let id) = key[0]
+            {
+                return .resolveError(requestID: id)
+            }
+            throw ODataFailure.methodNotAllowed(
+                method, "\(set), which the store keeps",
+                allow: store.isOffline && set == "ErrorArchive" && key != nil ? "GET, DELETE" : "GET")
         }
         switch (method, key) {
         case (.post, nil):
@@ -110,12 +123,13 @@ struct Writes {
     /// return=representation`) for an update, 204 for a delete; `ETag` whenever an entity remains.
     static func apply(
         _ op: WriteOp, _ tx: ServedTransaction, store: OfflineStore, root: String,
-        representation: Bool?
+        representation: Bool?, options: ChangeOptions = .init()
     ) throws -> (response: RecordedResponse, entityURL: String?) {
         switch op {
         case .create(let set, let given):
-            let entity = try assigningComputedKey(store, tx, set: set, given)
-            let (stored, etag) = try tx.create(set: set, entity: entity)
+            // An offline store's queue gives a key left out a local key instead.
+            let entity = tx.queued ? given : try assigningComputedKey(store, tx, set: set, given)
+            let (stored, etag) = try tx.create(set: set, entity: entity, options: options)
             let url = try entityURL(store, set: set, entity: stored)
             var headers = [("Location", root + url), ("ETag", etag)]
             if representation == false {
@@ -129,21 +143,53 @@ struct Writes {
                     body: try entityJSON(store, set: set, entity: stored, etag: etag, root: root)), url
             )
         case .update(let set, let key, let changes, let ifMatch):
-            let (stored, etag) = try tx.update(set: set, key: key, changes: changes, ifMatch: ifMatch)
+            let (stored, etag) = try tx.update(
+                set: set, key: key, changes: changes, ifMatch: ifMatch, options: options)
             return (
                 try changed(store, set: set, stored: stored, etag: etag, root: root, representation: representation),
                 nil
             )
         case .replace(let set, let key, let entity, let ifMatch):
-            let (stored, etag) = try tx.replace(set: set, key: key, entity: entity, ifMatch: ifMatch)
+            let (stored, etag) = try tx.replace(set: set, key: key, entity: entity, ifMatch: ifMatch, options: options)
             return (
                 try changed(store, set: set, stored: stored, etag: etag, root: root, representation: representation),
                 nil
             )
         case .delete(let set, let key, let ifMatch):
-            try tx.delete(set: set, key: key, ifMatch: ifMatch)
+            try tx.delete(set: set, key: key, ifMatch: ifMatch, options: options)
+            return (RecordedResponse(status: 204, headers: [], body: []), nil)
+        case .resolveError(let id):
+            try tx.resolveError(requestID: id)
             return (RecordedResponse(status: 204, headers: [], body: []), nil)
         }
+    }
+
+    /// The request options of SAP's offline store, from a write's headers (`header(name)`: its
+    /// value or nil): `OfflineOData.TransactionID` (requests with one id are flushed as one change
+    /// set), `OfflineOData.NonMergeable` (`true`: never collapsed with another request),
+    /// `OfflineOData.CustomTag` and `OfflineOData.UploadCategory` (`flush --category`).
+    /// `OfflineOData.RemoveAfterUpload: true` is refused (501): this store keeps what it created.
+    /// An authority store ignores them, as any unknown header.
+    static func changeOptions(_ header: (String) -> String?) throws -> ChangeOptions {
+        func flag(_ name: String) throws -> Bool {
+            guard let text = header(name) else { return false }
+            switch text.lowercased() {
+            case "true": return true
+            case "false": return false
+            default: throw ODataFailure(.badRequest, "\(name) is true or false, not '\(QueryError.quoting(text))'")
+            }
+        }
+        if try flag("OfflineOData.RemoveAfterUpload") {
+            throw ODataFailure(
+                .notImplemented,
+                "OfflineOData.RemoveAfterUpload is not supported: this store keeps the entities it creates")
+        }
+        var options = ChangeOptions()
+        options.transactionID = header("OfflineOData.TransactionID")
+        options.customTag = header("OfflineOData.CustomTag")
+        options.uploadCategory = header("OfflineOData.UploadCategory")
+        options.nonMergeable = try flag("OfflineOData.NonMergeable")
+        return options
     }
 
     /// `entity` with the key properties the service computes (`Core.Computed`, V2

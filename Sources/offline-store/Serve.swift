@@ -10,8 +10,19 @@ import Synchronization
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract:
-            "Serve the store as an OData V4 service over HTTP (the served role: writes apply directly, nothing is queued).",
+            "Serve the store as an OData V4 service over HTTP, in the store's role: an offline store queues writes for flush; an authority store applies them.",
         discussion: """
+            The role is the store's: a store with a serviceRoot or defining requests is an offline \
+            copy of that service, and serve is its local producer — writes go through the request \
+            queue exactly as the library's create/update/delete do (local keys, collapse, ETags of the \
+            local image, Location naming the local key), RequestQueue, ErrorArchive and EventLog are \
+            readable sets, DELETE ErrorArchive(ID) gives a refused request up, and changing an entity \
+            whose request was refused sends it again. SAP's request options come as headers: \
+            OfflineOData.TransactionID, OfflineOData.NonMergeable, OfflineOData.CustomTag, \
+            OfflineOData.UploadCategory. Sync runs behind it: every --sync-interval seconds and on \
+            POST /$sync from loopback (answered with the outcome), a refresh then a flush against \
+            the configured service, never two at once; a failing service is logged, never fatal. \
+            Any other store is the authority: writes apply directly and are logged for delta links.
             Binds 127.0.0.1 unless --host says otherwise; --port 0 takes a free port. Prints one line, \
             "serving DIR at http://HOST:PORT/", once it listens. Stops cleanly on SIGINT or SIGTERM. \
             Logs an access summary at info level and a line per request at debug (--log-level debug).
@@ -53,6 +64,8 @@ struct Serve: ParsableCommand {
     var maxBatchResponse = "16M"
     @Option(help: "Threads that run queries, apart from the threads that answer everything else.") var queryThreads =
         8
+    @Option(help: "An offline store: refresh then flush every this many seconds, in the background.")
+    var syncInterval: Double?
 
     func run() throws {
         try runReportingErrors {
@@ -67,6 +80,9 @@ struct Serve: ParsableCommand {
                 ("--idle-timeout", idleTimeout), ("--write-timeout", writeTimeout),
             ] where !(value > 0 && value <= 86_400) {
                 throw CLIError("\(name) must be a positive number of seconds, at most 86400")
+            }
+            if let syncInterval, !(syncInterval >= 0.1 && syncInterval <= 86_400) {
+                throw CLIError("--sync-interval must be a number of seconds from 0.1 to 86400")
             }
             guard (1...256).contains(queryThreads) else { throw CLIError("--query-threads must be 1…256") }
             let batchBytes = try parseSize(maxBatchResponse, zeroAllowed: false)
@@ -95,6 +111,12 @@ struct Serve: ParsableCommand {
             serve.writeTimeout = .milliseconds(Int64(writeTimeout * 1000))
             serve.maxBatchResponseBytes = batchBytes
             serve.queryThreads = queryThreads
+            serve.syncInterval = syncInterval.map { .milliseconds(Int64($0 * 1000)) }
+            if syncInterval != nil, !store.isOffline {
+                throw CLIError(
+                    "--sync-interval is for an offline store (one with a serviceRoot or defining requests); \(options.store) is the authority for its data"
+                )
+            }
             let (path, host, settings, log) = (options.store, host, serve, logger)
             if let lifetime {
                 // The same path as a SIGTERM from outside: a graceful stop. Sent to the process, not with

@@ -140,18 +140,22 @@ import TestSupport
                 .POST, "Products", body: #"{"ProductID":"\#(key)","Name":"killed sidecar"}"#,
                 headers: [("Repeatability-Request-ID", id)])
         }
+        // The writes whose answer never came, sent again with their ids: applied now, or replayed.
+        func retryUnanswered(_ http: HTTP) async {
+            for (key, id) in unanswered {
+                let reply = await create(http, key, id)
+                #expect(reply?.status == 201, "retry of \(key): \(reply?.text ?? "no answer")")
+                if reply?.header("Repeatability-Result") == "replayed" { replayed += 1 }
+                acknowledged.append(key)
+            }
+            unanswered = []
+        }
         do {
             while kills < Self.rounds, Date().timeIntervalSince(start) < Self.budget {
                 let server = try await ServerProcess.start(
                     store: offline, lifetime: 300, extra: ["--sync-interval", "0.2"])
                 let http = HTTP(client: client, base: server.url, timeout: .seconds(15))
-                for (key, id) in unanswered {
-                    let reply = await create(http, key, id)
-                    #expect(reply?.status == 201, "retry of \(key): \(reply?.text ?? "no answer")")
-                    if reply?.header("Repeatability-Result") == "replayed" { replayed += 1 }
-                    acknowledged.append(key)
-                }
-                unanswered = []
+                await retryUnanswered(http)
                 let killAt = Date().addingTimeInterval(Double(Int.random(in: 200...1_500, using: &random)) / 1000)
                 while Date() < killAt {
                     n += 1
@@ -176,12 +180,7 @@ import TestSupport
             // A last start: the unanswered sent again, then a drain to the upstream.
             let server = try await ServerProcess.start(store: offline, lifetime: 300)
             let http = HTTP(client: client, base: server.url, timeout: .seconds(30))
-            for (key, id) in unanswered {
-                let reply = await create(http, key, id)
-                #expect(reply?.status == 201, "final retry of \(key): \(reply?.text ?? "no answer")")
-                if reply?.header("Repeatability-Result") == "replayed" { replayed += 1 }
-                acknowledged.append(key)
-            }
+            await retryUnanswered(http)
             let left = try await Self.drain(http)
             #expect(left == 0)
             #expect(OfflineServeTests.rows(try await http.get("ErrorArchive")).isEmpty, "nothing refused, no 409")

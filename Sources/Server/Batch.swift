@@ -205,11 +205,12 @@ struct Batch {
         )
         // The limit reached already: not even the query runs.
         guard budget > 0 else { throw tooLarge }
+        var options = ResultOptions(serviceRoot: root, etags: true)
+        options.verbose = service.v2
+        let readOptions = options
         var body = try await service.offload {
             var body: [UInt8] = []
-            try store.query(
-                url, format: .json, pageSize: pageSize, options: ResultOptions(serviceRoot: root, etags: true)
-            ) { chunk in
+            try store.query(url, format: .json, pageSize: pageSize, options: readOptions) { chunk in
                 guard body.count + chunk.count <= budget else { throw tooLarge }
                 body.append(contentsOf: chunk)
             }
@@ -219,7 +220,7 @@ struct Batch {
             if body.last == UInt8(ascii: "\n") { body.removeLast() }
             return Answer(status: 200, headers: [("Content-Type", "text/plain")], body: body)
         }
-        return Answer(status: 200, headers: [("Content-Type", "application/json;odata.metadata=minimal")], body: body)
+        return Answer(status: 200, headers: [("Content-Type", V2Dialect.jsonContentType(store))], body: body)
     }
 
     /// Runs a unit of writes in one served transaction. The unit's answers travel out of the

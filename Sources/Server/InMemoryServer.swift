@@ -17,7 +17,7 @@ package struct InMemoryServer: Sendable {
         service = ODataService(
             store: store, options: options,
             logger: Logger(label: "offline-store.fuzz") { _ in SwiftLogNoOpLogHandler() }, roots: roots,
-            queries: .singleton, sync: nil)
+            queries: .singleton, sync: nil, csrf: nil)
     }
 
     /// Answers one request. nil when `method` is no HTTP method token; header names that are no

@@ -53,6 +53,9 @@ public struct ServeOptions: Sendable {
     /// the background (`SyncLoop`); nil: only when asked (`POST /$sync` from loopback). An
     /// authority store has nothing to sync with, and refuses it.
     public var syncInterval: Duration?
+    /// SAP Gateway's CSRF protection (`X-CSRF-Token: Fetch`, then the token on every modifying
+    /// request, else 403): nil means on for a store made from V2 `$metadata`, off for V4.
+    public var csrfProtection: Bool?
     public init() {}
 
     /// `url` as a service root for `publicURL` (ending with `/`), or an error saying why it is not
@@ -86,7 +89,8 @@ public enum ODataServer {
             )
         }
         let service = ODataService(
-            store: store, options: options, logger: logger, roots: roots, queries: pool, sync: sync)
+            store: store, options: options, logger: logger, roots: roots, queries: pool, sync: sync,
+            csrf: options.csrfProtection ?? V2Dialect.applies(to: store) ? CSRF() : nil)
         let responder = CallbackResponder<ServeContext> { request, context in
             await service.respond(to: request, peer: context.remoteAddress)
         }

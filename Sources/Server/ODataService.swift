@@ -20,7 +20,13 @@ struct ODataService: Sendable {
     let queries: NIOThreadPool
     /// Sync behind an offline store (`POST /$sync`, `--sync-interval`); nil for an authority store.
     let sync: SyncLoop?
+    /// Gateway's CSRF protection, when on (`ServeOptions.csrfProtection`).
+    let csrf: CSRF?
     let stats = AccessStats()
+
+    /// Whether the store is served in OData V2's dialect (`V2Dialect`): a store made from V2
+    /// `$metadata`.
+    var v2: Bool { V2Dialect.applies(to: store) }
 
     /// Runs `body` (a query, or anything else that may take long) on the query threads.
     func offload<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
@@ -33,9 +39,11 @@ struct ODataService: Sendable {
         do {
             response = try await route(request, peer: peer)
         } catch {
-            response = ODataFailure(error).response
+            let failure = ODataFailure(error)
+            response = v2 ? V2Dialect.response(failure) : failure.response
         }
-        response.headers[.odataVersion] = "4.0"
+        if v2 { response.headers[.dataServiceVersion] = "2.0" } else { response.headers[.odataVersion] = "4.0" }
+        if let csrf, CSRF.fetches(request) { response.headers[.xCSRFToken] = csrf.token }
         let elapsed = ContinuousClock.now - start
         let micros =
             UInt64(elapsed.components.seconds) * 1_000_000 + UInt64(elapsed.components.attoseconds / 1_000_000_000_000)
@@ -49,6 +57,16 @@ struct ODataService: Sendable {
     func serviceRoot(_ request: Request) -> String { roots.root(host: request.head.authority) }
 
     private func route(_ request: Request, peer: SocketAddress?) async throws -> Response {
+        var request = request
+        if v2 {
+            // MERGE, and a POST's X-HTTP-Method, stand for the method they name.
+            let method = try V2Dialect.method(request)
+            if method != request.method {
+                var head = request.head
+                head.method = method
+                request = Request(head: head, body: request.body)
+            }
+        }
         if let host = request.head.authority, !ServiceRoot.isValidHost(host) {
             throw ODataFailure(
                 .badRequest,
@@ -61,12 +79,14 @@ struct ODataService: Sendable {
         if resource.hasSuffix("/") { resource.removeLast() }
         let query = request.uri.query ?? ""
         let method = request.method
+        if let csrf, resource != "$sync" { try csrf.check(request, method: method) }
         switch resource {
         case "":
             guard method == .get || method == .head else {
                 throw ODataFailure.methodNotAllowed(method, "the service document", allow: "GET")
             }
             try Negotiation.requireJSON(request)
+            if v2 { return Response.json(V2Dialect.serviceDocument(store.schema), contentType: "application/json") }
             return Response.json(ServiceDocument.json(store.schema, root: serviceRoot(request)))
         case "$metadata":
             guard method == .get || method == .head else {
@@ -79,7 +99,6 @@ struct ODataService: Sendable {
                 status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: store.entities.metadata)))
         case "$batch":
             guard method == .post else { throw ODataFailure.methodNotAllowed(method, "$batch", allow: "POST") }
-            var request = request
             return try await Batch(service: self).respond(&request)
         case "$sync":
             return try await syncNow(request, peer: peer)
@@ -91,7 +110,6 @@ struct ODataService: Sendable {
         case .get, .head:
             return try await Reads(service: self).get(request, url: url, resource: resource)
         case .post, .patch, .put, .delete:
-            var request = request
             return try await Writes(service: self).respond(&request, resource: resource, query: query)
         default:
             throw ODataFailure.methodNotAllowed(
@@ -143,10 +161,11 @@ extension HTTPField.Name {
 extension Response {
     /// A JSON response (`application/json;odata.metadata=minimal`).
     static func json(
-        _ bytes: [UInt8], status: HTTPResponse.Status = .ok, headers extra: HTTPFields = HTTPFields()
+        _ bytes: [UInt8], status: HTTPResponse.Status = .ok, headers extra: HTTPFields = HTTPFields(),
+        contentType: String = "application/json;odata.metadata=minimal"
     ) -> Response {
         var headers = extra
-        headers[.contentType] = "application/json;odata.metadata=minimal"
+        headers[.contentType] = contentType
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 

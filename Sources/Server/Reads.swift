@@ -32,7 +32,7 @@ struct Reads {
         let root = service.serviceRoot(request)
         var headers = HTTPFields()
         var applied: [String] = []
-        headers[.contentType] = isCount ? "text/plain" : "application/json;odata.metadata=minimal"
+        headers[.contentType] = isCount ? "text/plain" : V2Dialect.jsonContentType(store)
         let store = self.store
         var params = Self.parameters(url)
         let produce: @Sendable (@escaping (UnsafeRawBufferPointer) throws -> Void) throws -> ResultSummary
@@ -74,6 +74,7 @@ struct Reads {
             let pageSize = isCount ? nil : prefer.maxPageSize ?? service.options.defaultPageSize
             if let n = prefer.maxPageSize, !isCount { applied.append("odata.maxpagesize=\(n)") }
             var options = ResultOptions(serviceRoot: root, etags: true)
+            options.verbose = V2Dialect.applies(to: store)
             var query = url
             let carried = Self.take("trackfrom", from: &params)
             // An offline store ignores odata.track-changes (not in Preference-Applied): its change
@@ -98,6 +99,7 @@ struct Reads {
                 for option in Self.notInDeltaLink { while Self.take(option, from: &base) != nil {} }
                 let link = Self.deltaLink(Self.url(resource, base), token: from)
                 options = ResultOptions(serviceRoot: root, etags: true, deltaLink: { _ in link })
+                options.verbose = V2Dialect.applies(to: store)
                 // The position goes with every next link, so the last page's delta link has it.
                 query = Self.url(resource, params + [("trackfrom", String(from))])
             }

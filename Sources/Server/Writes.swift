@@ -99,6 +99,9 @@ struct Writes {
                 method, "\(set), which the store keeps",
                 allow: store.isOffline && set == "ErrorArchive" && key != nil ? "GET, DELETE" : "GET")
         }
+        // A V2 client's body: __metadata and deferred links dropped, links as @odata.bind.
+        let body =
+            V2Dialect.applies(to: store) && !body.isEmpty ? try V2Dialect.body(body, set: set, store: store) : body
         switch (method, key) {
         case (.post, nil):
             return .create(set: set, entity: try store.properties(set: set, json: body))
@@ -136,7 +139,7 @@ struct Writes {
                 headers += [("OData-EntityId", root + url), ("Preference-Applied", "return=minimal")]
                 return (RecordedResponse(status: 204, headers: headers, body: []), url)
             }
-            headers.append(("Content-Type", "application/json;odata.metadata=minimal"))
+            headers.append(("Content-Type", V2Dialect.jsonContentType(store)))
             return (
                 RecordedResponse(
                     status: 201, headers: headers,
@@ -237,7 +240,7 @@ struct Writes {
             return RecordedResponse(
                 status: 200,
                 headers: [
-                    ("ETag", etag), ("Content-Type", "application/json;odata.metadata=minimal"),
+                    ("ETag", etag), ("Content-Type", V2Dialect.jsonContentType(store)),
                     ("Preference-Applied", "return=representation"),
                 ],
                 body: try entityJSON(store, set: set, entity: stored, etag: etag, root: root))
@@ -256,6 +259,9 @@ struct Writes {
     static func entityJSON(
         _ store: OfflineStore, set: String, entity: Properties, etag: String, root: String
     ) throws -> [UInt8] {
+        if V2Dialect.applies(to: store) {
+            return try V2Dialect.entityJSON(store, set: set, entity: entity, etag: etag, root: root)
+        }
         let object = try store.json(set: set, entity: entity)
         var out = JSONBuffer()
         out.append("{\"@odata.context\":")

@@ -23,6 +23,10 @@ struct Serve: ParsableCommand {
             POST /$sync from loopback (answered with the outcome), a refresh then a flush against \
             the configured service, never two at once; a failing service is logged, never fatal. \
             Any other store is the authority: writes apply directly and are logged for delta links.
+            A store made from V2 $metadata is served in V2's dialect: verbose JSON (d, results, \
+            __metadata, __count for $inlinecount, __next, __deferred, /Date(ms)/, decimals as \
+            strings), MERGE and X-HTTP-Method, V2's error envelope, DataServiceVersion 2.0, and \
+            Gateway's CSRF token (X-CSRF-Token: Fetch, then the token on every write; --csrf).
             Binds 127.0.0.1 unless --host says otherwise; --port 0 takes a free port. Prints one line, \
             "serving DIR at http://HOST:PORT/", once it listens. Stops cleanly on SIGINT or SIGTERM. \
             Logs an access summary at info level and a line per request at debug (--log-level debug).
@@ -66,6 +70,8 @@ struct Serve: ParsableCommand {
         8
     @Option(help: "An offline store: refresh then flush every this many seconds, in the background.")
     var syncInterval: Double?
+    @Option(help: "SAP Gateway's CSRF token check on writes: on or off (default: on for a V2 store, off for V4).")
+    var csrf: String?
 
     func run() throws {
         try runReportingErrors {
@@ -112,6 +118,12 @@ struct Serve: ParsableCommand {
             serve.maxBatchResponseBytes = batchBytes
             serve.queryThreads = queryThreads
             serve.syncInterval = syncInterval.map { .milliseconds(Int64($0 * 1000)) }
+            switch csrf {
+            case nil: break
+            case "on": serve.csrfProtection = true
+            case "off": serve.csrfProtection = false
+            case let other?: throw CLIError("--csrf is on or off, not '\(other)'")
+            }
             if syncInterval != nil, !store.isOffline {
                 throw CLIError(
                     "--sync-interval is for an offline store (one with a serviceRoot or defining requests); \(options.store) is the authority for its data"

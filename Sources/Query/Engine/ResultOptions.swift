@@ -38,6 +38,13 @@ public struct ResultOptions: Sendable {
         deltaLink = nil
     }
 
+    /// OData V2 verbose JSON ([MS-ODATA] §2.2.6.3) instead of V4's: `{"d":{"results":[…],
+    /// "__count":"N","__next":"…"}}`, `{"d":{…}}` for one entity, each entity with `__metadata`
+    /// (`uri`, `type`, `etag`), V2 value forms (`/Date(ms)/`, Int64 and Decimal as strings),
+    /// `__deferred` for a navigation property not expanded and `{"results":[…]}` for an expanded
+    /// collection. For a store made from V2 `$metadata` (`serve` speaks its dialect).
+    package var verbose = false
+
     package init(serviceRoot: String? = nil, etags: Bool = false, deltaLink: (@Sendable (ReadView) throws -> String)?) {
         self.init(serviceRoot: serviceRoot, etags: etags)
         self.deltaLink = deltaLink

@@ -48,6 +48,7 @@ struct ResultWriter {
 
     mutating func beginCollection(context: String, count: Int?) throws {
         guard format == .json else { return }
+        if options.verbose { return beginCollectionV2(count: count) }
         buffer.append("{\"@odata.context\":")
         buffer.appendString(options.contextURL(context))
         if let count { buffer.append(",\"@odata.count\":"); buffer.appendInt(Int64(count)) }
@@ -58,6 +59,7 @@ struct ResultWriter {
     /// last page of a collection carries one).
     mutating func endCollection(nextLink: String?, deltaLink: String? = nil) throws {
         guard format == .json else { return }
+        if options.verbose { return endCollectionV2(nextLink: nextLink) }
         buffer.append("]")
         if let nextLink {
             buffer.append(",\"@odata.nextLink\":")
@@ -71,6 +73,10 @@ struct ResultWriter {
 
     mutating func single(_ e: EntityRef, context: String, shape: EntityShape, executor: QueryExecutor) throws {
         switch format {
+        case .json where options.verbose:
+            buffer.append("{\"d\":")
+            try writeEntityV2(e, shape: shape, executor: executor, to: &buffer)
+            buffer.append("}\n")
         case .json:
             var body = JSONBuffer()
             try writeEntity(e, shape: shape, executor: executor, to: &body)
@@ -188,6 +194,7 @@ struct ResultWriter {
     /// One entity as a JSON object: `@odata.id` when the shape says so, `@odata.etag` when asked,
     /// selected properties in declaration order, then expansions.
     func writeEntity(_ e: EntityRef, shape: EntityShape, executor: QueryExecutor, to out: inout JSONBuffer) throws {
+        if options.verbose { return try writeEntityV2(e, shape: shape, executor: executor, to: &out) }
         out.append(UInt8(ascii: "{"))
         var firstMember = true
         if shape.writesID {
@@ -237,42 +244,50 @@ struct ResultWriter {
     ) throws {
         let expand = expansion.expand
         let name = expand.navigation.name
-        let constraints = try executor.evaluator.navigator.constraints(of: e, expand.navigation)
-        let plan = Planner.plan(expansion.shape.set, options: expand.options, equalities: constraints ?? [])
-        let unresolvable = constraints == nil || constraints!.contains { $0.1.isNull }
+        let plan = try expansionPlan(e, expansion, executor: executor)
         if expand.navigation.isCollection {
             if expand.options.count {
                 out.appendString(name + "@odata.count")
-                out.append(UInt8(ascii: ":")); out.appendInt(Int64(unresolvable ? 0 : try executor.count(plan)));
+                out.append(UInt8(ascii: ":")); out.appendInt(Int64(try plan.map(executor.count) ?? 0))
                 out.append(UInt8(ascii: ","))
             }
             out.appendString(name)
             out.append(":[")
-            var firstItem = true
-            if !unresolvable {
-                try executor.run(plan) { child in
-                    try executor.expansions.spend(on: expand)
-                    if !firstItem { out.append(UInt8(ascii: ",")) }
-                    firstItem = false
-                    try writeEntity(child, shape: expansion.shape, executor: executor, to: &out)
-                    return true
-                }
-            }
+            try writeExpanded(plan, expansion, executor: executor, to: &out)
             out.append(UInt8(ascii: "]"))
         } else {
             out.appendString(name)
             out.append(UInt8(ascii: ":"))
-            var found = false
-            if !unresolvable {
-                try executor.run(plan) { child in
-                    try executor.expansions.spend(on: expand)
-                    found = true
-                    try writeEntity(child, shape: expansion.shape, executor: executor, to: &out)
-                    return false
-                }
-            }
-            if !found { out.append("null") }
+            try writeExpanded(plan, expansion, executor: executor, to: &out)
         }
+    }
+
+    /// How to read the entities `expansion` reaches from `e`; nil when it reaches none (a null
+    /// foreign key, or a navigation the store cannot resolve).
+    func expansionPlan(_ e: EntityRef, _ expansion: EntityShape.Expansion, executor: QueryExecutor) throws -> QueryPlan?
+    {
+        let constraints = try executor.evaluator.navigator.constraints(of: e, expansion.expand.navigation)
+        guard let constraints, !constraints.contains(where: { $0.1.isNull }) else { return nil }
+        return Planner.plan(expansion.shape.set, options: expansion.expand.options, equalities: constraints)
+    }
+
+    /// The entities of `plan`, comma-separated, each in the writer's dialect — for a single-valued
+    /// navigation the first one, or `null`.
+    func writeExpanded(
+        _ plan: QueryPlan?, _ expansion: EntityShape.Expansion, executor: QueryExecutor, to out: inout JSONBuffer
+    ) throws {
+        let single = !expansion.expand.navigation.isCollection
+        var written = 0
+        if let plan {
+            try executor.run(plan) { child in
+                try executor.expansions.spend(on: expansion.expand)
+                if written > 0 { out.append(UInt8(ascii: ",")) }
+                written += 1
+                try writeEntity(child, shape: expansion.shape, executor: executor, to: &out)
+                return !single
+            }
+        }
+        if single, written == 0 { out.append("null") }
     }
 }
 

@@ -50,7 +50,9 @@ extension Batch {
         let raw = Array(try await request.collectBody(upTo: service.options.maxRequestBytes).readableBytesView)
         let batch = try Self.parseMultipart(raw, boundary: boundary)
         let (answers, extra) = try await run(batch.items, request, referencesAcrossUnits: false)
-        let outer = "batch_" + UUID().uuidString
+        // Lower-case boundaries: odatapy's client (5.3.0) lower-cases the Content-Type, boundary
+        // included, before it splits the answer.
+        let outer = "batch_" + UUID().uuidString.lowercased()
         var headers = extra
         headers[.contentType] = "multipart/mixed; boundary=\(outer)"
         return Response(
@@ -261,7 +263,7 @@ extension Batch {
                     http(answers[failed], contentID: batch.contentIDs[failed])
                     continue
                 }
-                let inner = "changeset_" + UUID().uuidString
+                let inner = "changeset_" + UUID().uuidString.lowercased()
                 line("Content-Type: multipart/mixed; boundary=\(inner)")
                 line("")
                 for i in range {

@@ -68,6 +68,7 @@ import Testing
         let type = try #require(reply.header("Content-Type"))
         #expect(type.hasPrefix("multipart/mixed; boundary=batch_"), "\(type)")
         let boundary = String(type.dropFirst("multipart/mixed; boundary=".count))
+        #expect(boundary == boundary.lowercased(), "odatapy's client lower-cases the boundary it reads")
         let text = reply.text
         #expect(text.hasPrefix("--\(boundary)\r\n"), "\(text.prefix(200))")
         #expect(text.hasSuffix("\r\n--\(boundary)--\r\n"), "\(text.suffix(200))")

@@ -44,6 +44,8 @@ let package = Package(
         .target(name: "Samples", dependencies: ["OfflineStore", "LMDB", "Storage"], swiftSettings: strict),
         .target(name: "Server", dependencies: [
             "OfflineStore", "LMDB", "Served", "Storage", "Query",
+            // Remote: the multipart parser flush reads SAP's answers with, for the multipart $batch.
+            "Remote",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),

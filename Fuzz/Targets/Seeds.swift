@@ -78,6 +78,12 @@ extension FuzzTargets {
             "POST /$batch\n\(json)Repeatability-Request-ID: fz-1\nRepeatability-First-Sent: Sun, 06 Nov 1994 08:49:37 GMT\n\n"
                 + String(decoding: batches[1], as: UTF8.self),
             "POST /$batch\nContent-Type: multipart/mixed;boundary=b\n\n--b--",
+            // A multipart batch: a read, and a change set that creates and then PATCHes `$1`.
+            "POST /$batch\nContent-Type: multipart/mixed;boundary=b\n\n--b\r\nContent-Type: application/http\r\n\r\n"
+                + "GET Products('HT-1000') HTTP/1.1\r\n\r\n\r\n--b\r\nContent-Type: multipart/mixed;boundary=c\r\n\r\n"
+                + "--c\r\nContent-Type: application/http\r\nContent-ID: 1\r\n\r\nPOST Products HTTP/1.1\r\n"
+                + "Content-Type: application/json\r\n\r\n{\"ProductID\":\"FZ-M\"}\r\n--c\r\nContent-Type: application/http\r\n"
+                + "Content-ID: 2\r\n\r\nPATCH $1 HTTP/1.1\r\nIf-Match: *\r\n\r\n{\"Name\":\"m\"}\r\n--c--\r\n--b--\r\n",
         ].map { Array($0.utf8) }
         return out
     }

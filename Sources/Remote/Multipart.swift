@@ -137,8 +137,11 @@ package enum Multipart {
 
     /// The parts of a multipart body: what lies between the delimiter lines `--boundary` (at the
     /// start of the body or of a line) up to the close delimiter `--boundary--`. The line break
-    /// before a delimiter belongs to it. The preamble and epilogue are ignored.
-    package static func parts(_ body: [UInt8], boundary: String) throws(BackendError) -> [Part] {
+    /// before a delimiter belongs to it. The preamble and epilogue are ignored. More than
+    /// `maxParts` parts is an error, found before any part is read (a peer's bound on the work).
+    package static func parts(
+        _ body: [UInt8], boundary: String, maxParts: Int = .max
+    ) throws(BackendError) -> [Part] {
         let delimiter = Array("--\(boundary)".utf8)
         var starts: [(at: Int, end: Int, close: Bool)] = []  // each delimiter: where its line starts, where it ends
         var i = 0
@@ -159,6 +162,7 @@ package enum Multipart {
                     if lineStart > 0, body[lineStart - 1] == 13 { lineStart -= 1 }
                     starts.append((lineStart, k, close))
                     if close { break }
+                    if starts.count > maxParts { throw .badResponse("more than \(maxParts) parts") }
                 }
             }
             i = max(j, found + 1)
@@ -180,7 +184,7 @@ package enum Multipart {
     }
 
     /// The header block of `raw` (up to its first empty line) and what follows it.
-    static func splitHead(_ raw: [UInt8]) -> ([UInt8], [UInt8]) {
+    package static func splitHead(_ raw: [UInt8]) -> ([UInt8], [UInt8]) {
         if raw.first == 10 { return ([], Array(raw.dropFirst())) }
         if raw.starts(with: [13, 10]) { return ([], Array(raw.dropFirst(2))) }
         if let crlf = find([13, 10, 13, 10], in: raw, from: 0),
@@ -192,7 +196,8 @@ package enum Multipart {
         return (raw, [])
     }
 
-    static func headers(_ head: [UInt8]) throws(BackendError) -> [(String, String)] {
+    /// The header lines of `head` (LF or CRLF line ends), names lower-cased.
+    package static func headers(_ head: [UInt8]) throws(BackendError) -> [(String, String)] {
         var out: [(String, String)] = []
         for line in String(decoding: head, as: UTF8.self).split(
             omittingEmptySubsequences: true,

@@ -18,7 +18,10 @@ import Synchronization
 /// - With `Repeatability-Request-ID` on the `$batch`, each write unit (a group, or a write outside
 ///   any group) is recorded under `<id>#<group or request id>` in the transaction that applies it;
 ///   a repeated batch replays those units and runs its reads again.
-/// - Multipart (`multipart/mixed`) batches are refused with 415: this service speaks JSON batch.
+/// - The multipart form (`multipart/mixed`, OData V4 §11.7 and V2 [MS-ODATA] §2.2.7.6) runs the
+///   same loop (`MultipartBatch.swift`): a top-level `application/http` part is one request, a
+///   change set one atomicity group whose `Content-ID`s `$<id>` may name within it; a change set
+///   that fails answers one error part.
 struct Batch {
     let service: ODataService
     var store: OfflineStore { service.store }
@@ -52,15 +55,22 @@ struct Batch {
     func respond(_ request: inout Request) async throws -> Response {
         let type = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
             .lowercased()
-        if type == "multipart/mixed" {
-            throw ODataFailure(
-                .unsupportedMediaType,
-                "multipart $batch is not supported; send a JSON batch (Content-Type: application/json, OData 4.01)")
-        }
+        if type == "multipart/mixed" { return try await respondMultipart(&request) }
         try Negotiation.requireJSONBody(request)
         try Negotiation.requireJSON(request)
         let raw = Array(try await request.collectBody(upTo: service.options.maxRequestBytes).readableBytesView)
         let items = try Self.parse(try JSON.parse(raw))
+        let (answers, headers) = try await run(items, request, referencesAcrossUnits: true)
+        return Response.json(Self.render(items, answers), headers: headers)
+    }
+
+    /// Runs `items` unit by unit (the loop the JSON and the multipart forms share): their answers,
+    /// in order, and the batch response's headers. `referencesAcrossUnits`: whether `$<id>` may
+    /// name a create of an earlier unit (JSON batch), or only of the same unit (a multipart
+    /// change set, V4 §11.7.3.1).
+    func run(
+        _ items: [Item], _ request: Request, referencesAcrossUnits: Bool
+    ) async throws -> (answers: [Answer], headers: HTTPFields) {
         let repeatability = try Repeatability(
             request.headers, window: Double(store.configuration.repeatabilityWindowSeconds))
         let root = service.serviceRoot(request)
@@ -93,7 +103,7 @@ struct Batch {
             if unit.count == 1, items[i].method == .get || items[i].method == .head {
                 do {
                     answers[i] = try await read(
-                        items[i], root: root, resolving: Self.references(answers, items),
+                        items[i], root: root, resolving: referencesAcrossUnits ? Self.references(answers, items) : [:],
                         budget: max(0, service.options.maxBatchResponseBytes - spent))
                 } catch {
                     answers[i] = Self.answer(ODataFailure(error))
@@ -125,7 +135,7 @@ struct Batch {
                 }
                 let written = try await write(
                     unit.map { items[$0] }, startIndex: i, root: root,
-                    references: Self.references(answers, items),
+                    references: referencesAcrossUnits ? Self.references(answers, items) : [:],
                     repeatabilityID: unitRepeatability,
                     representation: prefer.returnRepresentation)
                 var unitAnswers = written.0
@@ -159,7 +169,7 @@ struct Batch {
         }
         var headers = HTTPFields()
         if repeatability != nil { headers[.repeatabilityResult] = replayedAny ? "replayed" : "accepted" }
-        return Response.json(Self.render(items, answers.map { $0! }), headers: headers)
+        return (answers.map { $0! }, headers)
     }
 
     /// `$id` → `Set(key)` for every earlier request that created an entity.

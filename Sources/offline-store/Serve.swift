@@ -35,9 +35,10 @@ struct Serve: ParsableCommand {
             the connection closes; a connection with no request in progress closes after --idle-timeout \
             (75 s); a response not written within --write-timeout (120 s: a client that stops reading) \
             is cut off and its read snapshot released; HTTP/1.0 without keep-alive and Connection: \
-            close end after the answer; a malformed request (a bad chunk) answers 400. The answers of \
-            one $batch take at most --max-batch-response bytes (16M): a read past it answers 507 \
-            inside the batch. Queries run on --query-threads threads of their own (8). Links, \
+            close end after the answer; a malformed request (a bad chunk) answers 400. $batch takes \
+            the JSON form (OData 4.01) and the multipart/mixed form (V4 §11.7, V2): at most 1,000 \
+            parts, and 1,000 in a change set. The answers of one $batch take at most \
+            --max-batch-response bytes (16M): a read past it answers 507 inside the batch. Queries run on --query-threads threads of their own (8). Links, \
             @odata.context and Location name --public-url, else the bound address, never the \
             client's Host header; an invalid Host answers 400.
             Example: offline-store serve --store s --port 8080

@@ -24,7 +24,7 @@ struct FuzzCorpusTests {
 }
 
 /// The serve target reaches `serve`'s handling, not just its refusals: its seeds are answered as
-/// a client would be (reads 200, a create 201, a conflicting create 409, a batch 200, multipart 415).
+/// a client would be (reads 200, a create 201, a conflicting create 409, a JSON and a multipart batch 200).
 struct FuzzServeTargetTests {
     @Test func seedsAreAnsweredAsAClientWouldBe() async throws {
         func status(_ request: String) async -> Int? { await FuzzTargets.serve(Array(request.utf8))?.status }
@@ -32,7 +32,7 @@ struct FuzzServeTargetTests {
         #expect(await status("GET /$metadata\nAccept: application/xml\n\n") == 200)
         #expect(await status("GET /Products?$top=2\r\nAccept: application/json\r\n\r\n") == 200)
         #expect(await status("GET /Nowhere\n\n") == 404)
-        #expect(await status("POST /$batch\nContent-Type: multipart/mixed;boundary=b\n\n--b--") == 415)
+        #expect(await status("POST /$batch\nContent-Type: multipart/mixed;boundary=b\n\n--b--") == 200)
         #expect(await status("BAD /\n\n") == 405)
         #expect(await status("B(D /\n\n") == nil)
         // The store is shared with the corpus test (one per process): a create under a key of its own.
@@ -54,6 +54,17 @@ struct FuzzServeTargetTests {
                 }!))
         #expect(batch.status == 200)
         #expect(String(decoding: batch.body, as: UTF8.self).contains("\"responses\""))
+        // The multipart seed, under a key of its own: applied once, then refused as one 409 part.
+        let multipart = try #require(
+            seeds.map { String(decoding: $0, as: UTF8.self) }.first { $0.contains("boundary=b\n\n--b\r\n") }
+        )
+        .replacingOccurrences(of: "FZ-M", with: "FZ-T2")
+        let first = try #require(await FuzzTargets.serve(Array(multipart.utf8)))
+        let firstText = String(decoding: first.body, as: UTF8.self)
+        #expect(first.status == 200 && firstText.contains("HTTP/1.1 201 Created\r\n"), "\(firstText)")
+        #expect(firstText.contains("HTTP/1.1 204 No Content\r\n"), "\(firstText)")
+        let again = String(decoding: try #require(await FuzzTargets.serve(Array(multipart.utf8))).body, as: UTF8.self)
+        #expect(again.contains("HTTP/1.1 409 Conflict\r\n") && !again.contains("changeset_"), "\(again)")
     }
 }
 

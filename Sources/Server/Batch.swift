@@ -93,7 +93,7 @@ struct Batch {
                     answers[k] = Self.answer(
                         ODataFailure(
                             .init(code: 424, reasonPhrase: "Failed Dependency"),
-                            "request '\(items[k].id)' depends on '\(blocked)', which failed"))
+                            "request '\(items[k].id)' depends on '\(blocked)', which failed"), v2: service.v2)
                     failedNames.insert(items[k].id)
                 }
                 failedNames.insert(unitName)
@@ -106,7 +106,7 @@ struct Batch {
                         items[i], root: root, resolving: referencesAcrossUnits ? Self.references(answers, items) : [:],
                         budget: max(0, service.options.maxBatchResponseBytes - spent))
                 } catch {
-                    answers[i] = Self.answer(ODataFailure(error))
+                    answers[i] = Self.answer(ODataFailure(error), v2: service.v2)
                     failedNames.insert(items[i].id)
                 }
                 spent += answers[i]!.body.count
@@ -155,12 +155,12 @@ struct Batch {
                 for k in unit {
                     answers[k] =
                         k == f.index
-                        ? Self.answer(f.failure)
+                        ? Self.answer(f.failure, v2: service.v2)
                         : Self.answer(
                             ODataFailure(
                                 .init(code: 424, reasonPhrase: "Failed Dependency"),
                                 "atomicity group '\(unitName)' failed at request '\(items[f.index].id)'; nothing in it was applied"
-                            ))
+                            ), v2: service.v2)
                     failedNames.insert(items[k].id)
                 }
                 failedNames.insert(unitName)
@@ -310,10 +310,11 @@ struct Batch {
         return (try Self.decodeAnswers(recorded.body), replayed)
     }
 
-    static func answer(_ f: ODataFailure) -> Answer {
-        var headers = [("Content-Type", "application/json;odata.metadata=minimal")]
+    /// A failure as a request's answer, in the store's dialect (V2's error envelope for a V2 store).
+    static func answer(_ f: ODataFailure, v2: Bool = false) -> Answer {
+        var headers = [("Content-Type", v2 ? "application/json" : "application/json;odata.metadata=minimal")]
         for field in f.headers { headers.append((field.name.rawName, field.value)) }
-        return Answer(status: Int(f.status.code), headers: headers, body: f.json)
+        return Answer(status: Int(f.status.code), headers: headers, body: v2 ? V2Dialect.errorJSON(f) : f.json)
     }
 
     // MARK: Encoding

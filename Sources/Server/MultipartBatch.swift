@@ -190,17 +190,11 @@ extension Batch {
         let line = String(decoding: requestLine, as: UTF8.self)
         let fields = line.split(separator: " ", omittingEmptySubsequences: false)
         guard fields.count == 3, !fields[1].isEmpty, fields[2].hasPrefix("HTTP/1."),
-            let method = HTTPRequest.Method(fields[0].uppercased())
+            let requested = HTTPRequest.Method(fields[0].uppercased())
         else {
             throw ODataFailure(
                 .badRequest,
                 "\(place): malformed request line '\(QueryError.quoting(line))'; expected METHOD URL HTTP/1.1")
-        }
-        guard [.get, .head, .post, .patch, .put, .delete].contains(method) else {
-            throw ODataFailure(
-                .badRequest,
-                "\(place): method '\(QueryError.quoting(method.rawValue))' is not one this service takes (GET, POST, PATCH, PUT, DELETE)"
-            )
         }
         var headers: [(String, String)]
         do {
@@ -208,6 +202,22 @@ extension Batch {
         } catch {
             guard case .badResponse(let reason) = error else { throw ODataFailure(.badRequest, "\(place): \(error)") }
             throw ODataFailure(.badRequest, "\(place): \(reason)")
+        }
+        // V2's MERGE is PATCH, and a POST may stand for another method (X-HTTP-Method), as
+        // SAPUI5's V2 model sends them in change sets.
+        var method = requested
+        if method == .post, let tunnel = headers.first(where: { $0.0 == "x-http-method" })?.1,
+            let m = HTTPRequest.Method(tunnel.uppercased()), ["MERGE", "PUT", "PATCH", "DELETE"].contains(m.rawValue)
+        {
+            method = m
+            headers.removeAll { $0.0 == "x-http-method" }
+        }
+        if method.rawValue == "MERGE" { method = .patch }
+        guard [.get, .head, .post, .patch, .put, .delete].contains(method) else {
+            throw ODataFailure(
+                .badRequest,
+                "\(place): method '\(QueryError.quoting(method.rawValue))' is not one this service takes (GET, POST, PATCH, MERGE, PUT, DELETE)"
+            )
         }
         var body = rest
         if let length = headers.first(where: { $0.0 == "content-length" })?.1 {

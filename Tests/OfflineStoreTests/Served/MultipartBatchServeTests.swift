@@ -237,10 +237,11 @@ import Testing
                 bad[4] = line
                 try await refused(Self.batch([createSet, .changeSet("c2", [bad])]), "malformed request line")
             }
-            var merge = create
-            merge[4] = "MERGE Products('HT-1000') HTTP/1.1"
+            // MERGE is V2's PATCH; a method no OData version has is refused.
+            var copy = create
+            copy[4] = "COPY Products('HT-1000') HTTP/1.1"
             try await refused(
-                Self.batch([createSet, .changeSet("c2", [merge])]), "'MERGE' is not one this service takes")
+                Self.batch([createSet, .changeSet("c2", [copy])]), "'COPY' is not one this service takes")
             var long = create
             long[long.count - 3] = "Content-Length: 999"
             try await refused(Self.batch([createSet, .changeSet("c2", [long])]), "Content-Length: 999")

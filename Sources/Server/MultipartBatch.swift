@@ -55,8 +55,10 @@ extension Batch {
         let outer = "batch_" + UUID().uuidString.lowercased()
         var headers = extra
         headers[.contentType] = "multipart/mixed; boundary=\(outer)"
+        // V2 answers a batch 202 Accepted ([MS-ODATA] §2.2.7.6.4, as Gateway does; pyodata
+        // requires it), V4 200 OK (§11.7.4).
         return Response(
-            status: .ok, headers: headers,
+            status: service.v2 ? .accepted : .ok, headers: headers,
             body: .init(byteBuffer: ByteBuffer(bytes: Self.renderMultipart(batch, answers, boundary: outer))))
     }
 

@@ -54,13 +54,18 @@ struct ChildProcess {
     /// Runs `offline-store` with `args`. Swift's crash backtracer is off: a signal should end
     /// the child at once.
     static func run(_ args: [String], timeout: Double) throws -> Outcome {
+        try run(executable: CLI.executable, args, timeout: timeout)
+    }
+
+    /// Runs `executable` (a path) with `args` as `run(_:timeout:)` runs the tool.
+    static func run(executable: String, _ args: [String], timeout: Double) throws -> Outcome {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-child-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let out = dir + "/out", err = dir + "/err"
 
         let start = Date()
-        let pid = try spawn(CLI.executable, args, stdout: out, stderr: err, environment: quiet)
+        let pid = try spawn(executable, args, stdout: out, stderr: err, environment: quiet)
         var outcome = Outcome()
         var status: Int32 = 0
         while waitpid(pid, &status, WNOHANG) == 0 {

@@ -18,6 +18,8 @@ sh scripts/check-doc-snippets.sh
 TEST_TIER=all swift test --skip-build
 OFFLINE_STORE="$(swift build --show-bin-path)/offline-store" sh scripts/crosscheck.sh
 OFFLINE_STORE="$(swift build --show-bin-path)/offline-store" sh scripts/client-check.sh
+# The same client against an offline store's serve: writes queued for flush, no delta links.
+OFFLINE_STORE="$(swift build --show-bin-path)/offline-store" sh scripts/client-check.sh --offline
 # The crash test: 100 SIGKILLs across all phases (writes, flushes, refreshes, the server), each
 # followed by the checks; about a minute in a debug build (the time bound is a safety net only).
 "$(swift build --show-bin-path)/offline-store" crashtest --kills 100 --seconds 600 --phase all --seed "${CRASHTEST_SEED:-$(date +%s)}"

@@ -14,6 +14,9 @@
 #   10,000-row response       GET /SalesOrderItems?$top=10000
 #   writes, C connections     POST /Products, a new key per request, durable (group-committed)
 #   writes, 1 connection      the same, one at a time: one commit (and its fsyncs) per write
+# then serves the same data as an OFFLINE store (a defining request makes it one: writes are queued
+# for flush, entity and request in one transaction) beside the hello world again, and runs the point
+# reads and both write workloads against it: requests/s over the hello world and over the authority.
 # and prints requests/s, p50, p99 and the ratio to the hello world. It fails if any response is not
 # the expected status (200; 201 for the POSTs), if wrk reports socket errors, if the store's count
 # of new Products differs from the 201s counted (plus any request wrk sent but stopped listening to
@@ -84,7 +87,7 @@ fi
 store="$work/store"
 store_pid=""; hello_pid=""
 cleanup() {
-    for pid in $store_pid $hello_pid; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in $store_pid $hello_pid ${offline_pid:-}; do kill -TERM "$pid" 2>/dev/null || true; done
     [ -z "$keep" ] && rm -rf "$work"
     return 0
 }
@@ -120,6 +123,11 @@ sample_counts=$(awk -v n="$products" 'NR % int(n / 20 + 1) == 1' "$work/filters.
 echo "   rows per filter: mean $((items / products)) (items / products); a sample of 20: $sample_counts"
 
 products_before=$products
+# The same data as an offline store (a defining request makes it one): its serve queues every write
+# for flush instead of applying it as the authority (issue 23). Copied before any server opens it.
+offline="$work/offline"
+cp -r "$store" "$offline"
+os define --store "$offline" P Products >/dev/null
 
 # --- servers
 lifetime=$((duration * (2 * rounds + 6) + 120))
@@ -177,15 +185,17 @@ run_wrk() {  # name, connections, threads, url, [lua script]
     local name="$1" c="$2" t="$3" url="$4" script="${5:-}"
     local out="$work/wrk-$name.txt"
     echo "== wrk $name: -t$t -c$c -d${duration}s $url${script:+ (-s $(basename "$script"))}"
+    # The server wrk loads, by its URL: its CPU time (user + system) over the run, per request answered.
+    local pid=$store_pid
+    [ "${url#"$hello_url"}" != "$url" ] && pid=$hello_pid
+    [ -n "${offline_url:-}" ] && [ "${url#"$offline_url"}" != "$url" ] && pid=$offline_pid
     local perf_pid=""
-    if [ "$count_syncs" = 1 ] && [ "${name#post}" != "$name" ]; then
+    if [ "$count_syncs" = 1 ] && [ "${name#*post}" != "$name" ]; then
         # fdatasync calls of the server while wrk runs: LMDB syncs once per commit.
-        perf stat -x, -e syscalls:sys_enter_fdatasync -p "$store_pid" -o "$work/perf-$name.txt" >/dev/null 2>&1 &
+        perf stat -x, -e syscalls:sys_enter_fdatasync -p "$pid" -o "$work/perf-$name.txt" >/dev/null 2>&1 &
         perf_pid=$!
         sleep 0.2
     fi
-    # The server's CPU time (user + system) over the run, per request answered.
-    local pid=$store_pid; [ "${url#"$hello_url"}" != "$url" ] && pid=$hello_pid
     local ticks0; ticks0=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
     wrk -t"$t" -c"$c" -d"${duration}s" --timeout 10s --latency ${script:+-s "$script"} "$url" >"$out" 2>&1 || { cat "$out"; fail "wrk $name"; }
     local ticks1; ticks1=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
@@ -258,6 +268,39 @@ echo "== writes: $new new Products in the store; $created201 responses 201; ${#u
 [ "$new" -eq $((created201 + applied_unanswered)) ] || fail "the store has $new new Products, the 201s and applied unanswered requests say $((created201 + applied_unanswered))"
 os check --store "$store" | sed 's/^/   check: /'
 
+# --- the offline store's serve: point reads, and writes queued (entity, indexes and request in one
+# durable transaction), against the hello world again in the same phase
+offline_pid=""
+start_server hello "$hello_bin" 0 "$lifetime"
+start_server offline "$store_bin" serve --store "$offline" --port 0 --lifetime "$lifetime"
+echo "== offline store at $offline_url (pid $offline_pid): writes are queued for flush"
+check_get "$offline_url$(head -1 "$work/keys.txt")" 200 '"ItemPosition"' 1
+run_wrk ohello "$connections" "$threads" "$hello_url/hello"
+PATHS_FILE="$work/keys.txt" run_wrk opoint "$connections" "$threads" "$offline_url" "$lua/paths.lua"
+RUN=C run_wrk opost "$connections" "$threads" "$offline_url" "$lua/post.lua"
+RUN=D run_wrk opost1 1 1 "$offline_url" "$lua/post.lua"
+for pid in $hello_pid $offline_pid; do kill -TERM "$pid"; done
+wait "$hello_pid" || fail "hello-server exited with $?"
+wait "$offline_pid" || fail "offline-store serve (offline) exited with $?"
+offline_pid=""; hello_pid=""
+ocreated=0; ounanswered=0; oapplied=0
+for name in opost opost1; do
+    line=$(grep '^post-summary:' "$work/wrk-$name.txt") || fail "wrk $name: no post-summary"
+    c=$(echo "$line" | sed 's/.*created201=\([0-9]*\).*/\1/'); o=$(echo "$line" | sed 's/.*other=\([0-9]*\).*/\1/')
+    [ "$o" -eq 0 ] || fail "wrk $name: $o POST responses were not 201 with the key sent"
+    ocreated=$((ocreated + c))
+    while read -r k; do
+        ounanswered=$((ounanswered + 1))
+        if os get --store "$offline" "Products('$k')" >/dev/null 2>&1; then oapplied=$((oapplied + 1)); fi
+    done < <(sed -n 's/^post-unanswered: //p' "$work/wrk-$name.txt")
+done
+onew=$(( $(os query --store "$offline" 'Products/$count') - products_before ))
+oqueued=$(os query --store "$offline" 'RequestQueue/$count')
+echo "== offline writes: $onew new Products, $oqueued requests queued; $ocreated responses 201; $ounanswered unanswered when wrk stopped, $oapplied of them applied"
+[ "$onew" -eq $((ocreated + oapplied)) ] || fail "the offline store has $onew new Products, the 201s and applied unanswered requests say $((ocreated + oapplied))"
+[ "$oqueued" -eq "$onew" ] || fail "the offline store queued $oqueued requests for $onew creates"
+os check --store "$offline" | sed 's/^/   check: /'
+
 # --- the table
 commit=$(cd "$repo" && git rev-parse --short HEAD)$(cd "$repo" && git diff --quiet HEAD -- Sources PerfTests || echo "+changes")
 echo
@@ -276,6 +319,10 @@ label() {
         top10k) echo "10,000-row JSON ($((top_bytes / 1024)) KiB)" ;;
         post) echo "POST create, durable" ;;
         post1) echo "POST create, durable, 1 connection" ;;
+        ohello) echo "hello world (offline phase)" ;;
+        opoint) echo "offline: point read by key" ;;
+        opost) echo "offline: POST create, queued, durable" ;;
+        opost1) echo "offline: POST queued, 1 connection" ;;
     esac
 }
 for name in hello hellolua point filter top10k post post1; do
@@ -284,6 +331,17 @@ for name in hello hellolua point filter top10k post post1; do
     printf '%-34s %5s %11s %10s %10s %8s %12s\n' "$(label "$name")" "${conns[$name]}" "$(printf '%.0f' "${rps[$name]}")" \
         "${p50[$name]}" "${p99[$name]}" "$(awk -v r="$ratio" 'BEGIN { printf (r < 0.1 ? "%.3f" : "%.2f"), r }')" "${cpu[$name]}"
 done
+echo
+echo "The offline store's serve (writes go through the request queue), the hello world again beside it:"
+printf '%-34s %5s %11s %10s %10s %8s %12s %12s\n' workload conns requests/s "p50 ms" "p99 ms" ×hello "server µs/req" ×authority
+printf '%.0s-' $(seq 1 110); echo
+for pair in ohello:hello opoint:point opost:post opost1:post1; do
+    name=${pair%%:*}; twin=${pair##*:}
+    printf '%-34s %5s %11s %10s %10s %8s %12s %12s\n' "$(label "$name")" "${conns[$name]}" "$(printf '%.0f' "${rps[$name]}")" \
+        "${p50[$name]}" "${p99[$name]}" "$(awk -v a="${rps[$name]}" -v b="${rps[ohello]}" 'BEGIN { printf "%.2f", a / b }')" \
+        "${cpu[$name]}" "$(awk -v a="${rps[$name]}" -v b="${rps[$twin]}" 'BEGIN { printf "%.2f", a / b }')"
+done
+echo "×authority: over the same workload against the authority store's serve, earlier in this run"
 echo "server µs/req: the server process's CPU time (user + system) during the run over the requests answered"
 if [ "$rounds" -gt 1 ]; then echo "$rounds rounds, requests/s: hello world ${all[hello]}; point reads ${all[point]}; ratios $(printf '%.2f ' "${ratios[@]}")"; fi
 echo "10,000-row JSON: $(awk -v r="${rps[top10k]}" 'BEGIN { printf "%.0f", r * 10000 }') rows/s, $(awk -v r="${rps[top10k]}" -v b="$top_bytes" 'BEGIN { printf "%.0f", r * b / 1048576 }') MiB/s"

@@ -102,6 +102,21 @@ import Samples
                 let archived = Self.rows(try await http.get("ErrorArchive"))
                 #expect(archived.count == 1, "\(archived)")
                 let failedID = try #require(archived.first?["RequestID"] as? Int)
+                // SAP's fix-and-re-send over HTTP: a change of the entity revives its refused
+                // request (it leaves the ErrorArchive, pending again, the fix collapsed into it)...
+                let fixed = try await http.send(.PATCH, "Products('~1')", body: #"{"Name":"Fixed"}"#)
+                #expect(fixed.status == 204, "\(fixed.text)")
+                #expect(Self.rows(try await http.get("ErrorArchive")).isEmpty, "revived")
+                let revived = Self.rows(try await http.get("RequestQueue"))
+                #expect(
+                    revived.count == 1 && revived.first?["Status"] as? String == "pending"
+                        && (revived.first?["Body"] as? String)?.contains("Fixed") == true, "\(revived)")
+                // ...and the next sync sends it again (the service still wants a key: refused again).
+                let resent = try await http.send(.POST, "$sync")
+                #expect(
+                    (resent.object["flush"] as? String)?.contains("sent 1, succeeded 0, archived 1") == true,
+                    "\(resent.text)")
+                #expect(Self.rows(try await http.get("ErrorArchive")).first?["RequestID"] as? Int == failedID)
                 #expect(try await http.send(.DELETE, "ErrorArchive(\(failedID + 1000))").status == 404)
                 #expect(try await http.send(.DELETE, "ErrorArchive(\(failedID))").status == 204)
                 #expect(try await http.get("Products('~1')").status == 404, "the create was given up")

@@ -105,6 +105,13 @@ struct ODataService: Sendable {
         default:
             break
         }
+        if v2, resource.contains("/$links/") {
+            guard method == .get || method == .head else {
+                throw ODataFailure(
+                    .notImplemented, "\(method.rawValue) on $links is not supported; change the foreign key instead")
+            }
+            return try await Reads(service: self).links(request, resource: resource, query: query)
+        }
         let url = query.isEmpty ? resource : resource + "?" + query
         switch method {
         case .get, .head:

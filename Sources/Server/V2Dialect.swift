@@ -168,3 +168,57 @@ extension HTTPField.Name {
     static let xHTTPMethod = HTTPField.Name("X-HTTP-Method")!
     static let dataServiceVersion = HTTPField.Name("DataServiceVersion")!
 }
+
+extension Reads {
+    /// V2's `$links` read ([MS-ODATA] §2.2.3.5.2): `Set(key)/$links/Nav` answers the URIs of the
+    /// related entities — `{"d":{"results":[{"uri":…}]}}` for a collection, `{"d":{"uri":…}}` for a
+    /// single one (204 when there is none) — with `$filter`, `$orderby`, `$top` and `$skip`
+    /// applied as to `Set(key)/Nav`. Only reads: a `$links` write answers 501.
+    func links(_ request: Request, resource: String, query: String) async throws -> Response {
+        try Negotiation.requireJSON(request)
+        let parts = resource.components(separatedBy: "/$links/")
+        guard parts.count == 2, !parts[1].isEmpty, !parts[1].contains("/") else {
+            throw ODataFailure(.badRequest, "a $links path is Set(key)/$links/Navigation")
+        }
+        let (set, _) = try store.parseEntityPath(parts[0])
+        let name = parts[1].removingPercentEncoding ?? parts[1]
+        guard let nav = try store.entities.set(set).type.navigationProperties.first(where: { $0.name == name }) else {
+            throw ODataFailure(.notFound, "\(set) has no navigation property '\(QueryError.quoting(name))'")
+        }
+        guard let target = store.schema.targetSet(of: nav, from: set) else {
+            throw ODataFailure(.notImplemented, "the entity set \(name) of \(set) leads to is not known")
+        }
+        for option in query.split(separator: "&") {
+            let key = option.split(separator: "=", maxSplits: 1).first.map(String.init)?.removingPercentEncoding ?? ""
+            guard ["$filter", "$orderby", "$top", "$skip", "$format"].contains(key) else {
+                throw ODataFailure(
+                    .badRequest,
+                    "'\(QueryError.quoting(key))' is not taken with $links ($filter, $orderby, $top, $skip)")
+            }
+        }
+        let url = parts[0] + "/" + parts[1] + (query.isEmpty ? "" : "?" + query)
+        let store = self.store
+        let related = try await service.offload { try store.entities(url) }
+        let root = service.serviceRoot(request)
+        var out = JSONBuffer()
+        func uri(_ entity: Properties) throws {
+            out.append("{\"uri\":")
+            out.appendString(root + (try Writes.entityURL(store, set: target, entity: entity)))
+            out.append("}")
+        }
+        if nav.isCollection {
+            out.append("{\"d\":{\"results\":[")
+            for (i, entity) in related.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                try uri(entity)
+            }
+            out.append("]}}\n")
+        } else {
+            guard let entity = related.first else { return Response(status: .noContent) }
+            out.append("{\"d\":")
+            try uri(entity)
+            out.append("}\n")
+        }
+        return Response.json(out.bytes, contentType: "application/json")
+    }
+}

@@ -109,6 +109,19 @@ import Testing
             let count = try await http.get("Orders/$count")
             #expect(count.text == "3")
 
+            // $links: the URIs of the related entities.
+            let links = try await http.get("Customers('C1')/$links/Orders?$orderby=OrderID desc")
+            let uris = (Self.results(links)).compactMap { $0["uri"] as? String }
+            #expect(uris == [server.url + "Orders('O2')", server.url + "Orders('O1')"], "\(links.text)")
+            let one = try await http.get("Orders('O3')/$links/Customer")
+            #expect(Self.d(one)["uri"] as? String == server.url + "Customers('C2')", "\(one.text)")
+            #expect(try await http.get("Orders('O3')/$links/Nope").status == 404)
+            #expect(try await http.get("Customers('C1')/$links/Orders?$expand=Customer").status == 400)
+            let token = try await http.get("", headers: [("X-CSRF-Token", "Fetch")]).header("X-CSRF-Token") ?? ""
+            let unlink = try await http.send(
+                .DELETE, "Orders('O3')/$links/Customer", headers: [("X-CSRF-Token", token)])
+            #expect(unlink.status == 501, "$links writes are not supported: \(unlink.text)")
+
             let missing = try await http.get("Orders('NOPE')")
             let error = missing.object["error"] as? [String: Any]
             #expect(missing.status == 404 && (error?["message"] as? [String: Any])?["lang"] as? String == "en")

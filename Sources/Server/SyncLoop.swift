@@ -84,7 +84,9 @@ actor SyncLoop {
         }
         waiting = task
         tail = task
-        return await task.value
+        // The server stopping cancels the loop, and with it the sync in flight: refresh and flush
+        // stop at their next await (what they committed stays; the next sync goes on from there).
+        return await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
     }
 
     private func started() { waiting = nil }

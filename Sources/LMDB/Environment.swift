@@ -289,6 +289,33 @@ package final class Environment: @unchecked Sendable {
         }
     }
 
+    /// Runs `bodies` in order on the writer thread, each in a nested transaction of its own (one
+    /// that throws undoes only itself), queued together so they share one group commit (two when
+    /// more than `Writer.maxBatch` jobs wait); resumes after the durable commit with each body's
+    /// outcome, in order. A failed commit fails them all. As with `write`, a body may run more
+    /// than once (after the map grows), always after the bodies before it ran again.
+    package func writeAll<R: Sendable>(
+        _ bodies: [@Sendable (borrowing WriteTransaction) throws -> R]
+    ) async -> [Result<R, Error>] {
+        if bodies.isEmpty { return [] }
+        if isReadOnly { return bodies.map { _ in .failure(EnvironmentError.readOnly(path)) } }
+        let jobs = bodies.map { _WriteJob<R>(body: $0, exclusive: false) }
+        let left = Mutex(jobs.count)
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            for job in jobs {
+                job.onDone = {
+                    if left.withLock({ n in
+                        n -= 1; return n == 0
+                    }) {
+                        c.resume()
+                    }
+                }
+            }
+            writer.submit(jobs)
+        }
+        return jobs.map { $0.result! }
+    }
+
     /// Like `write`, but in a transaction of its own rather than group-committed with others:
     /// for work that changes what later writes must do (adding an index).
     @discardableResult

@@ -76,9 +76,13 @@ final class _Writer: @unchecked Sendable {
         finished.wait()
     }
 
-    func submit(_ job: _AnyWriteJob) {
+    func submit(_ job: _AnyWriteJob) { submit([job]) }
+
+    /// Queues `jobs` together, in order: they run one after another, in the same group commit
+    /// unless the batch bound (`maxBatch`) falls between them.
+    func submit(_ jobs: [_AnyWriteJob]) {
         cond.lock()
-        pending.append(job)
+        pending.append(contentsOf: jobs)
         cond.signal()
         cond.unlock()
     }

@@ -67,8 +67,61 @@ extension OfflineStore {
         repeatabilityID: String?, fingerprint: [UInt8],
         body: @escaping @Sendable (ServedTransaction) throws -> RecordedResponse
     ) async throws -> (response: RecordedResponse, replayed: Bool) {
+        return try await entities.write(
+            try servedJob(ServedUnit(repeatabilityID: repeatabilityID, fingerprint: fingerprint, body: body)))
+    }
+
+    /// One write unit for `servedAll`: what `served` takes, and `settled`, called on the writer
+    /// thread with the unit's outcome (its response and whether it was replayed, or its error)
+    /// before the units after it run — so a later unit's body can see what an earlier one did. A
+    /// unit may run (and settle) more than once, always after the units before it ran again.
+    package struct ServedUnit: Sendable {
+        package var repeatabilityID: String?
+        package var fingerprint: [UInt8]
+        package var body: @Sendable (ServedTransaction) throws -> RecordedResponse
+        package var settled: @Sendable (Result<(response: RecordedResponse, replayed: Bool), Error>) -> Void = { _ in }
+
+        package init(
+            repeatabilityID: String?, fingerprint: [UInt8],
+            body: @escaping @Sendable (ServedTransaction) throws -> RecordedResponse,
+            settled: @escaping @Sendable (Result<(response: RecordedResponse, replayed: Bool), Error>) -> Void = { _ in
+            }
+        ) {
+            self.repeatabilityID = repeatabilityID
+            self.fingerprint = fingerprint
+            self.body = body
+            self.settled = settled
+        }
+    }
+
+    /// `served` for several units in order, in ONE group commit: each unit in a nested
+    /// transaction of its own (a unit that fails undoes only itself, as alone), and one fsync for
+    /// all — a `$batch` of N write units costs one durable commit, not N. Each unit's outcome, in
+    /// order; a failed commit fails them all (nothing of any was written).
+    package func servedAll(
+        _ units: [ServedUnit]
+    ) async -> [Result<(response: RecordedResponse, replayed: Bool), Error>] {
+        var jobs: [@Sendable (WriteView) throws -> (response: RecordedResponse, replayed: Bool)] = []
+        for unit in units {
+            do {
+                jobs.append(try servedJob(unit))
+            } catch {
+                let settled = unit.settled
+                jobs.append { _ in
+                    settled(.failure(error))
+                    throw error
+                }
+            }
+        }
+        return await entities.writeAll(jobs)
+    }
+
+    /// The write body of one served unit (see `served`).
+    private func servedJob(
+        _ unit: ServedUnit
+    ) throws -> @Sendable (WriteView) throws -> (response: RecordedResponse, replayed: Bool) {
         let id: [UInt8]?
-        do { id = try repeatabilityID.map(RepeatRecords.validate) } catch {
+        do { id = try unit.repeatabilityID.map(RepeatRecords.validate) } catch {
             throw ServedError.badRepeatabilityID(error.description)
         }
         let store = entities
@@ -78,21 +131,28 @@ extension OfflineStore {
         let now = Self.milliseconds(self.now())
         let window = Int64(configuration.repeatabilityWindowSeconds) * 1000
         let cutoff = now.subtractingReportingOverflow(window).overflow ? Int64.min : now - window
-        return try await store.write { t in
-            let repeats = RepeatRecords(store: store)
-            if let id, let recorded = try repeats.get(t.reader, id: id), recorded.recordedAt >= cutoff {
-                guard recorded.fingerprint == fingerprint else {
-                    throw ServedError.repeatMismatch(id: repeatabilityID ?? "")
+        return { t in
+            do {
+                let repeats = RepeatRecords(store: store)
+                if let id, let recorded = try repeats.get(t.reader, id: id), recorded.recordedAt >= cutoff {
+                    guard recorded.fingerprint == unit.fingerprint else {
+                        throw ServedError.repeatMismatch(id: unit.repeatabilityID ?? "")
+                    }
+                    unit.settled(.success((RecordedResponse(recorded), true)))
+                    return (RecordedResponse(recorded), true)
                 }
-                return (RecordedResponse(recorded), true)
+                try repeats.purge(t, before: cutoff)
+                let state = _ServedState()
+                let response = try unit.body(
+                    ServedTransaction(t: t, store: store, state: state, queue: queue, optimize: optimize))
+                if let failure = state.failure { throw failure }
+                if let id { try repeats.put(t, id: id, response.record(at: now, fingerprint: unit.fingerprint)) }
+                unit.settled(.success((response, false)))
+                return (response, false)
+            } catch {
+                unit.settled(.failure(error))
+                throw error
             }
-            try repeats.purge(t, before: cutoff)
-            let state = _ServedState()
-            let response = try body(
-                ServedTransaction(t: t, store: store, state: state, queue: queue, optimize: optimize))
-            if let failure = state.failure { throw failure }
-            if let id { try repeats.put(t, id: id, response.record(at: now, fingerprint: fingerprint)) }
-            return (response, false)
         }
     }
 

@@ -113,59 +113,60 @@ struct Batch {
                 i = j
                 continue
             }
-            do {
-                // A write unit is repeatable by the batch's Repeatability-Request-ID (recorded per
-                // unit), or else by the one its first request carries (OData 4.01 allows the
-                // headers on the requests of a batch): a client re-sending a request in another
-                // batch gets the answer it missed instead of a second application.
-                var unitRepeatability = repeatability.map { "\($0.id)#\(unitName)" }
-                var perRequest = false
-                if unitRepeatability == nil, items[i].header("Repeatability-Request-ID") != nil {
-                    var fields = HTTPFields()
-                    for (n, v) in items[i].headers {
-                        if let name = HTTPField.Name(n) { fields.append(HTTPField(name: name, value: v)) }
+            // A write unit, and the write units after it up to the next read: one group commit.
+            var units: [Range<Int>] = []
+            var k = i
+            while k < items.count {
+                var e = k + 1
+                if let g = items[k].group { while e < items.count, items[e].group == g { e += 1 } }
+                if e == k + 1, items[k].method == .get || items[k].method == .head { break }
+                units.append(k..<e)
+                k = e
+            }
+            let outcomes = await writeRun(
+                units, items, root: root, failedBefore: failedNames,
+                references: referencesAcrossUnits ? Self.references(answers, items) : nil,
+                repeatability: repeatability, representation: prefer.returnRepresentation)
+            for (unit, outcome) in zip(units, outcomes) {
+                let unitName = items[unit.lowerBound].group ?? items[unit.lowerBound].id
+                switch outcome {
+                case .applied(var unitAnswers, let replayed, let perRequest):
+                    if perRequest {
+                        for a in unitAnswers.indices {
+                            unitAnswers[a].headers.append(("Repeatability-Result", replayed ? "replayed" : "accepted"))
+                        }
+                    } else {
+                        replayedAny = replayedAny || replayed
                     }
-                    do {
-                        unitRepeatability = try Repeatability(
-                            fields, window: Double(store.configuration.repeatabilityWindowSeconds))?.id
-                    } catch {
-                        throw Failed(index: i, failure: ODataFailure(error))
+                    for (index, a) in zip(unit, unitAnswers) {
+                        answers[index] = a
+                        spent += a.body.count
                     }
-                    perRequest = true
-                }
-                let written = try await write(
-                    unit.map { items[$0] }, startIndex: i, root: root,
-                    references: referencesAcrossUnits ? Self.references(answers, items) : [:],
-                    repeatabilityID: unitRepeatability,
-                    representation: prefer.returnRepresentation)
-                var unitAnswers = written.0
-                let replayed = written.1
-                if perRequest {
-                    for k in unitAnswers.indices {
-                        unitAnswers[k].headers.append(("Repeatability-Result", replayed ? "replayed" : "accepted"))
-                    }
-                } else {
-                    replayedAny = replayedAny || replayed
-                }
-                for (k, a) in zip(unit, unitAnswers) {
-                    answers[k] = a
-                    spent += a.body.count
-                }
-            } catch let f as Failed {
-                for k in unit {
-                    answers[k] =
-                        k == f.index
-                        ? Self.answer(f.failure, v2: service.v2)
-                        : Self.answer(
+                case .blocked(let name):
+                    for index in unit {
+                        answers[index] = Self.answer(
                             ODataFailure(
                                 .init(code: 424, reasonPhrase: "Failed Dependency"),
-                                "atomicity group '\(unitName)' failed at request '\(items[f.index].id)'; nothing in it was applied"
-                            ), v2: service.v2)
-                    failedNames.insert(items[k].id)
+                                "request '\(items[index].id)' depends on '\(name)', which failed"), v2: service.v2)
+                        failedNames.insert(items[index].id)
+                    }
+                    failedNames.insert(unitName)
+                case .failed(let f):
+                    for index in unit {
+                        answers[index] =
+                            index == f.index
+                            ? Self.answer(f.failure, v2: service.v2)
+                            : Self.answer(
+                                ODataFailure(
+                                    .init(code: 424, reasonPhrase: "Failed Dependency"),
+                                    "atomicity group '\(unitName)' failed at request '\(items[f.index].id)'; nothing in it was applied"
+                                ), v2: service.v2)
+                        failedNames.insert(items[index].id)
+                    }
+                    failedNames.insert(unitName)
                 }
-                failedNames.insert(unitName)
             }
-            i = j
+            i = k
         }
         var headers = HTTPFields()
         if repeatability != nil { headers[.repeatabilityResult] = replayedAny ? "replayed" : "accepted" }
@@ -233,81 +234,183 @@ struct Batch {
         return Answer(status: 200, headers: [("Content-Type", V2Dialect.jsonContentType(store))], body: body)
     }
 
-    /// Runs a unit of writes in one served transaction. The unit's answers travel out of the
-    /// transaction as the recorded response's body (so a repeated batch replays them whole).
-    private func write(
-        _ unit: [Item], startIndex: Int, root: String, references: [String: String],
-        repeatabilityID: String?, representation: Bool?
-    ) async throws -> ([Answer], Bool) {
-        let store = self.store
-        let failure = Mutex<Failed?>(nil)
-        let fingerprint = Array(
-            unit.map { "\($0.method.rawValue) \($0.url)\n" + String(decoding: $0.body, as: UTF8.self) }.joined(
-                separator: "\n"
-            ).utf8)
-        // An offline store flushes the requests of an atomicity group as one change set: they
-        // share a transaction id (one the client gave with OfflineOData.TransactionID wins).
-        let groupTransaction = unit.count > 1 ? "batch-\(UUID().uuidString)" : nil
-        let recorded: RecordedResponse
-        let replayed: Bool
-        do {
-            (recorded, replayed) = try await store.served(repeatabilityID: repeatabilityID, fingerprint: fingerprint) {
-                tx in
-                var refs = references
-                var answers: [Answer] = []
-                for (offset, item) in unit.enumerated() {
-                    do {
-                        if item.method == .get || item.method == .head {
-                            throw ODataFailure(
-                                .badRequest,
-                                "a read cannot be part of an atomicity group here; send it outside the group")
-                        }
-                        let url = try Self.resolve(item.url, refs, root: root)
-                        let (resource, query) =
-                            url.firstIndex(of: "?").map { (String(url[..<$0]), String(url[url.index(after: $0)...])) }
-                            ?? (url, "")
-                        if !query.isEmpty {
-                            throw ODataFailure(
-                                .badRequest,
-                                "\(item.method.rawValue) takes no query options in a batch ('\(QueryError.quoting(query))')"
-                            )
-                        }
-                        if item.method != .delete, let type = item.header("Content-Type"),
-                            type.split(separator: ";", omittingEmptySubsequences: false)[0].trimmingCharacters(
-                                in: .whitespaces
-                            ).lowercased() != "application/json"
-                        {
-                            throw ODataFailure(
-                                .unsupportedMediaType,
-                                "unsupported Content-Type '\(QueryError.quoting(type))' in request '\(item.id)'")
-                        }
-                        let op = try Writes.operation(
-                            store, method: item.method, resource: resource, body: item.body,
-                            ifMatch: item.header("If-Match"))
-                        var options = try Writes.changeOptions(item.header)
-                        if options.transactionID == nil { options.transactionID = groupTransaction }
-                        let (response, entityURL) = try Writes.apply(
-                            op, tx, store: store, root: root,
-                            representation: Prefer(item.header("Prefer")).returnRepresentation ?? representation,
-                            options: options)
-                        if let entityURL { refs[item.id] = entityURL }
-                        answers.append(
-                            Answer(
-                                status: response.status, headers: response.headers, body: response.body,
-                                entityURL: entityURL))
-                    } catch {
-                        failure.withLock { $0 = Failed(index: startIndex + offset, failure: ODataFailure(error)) }
-                        throw error
-                    }
-                }
-                return RecordedResponse(status: 200, headers: [], body: Self.encodeAnswers(answers))
-            }
-        } catch {
-            if let f = failure.withLock({ $0 }) { throw f }
-            // The transaction itself failed (disk full, …): the whole unit failed at its first request.
-            throw Failed(index: startIndex, failure: ODataFailure(error))
+    /// What became of one write unit of a run.
+    enum UnitOutcome {
+        /// Applied (or replayed from its record): the answers of its requests.
+        case applied([Answer], replayed: Bool, perRequest: Bool)
+        /// Not run: it depends on `name`, which failed.
+        case blocked(String)
+        /// Nothing of it applied: the request at `Failed.index` failed.
+        case failed(Failed)
+    }
+
+    /// A unit refused without running, for depending on `name`, which failed.
+    struct Blocked: Error { var name: String }
+
+    /// What the units of a run did so far, for the units after them: written on the writer thread
+    /// as each unit settles, in order (a unit run again after the map grew writes its slot again,
+    /// after the units before it did), and read there by later units.
+    final class RunProgress: @unchecked Sendable {
+        var failed: [Set<String>]
+        var entityURLs: [[String: String]]
+        init(count: Int) {
+            failed = Array(repeating: [], count: count)
+            entityURLs = Array(repeating: [:], count: count)
         }
-        return (try Self.decodeAnswers(recorded.body), replayed)
+    }
+
+    /// Runs `units` (ranges of `items`, each a write unit: one write, or an atomicity group) in
+    /// order, each in one served transaction of its own — all in ONE group commit (`servedAll`):
+    /// a batch of N write units costs one durable commit, not N. A unit's answers travel out of
+    /// its transaction as its recorded response's body (so a repeated batch replays them whole).
+    /// A unit whose `dependsOn` names a request or group that failed — before the run
+    /// (`failedBefore`) or in it — is not run. `references`: the entities earlier requests
+    /// created, for `$id` across units (JSON batch), or nil when a reference names only its own
+    /// unit (a multipart change set).
+    private func writeRun(
+        _ units: [Range<Int>], _ items: [Item], root: String, failedBefore: Set<String>,
+        references: [String: String]?, repeatability: Repeatability?, representation: Bool?
+    ) async -> [UnitOutcome] {
+        let store = self.store
+        let progress = RunProgress(count: units.count)
+        var served: [OfflineStore.ServedUnit] = []
+        var perRequest: [Bool] = []
+        for (u, range) in units.enumerated() {
+            let unit = Array(items[range])
+            let startIndex = range.lowerBound
+            let unitName = unit[0].group ?? unit[0].id
+            let names = Set(unit.map(\.id) + [unitName])
+            let fingerprint = Array(
+                unit.map { "\($0.method.rawValue) \($0.url)\n" + String(decoding: $0.body, as: UTF8.self) }.joined(
+                    separator: "\n"
+                ).utf8)
+            // An offline store flushes the requests of an atomicity group as one change set: they
+            // share a transaction id (one the client gave with OfflineOData.TransactionID wins).
+            let groupTransaction = unit.count > 1 ? "batch-\(UUID().uuidString)" : nil
+            let settled: @Sendable (Result<(response: RecordedResponse, replayed: Bool), Error>) -> Void = { result in
+                switch result {
+                case .success(let (response, _)):
+                    progress.failed[u] = []
+                    progress.entityURLs[u] = [:]
+                    for (item, answer) in zip(unit, (try? Self.decodeAnswers(response.body)) ?? []) {
+                        if let url = answer.entityURL { progress.entityURLs[u][item.id] = url }
+                    }
+                case .failure:
+                    progress.failed[u] = names
+                    progress.entityURLs[u] = [:]
+                }
+            }
+            // A write unit is repeatable by the batch's Repeatability-Request-ID (recorded per
+            // unit), or else by the one its first request carries (OData 4.01 allows the headers
+            // on the requests of a batch): a client re-sending a request in another batch gets
+            // the answer it missed instead of a second application.
+            var unitRepeatability = repeatability.map { "\($0.id)#\(unitName)" }
+            var headerFailure: Failed? = nil
+            perRequest.append(unitRepeatability == nil && unit[0].header("Repeatability-Request-ID") != nil)
+            if perRequest[u] {
+                var fields = HTTPFields()
+                for (n, v) in unit[0].headers {
+                    if let name = HTTPField.Name(n) { fields.append(HTTPField(name: name, value: v)) }
+                }
+                do {
+                    unitRepeatability = try Repeatability(
+                        fields, window: Double(store.configuration.repeatabilityWindowSeconds))?.id
+                } catch {
+                    headerFailure = Failed(index: startIndex, failure: ODataFailure(error))
+                    unitRepeatability = nil
+                }
+            }
+            let dependsOn = unit.flatMap(\.dependsOn)
+            let refusedHeader = headerFailure
+            served.append(
+                OfflineStore.ServedUnit(
+                    repeatabilityID: unitRepeatability, fingerprint: fingerprint,
+                    body: { tx in
+                        if let refusedHeader { throw refusedHeader }
+                        let earlier = progress.failed[..<u]
+                        if let blocked = dependsOn.first(where: { name in
+                            failedBefore.contains(name) || earlier.contains { $0.contains(name) }
+                        }) {
+                            throw Blocked(name: blocked)
+                        }
+                        var refs: [String: String] = [:]
+                        if let references {
+                            refs = references
+                            for urls in progress.entityURLs[..<u] { refs.merge(urls) { _, new in new } }
+                        }
+                        var answers: [Answer] = []
+                        for (offset, item) in unit.enumerated() {
+                            do {
+                                let (answer, entityURL) = try Self.apply(
+                                    item, tx, store: store, root: root, references: refs,
+                                    transaction: groupTransaction, representation: representation)
+                                if let entityURL { refs[item.id] = entityURL }
+                                answers.append(answer)
+                            } catch {
+                                throw Failed(index: startIndex + offset, failure: ODataFailure(error))
+                            }
+                        }
+                        return RecordedResponse(status: 200, headers: [], body: Self.encodeAnswers(answers))
+                    }, settled: settled))
+        }
+        let results = await store.servedAll(served)
+        return zip(units, results).enumerated().map { u, pair in
+            let (range, result) = pair
+            switch result {
+            case .success(let (recorded, replayed)):
+                do {
+                    return .applied(
+                        try Self.decodeAnswers(recorded.body), replayed: replayed, perRequest: perRequest[u])
+                } catch {
+                    return .failed(Failed(index: range.lowerBound, failure: ODataFailure(error)))
+                }
+            case .failure(let blocked as Blocked):
+                return .blocked(blocked.name)
+            case .failure(let f as Failed):
+                return .failed(f)
+            case .failure(let error):
+                // The transaction itself failed (disk full, …): the whole unit failed at its first request.
+                return .failed(Failed(index: range.lowerBound, failure: ODataFailure(error)))
+            }
+        }
+    }
+
+    /// One write of a unit, inside its served transaction: its answer, and the entity URL a
+    /// create made (for `$id` references).
+    static func apply(
+        _ item: Item, _ tx: ServedTransaction, store: OfflineStore, root: String, references: [String: String],
+        transaction: String?, representation: Bool?
+    ) throws -> (Answer, String?) {
+        if item.method == .get || item.method == .head {
+            throw ODataFailure(
+                .badRequest, "a read cannot be part of an atomicity group here; send it outside the group")
+        }
+        let url = try resolve(item.url, references, root: root)
+        let (resource, query) =
+            url.firstIndex(of: "?").map { (String(url[..<$0]), String(url[url.index(after: $0)...])) } ?? (url, "")
+        if !query.isEmpty {
+            throw ODataFailure(
+                .badRequest,
+                "\(item.method.rawValue) takes no query options in a batch ('\(QueryError.quoting(query))')")
+        }
+        if item.method != .delete, let type = item.header("Content-Type"),
+            type.split(separator: ";", omittingEmptySubsequences: false)[0].trimmingCharacters(in: .whitespaces)
+                .lowercased() != "application/json"
+        {
+            throw ODataFailure(
+                .unsupportedMediaType, "unsupported Content-Type '\(QueryError.quoting(type))' in request '\(item.id)'")
+        }
+        let op = try Writes.operation(
+            store, method: item.method, resource: resource, body: item.body, ifMatch: item.header("If-Match"))
+        var options = try Writes.changeOptions(item.header)
+        if options.transactionID == nil { options.transactionID = transaction }
+        let (response, entityURL) = try Writes.apply(
+            op, tx, store: store, root: root,
+            representation: Prefer(item.header("Prefer")).returnRepresentation ?? representation, options: options)
+        return (
+            Answer(status: response.status, headers: response.headers, body: response.body, entityURL: entityURL),
+            entityURL
+        )
     }
 
     /// A failure as a request's answer, in the store's dialect (V2's error envelope for a V2 store).

@@ -165,6 +165,12 @@ package final class EntityStore: Sendable {
         try await environment.write { txn in try body(txn.view) }
     }
 
+    /// `bodies` in order, each in a nested transaction of its own, in one group commit
+    /// (`Environment.writeAll`): each body's outcome, in order.
+    package func writeAll<R: Sendable>(_ bodies: [@Sendable (WriteView) throws -> R]) async -> [Result<R, Error>] {
+        await environment.writeAll(bodies.map { body in { txn in try body(txn.view) } })
+    }
+
     // MARK: Indexes
 
     /// Adds an index and backfills it from the set's entities, in one transaction, and records it

@@ -177,5 +177,88 @@ import Samples
         )
         #expect(injected == trials)
     }
+
+    /// The write units of one `$batch` in one group commit (`servedAll`): a unit applied and
+    /// recorded, a unit refused by design (a taken key), a unit applied and recorded. Every call
+    /// fails in turn: the store then holds exactly what the units that reported success do when
+    /// run alone, in order — each unit all or nothing, whatever the others did — passes `check`,
+    /// and the same batch sent again completes it (the applied units replayed from their records).
+    static let groupUnits: [(id: String?, body: @Sendable (ServedTransaction) throws -> Void)] = [
+        (
+            "g-0",
+            { tx in _ = try tx.create(set: "Products", entity: ["ProductID": .string("G-0"), "Name": .string("g")]) }
+        ),
+        (nil, { tx in _ = try tx.create(set: "Products", entity: ["ProductID": .string("HT-1000")]) }),
+        (
+            "g-2",
+            { tx in
+                _ = try tx.update(
+                    set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("grouped")], ifMatch: nil)
+                try tx.delete(set: "Products", key: [.string("HT-1002")], ifMatch: nil)
+            }
+        ),
+    ]
+
+    static func runGroup(on store: OfflineStore, only: Set<Int>? = nil) async -> [Bool] {
+        store.now = { start + 10 }
+        let units = groupUnits.enumerated().filter { only?.contains($0.offset) ?? true }.map { _, unit in
+            let body = unit.body
+            return OfflineStore.ServedUnit(repeatabilityID: unit.id, fingerprint: [7]) { tx in
+                try body(tx)
+                return Self.response
+            }
+        }
+        let results = await store.servedAll(units)
+        return results.map { (try? $0.get()) != nil }
+    }
+
+    @Test func everyCallOfAGroupCommitLeavesEachUnitWholeOrAbsent() async throws {
+        let template = try makeSampleStore()
+        let probe = try QueueFaultTests.copy(template.path)
+        FaultInjection.countCalls(in: probe.entities.environment)
+        let outcome = await Self.runGroup(on: probe)
+        let calls = FaultInjection.stop(probe.entities.environment).calls
+        #expect(outcome == [true, false, true], "\(outcome)")
+        let after = try Self.state(probe)
+        var trials = 0, partial = 0, none = 0, all = 0
+        for n in 1...calls.count {
+            for (codeName, code) in QueueFaultTests.codes {
+                let store = try QueueFaultTests.copy(template.path)
+                let env = store.entities.environment
+                FaultInjection.fail(callNumber: n, with: code, in: env)
+                let reported = await Self.runGroup(on: store)
+                FaultInjection.stop(env)
+                trials += 1
+                let context = "call \(n) (\(calls[n - 1])) failing with \(codeName): \(reported)"
+                #expect(try store.check().isConsistent, "\(context)")
+                #expect(!reported[1], "\(context): the refused unit succeeded")
+                // What the units that reported success do alone, in order, on a fresh copy.
+                let expected = try QueueFaultTests.copy(template.path)
+                let applied = Set(reported.indices.filter { reported[$0] })
+                _ = await Self.runGroup(on: expected, only: applied)
+                #expect(try Self.state(store) == Self.state(expected), "\(context): not what the applied units make")
+                switch applied.count {
+                case 0: none += 1
+                case 2: all += 1
+                default: partial += 1
+                }
+                // Sent again, the batch completes: the applied units replayed, the others applied
+                // now — the state of those units alone and then the whole batch (the change log
+                // numbers its entries in the order the units landed, so `after` only when all did
+                // at once).
+                let again = await Self.runGroup(on: store)
+                #expect(again == [true, false, true], "\(context): again \(again)")
+                _ = await Self.runGroup(on: expected)
+                #expect(
+                    try Self.state(store) == Self.state(expected),
+                    "\(context): the batch sent again did not complete it")
+                if applied.count == 2 || applied.isEmpty { #expect(try Self.state(store) == after, "\(context)") }
+            }
+        }
+        print(
+            "fault injection, a group commit of 3 units: \(calls.count) calls, \(trials) trials: \(none) with no unit applied, \(partial) with one, \(all) with both"
+        )
+        #expect(trials > 0)
+    }
 }
 #endif

@@ -10,6 +10,8 @@ import Synchronization
 /// JSON `$batch` (OData 4.01 JSON Format §19): `{"requests":[{"id","method","url","headers",
 /// "body","atomicityGroup","dependsOn"}]}` → `{"responses":[{"id","status","headers","body"}]}`.
 ///
+/// - The write units between two reads share one durable commit (`writeRun`, `servedAll`): each
+///   unit in a nested transaction of its own, one fsync for all.
 /// - Requests run in the order given. The requests of an atomicity group (adjacent, as the format
 ///   requires) run in ONE LMDB write transaction: all applied, or — when one fails — none; then the
 ///   failing request gets its error and the others of the group 424 Failed Dependency.

@@ -113,8 +113,13 @@ struct Reads {
 
         let inline: ([UInt8], ResultSummary)?
         // On the query threads: a long scan must not hold a thread of Swift's concurrency pool.
+        // A read of one entity by key without $expand is one B-tree look-up: answered here, as
+        // the hand-off to a query thread and back would cost more than the read.
+        let run: @Sendable () throws -> ([UInt8], ResultSummary)? = {
+            try ResponseStream.inline(produce).map { ($0.bytes, $0.result) }
+        }
         do {
-            inline = try await service.offload { try ResponseStream.inline(produce).map { ($0.bytes, $0.result) } }
+            inline = try Self.isKeyRead(resource, params) ? run() : await service.offload(run)
         } catch is NoRelatedEntity {
             return Response(status: .noContent, headers: headers)
         }
@@ -132,6 +137,19 @@ struct Reads {
         }
         if request.method == .head { return Response(status: .ok, headers: headers) }
         return Response(status: .ok, headers: headers, body: ResponseStream.streamed(produce))
+    }
+
+    /// Whether `resource` with `params` reads one entity by its key and nothing more: `Set(key)`
+    /// (one path segment ending in a key predicate) without `$expand` (which may fetch a whole
+    /// collection of related entities) and without a delta token.
+    static func isKeyRead(_ resource: String, _ params: [(String, String)]) -> Bool {
+        guard resource.hasSuffix(")"), let open = resource.firstIndex(of: "("), open > resource.startIndex,
+            !resource.contains("/")
+        else { return false }
+        return !params.contains { name, _ in
+            let n = (name.removingPercentEncoding ?? name).lowercased()
+            return n == "$expand" || n == "$deltatoken"
+        }
     }
 
     /// The options of a collection read that its delta link leaves out.

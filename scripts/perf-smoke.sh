@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds PerfTests (raw LMDB, OfflineStore and SQLite/GRDB side by side) and runs the benchmark once
-# at a tiny size: a smoke test that it builds and runs, not a measurement. The table goes to a log;
+# at a tiny size, then serve-load.sh and sync-bench.sh likewise: a smoke test that they build and
+# run, not a measurement. The table goes to a log;
 # the JSON goes to a temporary file, so PerfTests/results/latest.json keeps the last real run.
 set -e
 cd "$(dirname "$0")/.."
@@ -25,3 +26,18 @@ else
     echo "perf-smoke: the benchmark failed" >&2
     exit 1
 fi
+# The other PerfTests scripts, tiny and in debug builds (sharing .build and .build-perf), so that
+# none can rot unseen: serve-load (wrk against serve, authority and offline, and the hello world;
+# installs wrk if missing) and sync-bench (flush and refresh against their bare-client anchors).
+# engine-microbench (a developer's probe linked against release objects) is left out.
+cd ..
+for script in serve-load sync-bench; do
+    SLOG="${TMPDIR:-/tmp}/offline-store-perf-smoke-$script.log"
+    if bash "PerfTests/scripts/$script.sh" --debug --tiny >"$SLOG" 2>&1; then
+        echo "perf-smoke: PerfTests/scripts/$script.sh --debug --tiny ran (log: $SLOG)"
+    else
+        tail -n 60 "$SLOG"
+        echo "perf-smoke: PerfTests/scripts/$script.sh failed" >&2
+        exit 1
+    fi
+done

@@ -2,8 +2,8 @@
 # Load test of `offline-store serve` with wrk on loopback, anchored on Hummingbird's hello world in
 # the same run. See PerfTests/README.md, "Served endpoint under load".
 #
-#   PerfTests/scripts/serve-load.sh [--quick] [--duration S] [--rounds R] [--rows N] [--connections C]
-#                                   [--threads T] [--scratch DIR] [--no-build] [--keep DIR]
+#   PerfTests/scripts/serve-load.sh [--quick|--tiny] [--duration S] [--rounds R] [--rows N] [--connections C]
+#                                   [--threads T] [--scratch DIR] [--no-build] [--debug] [--keep DIR]
 #
 # Builds offline-store and PerfTests' hello-server in release; makes a store (the EPM demo, then
 # N/100 Products, N/4 SalesOrders and N SalesOrderItems generated, so ~100 items per product);
@@ -27,6 +27,8 @@
 # The hello world and the point reads take turns, --rounds times (default 3): the point reads' ratio is
 # the median of the rounds' ratios.
 # --quick: 2 s a workload, 1 round, 20,000 rows (a smoke run). Default: 10 s a workload, 100,000 rows.
+# --tiny: 1 s a workload, 1 round, 2,000 rows; with --debug (debug builds: the root package's .build
+# and PerfTests' .build-perf) it is CI's smoke run (scripts/perf-smoke.sh): that it runs, not figures.
 # --scratch: the build directory name (default .build-serve-load, in the root package and PerfTests).
 # --no-build: use the binaries already in --scratch. --keep DIR: make the store and logs in DIR, keep them.
 set -euo pipefail
@@ -38,10 +40,13 @@ connections=64
 threads=2
 scratch=.build-serve-load
 build=1
+debug=0
 keep=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) duration=2; rows=20000; rounds=1 ;;
+        --tiny) duration=1; rows=2000; rounds=1 ;;
+        --debug) debug=1 ;;
         --duration) duration="$2"; shift ;;
         --rows) rows="$2"; shift ;;
         --rounds) rounds="$2"; shift ;;
@@ -70,13 +75,22 @@ if ! command -v wrk >/dev/null 2>&1; then
     $SUDO apt-get install -y -qq wrk >/dev/null
 fi
 
-# --- release binaries
-if [ "$build" = 1 ]; then
-    (cd "$repo" && swift build -c release --scratch-path "$scratch" --product offline-store)
-    (cd "$repo/PerfTests" && swift build -c release --scratch-path "$scratch" --product hello-server)
+# --- release binaries (debug ones with --debug)
+if [ "$debug" = 1 ]; then
+    if [ "$build" = 1 ]; then
+        (cd "$repo" && swift build --product offline-store)
+        (cd "$repo/PerfTests" && swift build --scratch-path .build-perf --product hello-server)
+    fi
+    store_bin="$repo/.build/debug/offline-store"
+    hello_bin="$repo/PerfTests/.build-perf/debug/hello-server"
+else
+    if [ "$build" = 1 ]; then
+        (cd "$repo" && swift build -c release --scratch-path "$scratch" --product offline-store)
+        (cd "$repo/PerfTests" && swift build -c release --scratch-path "$scratch" --product hello-server)
+    fi
+    store_bin="$repo/$scratch/release/offline-store"
+    hello_bin="$repo/PerfTests/$scratch/release/hello-server"
 fi
-store_bin="$repo/$scratch/release/offline-store"
-hello_bin="$repo/PerfTests/$scratch/release/hello-server"
 [ -x "$store_bin" ] && [ -x "$hello_bin" ] || { echo "serve-load: missing $store_bin or $hello_bin" >&2; exit 1; }
 
 if [ -n "$keep" ]; then
@@ -160,7 +174,7 @@ check_get() {  # url, expected status, [grep pattern, expected count]
 check_get "$hello_url/hello" 200
 check_get "$store_url$(head -1 "$work/keys.txt")" 200 '"ItemPosition"' 1
 check_get "$store_url$(head -1 "$work/filters.txt")" 200
-check_get "$store_url/SalesOrderItems?\$top=10000" 200 '"ItemPosition"' 10000
+check_get "$store_url/SalesOrderItems?\$top=10000" 200 '"ItemPosition"' $((items < 10000 ? items : 10000))
 top_bytes=$(wc -c <"$work/probe.body")
 
 # --- the disk's synchronous write rate: 4 KiB writes, each synced (O_DSYNC), on the store's file system

@@ -160,7 +160,10 @@ import Storage
             #expect(options.serviceRoot == "http://127.0.0.1:8080/")
             let page = try s.json("Products?$select=Name", pageSize: 2, options: options)
             #expect(page["@odata.context"]?.text == "http://127.0.0.1:8080/$metadata#Products")
-            #expect(page["@odata.nextLink"]?.text == "http://127.0.0.1:8080/Products?$select=Name&$skiptoken=2")
+            // A read in key order pages by key: the token names the last key sent (keyset).
+            #expect(
+                page["@odata.nextLink"]?.text?.hasPrefix("http://127.0.0.1:8080/Products?$select=Name&$skiptoken=k")
+                    == true)
             // @odata.id stays relative: it is resolved against the context URL.
             #expect(page.entities.first?["@odata.id"]?.text == "Products('HT-1000')")
             #expect(
@@ -178,7 +181,7 @@ import Storage
         // Without a root everything is relative, as before.
         let plain = try s.json("Products", pageSize: 3)
         #expect(plain["@odata.context"]?.text == "$metadata#Products")
-        #expect(plain["@odata.nextLink"]?.text == "Products?$skiptoken=3")
+        #expect(plain["@odata.nextLink"]?.text?.hasPrefix("Products?$skiptoken=k") == true)
     }
 
     @Test func deltaLinkOnlyOnTheLastPage() throws {

@@ -74,7 +74,7 @@ extension AccessPath {
     /// Visits the candidates (primary key, row bytes) until `body` returns false. With `covering`
     /// (an index scan only), the row bytes are the index entries' carried values, not the rows.
     static func run(
-        _ access: AccessPath, set: EntitySetHandle, t: ReadView, covering: Bool = false,
+        _ access: AccessPath, set: EntitySetHandle, t: ReadView, covering: Bool = false, after: [UInt8]? = nil,
         _ body: (MappedBytes, MappedBytes) throws -> Bool
     ) throws {
         func fetch(_ pk: MappedBytes) throws -> Bool {
@@ -96,7 +96,9 @@ extension AccessPath {
             }
         case .keyRange(let prefix, let range, let reverse):
             let p = try KeyCodec.encode(prefix)
-            let (l, u) = try bounds(prefix: p, descending: false, range)
+            var (l, u) = try bounds(prefix: p, descending: false, range)
+            // The smallest key above `after` is `after` followed by a 0 byte.
+            if let after, !reverse, !(after + [0]).lexicographicallyPrecedes(l.bytes) { l = (after + [0], true) }
             try set.scanEntities(t, lower: l, upper: u, reverse: reverse, body)
         case .index(let index, let prefix, let range):
             let p = try index.encodeTuple(prefix)
@@ -120,7 +122,8 @@ extension AccessPath {
                 }
             }
         case .fullScan(let reverse):
-            try set.scanEntities(t, lower: nil, upper: nil, reverse: reverse, body)
+            try set.scanEntities(
+                t, lower: reverse ? nil : after.map { ($0 + [0], true) }, upper: nil, reverse: reverse, body)
         }
     }
 

@@ -7,7 +7,7 @@ extension QueryEngine {
     /// Throws a `QueryError` for the first thing in `query` this engine will not run.
     func check(_ query: BoundQuery) throws(QueryError) {
         if let format = query.format { try Self.checkFormat(format) }
-        _ = try Paging.offset(skipToken: query.skipToken)
+        _ = try Paging.token(query.skipToken)
         try Self.refuseSearch(query.options, option: nil)
         try limits.check(query)
     }

@@ -107,7 +107,9 @@ package struct QueryEngine: Sendable {
         writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void
     ) throws -> ResultSummary {
         try Paging.check(pageSize: pageSize)
-        let offset = try Paging.offset(skipToken: query.skipToken)
+        let token = try Paging.token(query.skipToken)
+        var offset = 0
+        if case .offset(let n) = token { offset = n }
         return try store.read { t in
             var summary = ResultSummary()
             var out = ResultWriter(schema: store.schema, format: format, options: options, sink: write)
@@ -161,8 +163,18 @@ package struct QueryEngine: Sendable {
                 let delta = try deltaLink()
                 let shape = try EntityShape(set: set, options: queryOptions, store: store, etags: options.etags)
                 let total = queryOptions.count ? try countWithin(plan, executor) : nil
-                // Server-driven paging: the skip token is the offset already delivered.
+                // Server-driven paging: the skip token is the offset already delivered, or — for a
+                // plan read in key order — the last key delivered (keyset: a page costs its own rows).
                 var paged = plan
+                let keyset = pageSize != nil && plan.keysetPageable
+                if case .after(let key) = token {
+                    guard plan.keysetPageable else {
+                        throw QueryError(
+                            "this skip token continues a read in key order; the request is not one",
+                            option: "$skiptoken", column: 1)
+                    }
+                    paged.after = key
+                }
                 paged.skip = Paging.sum(plan.skip, offset)
                 let remaining = plan.top.map { max(0, $0 - offset) }
                 var pageLimit = remaining
@@ -172,13 +184,24 @@ package struct QueryEngine: Sendable {
                 try out.beginCollection(context: set.name, count: total)
                 var n = 0
                 var more = false
+                var lastKey: [UInt8] = []
                 try executor.run(paged) { e in
                     if let pageSize, n == pageSize { more = true; return false }
                     try out.entity(e, shape: shape, executor: executor)
                     n += 1
+                    if keyset {
+                        lastKey =
+                            try e.primaryKey.map { Array($0) }
+                            ?? e.set.encodeKey(e.set.type.key.map { try e.value($0) })
+                    }
                     return true
                 }
-                let next = more ? Paging.nextLink(url(), offset: Paging.sum(offset, n)) : nil
+                let next =
+                    !more
+                    ? nil
+                    : keyset
+                        ? Paging.nextLink(url(), token: Paging.keysetToken(lastKey))
+                        : Paging.nextLink(url(), offset: Paging.sum(offset, n))
                 try out.endCollection(nextLink: next, deltaLink: delta)
             }
             try out.flush()

@@ -39,7 +39,7 @@ package struct QueryExecutor {
         // (retained and released around each call).
         let root: CompiledFilter.Node
         if let filter { root = filter.root } else { root = { _, _ in .yes } }
-        try AccessPath.run(plan.access, set: set, t: t, covering: plan.covering) { pk, row in
+        try AccessPath.run(plan.access, set: set, t: t, covering: plan.covering, after: plan.after) { pk, row in
             let view = try EntityRef.view(row, set: set)
             // The compiled filter first, on the row: an entity is made only for the rows it passes.
             if try root(view, pk) != .yes { return true }

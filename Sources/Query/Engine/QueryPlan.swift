@@ -39,6 +39,20 @@ package struct QueryPlan: CustomStringConvertible {
     /// The access is an index scan whose entries carry every property the query reads (`INCLUDE`):
     /// candidates are the entries' carried values, and no entity row is read.
     package var covering = false
+    /// Keyset paging: start strictly after this primary key (a `$skiptoken` of this engine's
+    /// keyset form). Honoured by the forward key-ordered access paths (`keysetPageable`).
+    package var after: [UInt8]? = nil
+
+    /// Whether the plan yields its results in primary-key order, forward, with nothing cut by the
+    /// client: a page can then continue after the last key it sent (`after`) instead of skipping
+    /// every entity before it, and costs only its own rows.
+    package var keysetPageable: Bool {
+        guard orderBy.isEmpty, case .stream = sort, skip == 0, top == nil, !covering else { return false }
+        switch access {
+        case .fullScan(reverse: false), .keyRange(_, _, reverse: false): return true
+        default: return false
+        }
+    }
 
     package var description: String {
         var lines = [

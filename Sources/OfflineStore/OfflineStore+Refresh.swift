@@ -76,7 +76,8 @@ extension OfflineStore {
     /// queue — see the DocC article "Refresh and defining requests". `headers` go with every request;
     /// `authorizer` sets each request's credentials (see `RequestAuthorizer`) — without one, the
     /// configuration's `authentication` does, its secret read now; `pageSize` is asked as
-    /// `Prefer: odata.maxpagesize` (default 1,000). Each page is written in its own transaction; a refresh that fails or is killed
+    /// `Prefer: odata.maxpagesize` (default 1,000). A full read's pages are written in groups of
+    /// about 5,000 entities, each in its own transaction; a refresh that fails or is killed
     /// leaves a consistent store, and the next one converges.
     ///
     /// - Throws: `RefreshError` (a service error status, an unknown name, no service root, one

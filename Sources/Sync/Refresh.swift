@@ -92,8 +92,8 @@ public struct RefreshProgress: Sendable, Hashable {
     public var bytes: Int
 }
 
-/// Why a refresh stopped. What it wrote before stays: each page is its own transaction, and the
-/// next refresh converges.
+/// Why a refresh stopped. What it wrote before stays: each group of pages (each chunk of a delta)
+/// is its own transaction, and the next refresh converges.
 public enum RefreshError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The service answered a read with an error status.
     case service(request: String, status: Int, message: String)
@@ -181,7 +181,8 @@ package enum DefiningRequests {
 }
 
 /// The refresh algorithm against a `Backend`: each defining request read in pages (or through its
-/// delta link), every page written in its own transaction, then the queue compacted.
+/// delta link), a full read's pages fetched ahead and written in groups (`PagePipe`), a delta's
+/// chunk by chunk, each in its own transaction, then the queue compacted.
 ///
 /// **Membership** (`Membership`): a full read of request R takes a new generation g (kept in
 /// `meta` with the delta link removed, in one transaction), marks every entity a page brings with
@@ -212,9 +213,14 @@ package struct Refresher: Sendable {
     /// Pages in a row of a full read that bring nothing new (no entity, or only entities an earlier
     /// page of the same read brought) before the read stops as endless.
     package var maxPagesWithoutProgress = 10
-    /// Rows (entities, expanded ones included, and removals) written per transaction as a page
-    /// streams in: memory holds a few such chunks, whatever the size of a page.
+    /// Rows (entities, expanded ones included, and removals) of a part: a page is parsed and
+    /// handed to the writer in parts of at most this many, so memory holds a few parts whatever
+    /// the size of a page.
     package var chunkRows = 2_000
+    /// Rows (or parts, `groupParts`) a full read writes in one transaction (`PagePipe`): its
+    /// pages are fetched and parsed up to two such groups ahead of the writer.
+    package var groupRows = 5_000
+    package var groupParts = 16
     let reader: PayloadReader
 
     package init(
@@ -341,56 +347,53 @@ package struct Refresher: Sendable {
             return g
         }
         var report = RefreshReport.Request(name: name, mode: mode)
-        let first = DefiningRequests.encode(r.url)
-        var next: String? = first
+        // One task fetches and parses the pages, this one writes them: the next page comes while
+        // the last is written, and the parts waiting when a write begins go into it together.
+        let pipe = PagePipe(groupRows: groupRows, groupParts: groupParts)
+        async let fetched = fetchPages(
+            first: DefiningRequests.encode(r.url), query: query, name: name, track: track, into: pipe)
         var deltaLink: String? = nil
-        var seen: Set<String> = []
-        var track = track
-        var withoutProgress = 0
         // The service's count of the collection (asked on the first page) against the entities
         // its pages bring: a service that pages by offset while entities are deleted before the
         // cursor skips some, and a sweep would then remove them (finding 2 of the second round).
         var counted: Int? = nil
         var topLevel = 0
-        while let url = next {
-            guard seen.insert(url).inserted else {
-                throw RefreshError.badResponse(
-                    request: name, message: "the service sent the same next link twice: \(Membership.quoted(url))")
-            }
-            try Task.checkCancellation()  // between pages (each chunk of a page is whole or absent)
-            var response = try await get(report.pages == 0 ? withCount(url) : url, track: track)
-            if report.pages == 0, response.status == 400 || response.status == 501 {
-                response = try await get(url, track: track)  // a service that does not count
-            }
-            if track, report.pages == 0, response.status == 400 || response.status == 501 {
-                // Refused change tracking (Gateway: "Delta is not supported for …"): read it in
-                // full, now and from now on. A request the service refuses for another reason
-                // fails again below, with the service's message.
-                let refused = response.status
-                response = try await get(url, track: false)
-                if response.status == 200 {
-                    try await store.write { t in try m.setUntracked(t, name: name, status: refused) }
-                    track = false
-                    report.mode = .fullWithoutTracking
+        var withoutProgress = 0
+        var newInPage = 0
+        do {
+            while let parts = try await pipe.take() {
+                let news = try await apply(parts.map(\.page), name: name, generation: generation, into: &report)
+                for (part, new) in zip(parts, news) {
+                    topLevel += part.page.topLevel
+                    newInPage += new
+                    guard part.endsPage else { continue }
+                    report.pages += 1
+                    report.bytes += part.bytes
+                    if part.index == 1 { counted = part.page.count }
+                    deltaLink = part.page.deltaLink
+                    withoutProgress = newInPage == 0 && part.page.nextLink != nil ? withoutProgress + 1 : 0
+                    newInPage = 0
+                    if withoutProgress >= maxPagesWithoutProgress {
+                        throw RefreshError.badResponse(
+                            request: name,
+                            message:
+                                "the service sent \(withoutProgress) pages in a row with no entity that earlier pages of this read had not brought (\(report.pages) pages, \(report.received) entities in all): its next links do not end; nothing was removed, and the next refresh reads it again"
+                        )
+                    }
                 }
+                progress?(
+                    RefreshProgress(
+                        request: name, mode: report.mode, pages: report.pages, received: report.received,
+                        bytes: report.bytes))
+                try Task.checkCancellation()  // between groups: each is whole or absent
             }
-            guard response.status == 200 else { throw failure(name, response) }
-            report.bytes += response.size
-            let page = try await read(response, query: query, name: name, generation: generation, into: &report)
-            let new = page.new
-            if report.pages == 1 { counted = page.count }
-            topLevel += page.topLevel
-            next = page.nextLink
-            deltaLink = page.deltaLink
-            withoutProgress = new == 0 && next != nil ? withoutProgress + 1 : 0
-            if withoutProgress >= maxPagesWithoutProgress {
-                throw RefreshError.badResponse(
-                    request: name,
-                    message:
-                        "the service sent \(withoutProgress) pages in a row with no entity that earlier pages of this read had not brought (\(report.pages) pages, \(report.received) entities in all): its next links do not end; nothing was removed, and the next refresh reads it again"
-                )
-            }
+        } catch {
+            await pipe.close()  // the fetching task stops at its next hand-over
+            _ = try? await fetched
+            throw error
         }
+        let (tracked, refused) = try await fetched
+        if refused { report.mode = .fullWithoutTracking }
         if let counted, topLevel < counted {
             // Not the whole collection: sweeping would remove what the service skipped. Keep
             // everything, store no delta link: the next refresh reads it in full again.
@@ -400,11 +403,73 @@ package struct Refresher: Sendable {
         let swept = try await sweep(name: name, below: generation)
         report.removed += swept.removed
         report.retained += swept.retained
-        if track, let deltaLink {
+        if tracked, let deltaLink {
             let link = try storable(deltaLink, request: name)
             try await store.write { t in try m.setDeltaLink(t, name: name, link) }
         }
         return report
+    }
+
+    /// The reading half of a full read: fetches the pages from `first` on, following next
+    /// links, and hands each page's parts to `pipe` as it parses them (on a thread of its own,
+    /// from memory or from the temporary file a large answer went to); ends the pipe with nil or
+    /// the failure. Returns whether the read kept change tracking, and whether the service refused it.
+    func fetchPages(
+        first: String, query: BoundQuery, name: String, track: Bool, into pipe: PagePipe
+    ) async throws -> (tracked: Bool, refused: Bool) {
+        do {
+            var next: String? = first
+            var seen: Set<String> = []
+            var (track, refused, index) = (track, false, 0)
+            while let url = next {
+                guard seen.insert(url).inserted else {
+                    throw RefreshError.badResponse(
+                        request: name, message: "the service sent the same next link twice: \(Membership.quoted(url))")
+                }
+                try Task.checkCancellation()  // between pages (each part of a page is whole or absent)
+                var response = try await get(index == 0 ? withCount(url) : url, track: track)
+                if index == 0, response.status == 400 || response.status == 501 {
+                    response = try await get(url, track: track)  // a service that does not count
+                }
+                if track, index == 0, response.status == 400 || response.status == 501 {
+                    // Refused change tracking (Gateway: "Delta is not supported for …"): read it in
+                    // full, now and from now on. A request the service refuses for another reason
+                    // fails again below, with the service's message.
+                    let status = response.status
+                    response = try await get(url, track: false)
+                    if response.status == 200 {
+                        let m = membership
+                        try await store.write { t in try m.setUntracked(t, name: name, status: status) }
+                        (track, refused) = (false, true)
+                    }
+                }
+                guard response.status == 200 else { throw failure(name, response) }
+                index += 1
+                let (reader, set, options, chunkRows, body) = (
+                    reader, query.path.entitySet, query.options, chunkRows, response
+                )
+                let parse = ParseThread<ServerPage>(name: "OfflineStore.refresh") { put in
+                    try reader.readPage(body.stream(), set: set, options: options, chunkRows: chunkRows, emit: put)
+                }
+                defer { parse.stop() }
+                // One part behind the parse, so that the page's last part (its links) is known as such.
+                var held: ServerPage? = nil
+                while let part = try await parse.nextItem() {
+                    if let held {
+                        try await pipe.put(PagePipe.Part(page: held, index: index, endsPage: false, bytes: 0))
+                    }
+                    held = part
+                }
+                let last = held ?? ServerPage()
+                next = last.nextLink
+                try await pipe.put(PagePipe.Part(page: last, index: index, endsPage: true, bytes: response.size))
+            }
+            await pipe.finish(nil)
+            return (track, refused)
+        } catch {
+            await pipe.finish(error)
+            throw error
+        }
     }
 
     /// Reads the delta from `link`; nil when the service refuses it (4xx: expired or unknown).
@@ -495,51 +560,62 @@ package struct Refresher: Sendable {
         var written = 0, removed = 0, rebased = 0, retained = 0, new = 0
     }
 
-    /// Writes one page (or a chunk of one) in one transaction: its entities (rebased where they have pending local
-    /// changes) with their ETags and membership, and its removals. Returns how many of its
-    /// entities are new to this generation (not brought by an earlier page of the same read).
+    /// Writes one page (or a chunk of one) in one transaction: see `apply(_:[ServerPage]…)`.
     @discardableResult
     func apply(
         _ page: ServerPage, name: String, generation: UInt64, into report: inout RefreshReport.Request
     ) async throws -> Int {
+        try await apply([page], name: name, generation: generation, into: &report)[0]
+    }
+
+    /// Writes parts of pages in one transaction, in order: their entities (rebased where they
+    /// have pending local changes) with their ETags and membership, and their removals. Returns,
+    /// per part, how many of its entities are new to this generation (not brought by an earlier
+    /// part of the same read).
+    func apply(
+        _ parts: [ServerPage], name: String, generation: UInt64, into report: inout RefreshReport.Request
+    ) async throws -> [Int] {
         let store = self.store
-        let (rows, removed) = (page.rows, page.removed)
         let counts = try await store.write { t in
-            var c = PageCounts()
             let m = Membership(store: store)
-            for row in rows {
-                let set = try store.set(row.set)
-                guard !store.schema.isSystemSet(set.name) else { continue }
-                let keyBytes = try set.encodeKey(try set.keyValues(row.entity))
-                switch try Self.writeServerImage(t, store: store, set: set, keyBytes: keyBytes, row: row) {
-                case .unchanged, .keptLocal: break
-                case .written: c.written += 1
-                case .rebased: c.written += 1; c.rebased += 1
+            return try parts.map { page in
+                var c = PageCounts()
+                for row in page.rows {
+                    let set = try store.set(row.set)
+                    guard !store.schema.isSystemSet(set.name) else { continue }
+                    let keyBytes = try set.encodeKey(try set.keyValues(row.entity))
+                    switch try Self.writeServerImage(t, store: store, set: set, keyBytes: keyBytes, row: row) {
+                    case .unchanged, .keptLocal: break
+                    case .written: c.written += 1
+                    case .rebased: c.written += 1; c.rebased += 1
+                    }
+                    let entity = EntityStore.entityKey(set: set.name, keyBytes: keyBytes)
+                    if try m.hold(t, name: name, entity: entity, generation: generation) { c.new += 1 }
+                    try m.putETag(t, entity: entity, row.etag)
                 }
-                let entity = EntityStore.entityKey(set: set.name, keyBytes: keyBytes)
-                if try m.hold(t, name: name, entity: entity, generation: generation) { c.new += 1 }
-                try m.putETag(t, entity: entity, row.etag)
-            }
-            for (setName, key) in removed {
-                let set = try store.set(setName)
-                switch try m.release(t, name: name, set: set, keyBytes: try set.encodeKey(key)) {
-                case .removed: c.removed += 1
-                case .retained: c.retained += 1
-                case .notMember, .stillHeld, .orphaned: break
+                for (setName, key) in page.removed {
+                    let set = try store.set(setName)
+                    switch try m.release(t, name: name, set: set, keyBytes: try set.encodeKey(key)) {
+                    case .removed: c.removed += 1
+                    case .retained: c.retained += 1
+                    case .notMember, .stillHeld, .orphaned: break
+                    }
                 }
+                return c
             }
-            return c
         }
-        report.received += page.received
-        report.written += counts.written
-        report.removed += counts.removed
-        report.rebased += counts.rebased
-        report.skippedProperties += page.skippedProperties
-        report.facetViolations += page.facetViolations
+        for (page, c) in zip(parts, counts) {
+            report.received += page.received
+            report.written += c.written
+            report.removed += c.removed
+            report.rebased += c.rebased
+            report.skippedProperties += page.skippedProperties
+            report.facetViolations += page.facetViolations
+        }
         progress?(
             RefreshProgress(
                 request: name, mode: report.mode, pages: report.pages, received: report.received, bytes: report.bytes))
-        return counts.new
+        return counts.map(\.new)
     }
 
     enum Written { case unchanged, written, rebased, keptLocal }

@@ -98,7 +98,7 @@ struct SyncBench {
             }
             if doRefresh {
                 lines += try await refresh(
-                    server: server, client: client, work: work, metadata: metadata, config: config)
+                    server: server, client: client, work: work, metadata: metadata, config: config, served: served)
             }
             try await client.shutdown()
             try server.stop()
@@ -303,7 +303,7 @@ struct SyncBench {
     // MARK: Refresh
 
     func refresh(
-        server: Server, client: HTTPClient, work: String, metadata: String, config: String
+        server: Server, client: HTTPClient, work: String, metadata: String, config: String, served: String
     ) async throws -> [Line] {
         let store = work + "/refresh"
         _ = try os("init", "--store", store, "--metadata", metadata, "--config", config, in: work)
@@ -385,7 +385,74 @@ struct SyncBench {
         guard Int(count) == o.entities else {
             throw BenchError("the refreshed store has \(count) SalesOrderItems, the service \(o.entities)")
         }
+        return lines + (try imports(served: served, work: work, metadata: metadata, config: config, refresh: lines[0]))
+    }
+
+    /// The refresh's targets: the same entities as one JSON file (what `offline-store query`
+    /// writes from the served store), imported by `offline-store load` into a new store with the
+    /// same metadata and indexes, and by SQLite (the `sqlite3` shell: a `WITHOUT ROWID` table
+    /// with the same key and indexes, one `INSERT … SELECT … FROM json_each(readfile(…))` in
+    /// one transaction, synchronous FULL); each in a child process, timed whole.
+    func imports(served: String, work: String, metadata: String, config: String, refresh: Line) throws -> [Line] {
+        let file = work + "/items.json"
+        try os("query", "--store", served, "SalesOrderItems", in: work)  // its output is child.out
+        try FileManager.default.moveItem(atPath: work + "/child.out", toPath: file)
+        let size = (try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
+        let loaded = work + "/loaded"
+        _ = try os("init", "--store", loaded, "--metadata", metadata, "--config", config, in: work)
+        let l = try runChild([o.binary, "load", "--store", loaded, "--set", "SalesOrderItems", file], in: work)
+        guard l.stdout.contains("loaded \(o.entities) entities") else { throw BenchError("load printed: \(l.stdout)") }
+        var lines = [
+            Line(
+                label: "load of the same JSON (offline-store load)", size: "-", trips: nil, items: o.entities,
+                seconds: l.wallSeconds, clientCPU: l.cpuSeconds, clientPeakMiB: l.peakRSSMiB,
+                clientAnonMiB: l.peakAnonMiB, serverCPU: 0, serverPeakMiB: 0)
+        ]
+        var sqliteLine = "SQLite: sqlite3 not found, not run"
+        if let sqlite = ["/usr/bin/sqlite3", "/usr/local/bin/sqlite3"].first(where: {
+            FileManager.default.isExecutableFile(atPath: $0)
+        }) {
+            let script = work + "/import.sql"
+            try Self.sqliteImport(file: file).write(toFile: script, atomically: true, encoding: .utf8)
+            let r = try runChild([sqlite, work + "/items.sqlite", ".read " + script], in: work)
+            guard Int(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) == o.entities else {
+                throw BenchError("the SQLite import counted \(r.stdout), expected \(o.entities)")
+            }
+            lines.append(
+                Line(
+                    label: "SQLite imports the same JSON (sqlite3)", size: "-", trips: nil, items: o.entities,
+                    seconds: r.wallSeconds, clientCPU: r.cpuSeconds, clientPeakMiB: r.peakRSSMiB,
+                    clientAnonMiB: r.peakAnonMiB, serverCPU: 0, serverPeakMiB: 0))
+            sqliteLine = String(format: "refresh ÷ SQLite import %.2f", refresh.seconds / r.wallSeconds)
+        }
+        print(
+            String(
+                format:
+                    "refresh vs import of the same %.0f MiB of JSON: refresh %.2f s (%.1f µs an entity), load %.2f s (%.1f µs); refresh ÷ load %.2f (target: at most 1.5); %@",
+                Double(size) / 1_048_576, refresh.seconds, refresh.seconds * 1e6 / Double(o.entities), l.wallSeconds,
+                l.wallSeconds * 1e6 / Double(o.entities), refresh.seconds / l.wallSeconds, sqliteLine))
         return lines
+    }
+
+    /// The SQLite import: the demo's SalesOrderItems as SQLite would hold them (decimals as
+    /// thousandths, dates as text), the key and the two indexes the served store has.
+    static func sqliteImport(file: String) -> String {
+        """
+        PRAGMA synchronous = FULL;
+        CREATE TABLE SalesOrderItems (SalesOrderID TEXT NOT NULL, ItemPosition INTEGER NOT NULL, ProductID TEXT,
+          Quantity INTEGER, NetAmount INTEGER, CurrencyCode TEXT, DeliveryDate TEXT,
+          PRIMARY KEY (SalesOrderID, ItemPosition)) WITHOUT ROWID;
+        CREATE INDEX ByProduct ON SalesOrderItems (ProductID);
+        CREATE INDEX ByQuantity ON SalesOrderItems (Quantity DESC, ProductID);
+        BEGIN;
+        INSERT INTO SalesOrderItems SELECT json_extract(value, '$.SalesOrderID'), json_extract(value, '$.ItemPosition'),
+          json_extract(value, '$.ProductID'), json_extract(value, '$.Quantity'),
+          CAST(round(json_extract(value, '$.NetAmount') * 1000) AS INTEGER), json_extract(value, '$.CurrencyCode'),
+          json_extract(value, '$.DeliveryDate')
+          FROM json_each(readfile('\(file)'), '$.value');
+        COMMIT;
+        SELECT count(*) FROM SalesOrderItems;
+        """
     }
 
     static func received(_ out: String, mode: String) throws -> Int {
@@ -451,9 +518,12 @@ struct SyncBench {
             ]))
         print(String(repeating: "-", count: widths.reduce(0, +) + widths.count - 1))
         for (i, l) in lines.enumerated() {
-            // Each measured line is followed by its anchor.
+            // Each measured line is followed by its anchor; the imports have none (their ratios are printed above).
             let ratio =
-                l.label.hasPrefix("anchor") ? "1" : (i + 1 < lines.count ? fmt(l.rate / lines[i + 1].rate, 2) : "")
+                l.label.hasPrefix("anchor")
+                ? "1"
+                : l.label.hasPrefix("load") || l.label.hasPrefix("SQLite")
+                    ? "-" : (i + 1 < lines.count ? fmt(l.rate / lines[i + 1].rate, 2) : "")
             print(
                 row([
                     l.label, l.size, l.trips.map(String.init) ?? "-", String(l.items), fmt(l.seconds, 2),

@@ -72,9 +72,10 @@ import Samples
         #expect(recorder.transitions == [.opening, .open, .closed])
     }
 
-    /// A refresh reports `downloading` with entities and bytes; cancelled after its first page,
-    /// it throws `CancellationError`, logs a cancelled download, leaves a consistent store and no
-    /// delta link; the next refresh reads in full and gives the service's data.
+    /// A refresh reports `downloading` with entities and bytes; cancelled after its first group
+    /// of pages (16 pages of one entity: `Refresher.groupParts`), it throws `CancellationError`,
+    /// logs a cancelled download, leaves a consistent store holding that group and no delta link;
+    /// the next refresh reads in full and gives the service's data.
     @Test func refreshReportsDownloadingAndCanBeCancelled() async throws {
         let servedPath = try ServeTests.sampleStore()
         let request = DefiningRequest(name: "AllProducts", url: "Products")
@@ -82,15 +83,15 @@ import Samples
         let recorder = Recorder(offline.lifecycle.events())
         try await withServer(servedPath) { _, server in
             let cancelled = Task {
-                try await offline.refresh(serviceRoot: server.url, pageSize: 2) { p in
-                    if p.pages == 1 { withUnsafeCurrentTask { $0?.cancel() } }
+                try await offline.refresh(serviceRoot: server.url, pageSize: 1) { p in
+                    if p.pages > 0 { withUnsafeCurrentTask { $0?.cancel() } }
                 }
             }
             let outcome = await cancelled.result
             #expect(throws: CancellationError.self) { try outcome.get() }
             #expect(offline.lifecycle.current.state == .open)
             let partial = try offline.count(set: "Products")
-            #expect(partial == 2, "one page of two written before the cancel")
+            #expect(partial == 16, "one group of 16 pages of one written before the cancel")
             #expect(try offline.check().isConsistent)
             let events = try offline.entities("EventLog?$filter=Type eq 'Download'")
             #expect(events.last?["Outcome"] == .string("cancelled"), "\(events)")

@@ -123,8 +123,10 @@ import TestSupport
                 report.requests.map(\.mode) == [.delta, .delta, .full] && report.rebased >= 3 && report.removed >= 2,
                 "\(report)")
             #expect(before != after)
+            // Two deltas (a transaction per part), a full read (its pages grouped: `PagePipe`,
+            // one group here), its sweep, the compaction and the event log.
             let commits = calls.filter { $0 == "mdb_txn_commit" }.count
-            #expect(commits > 10, "\(commits) commits")
+            #expect(commits >= 8, "\(commits) commits")
 
             // The trials: call n fails with one of the codes, in rotation (each code at every kind of call).
             let codes = QueueFaultTests.codes

@@ -266,14 +266,14 @@ package struct Refresher: Sendable {
     /// service refuses the link) a full read.
     package func refresh(_ r: StoreConfiguration.DefiningRequest) async throws -> RefreshReport.Request {
         let query = try DefiningRequests.bind(r.url, schema: store.schema)
-        // serve's delta responses cover the request's own set only, not changes to expanded
-        // children; a request with $expand is read in full every time.
         let name = r.name
         let m = membership
         if try store.read({ t in try m.untracked(t, name: name) }) != nil {
             return try await fullRead(r, query: query, track: false, mode: .fullWithoutTracking)
         }
-        let track = query.options.expand.isEmpty
+        // A request with $expand keeps a delta link too when the service gives one (serve's delta
+        // of such a request reports the changes of every set its $expand reaches).
+        let track = true
         if track, let link = try store.read({ t in try m.deltaLink(t, name: name) }) {
             if let done = try await deltaRead(name: name, query: query, link: link) { return done }
             return try await fullRead(r, query: query, track: track, mode: .fullAfterExpiredDelta)
@@ -473,8 +473,11 @@ package struct Refresher: Sendable {
         into report: inout RefreshReport.Request
     ) async throws -> PageRead {
         let (reader, set, options, chunkRows) = (reader, query.path.entitySet, query.options, chunkRows)
+        // A delta's entries may be of any set of the request's expand tree; a full read's are the request's set.
+        let related = report.mode == .delta ? Self.expandTree(options) : nil
         let parse = ParseThread<ServerPage>(name: "OfflineStore.refresh") { put in
-            try reader.readPage(response.stream(), set: set, options: options, chunkRows: chunkRows, emit: put)
+            try reader.readPage(
+                response.stream(), set: set, options: options, chunkRows: chunkRows, related: related, emit: put)
         }
         defer { parse.stop() }
         var page = PageRead()
@@ -489,6 +492,18 @@ package struct Refresher: Sendable {
             RefreshProgress(
                 request: name, mode: report.mode, pages: report.pages, received: report.received, bytes: report.bytes))
         return page
+    }
+
+    /// Each entity set below the top of `options`' expand tree, with the options of its first
+    /// level (breadth first).
+    static func expandTree(_ options: BoundOptions) -> [String: BoundOptions] {
+        var out: [String: BoundOptions] = [:]
+        var level = options.expand
+        while !level.isEmpty {
+            for e in level where out[e.entitySet] == nil { out[e.entitySet] = e.options }
+            level = level.flatMap(\.options.expand)
+        }
+        return out
     }
 
     struct PageCounts: Sendable {

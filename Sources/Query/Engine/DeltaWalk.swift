@@ -61,51 +61,94 @@ final class DeltaTree {
     }
 }
 
-/// One delta response being written: what each change means for the request's scope.
+/// One delta response: what each change means for the request's scope, decided first for every
+/// change (with every look-up and every entity the entries will expand counted against the
+/// budget, so a response too large is refused before its first byte), then written.
 struct DeltaWalk {
-    let tree: DeltaTree
-    let executor: QueryExecutor
-    var out: ResultWriter
-    /// Entities already reported at the top of the response (set name ‖ key bytes).
-    private var reported: Set<[UInt8]> = []
-
-    init(tree: DeltaTree, executor: QueryExecutor, out: ResultWriter) {
-        (self.tree, self.executor, self.out) = (tree, executor, out)
+    /// One entry of the response.
+    enum Entry {
+        /// The entity of `set` with key `keyBytes`, written as at `level`.
+        case entity(DeltaTree.Level, keyBytes: [UInt8])
+        /// A removal.
+        case removed(EntitySetHandle, id: String, reason: StaticString)
     }
 
-    /// Reports one changed entity: itself if it is in scope, else its removal and that of what
+    let tree: DeltaTree
+    let executor: QueryExecutor
+    /// Spent while deciding: look-ups of the entities above, entities found below a removal, and
+    /// the entities each written entry's expansion will write.
+    let budget: ExpansionBudget
+    private(set) var entries: [Entry] = []
+    /// Entities already decided (set name ‖ key bytes).
+    private var reported: Set<[UInt8]> = []
+
+    init(tree: DeltaTree, executor: QueryExecutor, budget: ExpansionBudget) {
+        (self.tree, self.executor, self.budget) = (tree, executor, budget)
+    }
+
+    /// Decides one changed entity: itself if it is in scope, else its removal and that of what
     /// is below it in the tree and now in scope nowhere.
-    mutating func report(_ change: QueryEngine.DeltaChange, keyBytes: [UInt8]) throws {
+    mutating func decide(_ change: QueryEngine.DeltaChange, keyBytes: [UInt8], writer: ResultWriter) throws {
         guard let levels = tree.levels[change.set], let set = levels.first?.set else { return }
         guard reported.insert(EntityStore.entityKey(set: set.name, keyBytes: keyBytes)).inserted else { return }
         let id = EntityShape.canonicalURL(set, change.key)
         guard let row = try set.row(executor.t, key: keyBytes) else {
-            try removed(set, id: id, reason: "deleted")
+            entries.append(.removed(set, id: id, reason: "deleted"))
             try removeBelow(levels, key: Dictionary(uniqueKeysWithValues: zip(set.type.key, change.key)))
             return
         }
-        let written = try keyBytes.withUnsafeBytes { pk in
+        let level = try keyBytes.withUnsafeBytes { pk -> DeltaTree.Level? in
             let entity = try EntityRef(set: set, row: row, primaryKey: pk)
             for level in levels where try inScope(entity, level) {
-                if set.name == tree.root.set.name {
-                    try out.entity(entity, shape: level.shape, executor: executor)
-                } else {
-                    try out.entity(entity, context: set.name, shape: level.shape, executor: executor)
-                }
-                return true
+                try countExpanded(entity, level.shape, writer: writer)
+                return level
             }
-            return false
+            return nil
         }
-        if written { return }
-        try removed(set, id: id, reason: "changed")
+        if let level {
+            entries.append(.entity(level, keyBytes: keyBytes))
+            return
+        }
+        entries.append(.removed(set, id: id, reason: "changed"))
         try removeBelow(levels, key: Dictionary(uniqueKeysWithValues: zip(set.type.key, change.key)))
     }
 
-    private mutating func removed(_ set: EntitySetHandle, id: String, reason: StaticString) throws {
-        if set.name == tree.root.set.name {
-            try out.removed(id: id, reason: reason)
-        } else {
-            try out.removed(id: id, context: set.name, reason: reason)
+    /// Writes the decided entries (an entity is read again: the same snapshot, so it is there).
+    func write(to out: inout ResultWriter) throws {
+        let root = tree.root.set.name
+        for entry in entries {
+            switch entry {
+            case .entity(let level, let keyBytes):
+                guard let row = try level.set.row(executor.t, key: keyBytes) else { continue }
+                try keyBytes.withUnsafeBytes { pk in
+                    let e = try EntityRef(set: level.set, row: row, primaryKey: pk)
+                    if level.set.name == root {
+                        try out.entity(e, shape: level.shape, executor: executor)
+                    } else {
+                        try out.entity(e, context: level.set.name, shape: level.shape, executor: executor)
+                    }
+                }
+            case .removed(let set, let id, let reason):
+                if set.name == root {
+                    try out.removed(id: id, reason: reason)
+                } else {
+                    try out.removed(id: id, context: set.name, reason: reason)
+                }
+            }
+        }
+    }
+
+    /// Counts against the budget the entities `shape`'s expansions write below `e`, at every depth,
+    /// through the writer's own plans (`ResultWriter.expansionPlan`).
+    private func countExpanded(_ e: EntityRef, _ shape: EntityShape, writer: ResultWriter) throws {
+        for expansion in shape.expansions {
+            guard let plan = try writer.expansionPlan(e, expansion, executor: executor) else { continue }
+            let single = !expansion.expand.navigation.isCollection
+            _ = try executor.run(plan) { child in
+                try budget.spend(on: expansion.expand)
+                try countExpanded(child, expansion.shape, writer: writer)
+                return !single
+            }
         }
     }
 
@@ -116,7 +159,7 @@ struct DeltaWalk {
         guard let parent = level.parent, let expand = level.expand else { return true }
         var found = false
         try executor.evaluator.navigator.sources(of: e, via: expand.navigation, from: parent.set) { p in
-            try executor.expansions.spend(on: expand)
+            try budget.spend(on: expand)
             found = try inScope(p, parent)
             return !found
         }
@@ -134,11 +177,11 @@ struct DeltaWalk {
                     key[c.referencedProperty].map { (c.property, $0) }
                 }
                 guard equalities.count == expand.navigation.principalConstraints.count else { continue }
-                // Gathered first: the removals below may write while a cursor would still be open.
+                // Gathered first, then decided, each with what is below it.
                 var gone: [(levels: [DeltaTree.Level], key: [Value], keyBytes: [UInt8])] = []
                 let childLevels = tree.levels[child.set.name] ?? [child]
                 try executor.evaluator.navigator.find(child.set, equalities) { c in
-                    try executor.expansions.spend(on: expand)
+                    try budget.spend(on: expand)
                     for l in childLevels where try inScope(c, l) { return true }
                     let k = try child.set.type.key.map { try c.value($0) }
                     gone.append((childLevels, k, try child.set.encodeKey(k)))
@@ -147,7 +190,8 @@ struct DeltaWalk {
                 for g in gone {
                     guard reported.insert(EntityStore.entityKey(set: child.set.name, keyBytes: g.keyBytes)).inserted
                     else { continue }
-                    try removed(child.set, id: EntityShape.canonicalURL(child.set, g.key), reason: "changed")
+                    entries.append(
+                        .removed(child.set, id: EntityShape.canonicalURL(child.set, g.key), reason: "changed"))
                     try removeBelow(g.levels, key: Dictionary(uniqueKeysWithValues: zip(child.set.type.key, g.key)))
                 }
             }

@@ -61,7 +61,10 @@ extension QueryEngine {
     /// inside it. A to-one expansion (an item's product) is refused: when the item changes its
     /// product, the product it left is named nowhere in the log.
     ///
-    /// Parents looked up and expanded entities count against `limits.maxExpandedEntities`.
+    /// Parents looked up, entities found below a removal and expanded entities count against
+    /// `limits.maxExpandedEntities`, all of them before the first byte is written: a delta too
+    /// large is refused with a `QueryError` (400 from `serve`, and a client reads the request in
+    /// full, in pages), never cut off midway.
     package func delta(
         _ url: String, entityChanges: (ReadView) throws -> [DeltaChange], options: ResultOptions = ResultOptions(),
         writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void
@@ -82,13 +85,15 @@ extension QueryEngine {
                 guard let level = tree.levels[c.set]?.first else { return nil }
                 return (c, try level.set.encodeKey(c.key))
             }
+            var out = ResultWriter(schema: store.schema, format: .json, options: options, sink: write)
+            // Every entry decided, and its cost counted, before the first byte.
             var walk = DeltaWalk(
-                tree: tree, executor: executor,
-                out: ResultWriter(schema: store.schema, format: .json, options: options, sink: write))
-            try walk.out.beginCollection(context: root.name + "/$delta", count: nil)
-            for (change, keyBytes) in encoded { try walk.report(change, keyBytes: keyBytes) }
-            try walk.out.endCollection(nextLink: nil, deltaLink: deltaLink)
-            try walk.out.flush()
+                tree: tree, executor: executor, budget: ExpansionBudget(limit: limits.maxExpandedEntities))
+            for (change, keyBytes) in encoded { try walk.decide(change, keyBytes: keyBytes, writer: out) }
+            try out.beginCollection(context: root.name + "/$delta", count: nil)
+            try walk.write(to: &out)
+            try out.endCollection(nextLink: nil, deltaLink: deltaLink)
+            try out.flush()
         }
     }
 

@@ -183,4 +183,36 @@ import Sync
             try await backend.inner.shutdown()
         }
     }
+
+    @Test func aDeltaOverTheExpansionLimitIsRefusedBeforeItsFirstByteAndReadInFull() async throws {
+        // A served store whose responses may expand at most 300 entities: a page of one partner
+        // stays under it, a delta bringing every partner with its orders and items does not.
+        var configuration = SampleData.configuration
+        configuration.limits.maxExpandedEntities = 300
+        let path = tempDir() + "/limited"
+        let served = try OfflineStore.create(
+            at: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration)
+        for set in SampleData.setsInLoadOrder { _ = try served.load(set: set, json: Array(SampleData.json(set).utf8)) }
+        try served.generate(set: "SalesOrders", count: 100, seed: 11)
+        try served.generate(set: "SalesOrderItems", count: 600, seed: 7)
+        let partners = try served.entities("BusinessPartners?$select=BusinessPartnerID").compactMap { p -> String? in
+            guard case .string(let id)? = p["BusinessPartnerID"] else { return nil }
+            return id
+        }
+        let offline = try RefreshTests.offlineStore([Self.sales])
+        try await withServer(path) { http, server in
+            let first = try await offline.refresh(serviceRoot: server.url, pageSize: 1)
+            #expect(first.received > 300, "\(first)")
+            for id in partners {
+                let reply = try await http.send(.PATCH, "BusinessPartners('\(id)')", body: #"{"CompanyName":"Busy"}"#)
+                #expect(reply.status == 204)
+            }
+            let report = try await offline.refresh(serviceRoot: server.url, pageSize: 1)
+            #expect(report.requests.map(\.mode) == [.fullAfterExpiredDelta], "\(report)")
+            let full = try RefreshTests.offlineStore([Self.sales])
+            try await full.refresh(serviceRoot: server.url, pageSize: 1)
+            RefreshTests.expectSame(
+                try RefreshTests.contents(offline), try RefreshTests.contents(full), "after the full read")
+        }
+    }
 }

@@ -16,7 +16,9 @@ import Storage
 /// an `@odata.deltaLink` (`Set?…&$deltatoken=N`); reading that link returns what changed since —
 /// the entities now, `@removed` for deleted ones and for ones that left the `$filter` — and the
 /// next delta link. The link keeps `$filter`, `$select` and `$expand` and drops `$top`, `$skip`,
-/// `$orderby` and `$count`: it covers every entity of the defining query, in change order. N is
+/// `$orderby` and `$count`: it covers every entity of the defining query, in change order — with
+/// `$expand`, those of every set the expand tree reaches (`QueryEngine.delta(_:entityChanges:…)`);
+/// a request whose `$expand` the change log cannot follow gets no delta link. N is
 /// the change log's position read before the first page, carried through the `@odata.nextLink`s
 /// as the custom option `trackfrom=N`: a change made while the pages are read is delivered again
 /// by the delta, never lost. An offline store (`OfflineStore.isOffline`) does not track changes:

@@ -9,7 +9,8 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
     public enum Mode: String, Sendable, Hashable {
         /// Its delta link: only what changed since the last refresh.
         case delta
-        /// Every page of the request (the first refresh, a request without change tracking, one with `$expand`).
+        /// Every page of the request (the first refresh, a request without change tracking, one
+        /// with `$expand` the service gives no delta link for).
         case full
         /// The service refused the delta link (410 Gone or another 4xx): a full read instead.
         case fullAfterExpiredDelta

@@ -61,6 +61,7 @@ struct Reads {
                 })
             // The request's set and every set its $expand reaches: their changes are the delta's.
             let sets = try store.queries.deltaSets(base)
+            headers[.deltaExpand] = "followed"
             produce = { sink in
                 try store.queries.delta(
                     base,
@@ -95,6 +96,7 @@ struct Reads {
                         return n
                     } ?? store.changeToken()
                 if prefer.trackChanges { applied.append("odata.track-changes") }
+                headers[.deltaExpand] = "followed"
                 // The delta link names the defining query's entities, not one window of them nor
                 // their order: no $skiptoken, $top, $skip, $orderby or $count (OData 4.01 Part 1
                 // §11.3: it "MUST NOT encode any client top or skip value"), which a delta request

@@ -272,8 +272,8 @@ package struct Refresher: Sendable {
         if try store.read({ t in try m.untracked(t, name: name) }) != nil {
             return try await fullRead(r, query: query, track: false, mode: .fullWithoutTracking)
         }
-        // A request with $expand keeps a delta link too when the service gives one (serve's delta
-        // of such a request reports the changes of every set its $expand reaches).
+        // A request with $expand asks for a delta link too, and keeps it when the service says its
+        // delta follows the expansion (`followsExpand`).
         let track = true
         if track, let link = try store.read({ t in try m.deltaLink(t, name: name) }) {
             if let done = try await deltaRead(name: name, query: query, link: link) { return done }
@@ -310,6 +310,20 @@ package struct Refresher: Sendable {
     /// move to another address of the same service.
     func relative(_ link: String) -> String {
         link.hasPrefix(backend.serviceRoot) ? String(link.dropFirst(backend.serviceRoot.count)) : link
+    }
+
+    /// The response header by which a service says that the delta link it gives (or the delta it
+    /// is) covers every entity set the request's `$expand` reaches — `serve` sends it (the
+    /// server's `HTTPField.Name.deltaExpand` spells the same name).
+    package static let deltaExpandHeader = "OfflineStore-Delta-Expand"
+
+    /// Whether `response`'s delta link may be kept for `query`: always without `$expand`; with it,
+    /// only when the service says its delta follows the expansion. A service whose delta reports
+    /// the top set's changes alone (SAP Gateway's, mock-sap's, V2 and V4) gives a delta link for
+    /// a request with `$expand` all the same, and keeping it would leave changed children stale
+    /// until the request is read in full again — which would then never happen.
+    func followsExpand(_ response: BackendResponse, _ query: BoundQuery) -> Bool {
+        query.options.expand.isEmpty || response.header(Self.deltaExpandHeader)?.lowercased() == "followed"
     }
 
     /// `url` asking the service to count the collection: V4 `$count=true`, V2 `$inlinecount=allpages`.
@@ -353,6 +367,8 @@ package struct Refresher: Sendable {
         // cursor skips some, and a sweep would then remove them (finding 2 of the second round).
         var counted: Int? = nil
         var topLevel = 0
+        // Whether the last page's delta link covers the request's expand tree.
+        var followed = false
         while let url = next {
             guard seen.insert(url).inserted else {
                 throw RefreshError.badResponse(
@@ -377,6 +393,7 @@ package struct Refresher: Sendable {
             }
             guard response.status == 200 else { throw failure(name, response) }
             report.bytes += response.size
+            followed = followsExpand(response, query)
             let page = try await read(response, query: query, name: name, generation: generation, into: &report)
             let new = page.new
             if report.pages == 1 { counted = page.count }
@@ -401,7 +418,7 @@ package struct Refresher: Sendable {
         let swept = try await sweep(name: name, below: generation)
         report.removed += swept.removed
         report.retained += swept.retained
-        if track, let deltaLink {
+        if track, followed, let deltaLink {
             let link = try storable(deltaLink, request: name)
             try await store.write { t in try m.setDeltaLink(t, name: name, link) }
         }
@@ -447,7 +464,11 @@ package struct Refresher: Sendable {
             let swept = try await sweep(name: name, below: 1)
             report.removed += swept.removed
             report.retained += swept.retained
-            let newLink = try page.deltaLink.map { try storable($0, request: name) }
+            // A delta that no longer says it follows the expansion (the service changed): no link
+            // kept, and the next refresh reads the request in full.
+            let newLink = try page.deltaLink.map { try storable($0, request: name) }.flatMap {
+                followsExpand(response, query) ? $0 : nil
+            }
             try await store.write { t in try m.setDeltaLink(t, name: name, newLink) }
             return report
         }

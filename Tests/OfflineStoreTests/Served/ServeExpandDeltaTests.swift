@@ -30,6 +30,7 @@ import Sync
                 "BusinessPartners?$select=CompanyName&$expand=SalesOrders($select=GrossAmount;$expand=Items($filter=Quantity%20ge%202;$select=Quantity))"
             let first = try await http.get(url, headers: track)
             #expect(first.header("Preference-Applied")?.contains("odata.track-changes") == true)
+            #expect(first.header("OfflineStore-Delta-Expand") == "followed")
             var link = try #require(first.object["@odata.deltaLink"] as? String)
             #expect(try Self.entries(try await http.get(link)).isEmpty)
 
@@ -47,6 +48,7 @@ import Sync
                     == 204)
             let delta = try await http.get(link)
             #expect(delta.status == 200, "\(delta.text)")
+            #expect(delta.header("OfflineStore-Delta-Expand") == "followed")
             let entries = try Self.entries(delta)
             func entry(_ id: String) -> [String: Any]? {
                 entries.first { ($0["@odata.id"] as? String ?? $0["id"] as? String) == id }
@@ -95,7 +97,7 @@ import Sync
             // A to-one expansion cannot be followed from the change log: no delta link, and a token is refused.
             let toOne = try await http.get("SalesOrderItems?$expand=Product", headers: track)
             #expect(toOne.status == 200 && toOne.object["@odata.deltaLink"] == nil)
-            #expect(toOne.header("Preference-Applied") == nil)
+            #expect(toOne.header("Preference-Applied") == nil && toOne.header("OfflineStore-Delta-Expand") == nil)
             #expect(try await http.get("SalesOrderItems?$expand=Product&$deltatoken=1").status == 400)
         }
     }

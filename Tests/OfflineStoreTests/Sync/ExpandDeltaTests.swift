@@ -215,4 +215,44 @@ import Sync
                 try RefreshTests.contents(offline), try RefreshTests.contents(full), "after the full read")
         }
     }
+
+    /// `serve` through HTTP without its `OfflineStore-Delta-Expand` header: a service whose delta
+    /// links say nothing of the expansion, as SAP Gateway's (whose delta reports the top set only).
+    struct UnmarkedBackend: Backend {
+        let inner: HTTPBackend
+        var serviceRoot: String { inner.serviceRoot }
+
+        func send(_ request: BackendRequest) async throws -> BackendResponse {
+            var response = try await inner.send(request)
+            response.headers.removeAll { $0.0.lowercased() == Refresher.deltaExpandHeader.lowercased() }
+            return response
+        }
+
+        func batch(_ requests: [BackendRequest], headers: [(String, String)]) async throws -> [BackendResponse] {
+            try await inner.batch(requests, headers: headers)
+        }
+    }
+
+    @Test func aDeltaLinkThatDoesNotSayItFollowsTheExpansionIsNotKept() async throws {
+        let path = try ServeTests.sampleStore(items: 200)
+        let plain = DefiningRequest(name: "Plain", url: "Products?$filter=Price gt 500")
+        let offline = try RefreshTests.offlineStore([Self.sales, plain])
+        try await withServer(path) { http, server in
+            let backend = UnmarkedBackend(inner: HTTPBackend(serviceRoot: server.url, retries: 0))
+            let first = try await offline.refresh(backend: backend)
+            #expect(first.requests.map(\.mode) == [.full, .full])
+            let served = try RefreshTests.served(path)
+            let (kept, item) = try ServeExpandDeltaTests.itemID(served, "Quantity ge 2")
+            #expect(try await http.send(.PATCH, kept, body: #"{"Quantity":66}"#).status == 204)
+            // The request with $expand is read in full again (and sees the item); the plain one keeps its delta.
+            let second = try await offline.refresh(backend: backend)
+            #expect(second.requests.map(\.mode) == [.full, .delta], "\(second)")
+            let key = item.keyValues(of: "SalesOrderID", "ItemPosition")
+            #expect(try offline.get(set: "SalesOrderItems", key: key)?["Quantity"] == .int(66))
+            // Through serve as it is, the link is kept.
+            try await offline.refresh(serviceRoot: server.url)
+            #expect(try await offline.refresh(serviceRoot: server.url).requests.map(\.mode) == [.delta, .delta])
+            try await backend.inner.shutdown()
+        }
+    }
 }

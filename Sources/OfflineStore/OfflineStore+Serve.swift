@@ -1,5 +1,6 @@
 import LMDB
 import Foundation
+import Query
 import Served
 import Storage
 import Synchronization
@@ -205,5 +206,24 @@ extension OfflineStore {
             return (values, e.kind == .delete)
         }
         return (changed, newest)
+    }
+
+    /// The entities of `sets` changed after `token`, each once in the order of its last change
+    /// (changed or deleted: the snapshot tells), for a delta response of a request with `$expand`
+    /// (`QueryEngine.delta(_:entityChanges:options:writeBytes:)`).
+    ///
+    /// - Throws: `ChangeTokenError` when `token` is ahead of the log (not from this store);
+    ///   `EntityError.unknownEntitySet`.
+    package func changes(
+        _ t: ReadView, sets names: [String], since token: UInt64
+    ) throws -> [QueryEngine.DeltaChange] {
+        var handles: [String: EntitySetHandle] = [:]
+        for name in names { handles[name] = try entities.set(name) }
+        let (entries, _) = try ChangeLog(store: entities).entries(t, set: nil, since: token)
+        return try entries.compactMap { e -> QueryEngine.DeltaChange? in
+            guard let set = handles[e.set] else { return nil }
+            let values = try e.keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values }
+            return QueryEngine.DeltaChange(set: e.set, key: values)
+        }
     }
 }

@@ -163,6 +163,12 @@ extension HTTPField.Name {
     static let repeatabilityRequestID = HTTPField.Name("Repeatability-Request-ID")!
     static let repeatabilityFirstSent = HTTPField.Name("Repeatability-First-Sent")!
     static let repeatabilityResult = HTTPField.Name("Repeatability-Result")!
+    /// `followed` on a response that carries a delta link, or is a delta: its delta covers every
+    /// entity set the request's `$expand` reaches, not only the request's own set. Refresh
+    /// (`Refresher`, which spells the same name) keeps the delta link of a request with `$expand`
+    /// only when it is there: a service whose delta reports the top set's changes alone (SAP
+    /// Gateway's, mock-sap's) would leave changed children stale for good.
+    static let deltaExpand = HTTPField.Name("OfflineStore-Delta-Expand")!
 }
 
 extension Response {

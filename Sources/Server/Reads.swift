@@ -16,7 +16,9 @@ import Storage
 /// an `@odata.deltaLink` (`Set?…&$deltatoken=N`); reading that link returns what changed since —
 /// the entities now, `@removed` for deleted ones and for ones that left the `$filter` — and the
 /// next delta link. The link keeps `$filter`, `$select` and `$expand` and drops `$top`, `$skip`,
-/// `$orderby` and `$count`: it covers every entity of the defining query, in change order. N is
+/// `$orderby` and `$count`: it covers every entity of the defining query, in change order — with
+/// `$expand`, those of every set the expand tree reaches (`QueryEngine.delta(_:entityChanges:…)`);
+/// a request whose `$expand` the change log cannot follow gets no delta link. N is
 /// the change log's position read before the first page, carried through the `@odata.nextLink`s
 /// as the custom option `trackfrom=N`: a change made while the pages are read is delivered again
 /// by the delta, never lost. An offline store (`OfflineStore.isOffline`) does not track changes:
@@ -52,19 +54,19 @@ struct Reads {
             }
             _ = Self.take("trackfrom", from: &params)
             let base = Self.url(resource, params)
-            let set = resource.removingPercentEncoding ?? resource
             let options = ResultOptions(
                 serviceRoot: root, etags: true,
                 deltaLink: { t in
                     Self.deltaLink(base, token: try store.changeToken(t))
                 })
+            // The request's set and every set its $expand reaches: their changes are the delta's.
+            let sets = try store.queries.deltaSets(base)
+            headers[.deltaExpand] = "followed"
             produce = { sink in
                 try store.queries.delta(
                     base,
-                    changes: { t in
-                        do { return try store.changes(t, set: set, since: token).changed.map(\.key) } catch let e
-                            as ChangeTokenError
-                        {
+                    entityChanges: { t in
+                        do { return try store.changes(t, sets: sets, since: token) } catch let e as ChangeTokenError {
                             throw ODataFailure(.gone, e.description, target: "$deltatoken")
                         }
                     }, options: options, writeBytes: sink)
@@ -79,7 +81,10 @@ struct Reads {
             let carried = Self.take("trackfrom", from: &params)
             // An offline store ignores odata.track-changes (not in Preference-Applied): its change
             // log does not see what refresh writes, so it could not serve a true delta.
-            if !store.isOffline, prefer.trackChanges || carried != nil {
+            // A request whose $expand a delta cannot follow (`QueryEngine.deltaSets`) gets no delta link.
+            if !store.isOffline, prefer.trackChanges || carried != nil,
+                isCount || Self.deltaCovers(store, resource, params)
+            {
                 guard !isCount else {
                     throw ODataFailure(.badRequest, "odata.track-changes needs a collection, not /$count")
                 }
@@ -91,6 +96,7 @@ struct Reads {
                         return n
                     } ?? store.changeToken()
                 if prefer.trackChanges { applied.append("odata.track-changes") }
+                headers[.deltaExpand] = "followed"
                 // The delta link names the defining query's entities, not one window of them nor
                 // their order: no $skiptoken, $top, $skip, $orderby or $count (OData 4.01 Part 1
                 // §11.3: it "MUST NOT encode any client top or skip value"), which a delta request
@@ -150,6 +156,16 @@ struct Reads {
             let n = (name.removingPercentEncoding ?? name).lowercased()
             return n == "$expand" || n == "$deltatoken"
         }
+    }
+
+    /// Whether a delta response can answer the read of `resource` with `params` (its delta link's
+    /// URL): it is a collection whose `$expand` a delta can follow. A read that fails to bind is
+    /// answered (or refused) as it is, without a delta link.
+    static func deltaCovers(_ store: OfflineStore, _ resource: String, _ params: [(String, String)]) -> Bool {
+        var base = params
+        for option in notInDeltaLink { while take(option, from: &base) != nil {} }
+        _ = take("trackfrom", from: &base)
+        return (try? store.queries.deltaSets(url(resource, base))) != nil
     }
 
     /// The options of a collection read that its delta link leaves out.

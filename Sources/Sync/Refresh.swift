@@ -9,7 +9,8 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
     public enum Mode: String, Sendable, Hashable {
         /// Its delta link: only what changed since the last refresh.
         case delta
-        /// Every page of the request (the first refresh, a request without change tracking, one with `$expand`).
+        /// Every page of the request (the first refresh, a request without change tracking, one
+        /// with `$expand` the service gives no delta link for).
         case full
         /// The service refused the delta link (410 Gone or another 4xx): a full read instead.
         case fullAfterExpiredDelta
@@ -272,14 +273,14 @@ package struct Refresher: Sendable {
     /// service refuses the link) a full read.
     package func refresh(_ r: StoreConfiguration.DefiningRequest) async throws -> RefreshReport.Request {
         let query = try DefiningRequests.bind(r.url, schema: store.schema)
-        // serve's delta responses cover the request's own set only, not changes to expanded
-        // children; a request with $expand is read in full every time.
         let name = r.name
         let m = membership
         if try store.read({ t in try m.untracked(t, name: name) }) != nil {
             return try await fullRead(r, query: query, track: false, mode: .fullWithoutTracking)
         }
-        let track = query.options.expand.isEmpty
+        // A request with $expand asks for a delta link too, and keeps it when the service says its
+        // delta follows the expansion (`followsExpand`).
+        let track = true
         if track, let link = try store.read({ t in try m.deltaLink(t, name: name) }) {
             if let done = try await deltaRead(name: name, query: query, link: link) { return done }
             return try await fullRead(r, query: query, track: track, mode: .fullAfterExpiredDelta)
@@ -315,6 +316,20 @@ package struct Refresher: Sendable {
     /// move to another address of the same service.
     func relative(_ link: String) -> String {
         link.hasPrefix(backend.serviceRoot) ? String(link.dropFirst(backend.serviceRoot.count)) : link
+    }
+
+    /// The response header by which a service says that the delta link it gives (or the delta it
+    /// is) covers every entity set the request's `$expand` reaches — `serve` sends it (the
+    /// server's `HTTPField.Name.deltaExpand` spells the same name).
+    package static let deltaExpandHeader = "OfflineStore-Delta-Expand"
+
+    /// Whether `response`'s delta link may be kept for `query`: always without `$expand`; with it,
+    /// only when the service says its delta follows the expansion. A service whose delta reports
+    /// the top set's changes alone (SAP Gateway's, mock-sap's, V2 and V4) gives a delta link for
+    /// a request with `$expand` all the same, and keeping it would leave changed children stale
+    /// until the request is read in full again — which would then never happen.
+    func followsExpand(_ response: BackendResponse, _ query: BoundQuery) -> Bool {
+        query.options.expand.isEmpty || response.header(Self.deltaExpandHeader)?.lowercased() == "followed"
     }
 
     /// `url` asking the service to count the collection: V4 `$count=true`, V2 `$inlinecount=allpages`.
@@ -392,7 +407,7 @@ package struct Refresher: Sendable {
             _ = try? await fetched
             throw error
         }
-        let (tracked, refused) = try await fetched
+        let (tracked, refused, followed) = try await fetched
         if refused { report.mode = .fullWithoutTracking }
         if let counted, topLevel < counted {
             // Not the whole collection: sweeping would remove what the service skipped. Keep
@@ -403,7 +418,7 @@ package struct Refresher: Sendable {
         let swept = try await sweep(name: name, below: generation)
         report.removed += swept.removed
         report.retained += swept.retained
-        if tracked, let deltaLink {
+        if tracked, followed, let deltaLink {
             let link = try storable(deltaLink, request: name)
             try await store.write { t in try m.setDeltaLink(t, name: name, link) }
         }
@@ -413,14 +428,15 @@ package struct Refresher: Sendable {
     /// The reading half of a full read: fetches the pages from `first` on, following next
     /// links, and hands each page's parts to `pipe` as it parses them (on a thread of its own,
     /// from memory or from the temporary file a large answer went to); ends the pipe with nil or
-    /// the failure. Returns whether the read kept change tracking, and whether the service refused it.
+    /// the failure. Returns whether the read kept change tracking, whether the service refused
+    /// it, and whether the last page's delta link covers the request's expand tree (`followsExpand`).
     func fetchPages(
         first: String, query: BoundQuery, name: String, track: Bool, into pipe: PagePipe
-    ) async throws -> (tracked: Bool, refused: Bool) {
+    ) async throws -> (tracked: Bool, refused: Bool, followed: Bool) {
         do {
             var next: String? = first
             var seen: Set<String> = []
-            var (track, refused, index) = (track, false, 0)
+            var (track, refused, followed, index) = (track, false, false, 0)
             while let url = next {
                 guard seen.insert(url).inserted else {
                     throw RefreshError.badResponse(
@@ -444,6 +460,7 @@ package struct Refresher: Sendable {
                     }
                 }
                 guard response.status == 200 else { throw failure(name, response) }
+                followed = followsExpand(response, query)
                 index += 1
                 let (reader, set, options, chunkRows, body) = (
                     reader, query.path.entitySet, query.options, chunkRows, response
@@ -465,7 +482,7 @@ package struct Refresher: Sendable {
                 try await pipe.put(PagePipe.Part(page: last, index: index, endsPage: true, bytes: response.size))
             }
             await pipe.finish(nil)
-            return (track, refused)
+            return (track, refused, followed)
         } catch {
             await pipe.finish(error)
             throw error
@@ -511,7 +528,11 @@ package struct Refresher: Sendable {
             let swept = try await sweep(name: name, below: 1)
             report.removed += swept.removed
             report.retained += swept.retained
-            let newLink = try page.deltaLink.map { try storable($0, request: name) }
+            // A delta that no longer says it follows the expansion (the service changed): no link
+            // kept, and the next refresh reads the request in full.
+            let newLink = try page.deltaLink.map { try storable($0, request: name) }.flatMap {
+                followsExpand(response, query) ? $0 : nil
+            }
             try await store.write { t in try m.setDeltaLink(t, name: name, newLink) }
             return report
         }
@@ -538,8 +559,11 @@ package struct Refresher: Sendable {
         into report: inout RefreshReport.Request
     ) async throws -> PageRead {
         let (reader, set, options, chunkRows) = (reader, query.path.entitySet, query.options, chunkRows)
+        // A delta's entries may be of any set of the request's expand tree; a full read's are the request's set.
+        let related = report.mode == .delta ? Self.expandTree(options) : nil
         let parse = ParseThread<ServerPage>(name: "OfflineStore.refresh") { put in
-            try reader.readPage(response.stream(), set: set, options: options, chunkRows: chunkRows, emit: put)
+            try reader.readPage(
+                response.stream(), set: set, options: options, chunkRows: chunkRows, related: related, emit: put)
         }
         defer { parse.stop() }
         var page = PageRead()
@@ -554,6 +578,18 @@ package struct Refresher: Sendable {
             RefreshProgress(
                 request: name, mode: report.mode, pages: report.pages, received: report.received, bytes: report.bytes))
         return page
+    }
+
+    /// Each entity set below the top of `options`' expand tree, with the options of its first
+    /// level (breadth first).
+    static func expandTree(_ options: BoundOptions) -> [String: BoundOptions] {
+        var out: [String: BoundOptions] = [:]
+        var level = options.expand
+        while !level.isEmpty {
+            for e in level where out[e.entitySet] == nil { out[e.entitySet] = e.options }
+            level = level.flatMap(\.options.expand)
+        }
+        return out
     }
 
     struct PageCounts: Sendable {

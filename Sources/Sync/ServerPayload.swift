@@ -201,9 +201,14 @@ package struct PayloadReader: Sendable {
     /// the entities). Memory holds a chunk of the input, one entity object and one part; members
     /// of the document other than the entity array and the links are checked and dropped as they
     /// stream by. Unknown properties are skipped and counted (`ServerPage.skippedProperties`).
+    ///
+    /// With `related` (a delta of a request with `$expand`: each set below the top of its expand
+    /// tree, with the options at its level), an entry whose `@odata.context` names one of those
+    /// sets (`$metadata#SalesOrderItems/$entity`) is an entity of that set, and a removal may name
+    /// one; an entry or removal of a set the tree does not reach is refused (`EntityError`).
     package func readPage(
         _ stream: EntityObjectStream, set: String, options: BoundOptions?, chunkRows: Int,
-        emit: (ServerPage) throws -> Void
+        related: [String: BoundOptions]? = nil, emit: (ServerPage) throws -> Void
     ) throws {
         stream.collectionOnly = true
         stream.wanted = Self.pageMembers
@@ -214,12 +219,28 @@ package struct PayloadReader: Sendable {
         try stream.forEach { object in
             bytes += object.length
             var dropped = DroppedMembers()
-            let item = try parse(object, set: set, dropped: &dropped)
+            var item = try parse(object, set: set, dropped: &dropped)
             if Self.isRemoval(item) {
                 guard let id = Self.id(of: item, removal: true) else {
                     throw EntityError.badInput("the service sent a removed entry without an id")
                 }
-                part.removed.append(try entity(id: id))
+                let removed = try entity(id: id)
+                if let related, removed.set != set, related[removed.set] == nil {
+                    throw Self.outsideTree(removed.set, root: set, id)
+                }
+                part.removed.append(removed)
+            } else if let related, let other = Self.contextSet(of: item), other != set {
+                // An entity of a set below the top of the request's expand tree, read with its own shape.
+                guard let nested = related[other] else { throw Self.outsideTree(other, root: set, nil) }
+                guard object.parsed == nil, let shape = shapes[other] else {
+                    throw EntityError.badInput(
+                        "the service sent a delta entry of '\(other)' too large to read (over \(stream.largeObjectBytes) bytes)"
+                    )
+                }
+                dropped = DroppedMembers()
+                item = try object.parse(shape: shape, dropped: &dropped)
+                try collect(item, set: other, options: nested, into: &part.rows, notes: &notes)
+                notes?.skippedProperties += dropped.count
             } else {
                 try collect(item, set: set, options: options, into: &part.rows, notes: &notes)
                 notes?.skippedProperties += dropped.count
@@ -247,6 +268,24 @@ package struct PayloadReader: Sendable {
             }
         }
         try emit(part)
+    }
+
+    /// The entity set an entry's `@odata.context` (`@context`) names: `Set` of
+    /// `…$metadata#Set/$entity`; nil without one.
+    static func contextSet(of item: JSON) -> String? {
+        for name in ["@odata.context", "@context"] {
+            guard case .string(let c)? = item[name], let hash = c.lastIndex(of: "#") else { continue }
+            let rest = c[c.index(after: hash)...]
+            let end = rest.firstIndex { $0 == "/" || $0 == "(" } ?? rest.endIndex
+            return String(rest[..<end])
+        }
+        return nil
+    }
+
+    static func outsideTree(_ other: String, root: String, _ id: String?) -> EntityError {
+        .badInput(
+            "the service sent a delta entry of '\(Membership.quoted(other))'\(id.map { " ('\(Membership.quoted($0))')" } ?? ""), a set the request's $expand does not reach from '\(root)': the delta is not applied"
+        )
     }
 
     /// `{"@removed":{…}}` (4.01), `{"@odata.removed":…}`, V4.0's `$deletedEntity` context, or

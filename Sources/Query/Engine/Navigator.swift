@@ -42,3 +42,31 @@ package struct Navigator {
         }
     }
 }
+
+extension Navigator {
+    /// The way back along `nav`: visits the entities of `source` from which `nav` leads to
+    /// `target` (its referential constraints read from the target's side) until `body` returns
+    /// false. Nothing is visited when `nav` has no constraint or `target` has a null in one.
+    ///
+    /// ```swift
+    /// // the sales order an item belongs to, through SalesOrder.Items
+    /// try navigator.sources(of: item, via: items, from: salesOrders) { order in …; return true }
+    /// ```
+    package func sources(
+        of target: EntityRef, via nav: NavigationProperty, from source: EntitySetHandle,
+        _ body: (EntityRef) throws -> Bool
+    ) throws {
+        let equalities: [(String, Value)]
+        if !nav.dependentConstraints.isEmpty {
+            // source.property == target.referencedProperty
+            equalities = try nav.dependentConstraints.map { ($0.property, try target.value($0.referencedProperty)) }
+        } else if !nav.principalConstraints.isEmpty {
+            // target.property == source.referencedProperty
+            equalities = try nav.principalConstraints.map { ($0.referencedProperty, try target.value($0.property)) }
+        } else {
+            return
+        }
+        if equalities.contains(where: { $0.1.isNull }) { return }
+        try find(source, equalities, body)
+    }
+}

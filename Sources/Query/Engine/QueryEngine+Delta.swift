@@ -45,9 +45,7 @@ extension QueryEngine {
         try store.read { t in
             let keys = try changes(t)
             let deltaLink = try options.deltaLink?(t)
-            let executor = QueryExecutor(
-                store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory,
-                expansions: ExpansionBudget(limit: limits.maxExpandedEntities))
+            let executor = deltaExecutor(t)
             let shape = try EntityShape(
                 set: set, options: query.options, store: store, etags: options.etags, alwaysID: true)
             // Every key is checked before anything is written.
@@ -71,6 +69,13 @@ extension QueryEngine {
             try out.endCollection(nextLink: nil, deltaLink: deltaLink)
             try out.flush()
         }
+    }
+
+    /// The executor a delta response evaluates `$filter` and writes `$expand` with, in `t`.
+    func deltaExecutor(_ t: ReadView) -> QueryExecutor {
+        QueryExecutor(
+            store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory,
+            expansions: ExpansionBudget(limit: limits.maxExpandedEntities))
     }
 
     /// What a delta request may not have: see `delta(_:changed:options:writeBytes:)`.

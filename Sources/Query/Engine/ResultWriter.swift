@@ -139,6 +139,42 @@ struct ResultWriter {
         try flushIfFull()
     }
 
+    /// A delta entry of an entity of another set than the response's (OData JSON Format 4.0,
+    /// *Delta Response*: such an entry names its set): `{"@odata.context":"$metadata#Set/$entity",
+    /// "@odata.id":…,…}`, the rest as `writeEntity` writes it.
+    mutating func entity(
+        _ e: EntityRef, context: String, shape: EntityShape, executor: QueryExecutor
+    ) throws {
+        var body = JSONBuffer()
+        try writeEntity(e, shape: shape, executor: executor, to: &body)
+        if !first { buffer.append(UInt8(ascii: ",")) }
+        first = false
+        buffer.append("{\"@odata.context\":")
+        buffer.appendString(options.contextURL(context + "/$entity"))
+        if body.count > 2 {
+            buffer.append(UInt8(ascii: ",")); buffer.bytes.append(contentsOf: body.bytes.dropFirst())
+        } else {
+            buffer.append("}")
+        }
+        try flushIfFull()
+    }
+
+    /// A delta entry for an entity of another set than the response's that is no longer in it, in
+    /// OData JSON Format 4.0's form: `{"@odata.context":"$metadata#Set/$deletedEntity",
+    /// "id":"Set(key)","reason":"deleted"}`.
+    mutating func removed(id: String, context: String, reason: StaticString) throws {
+        if !first { buffer.append(UInt8(ascii: ",")) }
+        first = false
+        buffer.append("{\"@odata.context\":")
+        buffer.appendString(options.contextURL(context + "/$deletedEntity"))
+        buffer.append(",\"id\":")
+        buffer.appendString(id)
+        buffer.append(",\"reason\":\"")
+        buffer.append(reason)
+        buffer.append("\"}")
+        try flushIfFull()
+    }
+
     func pad(_ s: String) -> String {
         let clean = s.replacingOccurrences(of: "\n", with: " ")
         if clean.count > 20 { return String(clean.prefix(19)) + "…" }

@@ -24,8 +24,9 @@ import TestSupport
         return status & 0x7F == 0 ? (status >> 8) & 0xFF : -(status & 0x7F)
     }
 
-    /// Two requests with `$expand` (read in full every time: many pages, a sweep, generations)
-    /// and two with delta links; Busy's products overlap Pricey's and Cheap's.
+    /// Two requests with `$expand` — Busy's to-one expansion read in full every time (many pages,
+    /// a sweep, generations), Orders through a delta that reports changed items too — and two
+    /// plain ones with delta links; Busy's products overlap Pricey's and Cheap's.
     static let requests = [
         DefiningRequest(name: "Orders", url: "SalesOrders?$expand=Items"),
         DefiningRequest(name: "Busy", url: "SalesOrderItems?$filter=Quantity ge 5&$expand=Product"),

@@ -144,7 +144,8 @@ import Storage
 
             let second = try await offline.refresh(serviceRoot: server.url, pageSize: 3)
             #expect(
-                second.requests.map(\.mode) == [.delta, .delta, .full, .delta], "Partners has $expand: read in full")
+                second.requests.map(\.mode) == [.delta, .delta, .delta, .delta],
+                "Partners has $expand: serve's delta follows it too")
             Self.expectSame(try Self.contents(offline), try Self.union(served, requests), "after the delta refresh")
             #expect(try offline.get(set: "Products", key: [.string("N-1")]) != nil)
             #expect(try offline.get(set: "Products", key: cheapNotebook.keyValues(of: "ProductID")) == nil)

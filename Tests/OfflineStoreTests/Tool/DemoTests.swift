@@ -125,7 +125,7 @@ import Testing
 
         // 9. The refresh rebases one and retains the other.
         #expect(
-            Self.line(s[9], "   refresh: ").contains("(SG_Sales: full, SG_Product: delta)")
+            Self.line(s[9], "   refresh: ").contains("(SG_Sales: delta, SG_Product: delta)")
                 && Self.line(s[9], "   refresh: ").contains(" 1 rebased"), "\(s[9] ?? [])")
         #expect(Self.line(s[9], "from the server, Price 19.99 from request #8, still pending") != "")
         #expect(Self.line(s[9], "deleted on the server, kept locally") != "")

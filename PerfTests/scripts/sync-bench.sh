@@ -9,7 +9,10 @@
 # scripts/perf-smoke.sh builds anyway): for CI's smoke run with --tiny, not for figures.
 # Builds offline-store (root package) and sync-bench (PerfTests) in release with --scratch (default
 # .build-sync-bench in each package), then runs sync-bench with the rest of the arguments:
-#   (none)   2,000 changes a flush, 100,000 entities refreshed, a delta of 1,000   (~1 minute)
+#   (none)   2,000 changes a flush, 100,000 entities refreshed, a delta of 1,000   (~1 minute);
+#            the refresh beside `load` and SQLite (sqlite3 shell, installed if missing) importing
+#            the same JSON, and a refresh of BusinessPartners?$expand=SalesOrders($expand=Items)
+#            in full and by delta after 10 changes
 #   --full   20,000 changes, 1,000,000 entities, a delta of 10,000                  (what README quotes)
 #   --tiny   200 changes, 5,000 entities, a delta of 100
 #   --changes N --entities M --delta K --page-size P --only flush|refresh --dir DIR --keep --no-check
@@ -33,6 +36,13 @@ done
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 sh "$repo/scripts/setup.sh"
+# The sqlite3 shell, for SQLite's import of the JSON the refresh is measured against.
+if ! command -v sqlite3 >/dev/null 2>&1; then
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq sqlite3 >/dev/null
+fi
 if [ "$debug" = 1 ]; then
     if [ "$build" = 1 ]; then
         (cd "$repo" && swift build --product offline-store)

@@ -21,6 +21,8 @@ struct Line {
     var clientAnonMiB: Double? = nil
     var serverCPU: Double
     var serverPeakMiB: Double
+    /// Followed by its anchor in the table (else its ratios are printed above the table).
+    var anchored = true
     var rate: Double { Double(items) / seconds }
 }
 
@@ -104,7 +106,7 @@ struct SyncBench {
             try server.stop()
             t0 = DispatchTime.now().uptimeNanoseconds
             if o.check {
-                for store in (doFlush ? ["flush"] : []) + (doRefresh ? ["refresh"] : []) {
+                for store in (doFlush ? ["flush"] : []) + (doRefresh ? ["refresh", "expand"] : []) {
                     let r = try os("check", "--store", work + "/" + store, in: work)
                     print("check \(store): \(r.stdout.split(separator: "\n").first ?? "")")
                 }
@@ -385,7 +387,79 @@ struct SyncBench {
         guard Int(count) == o.entities else {
             throw BenchError("the refreshed store has \(count) SalesOrderItems, the service \(o.entities)")
         }
-        return lines + (try imports(served: served, work: work, metadata: metadata, config: config, refresh: lines[0]))
+        lines += try imports(served: served, work: work, metadata: metadata, config: config, refresh: lines[0])
+        return lines
+            + (try await expandRefresh(server: server, client: client, work: work, metadata: metadata, config: config))
+    }
+
+    /// A defining request with `$expand` — the demo's `SG_Sales` over every BusinessPartner:
+    /// `BusinessPartners?$expand=SalesOrders($expand=Items)`, all the served store's partners,
+    /// orders and items — read in full (pages of as many partners as keep a page under serve's
+    /// 100,000 expanded entities), then 10 items changed on the service and the refresh again: a delta
+    /// that must bring the 10 items and not the tree. The client must then hold every item, the
+    /// changed ones with their new quantity.
+    func expandRefresh(
+        server: Server, client: HTTPClient, work: String, metadata: String, config: String
+    ) async throws -> [Line] {
+        let store = work + "/expand"
+        let url = "BusinessPartners?$expand=SalesOrders($expand=Items)"
+        _ = try os("init", "--store", store, "--metadata", metadata, "--config", config, in: work)
+        _ = try os("define", "--store", store, "Sales", url, in: work)
+        let tree = 100 + max(1, o.entities / 4) + o.entities  // at most
+        // Partners a page: under serve's 100,000 expanded entities (80,000, with room for the spread).
+        let page = String(max(1, 80_000 / max(1, (tree - 100) / 100)))
+        func refresh(_ mode: String) throws -> (Line, Int) {
+            let c0 = server.cpuSeconds()
+            server.resetPeak()
+            let r = try runChild(
+                [o.binary, "refresh", "--store", store, "--service", server.url, "--page-size", page], in: work)
+            let received = try Self.received(r.stdout, mode: mode, request: "Sales")
+            return (
+                Line(
+                    label: "refresh with $expand, \(mode)", size: page, trips: nil,
+                    items: received, seconds: r.wallSeconds, clientCPU: r.cpuSeconds, clientPeakMiB: r.peakRSSMiB,
+                    clientAnonMiB: r.peakAnonMiB, serverCPU: server.cpuSeconds() - c0, serverPeakMiB: server.peakMiB(),
+                    anchored: false), received
+            )
+        }
+        let (full, all) = try refresh("full")
+        let held = try ["BusinessPartners", "SalesOrders", "SalesOrderItems"].map {
+            Int(try os("query", "--store", store, "\($0)/$count", in: work).stdout.filter(\.isNumber)) ?? -1
+        }
+        guard all == held.reduce(0, +), held[0] == 100 else {
+            throw BenchError("the full read of \(url) received \(all); the client holds \(held)")
+        }
+        // 10 items of the tree (every partner's orders are in it; an order of no partner is not), from the middle.
+        let changes = 10
+        let keys = try os(
+            "query", "--store", store,
+            "SalesOrderItems?$select=SalesOrderID,ItemPosition&$top=\(changes)&$skip=\(held[2] / 2)", in: work
+        ).stdout
+        guard let json = try JSONSerialization.jsonObject(with: Data(keys.utf8)) as? [String: Any],
+            let value = json["value"] as? [[String: Any]], value.count == changes
+        else { throw BenchError("cannot read \(changes) item keys of the client: \(keys.prefix(200))") }
+        try await changeItems(server: server, client: client, keys: value, quantity: 7_000)
+        let (delta, moved) = try refresh("delta")
+        guard moved == changes else {
+            throw BenchError("the delta of \(url) after \(changes) changes received \(moved) entities")
+        }
+        let changed = try os(
+            "query", "--store", store, "SalesOrderItems/$count?$filter=Quantity ge 7000 and Quantity lt 7010", in: work
+        ).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard Int(changed) == changes else {
+            throw BenchError("the client holds \(changed) changed items, not \(changes)")
+        }
+        let items = try os("query", "--store", store, "SalesOrderItems/$count", in: work).stdout
+        guard Int(items.trimmingCharacters(in: .whitespacesAndNewlines)) == held[2] else {
+            throw BenchError("the client holds \(items) items after the delta, \(held[2]) before")
+        }
+        print(
+            String(
+                format:
+                    "refresh of %@: full %.2f s (%d entities), delta after %d changes %.3f s (%d entities): %.0f× faster, %.0f× fewer entities",
+                url, full.seconds, all, changes, delta.seconds, moved, full.seconds / delta.seconds,
+                Double(all) / Double(moved)))
+        return [full, delta]
     }
 
     /// The refresh's targets: the same entities as one JSON file (what `offline-store query`
@@ -406,7 +480,7 @@ struct SyncBench {
             Line(
                 label: "load of the same JSON (offline-store load)", size: "-", trips: nil, items: o.entities,
                 seconds: l.wallSeconds, clientCPU: l.cpuSeconds, clientPeakMiB: l.peakRSSMiB,
-                clientAnonMiB: l.peakAnonMiB, serverCPU: 0, serverPeakMiB: 0)
+                clientAnonMiB: l.peakAnonMiB, serverCPU: 0, serverPeakMiB: 0, anchored: false)
         ]
         var sqliteLine = "SQLite: sqlite3 not found, not run"
         if let sqlite = ["/usr/bin/sqlite3", "/usr/local/bin/sqlite3"].first(where: {
@@ -422,7 +496,7 @@ struct SyncBench {
                 Line(
                     label: "SQLite imports the same JSON (sqlite3)", size: "-", trips: nil, items: o.entities,
                     seconds: r.wallSeconds, clientCPU: r.cpuSeconds, clientPeakMiB: r.peakRSSMiB,
-                    clientAnonMiB: r.peakAnonMiB, serverCPU: 0, serverPeakMiB: 0))
+                    clientAnonMiB: r.peakAnonMiB, serverCPU: 0, serverPeakMiB: 0, anchored: false))
             sqliteLine = String(format: "refresh ÷ SQLite import %.2f", refresh.seconds / r.wallSeconds)
         }
         print(
@@ -455,21 +529,31 @@ struct SyncBench {
         """
     }
 
-    static func received(_ out: String, mode: String) throws -> Int {
-        guard out.contains("(Items: \(mode))"), let r = out.range(of: #"[0-9]+ received"#, options: .regularExpression),
+    static func received(_ out: String, mode: String, request: String = "Items") throws -> Int {
+        guard out.contains("(\(request): \(mode))"),
+            let r = out.range(of: #"[0-9]+ received"#, options: .regularExpression),
             let n = Int(out[r].split(separator: " ")[0])
         else { throw BenchError("refresh printed: \(out)") }
         return n
     }
 
     /// `--delta` PATCHes of SalesOrderItems on the service, in `$batch`es of 100 (untimed).
-    func changeItems(server: Server, client: HTTPClient) async throws {
-        let (status, body) = try await Anchor.fetch(
-            client, Anchor.request(server.url + "SalesOrderItems?$select=SalesOrderID,ItemPosition&$top=\(o.delta)"))
-        guard status == 200,
-            let json = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
-            let value = json["value"] as? [[String: Any]], value.count == o.delta
-        else { throw BenchError("cannot read \(o.delta) item keys: \(status)") }
+    func changeItems(
+        server: Server, client: HTTPClient, keys: [[String: Any]]? = nil, quantity: Int = 9_000
+    )
+        async throws
+    {
+        var value = keys ?? []
+        if keys == nil {
+            let (status, body) = try await Anchor.fetch(
+                client, Anchor.request(server.url + "SalesOrderItems?$select=SalesOrderID,ItemPosition&$top=\(o.delta)")
+            )
+            guard status == 200,
+                let json = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
+                let read = json["value"] as? [[String: Any]], read.count == o.delta
+            else { throw BenchError("cannot read \(o.delta) item keys: \(status)") }
+            value = read
+        }
         var i = 0
         while i < value.count {
             var parts: [String] = []
@@ -480,7 +564,7 @@ struct SyncBench {
                 let url = "SalesOrderItems(SalesOrderID='\(so)',ItemPosition=\(pos))".addingPercentEncoding(
                     withAllowedCharacters: .urlPathAllowed)!
                 parts.append(
-                    #"{"id":"\#(k + 1)","method":"PATCH","url":"\#(url)","headers":{"Content-Type":"application/json"},"body":{"Quantity":\#(9_000 + k)}}"#
+                    #"{"id":"\#(k + 1)","method":"PATCH","url":"\#(url)","headers":{"Content-Type":"application/json"},"body":{"Quantity":\#(quantity + k)}}"#
                 )
             }
             let (s, answer) = try await Anchor.fetch(
@@ -521,9 +605,7 @@ struct SyncBench {
             // Each measured line is followed by its anchor; the imports have none (their ratios are printed above).
             let ratio =
                 l.label.hasPrefix("anchor")
-                ? "1"
-                : l.label.hasPrefix("load") || l.label.hasPrefix("SQLite")
-                    ? "-" : (i + 1 < lines.count ? fmt(l.rate / lines[i + 1].rate, 2) : "")
+                ? "1" : !l.anchored ? "-" : (i + 1 < lines.count ? fmt(l.rate / lines[i + 1].rate, 2) : "")
             print(
                 row([
                     l.label, l.size, l.trips.map(String.init) ?? "-", String(l.items), fmt(l.seconds, 2),

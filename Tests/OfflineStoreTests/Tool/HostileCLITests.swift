@@ -106,6 +106,18 @@ import Samples
             (["serve", "--store", store, "--port", "65536"], 1, "--port must be 0…65535"),
             (["serve", "--store", store, "--port=-1"], 1, "--port must be 0…65535"),
             (["serve", "--store", store, "--page-size", "0"], 1, "--page-size must be at least 1"),
+            (["serve", "--store", store, "--sync-interval", "0"], 1, "--sync-interval must be a number of seconds"),
+            (["serve", "--store", store, "--sync-interval=-1"], 1, "--sync-interval must be a number of seconds"),
+            (["serve", "--store", store, "--sync-interval", "nan"], 1, "--sync-interval must be a number of seconds"),
+            (["serve", "--store", store, "--sync-interval", "inf"], 1, "--sync-interval must be a number of seconds"),
+            (
+                ["serve", "--store", store, "--sync-interval", "1e300"], 1,
+                "--sync-interval must be a number of seconds from 0.1 to 86400"
+            ),
+            (
+                ["serve", "--store", store, "--sync-interval", "5", "--port", "0", "--lifetime", "0.5"], 1,
+                "--sync-interval is for an offline store"
+            ),
             (
                 ["serve", "--store", store, "--page-size", "9223372036854775807", "--port", "0", "--lifetime", "0.5"],
                 0, ""

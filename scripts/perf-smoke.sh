@@ -1,6 +1,6 @@
 #!/bin/sh
 # Builds PerfTests (raw LMDB, OfflineStore and SQLite/GRDB side by side) and runs the benchmark once
-# at a tiny size, then serve-load.sh and sync-bench.sh likewise: a smoke test that they build and
+# at a tiny size, then engine-microbench, serve-load.sh and sync-bench.sh likewise: a smoke test that they build and
 # run, not a measurement. The table goes to a log;
 # the JSON goes to a temporary file, so PerfTests/results/latest.json keeps the last real run.
 set -e
@@ -27,9 +27,18 @@ else
     exit 1
 fi
 # The other PerfTests scripts, tiny and in debug builds (sharing .build and .build-perf), so that
-# none can rot unseen: serve-load (wrk against serve, authority and offline, and the hello world;
-# installs wrk if missing) and sync-bench (flush and refresh against their bare-client anchors).
-# engine-microbench (a developer's probe linked against release objects) is left out.
+# none can rot unseen: engine-microbench (a developer's probe, linked here against the debug
+# objects the bench build just made), serve-load (wrk against serve, authority and offline, and
+# the hello world; installs wrk if missing) and sync-bench (flush and refresh against their
+# bare-client anchors, load and SQLite importing the same JSON, a delta with $expand).
+MLOG="${TMPDIR:-/tmp}/offline-store-perf-smoke-engine-microbench.log"
+if CONFIG=debug sh scripts/engine-microbench/run.sh .build-perf 2000 >"$MLOG" 2>&1; then
+    echo "perf-smoke: PerfTests/scripts/engine-microbench/run.sh (debug objects, 2,000 rows) ran (log: $MLOG)"
+else
+    tail -n 30 "$MLOG"
+    echo "perf-smoke: PerfTests/scripts/engine-microbench/run.sh failed" >&2
+    exit 1
+fi
 cd ..
 for script in serve-load sync-bench; do
     SLOG="${TMPDIR:-/tmp}/offline-store-perf-smoke-$script.log"

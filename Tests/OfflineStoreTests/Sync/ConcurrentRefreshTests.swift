@@ -37,7 +37,7 @@ import Storage
                         ["refresh", "--store", dir + "/offline", "--service", server.url, "--page-size", "1"],
                         stdout: dir + "/out-\(round)-\(i)", stderr: err)
                     pids.append((pid, err))
-                    if i == 0 { try await Task.sleep(for: .milliseconds(Int.random(in: 0...20, using: &r))) }
+                    if i == 0 { try await Task.sleep(for: .milliseconds(Int.random(in: 0...3, using: &r))) }
                 }
                 for (pid, err) in pids {
                     var status: Int32 = 0

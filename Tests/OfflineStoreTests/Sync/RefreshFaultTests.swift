@@ -14,7 +14,7 @@ import TestSupport
 /// delta reads with `@removed` entries (Partners' `$expand`ed orders among them), a full read of a
 /// request with a to-one `$expand` (which `serve` gives no delta link) and its sweep,
 /// rebases of pending changes (an update, a delete, a create of a key the service now has), in
-/// pages of 3, then the queue's compaction — has every `mdb_*` call it makes failed in turn with
+/// pages of 1 (so that the full read is two groups of pages: `PagePipe`), then the queue's compaction — has every `mdb_*` call it makes failed in turn with
 /// an error LMDB can give on a write path. After each:
 /// - `check` passes;
 /// - a refresh that failed left the store exactly as one of its transactions' commits did: every
@@ -114,13 +114,13 @@ import TestSupport
         try await withServer(servedPath) { http, server in
             let template = try await Self.template(servedPath: servedPath, server: server, http: http)
             func refresh(_ store: OfflineStore) async throws {
-                try await store.refresh(serviceRoot: server.url, pageSize: 3)
+                try await store.refresh(serviceRoot: server.url, pageSize: 1)
             }
 
             let before = try Self.state(try QueueFaultTests.copy(template))
             let probe = try QueueFaultTests.copy(template)
             FaultInjection.countCalls(in: probe.entities.environment)
-            let report = try await probe.refresh(serviceRoot: server.url, pageSize: 3)
+            let report = try await probe.refresh(serviceRoot: server.url, pageSize: 1)
             let calls = FaultInjection.stop(probe.entities.environment).calls
             let after = try Self.state(probe)
             #expect(
@@ -129,7 +129,7 @@ import TestSupport
                 "\(report)")
             #expect(before != after)
             // Three deltas (a transaction per part), a full read (its pages grouped: `PagePipe`,
-            // one group here), its sweep, the compaction and the event log.
+            // two groups here: 16 pages of one, then the rest), its sweep, the compaction and the event log.
             let commits = calls.filter { $0 == "mdb_txn_commit" }.count
             #expect(commits >= 8, "\(commits) commits")
 

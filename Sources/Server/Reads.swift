@@ -26,8 +26,9 @@ import Storage
 /// fixes the bound S (the change log's newest number then), every page's `@odata.nextLink` keeps
 /// the `$deltatoken` and adds a `$skiptoken` (`DeltaResume`) naming S and the last change sent,
 /// and the last page's delta link is `$deltatoken=S` (`OfflineStore.changes(_:sets:since:…)`
-/// argues why a change made between pages is not lost). An offline store (`OfflineStore.isOffline`) does not track changes:
-/// the preference is ignored and a `$deltatoken` answers 501.
+/// argues why a change made between pages is not lost). An offline store
+/// (`OfflineStore.isOffline`) does not track changes: the preference is ignored and a
+/// `$deltatoken` answers 501.
 struct Reads {
     let service: ODataService
     var store: OfflineStore { service.store }

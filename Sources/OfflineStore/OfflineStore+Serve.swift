@@ -210,20 +210,39 @@ extension OfflineStore {
 
     /// The entities of `sets` changed after `token`, each once in the order of its last change
     /// (changed or deleted: the snapshot tells), for a delta response of a request with `$expand`
-    /// (`QueryEngine.delta(_:entityChanges:options:writeBytes:)`).
+    /// (`QueryEngine.delta(_:page:options:writeBytes:)`), or one page of them.
     ///
-    /// - Throws: `ChangeTokenError` when `token` is ahead of the log (not from this store);
-    ///   `EntityError.unknownEntitySet`.
+    /// A delta read in pages has one upper bound, `bound`: the log's newest number when its first
+    /// page was read (nil: now, which the first page passes; returned as `bound`). Each page is
+    /// the next at most `limit` changes above `resumingAfter` (the last sequence number of the
+    /// page before; nil: `token`) and at most `bound`, `more` telling whether any are left, `last`
+    /// the sequence number of the page's last change. The whole delta's link is `bound`.
+    ///
+    /// An entity changed again after the first page was read has its one log entry moved above
+    /// `bound` (the log keeps only an entity's newest entry): no later page of this delta has it,
+    /// and the next delta, from `bound`, does. An entity a page sent that changes again is sent
+    /// again by the next delta. So nothing changed after `token` is missed by the pages and the
+    /// delta after them, though an entity may come twice, the newer last.
+    ///
+    /// - Throws: `ChangeTokenError` when `token` or `bound` is ahead of the log (not from this
+    ///   store); `EntityError.unknownEntitySet`.
     package func changes(
-        _ t: ReadView, sets names: [String], since token: UInt64
-    ) throws -> [QueryEngine.DeltaChange] {
+        _ t: ReadView, sets names: [String], since token: UInt64, resumingAfter: UInt64? = nil,
+        bound: UInt64? = nil, limit: Int? = nil
+    ) throws -> (changes: [QueryEngine.DeltaChange], bound: UInt64, last: UInt64?, more: Bool) {
         var handles: [String: EntitySetHandle] = [:]
         for name in names { handles[name] = try entities.set(name) }
-        let (entries, _) = try ChangeLog(store: entities).entries(t, set: nil, since: token)
-        return try entries.compactMap { e -> QueryEngine.DeltaChange? in
+        let log = ChangeLog(store: entities)
+        let newest = try log.last(t)
+        guard token <= newest else { throw ChangeTokenError(token: token, newest: newest) }
+        let upper = bound ?? newest
+        let (entries, more) = try log.entries(
+            t, sets: Set(names), after: resumingAfter ?? token, through: upper, limit: limit)
+        let changes = try entries.compactMap { e -> QueryEngine.DeltaChange? in
             guard let set = handles[e.set] else { return nil }
             let values = try e.keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values }
             return QueryEngine.DeltaChange(set: e.set, key: values)
         }
+        return (changes, upper, entries.last?.sequence, more)
     }
 }

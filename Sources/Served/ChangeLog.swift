@@ -128,6 +128,42 @@ package struct ChangeLog: Sendable {
         return (out, newest)
     }
 
+    /// One page of the entries in (`start`, `bound`], oldest first: at most `limit` entries of
+    /// `sets` (every set when nil; other sets' entries are passed over and not counted), and
+    /// whether entries of `sets` in that range are left after them (`more`). A delta response
+    /// read in pages reads its pages with one `bound`, the log's newest number when its first page
+    /// was read, each page after the last sequence number of the page before (`start`).
+    ///
+    /// - Throws: `ChangeTokenError` when `bound` is above the newest number (a number this store
+    ///   never handed out), `EntityError` for an entry that does not decode.
+    package func entries(
+        _ t: ReadView, sets: Set<String>?, after start: UInt64, through bound: UInt64, limit: Int?
+    ) throws -> (entries: [Entry], more: Bool) {
+        let newest = try last(t)
+        guard bound <= newest else { throw ChangeTokenError(token: bound, newest: newest) }
+        var out: [Entry] = []
+        var more = false
+        try t.withCursor(store.changes) { c in
+            guard start < bound else { return }
+            var e = try c.seek(Self.sequenceKey(start + 1))
+            while let (k, v) = e {
+                guard let entry = Self.entry(key: k, value: v) else {
+                    throw EntityError.badInput("changes: an entry does not decode (run offline-store check)")
+                }
+                if entry.sequence > bound { break }
+                if sets?.contains(entry.set) ?? true {
+                    if let limit, out.count >= limit {
+                        more = true
+                        break
+                    }
+                    out.append(entry)
+                }
+                e = try c.next()
+            }
+        }
+        return (out, more)
+    }
+
     /// An entry from its key and value, or nil when they do not decode.
     static func entry(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Entry? {
         guard let n = sequence(key), n > 0, let first = value.first, let kind = Kind(rawValue: first),
@@ -143,6 +179,11 @@ package struct ChangeLog: Sendable {
 package struct ChangeTokenError: Error, Sendable, Hashable, CustomStringConvertible {
     package var token: UInt64
     package var newest: UInt64
+
+    package init(token: UInt64, newest: UInt64) {
+        self.token = token
+        self.newest = newest
+    }
 
     package var description: String {
         "delta token \(token) is ahead of this store's change log (its newest change is \(newest)); it is not from this store or the store was restored from an older copy: read the data again without a token"

@@ -21,8 +21,14 @@ import Storage
 /// a request whose `$expand` the change log cannot follow gets no delta link. N is
 /// the change log's position read before the first page, carried through the `@odata.nextLink`s
 /// as the custom option `trackfrom=N`: a change made while the pages are read is delivered again
-/// by the delta, never lost. An offline store (`OfflineStore.isOffline`) does not track changes:
-/// the preference is ignored and a `$deltatoken` answers 501.
+/// by the delta, never lost. A delta response pages as a full read does (`Prefer:
+/// odata.maxpagesize` or the default page size, at most that many changes a page): its first page
+/// fixes the bound S (the change log's newest number then), every page's `@odata.nextLink` keeps
+/// the `$deltatoken` and adds a `$skiptoken` (`DeltaResume`) naming S and the last change sent,
+/// and the last page's delta link is `$deltatoken=S` (`OfflineStore.changes(_:sets:since:…)`
+/// argues why a change made between pages is not lost). An offline store
+/// (`OfflineStore.isOffline`) does not track changes: the preference is ignored and a
+/// `$deltatoken` answers 501.
 struct Reads {
     let service: ODataService
     var store: OfflineStore { service.store }
@@ -53,11 +59,15 @@ struct Reads {
                     target: "$deltatoken")
             }
             _ = Self.take("trackfrom", from: &params)
+            let resume = try Self.take("$skiptoken", from: &params).map { try DeltaResume(parsing: $0, token: token) }
             let base = Self.url(resource, params)
+            let pageSize = prefer.maxPageSize ?? service.options.defaultPageSize
+            if let n = prefer.maxPageSize { applied.append("odata.maxpagesize=\(n)") }
+            // Every page's delta link is the first page's bound: the delta of the whole read.
             let options = ResultOptions(
                 serviceRoot: root, etags: true,
                 deltaLink: { t in
-                    Self.deltaLink(base, token: try store.changeToken(t))
+                    Self.deltaLink(base, token: try resume?.bound ?? store.changeToken(t))
                 })
             // The request's set and every set its $expand reaches: their changes are the delta's.
             let sets = try store.queries.deltaSets(base)
@@ -65,10 +75,24 @@ struct Reads {
             produce = { sink in
                 try store.queries.delta(
                     base,
-                    entityChanges: { t in
-                        do { return try store.changes(t, sets: sets, since: token) } catch let e as ChangeTokenError {
-                            throw ODataFailure(.gone, e.description, target: "$deltatoken")
+                    page: { t in
+                        let page: (changes: [QueryEngine.DeltaChange], bound: UInt64, last: UInt64?, more: Bool)
+                        do {
+                            page = try store.changes(
+                                t, sets: sets, since: token, resumingAfter: resume?.last, bound: resume?.bound,
+                                limit: pageSize)
+                        } catch let e as ChangeTokenError {
+                            guard let resume else { throw ODataFailure(.gone, e.description, target: "$deltatoken") }
+                            throw resume.failure(
+                                "it names change \(resume.bound), and this store's newest is \(e.newest)")
                         }
+                        guard page.more, let last = page.last else {
+                            return QueryEngine.DeltaPage(changes: page.changes)
+                        }
+                        let next =
+                            Self.deltaLink(base, token: token) + "&$skiptoken="
+                            + DeltaResume.text(bound: page.bound, last: last)
+                        return QueryEngine.DeltaPage(changes: page.changes, nextLink: next)
                     }, options: options, writeBytes: sink)
                 return ResultSummary()
             }
@@ -200,5 +224,43 @@ struct Reads {
 
     static func deltaLink(_ base: String, token: UInt64) -> String {
         base + (base.contains("?") ? "&" : "?") + "$deltatoken=\(token)"
+    }
+}
+
+/// Where the next page of a delta read in pages starts: the `$skiptoken` of its
+/// `@odata.nextLink`, `d<bound>-<last>` beside the delta's own `$deltatoken=<token>`. `bound` is
+/// the change log's newest number when the first page was read (the whole delta covers the
+/// changes in (token, bound], and its delta link is `$deltatoken=<bound>`), `last` the sequence
+/// number of the last change the page before sent. Opaque to clients; a token that is not one
+/// this service could have made for the `$deltatoken` beside it is refused with 400.
+struct DeltaResume {
+    let bound: UInt64
+    let last: UInt64
+    let text: String
+
+    static func text(bound: UInt64, last: UInt64) -> String { "d\(bound)-\(last)" }
+
+    /// Parses `text` (percent-encoded as it came) for a delta from `token`: decimal numbers only,
+    /// `token < last < bound`.
+    init(parsing raw: String, token: UInt64) throws {
+        text = raw.removingPercentEncoding ?? raw
+        let digits = { (s: Substring) -> UInt64? in
+            s.isEmpty || s.count > 20 || !s.allSatisfy({ $0.isASCII && $0.isNumber }) ? nil : UInt64(s)
+        }
+        let parts = text.dropFirst().split(separator: "-", omittingEmptySubsequences: false)
+        guard text.hasPrefix("d"), parts.count == 2, let bound = digits(parts[0]), let last = digits(parts[1]) else {
+            throw Self.failure(text, "expected one from an @odata.nextLink of this service's delta")
+        }
+        (self.bound, self.last) = (bound, last)
+        guard token < last, last < bound else {
+            throw failure("it is not one of the delta from token \(token)")
+        }
+    }
+
+    func failure(_ why: String) -> ODataFailure { Self.failure(text, why) }
+
+    static func failure(_ text: String, _ why: String) -> ODataFailure {
+        ODataFailure(
+            .badRequest, "invalid delta skip token '\(QueryError.quoting(text))': \(why)", target: "$skiptoken")
     }
 }

@@ -69,13 +69,38 @@ extension QueryEngine {
         _ url: String, entityChanges: (ReadView) throws -> [DeltaChange], options: ResultOptions = ResultOptions(),
         writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void
     ) throws {
+        try delta(url, page: { t in DeltaPage(changes: try entityChanges(t)) }, options: options, writeBytes: write)
+    }
+
+    /// One page of a delta response: its changes and, when more pages follow, its
+    /// `@odata.nextLink` (then it carries no `@odata.deltaLink`; the last page does).
+    package struct DeltaPage: Sendable {
+        package var changes: [DeltaChange]
+        package var nextLink: String?
+
+        package init(changes: [DeltaChange], nextLink: String? = nil) {
+            self.changes = changes
+            self.nextLink = nextLink
+        }
+    }
+
+    /// `delta(_:entityChanges:options:writeBytes:)` for one page of a delta read in pages: `page`
+    /// reads the page's changes, and its next link when more follow, inside the response's read
+    /// transaction. Each change is written as there (with its subtree, or the removals below
+    /// it), so a page holds one top-level entry per change and, below a removal, the removals
+    /// of its subtree. `options.deltaLink` is asked only for a page without a next link.
+    package func delta(
+        _ url: String, page: (ReadView) throws -> DeltaPage, options: ResultOptions = ResultOptions(),
+        writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
         let query = try bind(url)
         try Self.checkDelta(query)
         let root = try store.set(query.path.entitySet)
         try Self.checkExpandDelta(query.options, parent: root.type, schema: store.schema)
         try store.read { t in
-            let changes = try entityChanges(t)
-            let deltaLink = try options.deltaLink?(t)
+            let current = try page(t)
+            let changes = current.changes
+            let deltaLink = current.nextLink == nil ? try options.deltaLink?(t) : nil
             let executor = deltaExecutor(t)
             let tree = try DeltaTree(root: root, options: query.options, store: store, etags: options.etags)
             // Every key is checked before anything is written.
@@ -90,7 +115,7 @@ extension QueryEngine {
             for (change, keyBytes) in encoded { try walk.decide(change, keyBytes: keyBytes, writer: out) }
             try out.beginCollection(context: root.name + "/$delta", count: nil)
             try walk.write(to: &out)
-            try out.endCollection(nextLink: nil, deltaLink: deltaLink)
+            try out.endCollection(nextLink: current.nextLink, deltaLink: deltaLink)
             try out.flush()
         }
     }

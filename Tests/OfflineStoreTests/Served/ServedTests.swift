@@ -253,6 +253,47 @@ extension OfflineStore {
             try store.entryCount(store.entities.changes) == 2 && store.entryCount(store.entities.changesByEntity) == 2)
     }
 
+    /// A delta's pages: at most `limit` changes of the delta's sets (others passed over, not
+    /// counted) above the page before's last and at most the first page's bound; an entity
+    /// changed again after the bound was fixed leaves the pages (its entry moves above it).
+    @Test func changesComeInPagesUnderTheFirstPagesBound() async throws {
+        let store = try makeSampleStore()
+        let ids = (1...7).map { "P-\($0)" }
+        try await store.servedWrite { tx in
+            for (i, id) in ids.enumerated() {
+                _ = try tx.create(set: "Products", entity: ["ProductID": .string(id)])
+                if i == 2 {
+                    _ = try tx.update(
+                        set: "BusinessPartners", key: [.string("0100000000")], changes: ["CompanyName": .string("x")],
+                        ifMatch: nil)
+                }
+            }
+        }
+        func page(
+            _ after: UInt64?, _ bound: UInt64?
+        ) throws -> (keys: [String], bound: UInt64, last: UInt64?, more: Bool) {
+            let p = try store.entities.read { t in
+                try store.changes(t, sets: ["Products"], since: 0, resumingAfter: after, bound: bound, limit: 3)
+            }
+            return (p.changes.map { if case .string(let s) = $0.key[0] { s } else { "?" } }, p.bound, p.last, p.more)
+        }
+        let first = try page(nil, nil)
+        #expect(first.keys == ["P-1", "P-2", "P-3"] && first.bound == 8 && first.last == 3 && first.more)
+        // P-5, of the next page, changes again: above the bound, in no page of this delta.
+        try await store.servedWrite { tx in
+            _ = try tx.update(set: "Products", key: [.string("P-5")], changes: ["Name": .string("n")], ifMatch: nil)
+        }
+        let second = try page(first.last, first.bound)
+        #expect(second.keys == ["P-4", "P-6", "P-7"] && second.last == 8 && !second.more, "\(second)")
+        #expect(try page(second.last, first.bound).keys.isEmpty)
+        // The next delta, from the bound, brings it.
+        let next = try store.entities.read { t in try store.changes(t, sets: ["Products"], since: 8) }
+        #expect(next.changes.map(\.key) == [[.string("P-5")]] && next.bound == 9 && !next.more)
+        #expect(throws: ChangeTokenError(token: 10, newest: 9)) {
+            try store.entities.read { t in try store.changes(t, sets: ["Products"], since: 0, bound: 10) }
+        }
+    }
+
     @Test func changesSinceATokenAreTheNewestStateOfEachEntity() async throws {
         let store = try makeSampleStore()
         try await store.servedWrite { tx in

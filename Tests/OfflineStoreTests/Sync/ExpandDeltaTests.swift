@@ -184,9 +184,10 @@ import Sync
         }
     }
 
-    @Test func aDeltaOverTheExpansionLimitIsRefusedBeforeItsFirstByteAndReadInFull() async throws {
+    @Test func aDeltaOverTheExpansionLimitIsRefusedBeforeItsFirstByteAndReadInPagesUnderIt() async throws {
         // A served store whose responses may expand at most 300 entities: a page of one partner
-        // stays under it, a delta bringing every partner with its orders and items does not.
+        // stays under it, a delta bringing every partner with its orders and items does not —
+        // unless it comes in pages of one change each.
         var configuration = SampleData.configuration
         configuration.limits.maxExpandedEntities = 300
         let path = tempDir() + "/limited"
@@ -203,16 +204,33 @@ import Sync
         try await withServer(path) { http, server in
             let first = try await offline.refresh(serviceRoot: server.url, pageSize: 1)
             #expect(first.received > 300, "\(first)")
+            let tracked = try await http.get(
+                "BusinessPartners?$expand=SalesOrders($expand=Items($filter=Quantity%20ge%202))",
+                headers: [("Prefer", "odata.track-changes,odata.maxpagesize=1")])
+            var link = try #require(tracked.object["@odata.nextLink"] as? String)
+            while true {
+                let page = try await http.get(link, headers: [("Prefer", "odata.maxpagesize=1")])
+                guard let next = page.object["@odata.nextLink"] as? String else {
+                    link = try #require(page.object["@odata.deltaLink"] as? String)
+                    break
+                }
+                link = next
+            }
             for id in partners {
                 let reply = try await http.send(.PATCH, "BusinessPartners('\(id)')", body: #"{"CompanyName":"Busy"}"#)
                 #expect(reply.status == 204)
             }
+            // Unpaged, the delta passes the limit: refused before its first byte.
+            let unpaged = try await http.get(link)
+            #expect(unpaged.status == 400, "\(unpaged.text.prefix(300))")
+            // In pages of one change, each page stays under it.
             let report = try await offline.refresh(serviceRoot: server.url, pageSize: 1)
-            #expect(report.requests.map(\.mode) == [.fullAfterExpiredDelta], "\(report)")
+            #expect(report.requests.map(\.mode) == [.delta], "\(report)")
+            #expect(report.requests.first?.pages == partners.count, "\(report)")
             let full = try RefreshTests.offlineStore([Self.sales])
             try await full.refresh(serviceRoot: server.url, pageSize: 1)
             RefreshTests.expectSame(
-                try RefreshTests.contents(offline), try RefreshTests.contents(full), "after the full read")
+                try RefreshTests.contents(offline), try RefreshTests.contents(full), "after the paged delta")
         }
     }
 

@@ -19,6 +19,10 @@ import Storage
             at: dir + "/offline", metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
         for (name, url) in [
             ("Partners", "BusinessPartners"), ("Products", "Products"), ("Orders", "SalesOrders?$expand=Items"),
+            // A to-one $expand: serve gives it no delta link, so every refresh reads it in full, in
+            // pages of one — long enough that two refreshes started together overlap even on a
+            // loaded machine (the others go by delta and take milliseconds).
+            ("Suppliers", "Products?$expand=Supplier"),
         ] {
             try offline.define(name: name, url: url)
         }

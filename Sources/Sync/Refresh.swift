@@ -462,12 +462,7 @@ package struct Refresher: Sendable {
                 guard response.status == 200 else { throw failure(name, response) }
                 followed = followsExpand(response, query)
                 index += 1
-                let (reader, set, options, chunkRows, body) = (
-                    reader, query.path.entitySet, query.options, chunkRows, response
-                )
-                let parse = ParseThread<ServerPage>(name: "OfflineStore.refresh") { put in
-                    try reader.readPage(body.stream(), set: set, options: options, chunkRows: chunkRows, emit: put)
-                }
+                let parse = parser(response, query: query, related: nil)
                 defer { parse.stop() }
                 // One part behind the parse, so that the page's last part (its links) is known as such.
                 var held: ServerPage? = nil
@@ -549,22 +544,29 @@ package struct Refresher: Sendable {
         var topLevel = 0, received = 0, new = 0
     }
 
-    /// Reads one page of `response` as it streams — parsed on a thread of its own from memory
-    /// or from the temporary file a large answer went to — and writes it `chunkRows` rows a
+    /// The parse of one page of `response` as it streams, on a thread of its own, from memory or
+    /// from the temporary file a large answer went to, in parts of at most `chunkRows` rows.
+    /// `related`: the sets other than the request's whose entries the page may hold (a delta's).
+    func parser(
+        _ response: BackendResponse, query: BoundQuery, related: [String: BoundOptions]?
+    ) -> ParseThread<ServerPage> {
+        let (reader, set, options, chunkRows) = (reader, query.path.entitySet, query.options, chunkRows)
+        return ParseThread<ServerPage>(name: "OfflineStore.refresh") { put in
+            try reader.readPage(
+                response.stream(), set: set, options: options, chunkRows: chunkRows, related: related, emit: put)
+        }
+    }
+
+    /// Reads one page of a delta as it streams (`parser`) and writes it `chunkRows` rows a
     /// transaction as the parse goes on. A read that fails midway keeps the chunks written:
-    /// they are the service's data, the generation's sweep does not run, and a delta link is
-    /// not moved, so the next refresh reads the page again.
+    /// they are the service's data, and the delta link is not moved, so the next refresh reads
+    /// the page again.
     func read(
         _ response: BackendResponse, query: BoundQuery, name: String, generation: UInt64,
         into report: inout RefreshReport.Request
     ) async throws -> PageRead {
-        let (reader, set, options, chunkRows) = (reader, query.path.entitySet, query.options, chunkRows)
-        // A delta's entries may be of any set of the request's expand tree; a full read's are the request's set.
-        let related = report.mode == .delta ? Self.expandTree(options) : nil
-        let parse = ParseThread<ServerPage>(name: "OfflineStore.refresh") { put in
-            try reader.readPage(
-                response.stream(), set: set, options: options, chunkRows: chunkRows, related: related, emit: put)
-        }
+        // A delta's entries may be of any set of the request's expand tree.
+        let parse = parser(response, query: query, related: Self.expandTree(query.options))
         defer { parse.stop() }
         var page = PageRead()
         while let part = try await parse.nextItem() {

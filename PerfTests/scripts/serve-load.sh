@@ -254,7 +254,11 @@ ratio_point=$(median "${ratios[@]}")
 echo /hello >"$work/hello.txt"  # the hello world through the Lua client the reads use (it costs wrk CPU too)
 PATHS_FILE="$work/hello.txt" run_wrk hellolua "$connections" "$threads" "$hello_url" "$lua/paths.lua"
 PATHS_FILE="$work/filters.txt" run_wrk filter "$connections" "$threads" "$store_url" "$lua/paths.lua"
-run_wrk top10k "$connections" "$threads" "$store_url/SalesOrderItems?\$top=10000"
+# A smoke run's second (--tiny, a debug server) is shorter than 64 concurrent 10,000-row answers
+# take (about 0.6 s for 8 of them): 4 connections there, so that some answers complete.
+top_connections=$connections
+[ "$duration" -le 1 ] && top_connections=4
+run_wrk top10k "$top_connections" "$threads" "$store_url/SalesOrderItems?\$top=10000"
 RUN=A run_wrk post "$connections" "$threads" "$store_url" "$lua/post.lua"
 RUN=B run_wrk post1 1 1 "$store_url" "$lua/post.lua"
 

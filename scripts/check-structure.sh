@@ -36,12 +36,13 @@ done
 # cursors, codecs, entity store, query engine, queue, sync) is `package`. What may stay `public` in
 # the modules below the facade are the values a program holds, which the facade re-exports by
 # typealias: EDM values, the schema, configuration, reports, errors, and the reports of flush,
-# refresh and load. A new public type below the facade fails here until it is argued into this list.
+# refresh and load, a prepared query and the rows it hands out (ResultRow). A new public type below
+# the facade fails here until it is argued into this list.
 PUBLIC_TYPES=" AuthenticationError Authentication AuthorizedRequest CSDLError ChangeOptions CheckInterrupted ComplexType DataFileError DefiningRequest Durability EDMDate
  EDMDateTimeOffset EDMDecimal EDMDuration EDMGuid EDMPrimitive EDMTimeOfDay Element EntityError EntitySet EntityType
  EnumType EnvironmentError FlushReport IndexStats IntegrityReport Iterator JSONError LMDBError LoadError LoadProgress
  LocalChange Message Mode NavigationProperty ODataVersion PreparedQuery Properties Property QueryError QueryFormat
- QueryLimits ReferentialConstraint RefreshError RefreshProgress RefreshReport Request RequestAuthorizer ResultOptions ResultSummary Schema SecretSource
+ QueryLimits ReferentialConstraint RefreshError RefreshProgress RefreshReport Request RequestAuthorizer ResultOptions ResultRow ResultSummary Schema SecretSource
  SetStats StoreConfiguration StoreStats StringInterpolation TypeRef Value ValueBound _EDMTextCodable "
 PUBLIC_TYPES=" $(echo $PUBLIC_TYPES) "
 MACHINERY="Sources/LMDB Sources/Storage Sources/Query Sources/Queue Sources/Sync Sources/Served Sources/Remote"

@@ -40,6 +40,11 @@ extension OfflineStore {
     /// The entities an OData request URL returns, decoded.
     public func entities(_ url: String) throws -> [Properties] { try queries.entities(url) }
 
+    /// Hands each entity `url` returns to `body`, decoded as `entities(_:)` decodes them, in result
+    /// order and inside one read transaction, until `body` returns false. Memory stays that of one
+    /// entity (and of a sort, when `$orderby` needs one), whatever the size of the result.
+    public func forEach(_ url: String, _ body: (Properties) throws -> Bool) throws { try queries.forEach(url, body) }
+
     /// The plan the engine chooses for `url`.
     public func explain(_ url: String) throws -> String { try queries.explain(url) }
 }

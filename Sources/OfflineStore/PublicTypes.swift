@@ -51,6 +51,8 @@ public typealias ResultOptions = Query.ResultOptions
 public typealias ResultSummary = Query.ResultSummary
 /// An OData URL parsed and bound once, run with new parameter alias values: `prepare(_:)`.
 public typealias PreparedQuery = Query.PreparedQuery
+/// One entity of a prepared query's result, its columns read in place (`PreparedQuery.forEachRow`).
+public typealias ResultRow = Query.ResultRow
 
 // MARK: Reports
 

@@ -34,6 +34,43 @@ public struct PreparedQuery: Sendable {
         return try engine.entities(try statement.bind(aliases))
     }
 
+    /// Hands each matching entity to `body` in result order, inside one read transaction, until
+    /// `body` returns false (as `QueryEngine.forEach(_:_:)`): no array of the whole result.
+    public func forEach(aliases: [String: Value] = [:], _ body: (Properties) throws -> Bool) throws {
+        try forEachRow(aliases: aliases) { try body(try $0.properties()) }
+    }
+
+    /// Hands each matching entity to `body` as a `ResultRow`, whose columns are read from the
+    /// stored row (or covering index entry) only when asked for: the fastest way to read a
+    /// result, as a SQLite program steps a prepared statement and reads its columns by index.
+    /// The row is valid only during the call that hands it over.
+    ///
+    /// ```swift
+    /// let q = try store.prepare("SalesOrderItems?$filter=ProductID eq @p&$select=Quantity")
+    /// let quantity = try q.columns.firstIndex(of: "Quantity")!
+    /// try q.forEachRow(aliases: ["p": .string("HT-1001")]) { row in
+    ///     if case .int(let q) = try row.value(quantity) { total += q }
+    ///     return true
+    /// }
+    /// ```
+    public func forEachRow(aliases: [String: Value] = [:], _ body: (ResultRow) throws -> Bool) throws {
+        if let read = statement.pointRead {
+            return try engine.visit(read, key: try statement.pointReadKey(read, aliases)) { columns, e in
+                try body(ResultRow(entity: e, columns: columns))
+            }
+        }
+        try engine.visit(try statement.bind(aliases)) { columns, e in try body(ResultRow(entity: e, columns: columns)) }
+    }
+
+    /// The names of a `ResultRow`'s columns, in order: with `$select`, the selected properties and
+    /// the key properties; without, every structural property — in declaration order.
+    public var columns: [String] {
+        get throws {
+            guard let name = statement.template.path.segments.last?.entitySet else { return [] }
+            return ResultColumns(statement.template.options.select, try engine.store.set(name)).names
+        }
+    }
+
     /// Runs the query with `aliases` and hands the result to `writeBytes` (as `QueryEngine.execute`);
     /// a next link carries the alias values as `@name=literal` options.
     @discardableResult
@@ -58,12 +95,23 @@ extension QueryEngine {
     /// A prepared point read (`PreparedStatement.PointRead`): the row under the key, decoded, and
     /// nothing else — what `entities(_:)` gives for the bound query, without resolving its path.
     func entities(_ read: PreparedStatement.PointRead, key: [Value]) throws -> [Properties] {
+        var found: [Properties] = []
+        try visit(read, key: key) { columns, e in
+            found.append(try columns.properties(e)); return false
+        }
+        return found
+    }
+
+    /// The row under the key, if any, handed to `body` with its columns.
+    func visit(
+        _ read: PreparedStatement.PointRead, key: [Value], _ body: (ResultColumns, EntityRef) throws -> Bool
+    ) throws {
         let set = try store.set(read.entitySet)
-        let decode = Self.reader(read.select, set)
+        let columns = ResultColumns(read.select, set)
         let bytes = try set.encodeKey(key)
-        return try store.read { t in
-            guard let row = try set.row(t, key: bytes) else { return [] }
-            return try bytes.withUnsafeBytes { pk in [try decode(try EntityRef(set: set, row: row, primaryKey: pk))] }
+        try store.read { t in
+            guard let row = try set.row(t, key: bytes) else { return }
+            try bytes.withUnsafeBytes { pk in _ = try body(columns, try EntityRef(set: set, row: row, primaryKey: pk)) }
         }
     }
 

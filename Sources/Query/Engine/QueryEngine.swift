@@ -224,45 +224,43 @@ package struct QueryEngine: Sendable {
     package func entities(_ url: String) throws -> [Properties] { try entities(try bind(url)) }
 
     func entities(_ query: BoundQuery) throws -> [Properties] {
+        var result: [Properties] = []
+        try forEach(query) {
+            result.append($0); return true
+        }
+        return result
+    }
+
+    /// Hands each entity of the result to `body`, in result order, inside one read transaction,
+    /// until `body` returns false: `entities(_:)` without the array, for results of any size.
+    package func forEach(_ url: String, _ body: (Properties) throws -> Bool) throws {
+        try forEach(try bind(url), body)
+    }
+
+    func forEach(_ query: BoundQuery, _ body: (Properties) throws -> Bool) throws {
+        try visit(query) { columns, e in try body(try columns.properties(e)) }
+    }
+
+    /// The result's entities in order, each with the columns `entities` reads (`ResultColumns`),
+    /// inside one read transaction, until `body` returns false.
+    func visit(_ query: BoundQuery, _ body: (ResultColumns, EntityRef) throws -> Bool) throws {
         try store.read { t in
             let executor = QueryExecutor(
                 store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory)
-            var result: [Properties] = []
             switch try resolve(query, t) {
             case .missing, .empty, .noRelated: break
             case .single(let set, let eqs, _):
-                let read = Self.reader(query.options.select, set)
+                let columns = ResultColumns(query.options.select, set)
                 try executor.evaluator.navigator.find(set, eqs) {
-                    result.append(try read($0)); return false
+                    _ = try body(columns, $0); return false
                 }
             case .collection(let set, let eqs):
                 let plan = Planner.plan(
                     set, options: query.options, equalities: eqs,
                     reading: query.options.select == nil ? .entities : .selected)
-                let read = Self.reader(query.options.select, set)
-                try executor.run(plan) {
-                    result.append(try read($0)); return true
-                }
+                let columns = ResultColumns(query.options.select, set)
+                try executor.run(plan) { try body(columns, $0) }
             }
-            return result
-        }
-    }
-
-    /// How `entities` turns a result into `Properties`: all of them decoded, or with `$select`
-    /// only the selected and key properties (non-null, in declaration order), each read from the
-    /// row or covering entry by its position — no whole row decoded, nothing hashed per entity.
-    static func reader(_ select: BoundSelect?, _ set: EntitySetHandle) -> (EntityRef) throws -> Properties {
-        guard let select else { return { try $0.properties() } }
-        let kept = Set(select.properties.compactMap { $0.steps.first?.name }).union(set.type.key)
-        let positions = set.type.properties.indices.filter { kept.contains(set.type.properties[$0].name) }
-        let names = positions.map { set.type.properties[$0].name }
-        return { entity in
-            var projected = Properties(minimumCapacity: positions.count)
-            for (name, i) in zip(names, positions) {
-                let v = try entity.value(at: i)
-                if !v.isNull { projected.appendNew(name, v) }
-            }
-            return projected
         }
     }
 

@@ -28,7 +28,7 @@ public struct Properties: Sendable, Hashable, ExpressibleByDictionaryLiteral, Se
     }
 
     /// Pairs from parallel arrays of the same length whose names are distinct (a decoder's).
-    init(uniqueNames names: [String], values: [Value]) {
+    package init(uniqueNames names: [String], values: [Value]) {
         self.names = names
         items = values
     }

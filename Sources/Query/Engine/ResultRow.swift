@@ -9,6 +9,9 @@ package final class ResultColumns {
     /// Row positions; nil: every property, decoded together (`EntityRef.properties()`).
     let positions: [Int]?
     let types: [TypeRef]
+    /// Each column's primitive type, nil for other types: a primitive decodes without the schema
+    /// (whose copy for the call, its dictionaries retained and released, cost more than the decode).
+    let primitives: [EDMPrimitive?]
     let schema: Schema
 
     init(_ select: BoundSelect?, _ set: EntitySetHandle) {
@@ -26,6 +29,7 @@ package final class ResultColumns {
             names = all.map(\.name)
             types = all.map(\.type)
         }
+        primitives = types.map { if case .primitive(let p) = $0 { p } else { nil } }
     }
 
     /// Column `k` of `e` (null when the entity has none).
@@ -33,7 +37,13 @@ package final class ResultColumns {
     func value(_ k: Int, of e: EntityRef) throws -> Value {
         let i = positions?[k] ?? k
         guard case .row(let row) = e.source else { return try e.value(at: i) }
-        do throws(RowCodecError) { return try row.value(at: i, type: types[k], schema: schema) } catch {
+        do throws(RowCodecError) {
+            if let p = primitives[k] {
+                guard let s = try row.slice(i) else { return .null }
+                return try RowView.decodePrimitive(s, p)
+            }
+            return try row.value(at: i, type: types[k], schema: schema)
+        } catch {
             throw EntityError.corruptRow(set: set.name, key: "", reason: error.description)
         }
     }

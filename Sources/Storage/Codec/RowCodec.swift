@@ -230,7 +230,7 @@ package struct RowView {
     }
     /// Decodes a primitive value's bytes.
     @inline(__always)
-    static func decodePrimitive(_ s: UnsafeRawBufferPointer, _ p: EDMPrimitive) throws(RowCodecError) -> Value {
+    package static func decodePrimitive(_ s: UnsafeRawBufferPointer, _ p: EDMPrimitive) throws(RowCodecError) -> Value {
         func need(_ n: Int) throws(RowCodecError) {
             guard s.count == n else { throw .badLength(TypeRef.primitive(p).description) }
         }

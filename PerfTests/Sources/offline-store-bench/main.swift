@@ -109,7 +109,7 @@ struct Options {
 /// `--profile` workloads: the basic ones and the queries (`q…`: OfflineStore through URLs) and the JSON stream.
 let profileWorkloads = [
     "read", "find", "scan", "load", "qkey", "qfind", "qrange", "qscan", "qcount", "qcover", "qprepared", "json",
-    "changes", "batch",
+    "sort", "changes", "batch",
 ]
 
 /// A pointer that threads fill at disjoint indexes.
@@ -595,6 +595,7 @@ func profile(
                 + "ns/change (\(grouped(Double(ops))) changes)")
         return
     }
+    if workload == "sort" { return try profileSort(c, n: n) }
     // `qcover`: the covering-index query (CoveringWorkload.swift), OfflineStore only.
     let coverURLs = productIDs.map { "\(BenchSchema.set)?$filter=ProductID eq '\($0)'&$select=Quantity,NetAmount" }
     if workload == "qcover" {

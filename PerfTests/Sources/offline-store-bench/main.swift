@@ -706,6 +706,15 @@ func targets(_ results: [Result], raw: String, offline: String, sqlite: String) 
     if let o = ns("stream all rows", offline), let s = ns("stream all rows", sqlite) {
         line("JSON streaming ≥ 1.3× faster than SQLite: \(fixed(s / o))× faster", s / o >= 1.3)
     }
+    let sort = "sort on an unindexed property"
+    func peak(_ who: String) -> Double? {
+        results.first { $0.workload.hasPrefix(sort) && $0.contestant == who }?.peakMemoryDeltaMiB
+    }
+    if let o = ns(sort, offline), let s = ns(sort, sqlite), let om = peak(offline), let sm = peak(sqlite) {
+        line(
+            "unindexed sort, no $top ≤ SQLite's time and peak ΔRSS: \(fixed(o / s))× its time, \(fixed(om / sm))× its peak",
+            o <= s && om <= sm)
+    }
     if let o = ns("full scan", offline), let r = ns("full scan", raw) {
         line("full scan within 3× raw LMDB: \(fixed(o / r))×", o / r <= 3)
     }

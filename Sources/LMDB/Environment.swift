@@ -79,33 +79,6 @@ package final class Environment: @unchecked Sendable {
         self.path = path
         self.maxDatabases = maxDatabases
         self.isReadOnly = readOnly
-        self.temporaryFile = nil
-        self.writer = _Writer()
-        writer.environment = self
-        writer.start()
-    }
-
-    /// A private scratch environment in one file under `directory` (the sort spill): no lock file
-    /// (`MDB_NOLOCK`, only this process uses it), no fsync, and the file is unlinked as soon as it
-    /// is open, so neither a normal end nor a SIGKILL leaves anything behind.
-    package init(scratchIn directory: String, mapSize: Int = 1 << 30, maxDatabases: Int = 2) throws {
-        try StandardDescriptors.reserve()
-        var template =
-            Array((directory.hasSuffix("/") ? directory : directory + "/").utf8CString.dropLast())
-            + Array("offline-store-scratch-XXXXXX".utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard fd >= 0 else {
-            throw StorageSystemError(operation: "create a scratch file in '\(directory)'", errno: errno)
-        }
-        close(fd)
-        let file = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        defer { unlink(file) }
-        let flags = UInt32(MDB_NOTLS | MDB_NOSUBDIR | MDB_NOLOCK | MDB_NOSYNC | MDB_NOMETASYNC)
-        self.raw = try Self._open(file, flags: flags, mapSize: mapSize, maxDatabases: maxDatabases, fileMode: 0o600)
-        self.path = file
-        self.maxDatabases = maxDatabases
-        self.isReadOnly = false
-        self.temporaryFile = file
         self.writer = _Writer()
         writer.environment = self
         writer.start()
@@ -183,8 +156,6 @@ package final class Environment: @unchecked Sendable {
 
     /// True when opened with `readOnly`: writes throw.
     package let isReadOnly: Bool
-    /// The scratch file of an `init(scratchIn:)` environment (already unlinked).
-    let temporaryFile: String?
 
     /// The durability in force (`mdb_env_get_flags`).
     package var durability: Durability {

@@ -138,4 +138,37 @@ struct KeyCodecTests {
         #expect(
             try KeyCodec.encode([.decimal(EDMDecimal("-0.120")!)]) == KeyCodec.encode([.decimal(EDMDecimal("-0.12")!)]))
     }
+
+    /// Stored index keys hold decimals: the encoding (digits made without a `String`) is byte for
+    /// byte the one built from `digitsAndExponent`, for significands of any width up to 38 digits.
+    @Test func decimalBytesAreTheDigitsOfTheValue() throws {
+        func reference(_ d: EDMDecimal) -> [UInt8] {
+            if d.isZero { return [0x31] }
+            let negative = d.significand < 0
+            let (digits, exponent) = d.digitsAndExponent
+            let e = UInt16(clamping: exponent + 0x8000)
+            let flip: UInt8 = negative ? 0xFF : 0
+            return [negative ? 0x30 : 0x32, UInt8(e >> 8) ^ flip, UInt8(e & 0xFF) ^ flip]
+                + digits.map { ($0 + 1) ^ flip } + [flip]
+        }
+        var r = SeededRandom(seed: testSeed("decimalBytesAreTheDigitsOfTheValue"))
+        func power(_ n: Int) -> Int128 { (0..<n).reduce(1) { p, _ in p * 10 } }
+        let limit = power(38) - 1
+        let edges: [Int128] = [
+            0, 1, -1, 10, -10, 1000, Int128(UInt64.max), -Int128(UInt64.max), Int128(UInt64.max) + 1, limit, -limit,
+        ]
+        for i in 0..<5_000 {
+            let significand: Int128 =
+                i < edges.count
+                ? edges[i]
+                : [
+                    Int128(Int64.random(in: -1_000_000...1_000_000, using: &r)),
+                    Int128(Int64.random(in: .min ... .max, using: &r)),
+                    Int128.random(in: -limit...limit, using: &r),
+                    Int128.random(in: 0...9, using: &r) * power(Int.random(in: 0...37, using: &r)),
+                ][i % 4]
+            let d = EDMDecimal(significand: significand, scale: Int16.random(in: -40...40, using: &r))
+            #expect(try KeyCodec.encode([.decimal(d)]) == reference(d), "\(d)")
+        }
+    }
 }

@@ -7,8 +7,9 @@ import OfflineStore
 //
 // Every row as one OData JSON response ordered by `NetAmount` (ties by key), streamed to a sink
 // that counts the bytes, with the peak memory while it runs. OfflineStore: `query(url, format:
-// .json)` — its sort keeps 200,000 entries in memory and spills sorted runs to a temporary LMDB
-// database past that, then reads each row again by key. SQLite: `ORDER BY NetAmount, SalesOrderID,
+// .json)` — its external merge sort (`ExternalSort`) sorts 200,000 entries (sort key, primary key,
+// the row's place in the map) at a time in memory, writes each sorted run to a scratch file and
+// merges the runs, writing each row from the map. SQLite: `ORDER BY NetAmount, SalesOrderID,
 // ItemPosition` (its own sorter, spilling to temporary files), each row's JSON built from the columns
 // as in the streaming workload. Raw LMDB: every row's (NetAmount, key, row pointer) in an array,
 // sorted in memory, then written from the map. The three streams are compared first.
@@ -18,19 +19,9 @@ func runSortWorkload(
     record: (_ workload: String, _ c: any Contestant, _ ns: Double, _ ops: Int, _ peakMiB: Double?) -> Void,
     plans: (_ workload: String, _ url: String, _ plans: [(String, String)]) -> Void
 ) throws {
-    let url = "\(BenchSchema.set)?$orderby=NetAmount"
+    let url = sortURL
     let runs: [(any Contestant, (@escaping (UnsafeRawBufferPointer) -> Void) throws -> Void)] = [
-        (raw, { sink in try raw.sortedJSON(sink) }),
-        (
-            offline,
-            { sink in
-                try offline.store.query(url, format: .json) { chunk in
-                    var c = chunk
-                    c.withUTF8 { sink(UnsafeRawBufferPointer($0)) }
-                }
-            }
-        ),
-        (sqlite, { sink in try sqlite.streamJSON(sql: SQLiteContestant.allByNetAmount, sink) }),
+        (raw, sortedJSON(raw)), (offline, sortedJSON(offline)), (sqlite, sortedJSON(sqlite)),
     ]
     var digests: [StreamDigest] = []
     for (_, run) in runs {
@@ -68,6 +59,44 @@ func runSortWorkload(
         }
         samples.sort()
         record(workload, c, samples[1], n * 3, peakKiB.map { Double($0) / 1024 })
+    }
+}
+
+/// The sort workload's URL (OfflineStore).
+let sortURL = "\(BenchSchema.set)?$orderby=NetAmount"
+
+/// The sort workload of one contestant: every row ordered by NetAmount, as JSON into a sink.
+func sortedJSON(_ c: any Contestant) -> (@escaping (UnsafeRawBufferPointer) -> Void) throws -> Void {
+    switch c {
+    case let raw as RawLMDB: return { sink in try raw.sortedJSON(sink) }
+    case let offline as OfflineStoreContestant:
+        return { sink in
+            try offline.store.query(sortURL, format: .json) { chunk in
+                var c = chunk
+                c.withUTF8 { sink(UnsafeRawBufferPointer($0)) }
+            }
+        }
+    case let sqlite as SQLiteContestant:
+        return { sink in try sqlite.streamJSON(sql: SQLiteContestant.allByNetAmount, sink) }
+    default: return { _ in throw BenchError("no sort workload for \(c.name)") }
+    }
+}
+
+/// `--profile sort`: the sort workload run by one contestant until ten seconds are up, each run's
+/// time per row and peak memory growth printed. One untimed run first, as the table's runs come
+/// after the reads (the database's pages mapped already).
+func profileSort(_ c: any Contestant, n: Int) throws {
+    let run = sortedJSON(c)
+    try run { _ in }
+    let start = now()
+    var runs = 0
+    while now() - start < 10_000_000_000 || runs == 0 {
+        var bytes = 0
+        let (ns, delta) = try measureMemory { try run { bytes += $0.count } }
+        runs += 1
+        log(
+            "\(c.name) sort: \(grouped(Double(ns) / Double(n))) ns/row, peak ΔRSS "
+                + (delta.map { fixed(Double($0) / 1024) + " MiB" } ?? "?") + ", \(grouped(Double(bytes))) bytes")
     }
 }
 

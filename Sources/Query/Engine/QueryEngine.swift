@@ -15,7 +15,7 @@ import Storage
 /// for more work than `limits` allow.
 package struct QueryEngine: Sendable {
     package let store: EntityStore
-    /// Sort entries kept in memory before a sort spills to a temporary LMDB database.
+    /// Sort entries kept in memory before a sort writes a sorted run to a scratch file (`ExternalSort`).
     package let memorySortLimit: Int
     /// Bound queries by URL, shared by engines over the same store; nil binds every time.
     package let cache: BoundQueryCache?

@@ -10,7 +10,7 @@ package struct QueryExecutor {
     let store: EntityStore
     let t: ReadView
     let evaluator: ExpressionEvaluator
-    /// Sort entries kept in memory before spilling to a temporary LMDB database.
+    /// Sort entries kept in memory before a sorted run is written to a scratch file (`ExternalSort`).
     let memorySortLimit: Int
     let scratchDirectory: String?
     /// What `$expand` may still write in this response.
@@ -119,32 +119,21 @@ package struct QueryExecutor {
             while let m = heap.popMin() { sorted.append(m) }
             emitted = try emitSorted(plan, sorted.dropFirst(plan.skip).prefix(limit), emit)
         case .sort:
-            var entries: [SortEntry] = []
-            var spill: _SortSpill? = nil
+            let sorter = ExternalSort(entryLimit: memorySortLimit, scratchDirectory: scratchDirectory)
             try matches(plan) { e in
-                entries.append(try sortEntry(plan, e))
-                if entries.count >= memorySortLimit {
-                    if spill == nil { spill = try _SortSpill(in: scratchDirectory) }
-                    try spill!.add(entries)
-                    entries.removeAll(keepingCapacity: true)
-                }
+                // `matches` makes every entity from its key and its row (or covering value) in the map.
+                guard let pk = e.primaryKey, let row = e.rowBytes else { preconditionFailure("a match without a row") }
+                try sorter.add(primaryKey: pk, row: row) { key in try appendSortKey(plan, e, to: &key) }
                 return true
             }
-            if let spill {
-                try spill.add(entries)
-                var skipped = 0
-                try spill.inOrder { entry in
-                    if skipped < plan.skip { skipped += 1; return true }
-                    guard let row = try entry.row ?? plan.set.row(t, key: entry.primaryKey) else { return true }
-                    let go = try entry.primaryKey.withUnsafeBytes { pk in
-                        try emit(try EntityRef(set: plan.set, row: row, primaryKey: pk))
-                    }
-                    emitted += 1
-                    return go && emitted < limit
+            var skipped = 0
+            try sorter.inOrder { r in
+                if skipped < plan.skip {
+                    skipped += 1
+                    return true
                 }
-            } else {
-                entries.sort()
-                emitted = try emitSorted(plan, entries.dropFirst(plan.skip).prefix(limit), emit)
+                emitted += 1
+                return try emit(try EntityRef(set: plan.set, row: r.row, primaryKey: r.primaryKey)) && emitted < limit
             }
         }
         return emitted
@@ -169,6 +158,14 @@ package struct QueryExecutor {
     /// that keeps sorting stable and entries unique).
     func sortEntry(_ plan: QueryPlan, _ e: EntityRef) throws -> SortEntry {
         var key: [UInt8] = []
+        try appendSortKey(plan, e, to: &key)
+        let pk = Array(e.primaryKey ?? MappedBytes(start: nil, count: 0))
+        // A covering plan's row is an index entry's value: kept, since the row is never read.
+        return SortEntry(sortKey: key, primaryKey: pk, row: plan.covering ? e.rowBytes : nil)
+    }
+
+    /// Appends the order-preserving encoding (`KeyCodec`) of `e`'s `$orderby` values to `key`.
+    func appendSortKey(_ plan: QueryPlan, _ e: EntityRef, to key: inout [UInt8]) throws {
         for o in plan.orderBy {
             let v = try evaluator.evaluate(o.expression, e)
             do { try KeyCodec.append(v, descending: o.descending, to: &key) } catch {
@@ -177,14 +174,11 @@ package struct QueryExecutor {
                     option: "$orderby", column: o.expression.position)
             }
         }
-        let pk = Array(e.primaryKey ?? MappedBytes(start: nil, count: 0))
-        // A covering plan's row is an index entry's value: kept, since the row is never read.
-        return SortEntry(sortKey: key, primaryKey: pk, row: plan.covering ? e.rowBytes : nil)
     }
 }
 
-/// One row to sort: its sort key and primary key, and for a covering plan the bytes read as its
-/// row (in the read transaction's map, or the spill's while it is read back).
+/// One row of a top-N heap or a tie group: its sort key and primary key, and for a covering plan
+/// the bytes read as its row (in the read transaction's map).
 struct SortEntry: Comparable {
     var sortKey: [UInt8]
     var primaryKey: [UInt8]
@@ -195,92 +189,5 @@ struct SortEntry: Comparable {
     static func < (a: SortEntry, b: SortEntry) -> Bool {
         if a.sortKey != b.sortKey { return a.sortKey.lexicographicallyPrecedes(b.sortKey) }
         return a.primaryKey.lexicographicallyPrecedes(b.primaryKey)
-    }
-}
-
-/// Sort entries spilled to a temporary LMDB environment, which keeps them in key order for us.
-/// Its file is in `TMPDIR` and unlinked while open (`Environment(scratchIn:)`): nothing is left
-/// behind, even by a SIGKILL, and a full `TMPDIR` is an error, not a crash.
-///
-/// LMDB keys are at most 511 bytes, so an entry's database key is the first 480 bytes of its sort
-/// key and a sequence number; entries whose sort keys share those 480 bytes are put in order in
-/// memory when read back.
-final class _SortSpill {
-    let env: Environment
-    let db: Database
-    var sequence: UInt64 = 0
-    static let keyPrefix = 480
-
-    init(in directory: String?) throws {
-        env = try Environment(scratchIn: directory ?? FileManager.default.temporaryDirectory.path)
-        db = try env.database(named: "sort", create: true)!
-    }
-
-    func add(_ entries: [SortEntry]) throws {
-        // Encoded before the write: a covering plan's row is borrowed from the map, not Sendable.
-        var pairs: [(key: [UInt8], value: [UInt8])] = []
-        pairs.reserveCapacity(entries.count)
-        for e in entries {
-            var key = Array(e.sortKey.prefix(Self.keyPrefix))
-            withUnsafeBytes(of: sequence.bigEndian) { key.append(contentsOf: $0) }
-            sequence += 1
-            // u32 sort-key length · sort key · primary key, or for a covering plan's entry
-            // u32 sort-key length | 1 << 31 · sort key · u32 primary-key length · primary key · row.
-            var value: [UInt8] = []
-            let flag: UInt32 = e.row == nil ? 0 : 1 << 31
-            withUnsafeBytes(of: (UInt32(e.sortKey.count) | flag).littleEndian) { value.append(contentsOf: $0) }
-            value.append(contentsOf: e.sortKey)
-            if let row = e.row {
-                withUnsafeBytes(of: UInt32(e.primaryKey.count).littleEndian) { value.append(contentsOf: $0) }
-                value.append(contentsOf: e.primaryKey)
-                value.append(contentsOf: row)
-            } else {
-                value.append(contentsOf: e.primaryKey)
-            }
-            pairs.append((key, value))
-        }
-        let db = self.db
-        let encoded = pairs
-        try env.write { txn in
-            for (key, value) in encoded { try txn.view.put(db, key, value) }
-        }
-    }
-
-    func inOrder(_ body: (SortEntry) throws -> Bool) throws {
-        try env.read { txn in
-            try txn.view.withCursor(db) { c in
-                var group: [SortEntry] = []
-                var groupPrefix: [UInt8]? = nil
-                func flush() throws -> Bool {
-                    group.sort()
-                    for g in group where try !body(g) { return false }
-                    group.removeAll()
-                    return true
-                }
-                var e = try c.first()
-                while let (k, v) = e {
-                    let word = Int(v[0]) | Int(v[1]) << 8 | Int(v[2]) << 16 | Int(v[3]) << 24
-                    let n = word & 0x7FFF_FFFF
-                    let entry: SortEntry
-                    if word & (1 << 31) == 0 {
-                        entry = SortEntry(sortKey: Array(v[4..<(4 + n)]), primaryKey: Array(v[(4 + n)...]))
-                    } else {
-                        let at = 4 + n
-                        let m = Int(v[at]) | Int(v[at + 1]) << 8 | Int(v[at + 2]) << 16 | Int(v[at + 3]) << 24
-                        entry = SortEntry(
-                            sortKey: Array(v[4..<at]), primaryKey: Array(v[(at + 4)..<(at + 4 + m)]),
-                            row: MappedBytes(rebasing: v[(at + 4 + m)...]))
-                    }
-                    let prefix = Array(k.prefix(k.count - 8))
-                    if prefix != groupPrefix {
-                        if try !flush() { return }
-                        groupPrefix = prefix
-                    }
-                    group.append(entry)
-                    e = try c.next()
-                }
-                _ = try flush()
-            }
-        }
     }
 }

@@ -10,7 +10,8 @@ package enum SortStrategy: CustomStringConvertible {
     case streamInTieGroups
     /// Keep the best `n` (= `$skip + $top`) in a heap of sort keys.
     case topN(Int)
-    /// Sort every match by its sort key; spills to a temporary LMDB database past a memory limit.
+    /// Sort every match by its sort key (`ExternalSort`): past a memory limit, sorted runs go to a
+    /// scratch file and are merged.
     case sort
 
     package var description: String {
@@ -18,7 +19,7 @@ package enum SortStrategy: CustomStringConvertible {
         case .stream: "streamed in access order"
         case .streamInTieGroups: "streamed in index order, ties put in key order"
         case .topN(let n): "top-\(n) heap on the $orderby key"
-        case .sort: "sort on the $orderby key (spills to a temporary LMDB database when large)"
+        case .sort: "sort on the $orderby key (merges sorted runs from a scratch file when large)"
         }
     }
 }

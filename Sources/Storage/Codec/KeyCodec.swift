@@ -131,16 +131,31 @@ package enum KeyCodec {
         withUnsafeBytes(of: bits.bigEndian) { out.append(contentsOf: $0) }
     }
 
+    /// The digits are those of `EDMDecimal.digitsAndExponent`, made here without a `String` (this
+    /// runs for every decimal sort key and index entry): written least significant first, reversed,
+    /// then the exponent they give filled in before them.
     static func appendDecimal(_ d: EDMDecimal, _ out: inout [UInt8]) {
         if d.isZero { out.append(Tag.decimalZero.rawValue); return }
-        let negative = d.significand < 0
+        let n = d.normalized
+        let negative = n.significand < 0
         out.append(negative ? Tag.decimalNegative.rawValue : Tag.decimalPositive.rawValue)
-        let (digits, exponent) = d.digitsAndExponent
-        let e = UInt16(clamping: exponent + 0x8000)
         let flip: UInt8 = negative ? 0xFF : 0
-        out.append(UInt8(e >> 8) ^ flip)
-        out.append(UInt8(e & 0xFF) ^ flip)
-        for digit in digits { out.append((digit + 1) ^ flip) }
+        let exponentAt = out.count
+        out.append(0)
+        out.append(0)
+        let first = out.count
+        let magnitude = n.significand.magnitude
+        if let m = UInt64(exactly: magnitude) {
+            var rest = m
+            while rest != 0 { out.append((UInt8(rest % 10) + 1) ^ flip); rest /= 10 }
+        } else {
+            var rest = magnitude
+            while rest != 0 { out.append((UInt8(rest % 10) + 1) ^ flip); rest /= 10 }
+        }
+        out[first...].reverse()
+        let e = UInt16(clamping: out.count - first - Int(n.scale) + 0x8000)
+        out[exponentAt] = UInt8(e >> 8) ^ flip
+        out[exponentAt + 1] = UInt8(e & 0xFF) ^ flip
         out.append(flip)
     }
 

@@ -180,7 +180,7 @@ import Samples
             #expect(try store.queries.count(url) == naiveCount, "\(url)")
         }
         print(
-            "access paths used: \(plans); sorts that spilled to LMDB: \(spilled); index-prefix orders with tie groups: \(tieGrouped)"
+            "access paths used: \(plans); sorts that spilled: \(spilled); index-prefix orders with tie groups: \(tieGrouped)"
         )
         #expect(spilled > 10)
         // Coverage, not a target: the random queries give 8 to 26 tie-grouped plans in 1,500 (seen

@@ -107,4 +107,23 @@ import Storage
         // The read transaction ended: a write goes through.
         _ = try store.create(set: "Products", entity: ["ProductID": .string("After"), "Name": .string("x")])
     }
+
+    @Test func aWriteFromTheClosureGoesThroughAndIsNotSeenByIt() throws {
+        var r = SeededRandom(seed: 11)
+        let store = try QueryDifferentialTests.makeStore(&r)
+        let before = try store.entities("BusinessPartners").count
+        #expect(before > 1)
+        var seen = 0
+        try store.forEach("BusinessPartners") { _ in
+            seen += 1
+            if seen == 1 {
+                _ = try store.create(
+                    set: "BusinessPartners", entity: ["BusinessPartnerID": .string("ZZ"), "CompanyName": .string("x")])
+            }
+            return true
+        }
+        #expect(seen == before, "the closure reads one snapshot")
+        #expect(try store.get(set: "BusinessPartners", key: [.string("ZZ")]) != nil)
+        #expect(try store.entities("BusinessPartners").count == before + 1)
+    }
 }

@@ -54,3 +54,24 @@ package struct StorageSystemError: Error, Sendable, CustomStringConvertible {
 
     package var description: String { "\(operation): \(String(cString: strerror(errno)))" }
 }
+
+/// A file for scratch data that nobody else may see or inherit, and that nothing can leave behind.
+package enum ScratchFile {
+    /// Makes a file named `prefix` and six random characters in `directory` and unlinks it at once:
+    /// a normal end, a thrown error or a SIGKILL leaves nothing, and the space goes back when the
+    /// descriptor closes. The descriptor is read-write, close-on-exec and never one of 0–2
+    /// (`StandardDescriptors.reserve`); the caller closes it.
+    package static func create(in directory: String, prefix: String) throws(StorageSystemError) -> Int32 {
+        try StandardDescriptors.reserve()
+        var template =
+            Array((directory.hasSuffix("/") ? directory : directory + "/").utf8CString.dropLast())
+            + Array((prefix + "XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else {
+            throw StorageSystemError(operation: "create a scratch file in '\(directory)'", errno: errno)
+        }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        return fd
+    }
+}

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import LMDB
 import Storage
 
 /// A file in `TMPDIR` (else `/tmp`) that is unlinked as soon as it is made: it holds a large input
@@ -16,17 +17,11 @@ package final class TemporaryFile: @unchecked Sendable {
     /// - Parameter what: what it holds, for errors ("the answer of GET Products").
     package init(holding what: String) throws {
         let dir = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        var template =
-            Array((dir.hasSuffix("/") ? dir : dir + "/").utf8CString.dropLast())
-            + Array("offline-store-XXXXXX".utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard fd >= 0 else {
+        do { fd = try ScratchFile.create(in: dir, prefix: "offline-store-") } catch {
             throw EntityError.badInput(
-                "cannot make a temporary file in \(dir) for \(what): \(String(cString: strerror(errno)))")
+                "cannot make a temporary file in \(dir) for \(what): \(String(cString: strerror(error.errno)))")
         }
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
-        (self.fd, self.what) = (fd, what)
+        self.what = what
     }
 
     deinit { if !finished { close(fd) } }

@@ -256,17 +256,8 @@ private final class RunFile {
     private var buffered = 0
 
     init(in directory: String) throws {
-        try StandardDescriptors.reserve()
-        var template =
-            Array((directory.hasSuffix("/") ? directory : directory + "/").utf8CString.dropLast())
-            + Array("offline-store-sort-XXXXXX".utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard fd >= 0 else {
-            throw StorageSystemError(operation: "create a scratch file in '\(directory)'", errno: errno)
-        }
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
-        (self.fd, self.directory) = (fd, directory)
+        fd = try ScratchFile.create(in: directory, prefix: "offline-store-sort-")
+        self.directory = directory
         buffer = .allocate(byteCount: 256 << 10, alignment: 16)
     }
 

@@ -1,5 +1,6 @@
 import LMDB
 import Foundation
+import TestSupport
 @testable import Query
 import Storage
 
@@ -13,7 +14,7 @@ final class ResultStore {
     let engine: QueryEngine
 
     init() throws {
-        dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-qres-\(UUID().uuidString)").path
+        dir = TestScratch.directory("os-qres")
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         var order = TestSchema.order
         order.navigationProperties = order.navigationProperties.map { nav in

@@ -3,13 +3,8 @@ import Foundation
 @_exported import TestSupport
 @testable import Storage
 
-/// A fresh temporary directory, removed by the returned closure.
-func temporaryDirectory() -> String {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("offline-store-test-\(UUID().uuidString)")
-        .path
-    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    return dir
-}
+/// A fresh temporary directory, removed when the test process exits (`TestScratch`).
+func temporaryDirectory() -> String { TestScratch.directory("offline-store-test") }
 
 /// A hand-built EPM-like schema: business partners, sales orders, items (composite key), products.
 enum Fixtures {

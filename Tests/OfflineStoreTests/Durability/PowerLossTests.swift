@@ -85,7 +85,7 @@ struct PowerLossRun {
         self.seed = seed
         rng = SeededRandom(seed: seed)
         model = Dictionary(uniqueKeysWithValues: Self.ids.map { ($0, "absent") })
-        dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-power-\(UUID().uuidString)").path
+        dir = TestScratch.directory("os-power")
         try FileManager.default.createDirectory(atPath: dir + "/backing", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: dir + "/mnt", withIntermediateDirectories: true)
         let setup = try Self.spawn(

@@ -196,7 +196,7 @@ import TestSupport
             }
             texts.append("{" + members.joined(separator: ",") + "}")
         }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-mixed-\(UUID().uuidString)").path
+        let dir = TestScratch.directory("os-mixed")
         let store = try OfflineStore.create(at: dir, metadata: Array(metadata.utf8))
         _ = try store.load(set: "Rows", json: Array(("{\"value\":[" + texts.joined(separator: ",") + "]}").utf8))
         return store

@@ -15,7 +15,7 @@ import Storage
     static func makeStore(_ r: inout SeededRandom) throws -> OfflineStore {
         var config = SampleData.configuration
         config.indexes["SalesOrderItems", default: []] += ["ProductID, Quantity INCLUDE NetAmount, DeliveryDate"]
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-xsort-\(UUID().uuidString)").path
+        let dir = TestScratch.directory("os-xsort")
         let store = try OfflineStore.create(at: dir, metadata: Array(SampleData.metadata.utf8), configuration: config)
         func maybe(_ v: Value, _ r: inout SeededRandom) -> Value { Int.random(in: 0..<10, using: &r) == 0 ? .null : v }
         let orders: [Properties] = (0..<200).map { ["SalesOrderID": .string("SO\($0)")] }
@@ -85,10 +85,7 @@ import Storage
     @Test func scratchFileLeavesNothing() throws {
         var r = SeededRandom(seed: testSeed("scratchFileLeavesNothing"))
         let store = try Self.makeStore(&r)
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "os-xsort-scratch-\(UUID().uuidString)"
-        )
-        .path
+        let scratch = TestScratch.directory("os-xsort-scratch")
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let engine = QueryEngine(store: store.entities, memorySortLimit: 7, scratchDirectory: scratch)
@@ -121,10 +118,7 @@ import Storage
     /// bytewise key order with its primary key and row, and a stop is honoured.
     @Test func externalSortOrdersRecordsAsBytes() throws {
         var r = SeededRandom(seed: testSeed("externalSortOrdersRecordsAsBytes"))
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "os-xsort-unit-\(UUID().uuidString)"
-        )
-        .path
+        let scratch = TestScratch.directory("os-xsort-unit")
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         // The rows: 16 bytes each in one buffer that outlives the sorts (a record keeps its row's address).

@@ -24,7 +24,7 @@ import Samples
             ]
             : ["ProductID, Quantity", "DeliveryDate DESC"]
         config.indexes["SalesOrders", default: []] += ["GrossAmount"]
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-diff-\(UUID().uuidString)").path
+        let dir = TestScratch.directory("os-diff")
         let store = try OfflineStore.create(at: dir, metadata: Array(SampleData.metadata.utf8), configuration: config)
         func maybe(_ v: Value, _ r: inout SeededRandom) -> Value { Int.random(in: 0..<8, using: &r) == 0 ? .null : v }
         var partners: [Properties] = []

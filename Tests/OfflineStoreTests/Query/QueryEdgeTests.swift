@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import OfflineStore
 import Samples
@@ -102,7 +103,7 @@ import Storage
         ] {
             #expect(throws: EntityError.self, "\(bad)") { try StoreConfiguration(json: try JSON.parse(bad)) }
         }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-limits-\(UUID().uuidString)").path
+        let dir = TestScratch.directory("os-limits")
         var configuration = SampleData.configuration
         configuration.limits = QueryLimits(maxExpansionDepth: 1)
         do {

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import OfflineStore
 import Samples
@@ -7,7 +8,7 @@ import Storage
 /// Features of the query engine end to end, on the built-in sample.
 @Suite(.checksStores) struct QueryEngineTests {
     static func sampleStore() throws -> OfflineStore {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-q-\(UUID().uuidString)").path
+        let dir = TestScratch.directory("os-q")
         let store = try OfflineStore.create(
             at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
         for set in SampleData.setsInLoadOrder { try store.load(set: set, json: Array(SampleData.json(set).utf8)) }

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import OfflineStore
 import Samples
@@ -6,7 +7,7 @@ import Samples
 /// A read that starts after a write returned sees it, also through reused read transactions.
 @Suite(.checksStores) struct ReadAfterWriteTests {
     @Test func readsSeeEveryCommittedWrite() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-raw-\(UUID().uuidString)").path
+        let dir = TestScratch.directory("os-raw")
         let s = try OfflineStore.create(
             at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
         for i in 0..<200 {
@@ -20,7 +21,7 @@ import Samples
 
 extension ReadAfterWriteTests {
     @Test func jsonLoadThenGet() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-raw-\(UUID().uuidString)").path
+        let dir = TestScratch.directory("os-raw")
         let s = try OfflineStore.create(
             at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
         for set in SampleData.setsInLoadOrder { try s.load(set: set, json: Array(SampleData.json(set).utf8)) }
@@ -39,7 +40,7 @@ extension ReadAfterWriteTests {
     /// Readers on many threads while writers group-commit: every read sees a consistent snapshot
     /// (an order's count of items only grows, and never exceeds what was committed), no errors.
     @Test func concurrentReadersAndWriters() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-conc-\(UUID().uuidString)").path
+        let dir = TestScratch.directory("os-conc")
         let s = try OfflineStore.create(
             at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
         let writers = 4, perWriter = 150

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import TestSupport
 import NIOHTTP1
 import Remote
 import Testing
@@ -415,7 +416,7 @@ import Testing
                 print(json.dumps({"status": r.status_code, "multipart": message.is_multipart(),
                                   "defects": len(message.defects), "parts": out}))
                 """#
-            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("mp-py-\(UUID().uuidString)").path
+            let dir = TestScratch.directory("mp-py")
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: dir) }
             let pid = try ChildProcess.spawn(

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 /// Runs the built `offline-store` tool in a child process with a time limit, and says how it
 /// ended: an exit status, a signal, or killed for taking too long.
@@ -59,7 +60,7 @@ struct ChildProcess {
 
     /// Runs `executable` (a path) with `args` as `run(_:timeout:)` runs the tool.
     static func run(executable: String, _ args: [String], timeout: Double) throws -> Outcome {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-child-\(UUID().uuidString)").path
+        let dir = TestScratch.directory("os-child")
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let out = dir + "/out", err = dir + "/err"

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 @testable import OfflineStore
 
 /// A small store whose one entity set holds the extreme values of every kind the engine computes
@@ -92,7 +93,7 @@ enum EdgeStore {
     }
 
     static func create(limits: QueryLimits = QueryLimits()) throws -> OfflineStore {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-edge-\(UUID().uuidString)").path
+        let dir = TestScratch.directory("os-edge")
         let store = try OfflineStore.create(
             at: dir, metadata: Array(metadata.utf8), configuration: StoreConfiguration(limits: limits))
         _ = try store.load(set: "Things", json: Array(rowsJSON().utf8))

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import TestSupport
 import NIOCore
 import NIOHTTP1
 import Testing
@@ -68,7 +69,7 @@ final class ServerProcess: @unchecked Sendable {
     }
 
     private static func spawn(_ executable: String, _ args: [String]) throws -> (pid_t, String) {
-        let logDir = FileManager.default.temporaryDirectory.appendingPathComponent("os-serve-\(UUID().uuidString)").path
+        let logDir = TestScratch.directory("os-serve")
         try FileManager.default.createDirectory(atPath: logDir, withIntermediateDirectories: true)
         let pid = try ChildProcess.spawn(
             executable, args, stdout: logDir + "/out", stderr: logDir + "/err", environment: ChildProcess.quiet)

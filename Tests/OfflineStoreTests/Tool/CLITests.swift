@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import OfflineStore
 import Samples
@@ -43,7 +44,7 @@ struct CLI {
 /// A new temporary directory. Stores made anywhere under it are checked after the test when its
 /// suite has the `.checksStores` trait.
 func tempDir() -> String {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("os-cli-\(UUID().uuidString)").path
+    let dir = TestScratch.directory("os-cli")
     try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     StoreRegistry.register(dir)
     return dir

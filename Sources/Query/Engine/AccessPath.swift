@@ -105,8 +105,12 @@ extension AccessPath {
             let desc =
                 prefix.count < index.definition.components.count && index.definition.components[prefix.count].descending
             let (l, u) = try bounds(prefix: p, descending: desc, range)
+            // An equality on every component: each entry's tuple is `p` (tuples are prefix-free).
+            let whole = range == nil && prefix.count == index.definition.components.count ? p.count : nil
             if covering {
-                try set.scanIndexEntries(t, index, lower: l, upper: u) { _, pk, carried in try body(pk, carried) }
+                try set.scanIndexEntries(t, index, lower: l, upper: u, tupleBytes: whole) { _, pk, carried in
+                    try body(pk, carried)
+                }
             } else {
                 try set.scanIndex(t, index, lower: l, upper: u) { _, pk in try fetch(pk) }
             }
@@ -116,7 +120,9 @@ extension AccessPath {
             }
             var go = true
             for tuple in tuples where go {
-                try set.scanIndexEntries(t, index, lower: (tuple, true), upper: (tuple, true)) { _, pk, carried in
+                let whole = prefix.count + 1 == index.definition.components.count ? tuple.count : nil
+                try set.scanIndexEntries(t, index, lower: (tuple, true), upper: (tuple, true), tupleBytes: whole) {
+                    _, pk, carried in
                     go = covering ? try body(pk, carried) : try fetch(pk)
                     return go
                 }

@@ -30,22 +30,25 @@ package struct Planner {
     /// index, `INCLUDE`), the plan reads no entity row.
     package static func plan(
         _ set: EntitySetHandle, options: BoundOptions, equalities: [(String, Value)] = [],
-        reading: ResultReading = .entities
+        reading: ResultReading = .entities, reuse: PlanCache? = nil
     ) -> QueryPlan {
-        let read = propertiesRead(set, options: options, equalities: equalities, reading: reading)
         let conjuncts = options.filter.map(flatten) ?? []
         var sargables: [Sargable] = equalities.map {
             Sargable(property: $0.0, kind: .eq($0.1), conjunct: nil, exact: true)
         }
         for (i, c) in conjuncts.enumerated() { sargables.append(contentsOf: sargable(c, index: i, set: set)) }
-
-        var best = Candidate(access: .fullScan(reverse: false), used: [], score: 0, ordered: options.orderBy.isEmpty)
-        // The primary key, then every index, as orderings to match against.
-        var orderings: [(IndexHandle?, [(String, Bool)])] = [(nil, set.type.key.map { ($0, false) })]
-        for index in set.indexes where index.definition.components.allSatisfy({ $0.path.count == 1 }) {
-            orderings.append((index, index.definition.components.map { ($0.path[0], $0.descending) }))
+        let shape = reuse.map { _ in
+            PlanShape(set, sargables, options: options, conjuncts: conjuncts.count, reading: reading)
         }
-        for (index, columns) in orderings {
+        if let reuse, let shape, let (choice, covering) = reuse.choice(for: shape),
+            let best = replay(choice, set: set, sargables: sargables, orderBy: options.orderBy)
+        {
+            return finish(best, set, options, equalities, conjuncts, sargables, covering: covering)
+        }
+        let read = propertiesRead(set, options: options, equalities: equalities, reading: reading)
+        var best = Candidate(access: .fullScan(reverse: false), used: [], score: 0, ordered: options.orderBy.isEmpty)
+        var choice = PlanChoice.scan(best)
+        for (index, columns) in orderings(set) {
             guard
                 let c = candidate(
                     index: index, columns: columns, sargables: sargables, set: set, orderBy: options.orderBy)
@@ -56,12 +59,13 @@ package struct Planner {
                 || (c.score == best.score && sameOrder && covers(c.access, read) && !covers(best.access, read))
             {
                 best = c
+                choice = .ordering(index)
             }
         }
         // No selective access: an ordered full scan still avoids sorting when $orderby matches.
         if best.score == 0 && !best.ordered {
             // Prefer an order needing no tie groups.
-            let orders = orderings.compactMap { index, columns in
+            let orders = orderings(set).compactMap { index, columns in
                 satisfies(options.orderBy, columns: columns, fixed: [], isKey: index == nil).map { (index, $0) }
             }
             let preferred = orders.filter { $0.1 != .forwardInTieGroups }
@@ -73,7 +77,27 @@ package struct Planner {
                 best.tieGroups = order == .forwardInTieGroups
                 best.access = index.map { .index($0, prefix: [], range: nil) } ?? .fullScan(reverse: order == .reverse)
             }
+            choice = .scan(best)  // no value in it: the same for any alias values of this shape
         }
+        let covering = covers(best.access, read)
+        if let reuse, let shape { reuse.remember(shape, choice, covering: covering) }
+        return finish(best, set, options, equalities, conjuncts, sargables, covering: covering)
+    }
+
+    /// The orderings a candidate can come from: the primary key, then every index on plain properties.
+    static func orderings(_ set: EntitySetHandle) -> [(IndexHandle?, [(String, Bool)])] {
+        var orderings: [(IndexHandle?, [(String, Bool)])] = [(nil, set.type.key.map { ($0, false) })]
+        for index in set.indexes where index.definition.components.allSatisfy({ $0.path.count == 1 }) {
+            orderings.append((index, index.definition.components.map { ($0.path[0], $0.descending) }))
+        }
+        return orderings
+    }
+
+    /// The plan from the chosen candidate: the conjuncts it does not answer stay as the residual filter.
+    private static func finish(
+        _ best: Candidate, _ set: EntitySetHandle, _ options: BoundOptions, _ equalities: [(String, Value)],
+        _ conjuncts: [TypedExpr], _ sargables: [Sargable], covering: Bool
+    ) -> QueryPlan {
         let usedConjuncts = Set(best.used.compactMap { sargables[$0].exact ? sargables[$0].conjunct : nil })
         let usedEqualities = Set(
             best.used.filter { sargables[$0].conjunct == nil && sargables[$0].exact }.map { sargables[$0].property })
@@ -91,7 +115,7 @@ package struct Planner {
         return QueryPlan(
             set: set, access: best.access, residual: residual,
             residualEqualities: equalities.filter { !usedEqualities.contains($0.0) },
-            orderBy: options.orderBy, sort: sort, skip: skip, top: options.top, covering: covers(best.access, read))
+            orderBy: options.orderBy, sort: sort, skip: skip, top: options.top, covering: covering)
     }
 
     struct Candidate {

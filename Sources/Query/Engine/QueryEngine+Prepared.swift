@@ -20,6 +20,8 @@ import Storage
 public struct PreparedQuery: Sendable {
     package let engine: QueryEngine
     package let statement: PreparedStatement
+    /// The last run's plan choice and result columns (`PlanCache`), shared by copies of this value.
+    package let plans = PlanCache()
 
     /// The parameters (alias names without `@`) and the type each takes.
     public var parameters: [String: TypeRef] { statement.parameters }
@@ -31,7 +33,11 @@ public struct PreparedQuery: Sendable {
         if let read = statement.pointRead {
             return try engine.entities(read, key: try statement.pointReadKey(read, aliases))
         }
-        return try engine.entities(try statement.bind(aliases))
+        var found: [Properties] = []
+        try engine.visit(try statement.bind(aliases), reuse: plans) { columns, e in
+            found.append(try columns.properties(e)); return true
+        }
+        return found
     }
 
     /// Hands each matching entity to `body` in result order, inside one read transaction, until
@@ -59,7 +65,9 @@ public struct PreparedQuery: Sendable {
                 try body(ResultRow(entity: e, columns: columns))
             }
         }
-        try engine.visit(try statement.bind(aliases)) { columns, e in try body(ResultRow(entity: e, columns: columns)) }
+        try engine.visit(try statement.bind(aliases), reuse: plans) { columns, e in
+            try body(ResultRow(entity: e, columns: columns))
+        }
     }
 
     /// The names of a `ResultRow`'s columns, in order: with `$select`, the selected properties and

@@ -243,22 +243,26 @@ package struct QueryEngine: Sendable {
 
     /// The result's entities in order, each with the columns `entities` reads (`ResultColumns`),
     /// inside one read transaction, until `body` returns false.
-    func visit(_ query: BoundQuery, _ body: (ResultColumns, EntityRef) throws -> Bool) throws {
+    /// A prepared query passes its `PlanCache` as `reuse`: the plan choice and the columns of its
+    /// last run are used again when the alias values cannot change them.
+    func visit(
+        _ query: BoundQuery, reuse: PlanCache? = nil, _ body: (ResultColumns, EntityRef) throws -> Bool
+    ) throws {
         try store.read { t in
             let executor = QueryExecutor(
                 store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory)
             switch try resolve(query, t) {
             case .missing, .empty, .noRelated: break
             case .single(let set, let eqs, _):
-                let columns = ResultColumns(query.options.select, set)
+                let columns = reuse?.columns(query.options.select, set) ?? ResultColumns(query.options.select, set)
                 try executor.evaluator.navigator.find(set, eqs) {
                     _ = try body(columns, $0); return false
                 }
             case .collection(let set, let eqs):
                 let plan = Planner.plan(
                     set, options: query.options, equalities: eqs,
-                    reading: query.options.select == nil ? .entities : .selected)
-                let columns = ResultColumns(query.options.select, set)
+                    reading: query.options.select == nil ? .entities : .selected, reuse: reuse)
+                let columns = reuse?.columns(query.options.select, set) ?? ResultColumns(query.options.select, set)
                 try executor.run(plan) { try body(columns, $0) }
             }
         }

@@ -3,7 +3,7 @@ import Storage
 /// The columns a query hands out for each entity, resolved once per query: with `$select`, the
 /// selected and key properties; without, every structural property — in declaration order, each
 /// with its row position and type, so that reading one is a look-up in the row, not by name.
-package final class ResultColumns {
+package final class ResultColumns: Sendable {
     let set: EntitySetHandle
     let names: [String]
     /// Row positions; nil: every property, decoded together (`EntityRef.properties()`).

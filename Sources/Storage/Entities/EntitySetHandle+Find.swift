@@ -1,4 +1,10 @@
 import LMDB
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 /// A bound of a range on one index component, in value order.
 public struct ValueBound: Sendable, Hashable {
     public var value: Value
@@ -23,10 +29,12 @@ extension EntitySetHandle {
     }
 
     /// `scanIndex`, with each entry's value too (a covering index's carried properties, as a row).
+    /// `tupleBytes`: every entry in the range has an index tuple of exactly that many bytes (the
+    /// bounds are one whole tuple: an equality on every component), so it is not decoded.
     package func scanIndexEntries(
         _ t: ReadView, _ index: IndexHandle,
         lower: (bytes: [UInt8], inclusive: Bool)?, upper: (bytes: [UInt8], inclusive: Bool)?,
-        _ body: (MappedBytes, MappedBytes, MappedBytes) throws -> Bool
+        tupleBytes: Int? = nil, _ body: (MappedBytes, MappedBytes, MappedBytes) throws -> Bool
     ) throws {
         var start: [UInt8]? = nil
         if let lower { start = lower.inclusive ? lower.bytes : Self.successor(lower.bytes) }
@@ -40,12 +48,20 @@ extension EntitySetHandle {
         try t.withCursor(index.database) { c in
             var e = try start.map { try c.seek($0) } ?? c.first()
             while let (k, v) = e {
-                if let stop, !k.lexicographicallyPrecedes(stop) { return }
-                let n = try KeyCodec.tupleLength(k, count: tupleCount, descending: descending)
+                if let stop, !Self.precedes(k, stop) { return }
+                let n = try tupleBytes ?? KeyCodec.tupleLength(k, count: tupleCount, descending: descending)
                 if try !body(k, MappedBytes(rebasing: k[n...]), v) { return }
                 e = try c.next()
             }
         }
+    }
+
+    /// Whether `a` sorts before `b` bytewise (a prefix first): `lexicographicallyPrecedes` by `memcmp`.
+    @inline(__always)
+    static func precedes(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Bool {
+        let n = Swift.min(a.count, b.count)
+        let c = n == 0 ? 0 : b.withUnsafeBytes { memcmp(a.baseAddress!, $0.baseAddress!, n) }
+        return c < 0 || (c == 0 && a.count < b.count)
     }
 
     /// The smallest byte string greater than every string that starts with `p`; nil if none.

@@ -35,8 +35,14 @@ package final class ResultColumns: Sendable {
     /// Column `k` of `e` (null when the entity has none).
     @inline(__always)
     func value(_ k: Int, of e: EntityRef) throws -> Value {
+        guard case .row(let row) = e.source else { return try e.value(at: positions?[k] ?? k) }
+        return try value(k, of: row)
+    }
+
+    /// Column `k` of a stored row (or covering index entry).
+    @inline(__always)
+    func value(_ k: Int, of row: RowView) throws -> Value {
         let i = positions?[k] ?? k
-        guard case .row(let row) = e.source else { return try e.value(at: i) }
         do throws(RowCodecError) {
             if let p = primitives[k] {
                 guard let s = try row.slice(i) else { return .null }
@@ -73,6 +79,15 @@ package final class ResultColumns: Sendable {
 public struct ResultRow {
     let entity: EntityRef
     let columns: ResultColumns
+    /// The entity's row, when it is read from one (always, from `forEachRow`): taken out of
+    /// `entity` once, not for every column.
+    let row: RowView?
+
+    init(entity: EntityRef, columns: ResultColumns) {
+        self.entity = entity
+        self.columns = columns
+        if case .row(let r) = entity.source { row = r } else { row = nil }
+    }
 
     /// How many columns the row has.
     public var count: Int { columns.names.count }
@@ -83,6 +98,7 @@ public struct ResultRow {
     /// The value of column `k` (`.null` when the entity has none). Throws for a corrupt row.
     public func value(_ k: Int) throws -> Value {
         precondition(k >= 0 && k < count, "column \(k) of a row of \(count)")
+        if let row { return try columns.value(k, of: row) }
         return try columns.value(k, of: entity)
     }
 

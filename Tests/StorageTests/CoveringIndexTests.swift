@@ -163,3 +163,22 @@ struct CoveringIndexTests {
             ])
     }
 }
+
+/// The index scans' stop test (`EntitySetHandle.precedes`, eight bytes at a time) orders byte
+/// strings as `lexicographicallyPrecedes` does: random strings of 0–40 bytes over a small
+/// alphabet (so long common prefixes and prefixes of each other are common).
+@Test func indexStopTestOrdersAsLexicographicallyPrecedes() {
+    var r = SeededRandom(seed: 31)
+    for _ in 0..<20_000 {
+        let a = (0..<Int.random(in: 0...40, using: &r)).map { _ in UInt8.random(in: 0...2, using: &r) * 127 }
+        var b = Bool.random(using: &r) ? a : []
+        if b.isEmpty || Bool.random(using: &r) {
+            b = (0..<Int.random(in: 0...40, using: &r)).map { _ in UInt8.random(in: 0...2, using: &r) * 127 }
+        } else if !b.isEmpty {
+            b[Int.random(in: 0..<b.count, using: &r)] = UInt8.random(in: 0...2, using: &r) * 127
+            if Bool.random(using: &r) { b.removeLast(Int.random(in: 0...b.count, using: &r)) }
+        }
+        let got = a.withUnsafeBytes { EntitySetHandle.precedes($0, b) }
+        #expect(got == a.lexicographicallyPrecedes(b), "\(a) \(b)")
+    }
+}

@@ -1,10 +1,4 @@
 import LMDB
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 /// A bound of a range on one index component, in value order.
 public struct ValueBound: Sendable, Hashable {
     public var value: Value
@@ -56,12 +50,25 @@ extension EntitySetHandle {
         }
     }
 
-    /// Whether `a` sorts before `b` bytewise (a prefix first): `lexicographicallyPrecedes` by `memcmp`.
+    /// Whether `a` sorts before `b` bytewise (a prefix first), as `lexicographicallyPrecedes`
+    /// says, eight bytes at a time: the stop test of every index entry a scan reads.
     @inline(__always)
-    static func precedes(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Bool {
-        let n = Swift.min(a.count, b.count)
-        let c = n == 0 ? 0 : b.withUnsafeBytes { memcmp(a.baseAddress!, $0.baseAddress!, n) }
-        return c < 0 || (c == 0 && a.count < b.count)
+    package static func precedes(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Bool {
+        b.withUnsafeBytes { b in
+            let n = Swift.min(a.count, b.count)
+            var i = 0
+            while i + 8 <= n {
+                let x = UInt64(bigEndian: a.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+                let y = UInt64(bigEndian: b.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+                if x != y { return x < y }
+                i += 8
+            }
+            while i < n {
+                if a[i] != b[i] { return a[i] < b[i] }
+                i += 1
+            }
+            return a.count < b.count
+        }
     }
 
     /// The smallest byte string greater than every string that starts with `p`; nil if none.

@@ -278,14 +278,13 @@ package struct Refresher: Sendable {
         if try store.read({ t in try m.untracked(t, name: name) }) != nil {
             return try await fullRead(r, query: query, track: false, mode: .fullWithoutTracking)
         }
-        // A request with $expand asks for a delta link too, and keeps it when the service says its
-        // delta follows the expansion (`followsExpand`).
-        let track = true
-        if track, let link = try store.read({ t in try m.deltaLink(t, name: name) }) {
+        // Every tracked request asks for a delta link, one with $expand too, and keeps it when the
+        // service says its delta follows the expansion (`followsExpand`).
+        if let link = try store.read({ t in try m.deltaLink(t, name: name) }) {
             if let done = try await deltaRead(name: name, query: query, link: link) { return done }
-            return try await fullRead(r, query: query, track: track, mode: .fullAfterExpiredDelta)
+            return try await fullRead(r, query: query, track: true, mode: .fullAfterExpiredDelta)
         }
-        return try await fullRead(r, query: query, track: track, mode: .full)
+        return try await fullRead(r, query: query, track: true, mode: .full)
     }
 
     // MARK: Reading

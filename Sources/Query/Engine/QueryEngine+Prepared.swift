@@ -31,7 +31,7 @@ public struct PreparedQuery: Sendable {
     /// The matching entities, decoded (as `QueryEngine.entities(_:)`).
     public func entities(aliases: [String: Value] = [:]) throws -> [Properties] {
         if let read = statement.pointRead {
-            return try engine.entities(read, key: try statement.pointReadKey(read, aliases))
+            return try engine.entities(read, key: try statement.pointReadKey(read, aliases), reuse: plans)
         }
         var found: [Properties] = []
         try engine.visit(try statement.bind(aliases), reuse: plans) { columns, e in
@@ -61,7 +61,7 @@ public struct PreparedQuery: Sendable {
     /// ```
     public func forEachRow(aliases: [String: Value] = [:], _ body: (ResultRow) throws -> Bool) throws {
         if let read = statement.pointRead {
-            return try engine.visit(read, key: try statement.pointReadKey(read, aliases)) { columns, e in
+            return try engine.visit(read, key: try statement.pointReadKey(read, aliases), reuse: plans) { columns, e in
                 try body(ResultRow(entity: e, columns: columns))
             }
         }
@@ -102,9 +102,9 @@ public struct PreparedQuery: Sendable {
 extension QueryEngine {
     /// A prepared point read (`PreparedStatement.PointRead`): the row under the key, decoded, and
     /// nothing else — what `entities(_:)` gives for the bound query, without resolving its path.
-    func entities(_ read: PreparedStatement.PointRead, key: [Value]) throws -> [Properties] {
+    func entities(_ read: PreparedStatement.PointRead, key: [Value], reuse: PlanCache? = nil) throws -> [Properties] {
         var found: [Properties] = []
-        try visit(read, key: key) { columns, e in
+        try visit(read, key: key, reuse: reuse) { columns, e in
             found.append(try columns.properties(e)); return false
         }
         return found
@@ -112,10 +112,11 @@ extension QueryEngine {
 
     /// The row under the key, if any, handed to `body` with its columns.
     func visit(
-        _ read: PreparedStatement.PointRead, key: [Value], _ body: (ResultColumns, EntityRef) throws -> Bool
+        _ read: PreparedStatement.PointRead, key: [Value], reuse: PlanCache? = nil,
+        _ body: (ResultColumns, EntityRef) throws -> Bool
     ) throws {
         let set = try store.set(read.entitySet)
-        let columns = ResultColumns(read.select, set)
+        let columns = reuse?.columns(read.select, set) ?? ResultColumns(read.select, set)
         let bytes = try set.encodeKey(key)
         try store.read { t in
             guard let row = try set.row(t, key: bytes) else { return }

@@ -48,7 +48,8 @@ package struct Planner {
         let read = propertiesRead(set, options: options, equalities: equalities, reading: reading)
         var best = Candidate(access: .fullScan(reverse: false), used: [], score: 0, ordered: options.orderBy.isEmpty)
         var choice = PlanChoice.scan(best)
-        for (index, columns) in orderings(set) {
+        let ordered = orderings(set)
+        for (index, columns) in ordered {
             guard
                 let c = candidate(
                     index: index, columns: columns, sargables: sargables, set: set, orderBy: options.orderBy)
@@ -65,7 +66,7 @@ package struct Planner {
         // No selective access: an ordered full scan still avoids sorting when $orderby matches.
         if best.score == 0 && !best.ordered {
             // Prefer an order needing no tie groups.
-            let orders = orderings(set).compactMap { index, columns in
+            let orders = ordered.compactMap { index, columns in
                 satisfies(options.orderBy, columns: columns, fixed: [], isKey: index == nil).map { (index, $0) }
             }
             let preferred = orders.filter { $0.1 != .forwardInTieGroups }

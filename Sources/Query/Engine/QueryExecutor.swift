@@ -37,14 +37,23 @@ package struct QueryExecutor {
         let set = plan.set
         // A plain closure, not an optional one (called through a thunk) nor the class's property
         // (retained and released around each call).
+        guard filter != nil || !plan.residualEqualities.isEmpty else {
+            // Nothing left to test: every row the access path gives is a match.
+            try AccessPath.run(plan.access, set: set, t: t, covering: plan.covering, after: plan.after) { pk, row in
+                try body(EntityRef(set: set, view: try EntityRef.view(row, set: set), primaryKey: pk))
+            }
+            return
+        }
         let root: CompiledFilter.Node
         if let filter { root = filter.root } else { root = { _, _ in .yes } }
+        // Taken out of the plan, which a closure would otherwise copy whole.
+        let residualEqualities = plan.residualEqualities
         try AccessPath.run(plan.access, set: set, t: t, covering: plan.covering, after: plan.after) { pk, row in
             let view = try EntityRef.view(row, set: set)
             // The compiled filter first, on the row: an entity is made only for the rows it passes.
             if try root(view, pk) != .yes { return true }
             let e = EntityRef(set: set, view: view, primaryKey: pk)
-            for (name, v) in plan.residualEqualities where !odataEqual(try e.value(name), v) { return true }
+            for (name, v) in residualEqualities where !odataEqual(try e.value(name), v) { return true }
             return try body(e)
         }
     }
@@ -70,9 +79,10 @@ package struct QueryExecutor {
         switch plan.sort {
         case .stream:
             var seen = 0
+            let skip = plan.skip
             try matches(plan) { e in
                 seen += 1
-                if seen <= plan.skip { return true }
+                if seen <= skip { return true }
                 emitted += 1
                 return try emit(e) && emitted < limit
             }

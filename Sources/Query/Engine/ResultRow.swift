@@ -3,7 +3,8 @@ import Storage
 /// The columns a query hands out for each entity, resolved once per query: with `$select`, the
 /// selected and key properties; without, every structural property — in declaration order, each
 /// with its row position and type, so that reading one is a look-up in the row, not by name.
-package final class ResultColumns: Sendable {
+/// `@unchecked Sendable`: everything is immutable after `init`, `slots` included (written only there).
+package final class ResultColumns: @unchecked Sendable {
     let set: EntitySetHandle
     let names: [String]
     /// Row positions; nil: every property, decoded together (`EntityRef.properties()`).
@@ -13,6 +14,13 @@ package final class ResultColumns: Sendable {
     /// (whose copy for the call, its dictionaries retained and released, cost more than the decode).
     let primitives: [EDMPrimitive?]
     let schema: Schema
+    /// Each column's row position and primitive type, in memory this object owns: what reading a
+    /// column of a row needs, read without retaining an array (as `positions` and `primitives` would be).
+    private let slots: UnsafeMutableBufferPointer<Slot>
+    struct Slot {
+        let position: Int
+        let primitive: EDMPrimitive?
+    }
 
     init(_ select: BoundSelect?, _ set: EntitySetHandle) {
         self.set = set
@@ -30,7 +38,16 @@ package final class ResultColumns: Sendable {
             types = all.map(\.type)
         }
         primitives = types.map { if case .primitive(let p) = $0 { p } else { nil } }
+        slots = .allocate(capacity: types.count)
+        for k in types.indices {
+            slots.initializeElement(at: k, to: Slot(position: positions?[k] ?? k, primitive: primitives[k]))
+        }
     }
+
+    deinit { slots.deallocate() }
+
+    /// How many columns there are.
+    var count: Int { slots.count }
 
     /// Column `k` of `e` (null when the entity has none).
     @inline(__always)
@@ -42,13 +59,13 @@ package final class ResultColumns: Sendable {
     /// Column `k` of a stored row (or covering index entry).
     @inline(__always)
     func value(_ k: Int, of row: RowView) throws -> Value {
-        let i = positions?[k] ?? k
+        let slot = slots[k]
         do throws(RowCodecError) {
-            if let p = primitives[k] {
-                guard let s = try row.slice(i) else { return .null }
+            if let p = slot.primitive {
+                guard let s = try row.slice(slot.position) else { return .null }
                 return try RowView.decodePrimitive(s, p)
             }
-            return try row.value(at: i, type: types[k], schema: schema)
+            return try row.value(at: slot.position, type: types[k], schema: schema)
         } catch {
             throw EntityError.corruptRow(set: set.name, key: "", reason: error.description)
         }
@@ -77,37 +94,59 @@ package final class ResultColumns: Sendable {
 /// from the stored row or covering index entry when `value(k)` asks for it, and nothing else is.
 /// Valid only during the call that hands it over (its bytes are in the read transaction's map).
 public struct ResultRow {
-    let entity: EntityRef
-    let columns: ResultColumns
-    /// The entity's row, when it is read from one (always, from `forEachRow`): taken out of
-    /// `entity` once, not for every column.
+    // Four words at most, so that a row passes to `forEachRow`'s closure in registers.
+    /// The columns, owned by the query run that hands the row over: not retained per row, nor
+    /// around each column read (`_withUnsafeGuaranteedRef`).
+    let unmanagedColumns: Unmanaged<ResultColumns>
+    var columns: ResultColumns { unmanagedColumns.takeUnretainedValue() }
+    /// The entity's row, when it is read from one (always, from `forEachRow`): read in place.
     let row: RowView?
+    /// The entity, only when it is not read from a row (decoded properties).
+    let decoded: DecodedEntity?
+
+    final class DecodedEntity {
+        let entity: EntityRef
+        init(_ entity: EntityRef) { self.entity = entity }
+    }
 
     init(entity: EntityRef, columns: ResultColumns) {
-        self.entity = entity
-        self.columns = columns
-        if case .row(let r) = entity.source { row = r } else { row = nil }
+        unmanagedColumns = .passUnretained(columns)
+        if case .row(let r) = entity.source {
+            row = r
+            decoded = nil
+        } else {
+            row = nil
+            decoded = DecodedEntity(entity)
+        }
     }
 
     /// How many columns the row has.
-    public var count: Int { columns.names.count }
+    public var count: Int { columns.count }
 
     /// The name of column `k`.
     public func name(_ k: Int) -> String { columns.names[k] }
 
     /// The value of column `k` (`.null` when the entity has none). Throws for a corrupt row.
     public func value(_ k: Int) throws -> Value {
-        precondition(k >= 0 && k < count, "column \(k) of a row of \(count)")
-        if let row { return try columns.value(k, of: row) }
-        return try columns.value(k, of: entity)
+        try unmanagedColumns._withUnsafeGuaranteedRef { columns in
+            precondition(k >= 0 && k < columns.count, "column \(k) of a row of \(columns.count)")
+            if let row { return try columns.value(k, of: row) }
+            return try columns.value(k, of: entity)
+        }
     }
 
     /// The value of the column named `name`, or nil when the row has no such column.
     public func value(_ name: String) throws -> Value? {
         guard let k = columns.names.firstIndex(of: name) else { return nil }
-        return try columns.value(k, of: entity)
+        return try value(k)
     }
 
     /// The row as `Properties`, null columns left out (what `entities` returns).
     public func properties() throws -> Properties { try columns.properties(entity) }
+
+    /// The entity, made again from the row when it is read from one.
+    var entity: EntityRef {
+        if let row { return EntityRef(set: columns.set, view: row, primaryKey: nil) }
+        return decoded!.entity
+    }
 }

@@ -154,38 +154,55 @@ package struct RowCodec: Sendable {
 }
 
 /// A row in place (usually in the memory map): reads one property at a time, checking bounds.
+/// Two words (the bytes' start, their length and the property count), so that it and what holds
+/// it (a query's `ResultRow`) pass in registers; the header's positions are computed from the count.
 package struct RowView {
-    package let bytes: UnsafeRawBufferPointer
-    package let count: Int
-    @usableFromInline let bitmapAt: Int
-    @usableFromInline let offsetsAt: Int
-    @usableFromInline let dataAt: Int
+    @usableFromInline let base: UnsafeRawPointer
+    @usableFromInline let length: UInt32
+    @usableFromInline let n: UInt16
 
     /// Checks the header; throws when the bytes cannot be a row. Inlinable, as `slice`: a scan
     /// calls both for every row from another module.
     @inlinable
     package init(_ bytes: UnsafeRawBufferPointer) throws(RowCodecError) {
-        guard bytes.count >= 3 else { throw .truncated }
+        guard bytes.count >= 3, let base = bytes.baseAddress else { throw .truncated }
         guard bytes[0] == RowCodec.formatVersion else { throw .unsupportedVersion(bytes[0]) }
+        guard bytes.count <= UInt32.max else { throw .badOffsets }
         let n = Int(bytes[1]) | Int(bytes[2]) << 8
-        self.bytes = bytes
-        self.count = n
-        bitmapAt = 3
-        offsetsAt = 3 + (n + 7) / 8
-        dataAt = offsetsAt + 4 * (n + 1)
+        self.base = base
+        self.length = UInt32(bytes.count)
+        self.n = UInt16(n)
+        let dataAt = Self.dataAt(n)
         guard dataAt <= bytes.count else { throw .truncated }
         guard Int(_loadU32(bytes, dataAt - 4)) == bytes.count - dataAt else { throw .badOffsets }
     }
 
+    /// The row's bytes.
+    @inlinable
+    package var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: Int(length)) }
+    /// How many properties the row has.
+    @inlinable
+    package var count: Int { Int(n) }
+
+    /// Where the offset table and the values start, for a row of `n` properties (the null bitmap
+    /// starts at 3).
+    @inlinable @inline(__always)
+    static func offsetsAt(_ n: Int) -> Int { 3 + (n + 7) >> 3 }
+    @inlinable @inline(__always)
+    static func dataAt(_ n: Int) -> Int { offsetsAt(n) + 4 * (n + 1) }
+
     /// The payload of property `i`, or nil when it is null or beyond the row's properties.
     @inlinable @inline(__always)
     package func slice(_ i: Int) throws(RowCodecError) -> UnsafeRawBufferPointer? {
-        guard i < count else { return nil }
-        if bytes[bitmapAt + i / 8] & (1 << (i % 8)) != 0 { return nil }
-        let start = Int(_loadU32(bytes, offsetsAt + 4 * i))
-        let end = Int(_loadU32(bytes, offsetsAt + 4 * i + 4))
-        guard start <= end, dataAt + end <= bytes.count else { throw .badOffsets }
-        return UnsafeRawBufferPointer(rebasing: bytes[(dataAt + start)..<(dataAt + end)])
+        let n = Int(self.n)
+        guard i < n else { return nil }
+        if base.load(fromByteOffset: 3 + i >> 3, as: UInt8.self) & (1 << (i & 7)) != 0 { return nil }
+        let offsetsAt = Self.offsetsAt(n)
+        let dataAt = offsetsAt + 4 * (n + 1)
+        let start = Int(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: offsetsAt + 4 * i, as: UInt32.self)))
+        let end = Int(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: offsetsAt + 4 * i + 4, as: UInt32.self)))
+        guard start <= end, dataAt + end <= Int(length) else { throw .badOffsets }
+        return UnsafeRawBufferPointer(start: base + (dataAt + start), count: end - start)
     }
 
     /// Decodes property `i` as `type`.

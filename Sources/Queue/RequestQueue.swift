@@ -90,7 +90,11 @@ package struct RequestQueue: Sendable {
 
     /// An entity's requests, oldest first.
     package func chain(_ t: ReadView, set: String, keyBytes: [UInt8]) throws -> [ChainEntry] {
-        let prefix = Self.entityPrefix(set: set, keyBytes: keyBytes)
+        try chain(t, set: set, entityKey: Self.entityPrefix(set: set, keyBytes: keyBytes))
+    }
+
+    /// `chain(_:set:keyBytes:)` for an entity key made already (`EntityStore.entityKey`).
+    package func chain(_ t: ReadView, set: String, entityKey prefix: [UInt8]) throws -> [ChainEntry] {
         var out: [ChainEntry] = []
         try t.withCursor(store.byEntity) { c in
             var e = try c.seek(prefix)

@@ -621,12 +621,14 @@ package struct Refresher: Sendable {
                     let set = try store.set(row.set)
                     guard !store.schema.isSystemSet(set.name) else { continue }
                     let keyBytes = try set.encodeKey(try set.keyValues(row.entity))
-                    switch try Self.writeServerImage(t, store: store, set: set, keyBytes: keyBytes, row: row) {
+                    let entity = set.entityKey(keyBytes)
+                    switch try Self.writeServerImage(
+                        t, store: store, set: set, keyBytes: keyBytes, entityKey: entity, row: row)
+                    {
                     case .unchanged, .keptLocal: break
                     case .written: c.written += 1
                     case .rebased: c.written += 1; c.rebased += 1
                     }
-                    let entity = EntityStore.entityKey(set: set.name, keyBytes: keyBytes)
                     if try m.hold(t, name: name, entity: entity, generation: generation) { c.new += 1 }
                     try m.putETag(t, entity: entity, row.etag)
                 }
@@ -660,10 +662,11 @@ package struct Refresher: Sendable {
     /// Writes the service's image of one entity: as the entity when it has no pending local
     /// changes, else into `base/` with the pending requests re-applied on top (rebase).
     static func writeServerImage(
-        _ t: WriteView, store: EntityStore, set: EntitySetHandle, keyBytes: [UInt8], row: ServerRow
+        _ t: WriteView, store: EntityStore, set: EntitySetHandle, keyBytes: [UInt8], entityKey: [UInt8],
+        row: ServerRow
     ) throws -> Written {
         let queue = RequestQueue(store: store)
-        let chain = try queue.chain(t.reader, set: set.name, keyBytes: keyBytes)
+        let chain = try queue.chain(t.reader, set: set.name, entityKey: entityKey)
         let keyValues = try set.keyValues(row.entity)
         if chain.isEmpty {
             var image = row.entity

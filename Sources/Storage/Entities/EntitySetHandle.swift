@@ -24,6 +24,8 @@ package final class EntitySetHandle: Sendable {
     /// compares one or two names instead of hashing or scanning them all.
     let positionBuckets: [[Int]]
     static let bucketMask = 127
+    /// The set's name encoded as the first component of an `EntityStore.entityKey`, made once.
+    let entityKeyPrefix: [UInt8]
 
     package init(name: String, type: EntityType, schema: Schema, entities: Database, indexes: [IndexHandle]) {
         self.name = name
@@ -39,6 +41,14 @@ package final class EntitySetHandle: Sendable {
         var buckets = [[Int]](repeating: [], count: Self.bucketMask + 1)
         for (i, n) in propertyNames.enumerated() { buckets[Self.bucket(n)].append(i) }
         self.positionBuckets = buckets
+        entityKeyPrefix = EntityStore.entityKey(set: name, keyBytes: [])
+    }
+
+    /// `EntityStore.entityKey(set: name, keyBytes:)`, without encoding the name again.
+    package func entityKey(_ keyBytes: some Collection<UInt8>) -> [UInt8] {
+        var out = entityKeyPrefix
+        out.append(contentsOf: keyBytes)
+        return out
     }
 
     package func index(named name: String) -> IndexHandle? { indexes.first { $0.definition.name == name } }

@@ -24,8 +24,17 @@ import Storage
 /// again) until the queue no longer needs it.
 package struct Membership: Sendable {
     package let store: EntityStore
+    /// The three sync databases, looked up once (a look-up by name hashes the name).
+    let entryDB: Database
+    let byEntityDB: Database
+    let etagDB: Database
 
-    package init(store: EntityStore) { self.store = store }
+    package init(store: EntityStore) {
+        self.store = store
+        entryDB = store.membership
+        byEntityDB = store.membershipByEntity
+        etagDB = store.serverETags
+    }
 
     static let deltaPrefix = "delta/"
     static let generationPrefix = "refresh/generation/"
@@ -137,16 +146,16 @@ package struct Membership: Sendable {
     @discardableResult
     func hold(_ t: WriteView, name: String, entity: [UInt8], generation g: UInt64) throws -> Bool {
         let key = Self.memberKey(name: name, entity: entity)
-        if let old = try t.get(store.membership, key), Self.generation(of: old) == g { return false }
-        try t.put(store.membership, key, Self.generationBytes(g))
-        try t.put(store.membershipByEntity, Self.byEntityKey(entity: entity, name: name), [])
+        if let old = try t.get(entryDB, key), Self.generation(of: old) == g { return false }
+        try t.put(entryDB, key, Self.generationBytes(g))
+        try t.put(byEntityDB, Self.byEntityKey(entity: entity, name: name), [])
         return true
     }
 
     /// The requests that have an entry for the entity, with their generations.
     package func holders(_ t: ReadView, entity: [UInt8]) throws -> [(name: String, generation: UInt64)] {
         var names: [String] = []
-        try t.withCursor(store.membershipByEntity) { c in
+        try t.withCursor(byEntityDB) { c in
             var e = try c.seek(entity)
             while let (k, _) = e, k.starts(with: entity) {
                 // Only this entity's entries: the rest of the key is a name (no 0x00 and no key tag).
@@ -156,7 +165,7 @@ package struct Membership: Sendable {
             }
         }
         return try names.compactMap { n in
-            guard let v = try t.get(store.membership, Self.memberKey(name: n, entity: entity)) else { return nil }
+            guard let v = try t.get(entryDB, Self.memberKey(name: n, entity: entity)) else { return nil }
             return (n, Self.generation(of: v) ?? 0)
         }
     }
@@ -188,7 +197,7 @@ package struct Membership: Sendable {
     ) throws -> Released {
         let entity = EntityStore.entityKey(set: set.name, keyBytes: keyBytes)
         let key = Self.memberKey(name: name, entity: entity)
-        guard try t.get(store.membership, key) != nil else { return .notMember }
+        guard try t.get(entryDB, key) != nil else { return .notMember }
         let others = try holders(t.reader, entity: entity).filter { $0.name != name }
         if others.contains(where: { $0.generation != Self.retained }) {
             try drop(t, name: name, entity: entity)
@@ -196,7 +205,7 @@ package struct Membership: Sendable {
         }
         if try !RequestQueue(store: store).chain(t.reader, set: set.name, keyBytes: keyBytes).isEmpty {
             if retain {
-                try t.put(store.membership, key, Self.generationBytes(Self.retained))
+                try t.put(entryDB, key, Self.generationBytes(Self.retained))
                 return .retained
             }
             try drop(t, name: name, entity: entity)
@@ -206,13 +215,13 @@ package struct Membership: Sendable {
         for o in others { try drop(t, name: o.name, entity: entity) }
         let values = try keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values }
         _ = try set.delete(t, key: values)
-        try t.delete(store.serverETags, entity)
+        try t.delete(etagDB, entity)
         return .removed
     }
 
     func drop(_ t: WriteView, name: String, entity: [UInt8]) throws {
-        try t.delete(store.membership, Self.memberKey(name: name, entity: entity))
-        try t.delete(store.membershipByEntity, Self.byEntityKey(entity: entity, name: name))
+        try t.delete(entryDB, Self.memberKey(name: name, entity: entity))
+        try t.delete(byEntityDB, Self.byEntityKey(entity: entity, name: name))
     }
 
     /// For flush, when the service acknowledged the DELETE of an entity: every request's entry
@@ -221,15 +230,15 @@ package struct Membership: Sendable {
     package func entityDeleted(_ t: WriteView, set: String, keyBytes: [UInt8]) throws {
         let entity = EntityStore.entityKey(set: set, keyBytes: keyBytes)
         for h in try holders(t.reader, entity: entity) { try drop(t, name: h.name, entity: entity) }
-        try t.delete(store.serverETags, entity)
+        try t.delete(etagDB, entity)
     }
 
     /// Writes the entity's ETag from the service (`etags`: set ‖ key → UTF-8), or removes it.
     func putETag(_ t: WriteView, entity: [UInt8], _ etag: String?) throws {
         if let etag {
-            try t.put(store.serverETags, entity, Array(etag.utf8))
+            try t.put(etagDB, entity, Array(etag.utf8))
         } else {
-            try t.delete(store.serverETags, entity)
+            try t.delete(etagDB, entity)
         }
     }
 
@@ -237,7 +246,7 @@ package struct Membership: Sendable {
     /// until `body` returns false; `body` gets the entity (set ‖ key) and the generation.
     func entries(_ t: ReadView, name: String, after: [UInt8]?, _ body: ([UInt8], UInt64) throws -> Bool) throws {
         let prefix = Self.namePrefix(name)
-        try t.withCursor(store.membership) { c in
+        try t.withCursor(entryDB) { c in
             let start = prefix + (after ?? [])
             var e = try c.seek(start)
             if after != nil, let (k, _) = e, k.elementsEqual(start) { e = try c.next() }
@@ -322,7 +331,7 @@ package struct Membership: Sendable {
     ) throws -> (removed: Int, retained: Int) {
         var (removed, retained) = (0, 0)
         for entity in stale {
-            guard let value = try t.get(store.membership, Self.memberKey(name: name, entity: entity)),
+            guard let value = try t.get(entryDB, Self.memberKey(name: name, entity: entity)),
                 (Self.generation(of: value) ?? 0) < below
             else { continue }
             let split = entity.withUnsafeBytes { store.splitEntityKey($0) }
@@ -349,7 +358,7 @@ package struct Membership: Sendable {
         var problems: [String] = []
         func problem(_ s: String) { if problems.count < maxProblems { problems.append(s) } }
         let queue = RequestQueue(store: store)
-        try t.withCursor(store.membership) { c in
+        try t.withCursor(entryDB) { c in
             var e = try c.first()
             while let (k, v) = e {
                 defer { e = try? c.next() }
@@ -372,7 +381,7 @@ package struct Membership: Sendable {
                 }
                 let entity = Array(rest)
                 let what = "\(set.name)(\(set.describeKeyBytes(keyBytes)))"
-                if try t.get(store.membershipByEntity, Self.byEntityKey(entity: entity, name: name)) == nil {
+                if try t.get(byEntityDB, Self.byEntityKey(entity: entity, name: name)) == nil {
                     problem("membership: \(what) of '\(Self.quoted(name))' has no membership/by-entity entry")
                 }
                 if try set.row(t, key: keyBytes) == nil {
@@ -385,7 +394,7 @@ package struct Membership: Sendable {
                 }
             }
         }
-        try t.withCursor(store.membershipByEntity) { c in
+        try t.withCursor(byEntityDB) { c in
             var e = try c.first()
             while let (k, _) = e {
                 defer { e = try? c.next() }
@@ -393,7 +402,7 @@ package struct Membership: Sendable {
                     problem("membership/by-entity: an entry does not decode as an entity set, key and name"); continue
                 }
                 let name = String(decoding: k[length...], as: UTF8.self)
-                if try t.get(store.membership, Self.memberKey(name: name, entity: Array(k[..<length]))) == nil {
+                if try t.get(entryDB, Self.memberKey(name: name, entity: Array(k[..<length]))) == nil {
                     problem("membership/by-entity: an entry of '\(Self.quoted(name))' has no membership entry")
                 }
             }

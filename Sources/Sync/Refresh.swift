@@ -673,11 +673,8 @@ package struct Refresher: Sendable {
             if row.partial, let old = try set.get(t.reader, key: keyValues) {
                 image = old; for (k, v) in row.entity { image[k] = v }
             }
-            if let current = try set.row(t.reader, key: keyBytes), current.elementsEqual(set.codec.encode(image)) {
-                return .unchanged
-            }
-            try set.upsert(t, image, facets: false)
-            return .written
+            let written = try set.upsertIfChanged(t, image, keyValues: keyValues, keyBytes: keyBytes, facets: false)
+            return written ? .written : .unchanged
         }
         var records = try chain.map { e -> RequestRecord in
             guard let r = try queue.record(t.reader, id: e.id) else {

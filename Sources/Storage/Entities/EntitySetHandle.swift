@@ -242,6 +242,21 @@ package final class EntitySetHandle: Sendable {
         return old
     }
 
+    /// `upsert` unless the stored row is already `props` byte for byte (a refresh bringing what
+    /// the store has): returns whether it wrote. `keyValues` and `keyBytes` are `props`' key,
+    /// which the caller has made already; the row is encoded once, for the comparison and the write.
+    package func upsertIfChanged(
+        _ t: WriteView, _ props: Properties, keyValues: [Value], keyBytes: [UInt8], facets: Bool
+    ) throws -> Bool {
+        try validate(props, partial: false, facets: facets)
+        assert(keyValues == (try? self.keyValues(props)))
+        let encoded = codec.encode(props)
+        if let current = try t.get(entities, keyBytes), current.elementsEqual(encoded) { return false }
+        let old = try oldRowForOverwrite(t, key: keyBytes)
+        try write(t, key: keyBytes, keyValues: keyValues, old: old, new: props, encoded: encoded)
+        return true
+    }
+
     /// Merges `changes` into the existing entity (PATCH). Returns its previous image and the
     /// entity as stored.
     @discardableResult
@@ -319,7 +334,9 @@ package final class EntitySetHandle: Sendable {
 
     /// Writes the row and brings every index from `old` to `new`; all checks come first. An entry
     /// whose key stays is rewritten when its carried values (`INCLUDE`) change.
-    private func write(_ t: WriteView, key: [UInt8], keyValues: [Value], old: Properties?, new: Properties) throws {
+    private func write(
+        _ t: WriteView, key: [UInt8], keyValues: [Value], old: Properties?, new: Properties, encoded: [UInt8]? = nil
+    ) throws {
         let newEntries = try indexes.map { i throws(EntityError) in try i.entryKey(new, primaryKey: key) }
         let oldEntries = try old.map { o in
             try indexes.map { i throws(EntityError) in try i.entryKey(o, primaryKey: key) }
@@ -339,6 +356,6 @@ package final class EntitySetHandle: Sendable {
             }
             try t.put(index.database, newEntries[n], value)
         }
-        try t.put(entities, key, codec.encode(new))
+        try t.put(entities, key, encoded ?? codec.encode(new))
     }
 }

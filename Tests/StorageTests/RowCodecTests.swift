@@ -39,6 +39,31 @@ struct RowCodecTests {
         }
     }
 
+    /// `RowView` computes where the bitmap, offset table and values start from the property count:
+    /// rows of 0 to 300 properties (the count's high byte, bitmaps of several bytes), random nulls,
+    /// read one slice at a time, equal what `decode` gives.
+    @Test func slicesMatchDecodeForEveryPropertyCount() throws {
+        var r = SeededRandom(seed: testSeed("slicesMatchDecodeForEveryPropertyCount"))
+        for n in [0, 1, 7, 8, 9, 63, 64, 65, 255, 256, 257, 300] {
+            let properties = (0..<n).map { Property(name: "P\($0)", type: .primitive(.int32)) }
+            let codec = RowCodec(schema: Self.schema, properties: properties)
+            var values = Properties()
+            for i in 0..<n where Bool.random(using: &r) { values.appendNew("P\(i)", .int(Int64(i) * 1_000 - 7)) }
+            let bytes = codec.encode(values)
+            try bytes.withUnsafeBytes { b in
+                let row = try RowView(b)
+                #expect(row.count == n && row.bytes.count == bytes.count)
+                for i in 0..<(n + 2) {
+                    let expected = i < n ? values["P\(i)"] ?? .null : .null
+                    #expect(
+                        try row.value(at: i, type: .primitive(.int32), schema: Self.schema) == expected,
+                        "n \(n), i \(i)")
+                }
+            }
+            #expect(try codec.decode(bytes) == values)
+        }
+    }
+
     @Test func emptyStringIsNotNull() throws {
         let props: Properties = ["PartnerID": .string(""), "CompanyName": .string("x")]
         #expect(try Self.partnerCodec.decode(Self.partnerCodec.encode(props)) == props)

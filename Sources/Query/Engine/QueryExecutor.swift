@@ -35,8 +35,6 @@ package struct QueryExecutor {
         // compiled filter reads it like the entity's row (the planner covers only filters on carried properties).
         let filter = plan.residual.map { CompiledFilter($0, set: plan.set, evaluator: evaluator) }
         let set = plan.set
-        // A plain closure, not an optional one (called through a thunk) nor the class's property
-        // (retained and released around each call).
         guard filter != nil || !plan.residualEqualities.isEmpty else {
             // Nothing left to test: every row the access path gives is a match.
             try AccessPath.run(plan.access, set: set, t: t, covering: plan.covering, after: plan.after) { pk, row in
@@ -44,6 +42,8 @@ package struct QueryExecutor {
             }
             return
         }
+        // A plain closure, not an optional one (called through a thunk) nor the class's property
+        // (retained and released around each call).
         let root: CompiledFilter.Node
         if let filter { root = filter.root } else { root = { _, _ in .yes } }
         // Taken out of the plan, which a closure would otherwise copy whole.

@@ -201,9 +201,12 @@ import Sync
             return id
         }
         let offline = try RefreshTests.offlineStore([Self.sales])
+        // A second client that will ask for the delta without a page size: refused, it reads in full.
+        let unpagedClient = try RefreshTests.offlineStore([Self.sales])
         try await withServer(path) { http, server in
             let first = try await offline.refresh(serviceRoot: server.url, pageSize: 1)
             #expect(first.received > 300, "\(first)")
+            try await unpagedClient.refresh(serviceRoot: server.url, pageSize: 1)
             let tracked = try await http.get(
                 "BusinessPartners?$expand=SalesOrders($expand=Items($filter=Quantity%20ge%202))",
                 headers: [("Prefer", "odata.track-changes,odata.maxpagesize=1")])
@@ -231,6 +234,25 @@ import Sync
             try await full.refresh(serviceRoot: server.url, pageSize: 1)
             RefreshTests.expectSame(
                 try RefreshTests.contents(offline), try RefreshTests.contents(full), "after the paged delta")
+            // Without a page size the delta is refused (400), and so is the full read the refresh
+            // falls back to (its first page, in `serve`'s default size, expands too much): the
+            // refresh fails with the service's answer and changes no entity. The fallback has
+            // forgotten the delta link, so the next refresh, in pages of one, reads in full.
+            let before = try RefreshTests.contents(unpagedClient)
+            await #expect {
+                try await unpagedClient.refresh(serviceRoot: server.url)
+            } throws: { error in
+                guard case RefreshError.service(_, 400, let message) = error else { return false }
+                return message.contains("expands more than 300")
+            }
+            RefreshTests.expectSame(try RefreshTests.contents(unpagedClient), before, "after the refused fallback")
+            #expect(try unpagedClient.check().isConsistent)
+            let again = try await unpagedClient.refresh(serviceRoot: server.url, pageSize: 1)
+            #expect(again.requests.map(\.mode) == [.full], "\(again)")
+            RefreshTests.expectSame(
+                try RefreshTests.contents(unpagedClient), try RefreshTests.contents(full), "after the full read")
+            #expect(try unpagedClient.check().isConsistent)
+            #expect(try offline.check().isConsistent)
         }
     }
 

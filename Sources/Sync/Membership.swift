@@ -195,7 +195,7 @@ package struct Membership: Sendable {
     func release(
         _ t: WriteView, name: String, set: EntitySetHandle, keyBytes: [UInt8], retain: Bool = true
     ) throws -> Released {
-        let entity = EntityStore.entityKey(set: set.name, keyBytes: keyBytes)
+        let entity = set.entityKey(keyBytes)
         let key = Self.memberKey(name: name, entity: entity)
         guard try t.get(entryDB, key) != nil else { return .notMember }
         let others = try holders(t.reader, entity: entity).filter { $0.name != name }

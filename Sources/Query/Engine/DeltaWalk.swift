@@ -90,7 +90,7 @@ struct DeltaWalk {
     /// is below it in the tree and now in scope nowhere.
     mutating func decide(_ change: QueryEngine.DeltaChange, keyBytes: [UInt8], writer: ResultWriter) throws {
         guard let levels = tree.levels[change.set], let set = levels.first?.set else { return }
-        guard reported.insert(EntityStore.entityKey(set: set.name, keyBytes: keyBytes)).inserted else { return }
+        guard reported.insert(set.entityKey(keyBytes)).inserted else { return }
         let id = EntityShape.canonicalURL(set, change.key)
         guard let row = try set.row(executor.t, key: keyBytes) else {
             entries.append(.removed(set, id: id, reason: "deleted"))
@@ -188,7 +188,7 @@ struct DeltaWalk {
                     return true
                 }
                 for g in gone {
-                    guard reported.insert(EntityStore.entityKey(set: child.set.name, keyBytes: g.keyBytes)).inserted
+                    guard reported.insert(child.set.entityKey(g.keyBytes)).inserted
                     else { continue }
                     entries.append(
                         .removed(child.set, id: EntityShape.canonicalURL(child.set, g.key), reason: "changed"))

@@ -10,12 +10,10 @@ package final class ResultColumns: @unchecked Sendable {
     /// Row positions; nil: every property, decoded together (`EntityRef.properties()`).
     let positions: [Int]?
     let types: [TypeRef]
-    /// Each column's primitive type, nil for other types: a primitive decodes without the schema
-    /// (whose copy for the call, its dictionaries retained and released, cost more than the decode).
-    let primitives: [EDMPrimitive?]
     let schema: Schema
-    /// Each column's row position and primitive type, in memory this object owns: what reading a
-    /// column of a row needs, read without retaining an array (as `positions` and `primitives` would be).
+    /// Each column's row position and primitive type (nil for other types: a primitive decodes
+    /// without the schema, whose copy for the call cost more than the decode), in memory this
+    /// object owns: what reading a column needs, read without retaining an array.
     private let slots: UnsafeMutableBufferPointer<Slot>
     struct Slot {
         let position: Int
@@ -37,10 +35,10 @@ package final class ResultColumns: @unchecked Sendable {
             names = all.map(\.name)
             types = all.map(\.type)
         }
-        primitives = types.map { if case .primitive(let p) = $0 { p } else { nil } }
         slots = .allocate(capacity: types.count)
-        for k in types.indices {
-            slots.initializeElement(at: k, to: Slot(position: positions?[k] ?? k, primitive: primitives[k]))
+        for (k, type) in types.enumerated() {
+            let primitive: EDMPrimitive? = if case .primitive(let p) = type { p } else { nil }
+            slots.initializeElement(at: k, to: Slot(position: positions?[k] ?? k, primitive: primitive))
         }
     }
 
@@ -52,7 +50,7 @@ package final class ResultColumns: @unchecked Sendable {
     /// Column `k` of `e` (null when the entity has none).
     @inline(__always)
     func value(_ k: Int, of e: EntityRef) throws -> Value {
-        guard case .row(let row) = e.source else { return try e.value(at: positions?[k] ?? k) }
+        guard case .row(let row) = e.source else { return try e.value(at: slots[k].position) }
         return try value(k, of: row)
     }
 

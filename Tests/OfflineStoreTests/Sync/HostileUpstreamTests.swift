@@ -115,7 +115,9 @@ struct HostileUpstream {
             let error = await Self.refreshError(store, up.root(mode))
             #expect(
                 "\(error.map { "\($0)" } ?? "none")".contains("do not end"), "\(mode): \(String(describing: error))")
-            #expect(Date().timeIntervalSince(started) < 30)
+            // What stops it is the count (`maxPagesWithoutProgress`, 10 pages); the time only
+            // catches a hang. 30 s was too tight for CI's loaded machine (28–35 s for the two modes).
+            #expect(Date().timeIntervalSince(started) < 90)
         }
     }
 

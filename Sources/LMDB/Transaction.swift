@@ -153,6 +153,18 @@ package struct WriteView {
         return true
     }
 
+    /// Stores `value` under `key`, which must sort after every key `db` holds (`mdb_put` with
+    /// `MDB_APPEND`: the new entry goes at the end of the last leaf, which fills before a new one
+    /// starts, without a search). A key out of order is `MDB_KEYEXIST`, thrown.
+    package func append(
+        _ db: Database, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer
+    ) throws(LMDBError) {
+        reader.assertLive()
+        var k = _val(key), v = _val(value)
+        let rc = _lmdb.put(raw, db.dbi, &k, &v, UInt32(MDB_APPEND))
+        if rc != 0 { try fail(rc, "mdb_put (append) on \(db.name)") }
+    }
+
     /// Removes `key` (`mdb_del`). Returns false when it was absent.
     @discardableResult
     package func delete(_ db: Database, _ key: [UInt8]) throws(LMDBError) -> Bool {

@@ -268,6 +268,61 @@ struct EntityStoreModelTests {
         _ = try expectConsistent(store)
     }
 
+    /// A backfill sorts its entries before it writes them (`EntityStore.backfillSorted`): in one
+    /// batch appended to the empty index, in many put in order. Either way the index holds exactly
+    /// the entries — keys and carried values — that maintenance writes as entities are inserted.
+    @Test func aBackfillWritesWhatMaintenanceWrites() throws {
+        let definition = "Country INCLUDE CompanyName"
+        let maintained = try Fixtures.openStore(temporaryDirectory())
+        try maintained.addIndex(IndexDefinition(entitySet: "BusinessPartners", definition: definition))
+        let backfilled = try Fixtures.openStore(temporaryDirectory())
+        var r = SeededRandom(seed: 24)
+        let countries: [Value] = [.string("US"), .string("DE"), .string("FR"), .string(""), .string("ÄÖ"), .null]
+        let rows = (0..<600).map { n -> Properties in
+            [
+                "PartnerID": .string("P\(n)"), "CompanyName": .string("C\(r.next() % 1_000)"),
+                "Country": countries[Int(r.next() % UInt64(countries.count))],
+            ]
+        }
+        for store in [maintained, backfilled] {
+            let set = try store.set("BusinessPartners")
+            for part in stride(from: 0, to: rows.count, by: 150) {
+                let some = rows[part..<(part + 150)]
+                try store.write { t in for row in some { try set.insert(t, row) } }
+            }
+        }
+        try backfilled.addIndex(IndexDefinition(entitySet: "BusinessPartners", definition: definition))
+
+        func entries(_ store: EntityStore, _ name: String) throws -> [[UInt8]] {
+            let db = try #require(try store.environment.database(named: name, create: false))
+            return try store.read { t in
+                var out: [[UInt8]] = []
+                try t.withCursor(db) { c in
+                    var e = try c.first()
+                    while let (k, v) = e {
+                        out.append(Array(k) + [0xFF] + Array(v))
+                        e = try c.next()
+                    }
+                }
+                return out
+            }
+        }
+        let name = try #require(try maintained.set("BusinessPartners").index(named: "Country")).definition.databaseName
+        let expected = try entries(maintained, name)
+        #expect(expected.count == 600)
+        #expect(try entries(backfilled, name) == expected)
+        _ = try expectConsistent(backfilled)
+
+        // In batches of about 1 KiB (several dozen), into a database of their own.
+        let set = try backfilled.set("BusinessPartners")
+        let handle = try #require(set.index(named: "Country"))
+        let scratch = try #require(try backfilled.environment.database(named: "i/scratch", create: true))
+        try backfilled.write { t in
+            try EntityStore.backfillSorted(t, from: set, into: scratch, handle: handle, sortBytes: 1_024)
+        }
+        #expect(try entries(backfilled, "i/scratch") == expected)
+    }
+
     @Test func foreignKeysAreIndexedAutomatically() throws {
         let store = try Fixtures.openStore(temporaryDirectory())
         #expect(try store.set("SalesOrders").index(named: "PartnerID")?.definition.automatic == true)

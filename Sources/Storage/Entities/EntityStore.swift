@@ -258,7 +258,7 @@ package final class EntityStore: Sendable {
     /// open that backfilled two indexes (`ProductID`, `Quantity DESC, ProductID`) of 1,000,000
     /// SalesOrderItems took 2.53 s putting an entry as each entity was scanned, 1.97–2.19 s
     /// sorted, and the store 54,669 pages instead of 73,060 (appended leaves are full); release
-    /// build, 2 cores, `PerfTests/results/2026-11-26-refresh-indexes.md`.
+    /// build, 2 cores, `PerfTests/results/2026-11-27-decb814.md`.
     static func backfillSorted(
         _ t: WriteView, from set: EntitySetHandle, into db: Database, handle: IndexHandle,
         sortBytes: Int = backfillSortBytes

@@ -187,7 +187,17 @@ package struct QueryEngine: Sendable {
                 var lastKey: [UInt8] = []
                 try executor.run(paged) { e in
                     if let pageSize, n == pageSize { more = true; return false }
-                    try out.entity(e, shape: shape, executor: executor)
+                    // A server-driven page ends before an entity whose expansions would pass
+                    // `limits.maxExpandedEntities`: the next link continues at that entity. Only
+                    // a first entity that passes it alone fails the request.
+                    if pageSize != nil && n > 0 {
+                        guard try out.entityWithinBudget(e, shape: shape, executor: executor) else {
+                            more = true
+                            return false
+                        }
+                    } else {
+                        try out.entity(e, shape: shape, executor: executor)
+                    }
                     n += 1
                     if keyset {
                         lastKey =

@@ -85,12 +85,15 @@ extension QueryLimits {
 final class ExpansionBudget {
     let limit: Int
     private(set) var spent = 0
+    /// Whether `spend` has thrown: the response would have passed the limit.
+    private(set) var exhausted = false
 
     init(limit: Int) { self.limit = limit }
 
     /// Counts one expanded entity of `expand`; throws once the response would pass the limit.
     func spend(on expand: BoundExpand) throws(QueryError) {
         guard spent < limit else {
+            exhausted = true
             throw QueryError(
                 "the response expands more than \(limit) related entities (limits.maxExpandedEntities); page it or narrow '\(expand.navigation.name)' with $filter or $top",
                 option: "$expand", column: expand.position)

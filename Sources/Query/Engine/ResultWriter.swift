@@ -93,6 +93,22 @@ struct ResultWriter {
         }
     }
 
+    /// Writes `e` as `entity` does, or — when its expansions would pass the response's budget
+    /// (`ExpansionBudget`) — writes nothing of it and returns false. `entity` writes a whole
+    /// entity, its expansions included, into the buffer before it flushes, so what it began is
+    /// still there to take back.
+    mutating func entityWithinBudget(_ e: EntityRef, shape: EntityShape, executor: QueryExecutor) throws -> Bool {
+        let (mark, wasFirst, hadColumns) = (buffer.count, first, columns)
+        do {
+            try entity(e, shape: shape, executor: executor)
+            return true
+        } catch  where executor.expansions.exhausted && buffer.count >= mark {
+            buffer.truncate(to: mark)
+            (first, columns) = (wasFirst, hadColumns)
+            return false
+        }
+    }
+
     mutating func entity(_ e: EntityRef, shape: EntityShape, executor: QueryExecutor) throws {
         switch format {
         case .json:

@@ -18,7 +18,8 @@ import LMDB
 /// - `maxExpandedEntities` 100,000: related entities written by `$expand` in one response (one
 ///   page with server-driven paging). An expansion's entities are assembled in memory with their
 ///   parent, and cycles multiply them: this caps both memory and time (0.25 s in a release build).
-///   Large exports page (`--page-size`) or raise it.
+///   A server-driven page ends before the entity that would pass it (its next link continues
+///   there); without paging the response fails. Large exports page (`--page-size`) or raise it.
 public struct QueryLimits: Sendable, Hashable {
     public var maxExpansionDepth: Int
     public var maxNodeCount: Int

@@ -12,6 +12,8 @@ package struct JSONBuffer: Sendable {
     package var count: Int { bytes.count }
     package var isEmpty: Bool { bytes.isEmpty }
     package mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
+    /// Drops what was appended after the buffer held `count` bytes.
+    package mutating func truncate(to count: Int) { bytes.removeSubrange(count...) }
 
     /// The bytes as a String (they are always valid UTF-8).
     package var string: String { String(decoding: bytes, as: UTF8.self) }

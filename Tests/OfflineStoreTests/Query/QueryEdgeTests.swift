@@ -88,6 +88,30 @@ import Storage
             QueryEngine(store: store.entities, limits: QueryLimits(maxExpandedEntities: counted / 4)), url, pageSize: 2)
         #expect(paged.error == nil && paged.output.contains("@odata.nextLink"))
         #expect(Self.failure(store.queries, url).error == nil)  // the default budget
+        // Server-driven pages (a page size, as `serve` always has) stop before the entity whose
+        // expansions would pass the budget instead of failing: the next link continues at it, and
+        // the pages together are the unlimited result.
+        let whole = try #require(
+            try JSONSerialization.jsonObject(with: Data(Self.failure(store.queries, url).output.utf8))
+                as? [String: Any])
+        let expected = try #require(whole["value"] as? [Any])
+        let cut = QueryEngine(store: store.entities, limits: QueryLimits(maxExpandedEntities: counted / 3))
+        var next: String? = url
+        var got: [Any] = []
+        var pages = 0
+        while let u = next, pages < 100 {
+            let (error, text) = Self.failure(cut, u, pageSize: 1_000)
+            #expect(error == nil, "\(String(describing: error))")
+            guard error == nil, let page = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+            else { break }
+            got += page["value"] as? [Any] ?? []
+            next = page["@odata.nextLink"] as? String
+            pages += 1
+        }
+        #expect(pages >= 3, "\(pages)")
+        #expect(
+            (got as NSArray).isEqual(to: expected),
+            "\(got.count) entities in \(pages) pages, \(expected.count) expected")
     }
 
     @Test func limitsComeFromTheStoreConfiguration() throws {

@@ -429,9 +429,14 @@ package struct Refresher: Sendable {
     /// from memory or from the temporary file a large answer went to); ends the pipe with nil or
     /// the failure. Returns whether the read kept change tracking, whether the service refused
     /// it, and whether the last page's delta link covers the request's expand tree (`followsExpand`).
+    ///
+    /// The next page is asked for as soon as a page has come, before it is parsed: its link is
+    /// read from the body's end (`NextLinkGuess`), and the parse's own link decides whether the
+    /// answer is used — a page that comes from a wrong guess is dropped, never read.
     func fetchPages(
         first: String, query: BoundQuery, name: String, track: Bool, into pipe: PagePipe
     ) async throws -> (tracked: Bool, refused: Bool, followed: Bool) {
+        var prefetch: (url: String, task: Task<BackendResponse, any Error>)? = nil
         do {
             var next: String? = first
             var seen: Set<String> = []
@@ -442,7 +447,14 @@ package struct Refresher: Sendable {
                         request: name, message: "the service sent the same next link twice: \(Membership.quoted(url))")
                 }
                 try Task.checkCancellation()  // between pages (each part of a page is whole or absent)
-                var response = try await get(index == 0 ? withCount(url) : url, track: track)
+                var response: BackendResponse
+                if let p = prefetch, p.url == url, index > 0 {
+                    prefetch = nil
+                    response = try await p.task.value
+                } else {
+                    await Self.drop(&prefetch)
+                    response = try await get(index == 0 ? withCount(url) : url, track: track)
+                }
                 if index == 0, response.status == 400 || response.status == 501 {
                     response = try await get(url, track: track)  // a service that does not count
                 }
@@ -461,6 +473,10 @@ package struct Refresher: Sendable {
                 guard response.status == 200 else { throw failure(name, response) }
                 followed = followsExpand(response, query)
                 index += 1
+                if let guess = NextLinkGuess.guess(response.tail(NextLinkGuess.window)), !seen.contains(guess) {
+                    let track = track
+                    prefetch = (guess, Task { try await self.get(guess, track: track) })
+                }
                 let parse = parser(response, query: query, related: nil)
                 defer { parse.stop() }
                 // One part behind the parse, so that the page's last part (its links) is known as such.
@@ -475,12 +491,23 @@ package struct Refresher: Sendable {
                 next = last.nextLink
                 try await pipe.put(PagePipe.Part(page: last, index: index, endsPage: true, bytes: response.size))
             }
+            await Self.drop(&prefetch)
             await pipe.finish(nil)
             return (track, refused, followed)
         } catch {
+            await Self.drop(&prefetch)
             await pipe.finish(error)
             throw error
         }
+    }
+
+    /// Cancels a prefetch that is not wanted and waits for it to end, so that no request of a
+    /// read outlives it.
+    static func drop(_ prefetch: inout (url: String, task: Task<BackendResponse, any Error>)?) async {
+        guard let p = prefetch else { return }
+        prefetch = nil
+        p.task.cancel()
+        _ = await p.task.result
     }
 
     /// Reads the delta from `link`; nil when the service refuses it (4xx: expired or unknown).

@@ -135,8 +135,10 @@ import TestSupport
                 "RefreshKillTests: refreshed \(total) items in \(String(format: "%.1f", seconds)) s; peak RssAnon \(peakKB / 1024) MiB, data.mdb \(dataBytes >> 20) MiB; \(out)"
             )
             #expect(peakKB * 1024 > MemoryProbe.sampled, "peak RssAnon \(peakKB) kB: not sampled")
-            // Flat in the number of entities (7–10 MiB at 100,000 in a debug build): a page at a time.
-            #expect(peakKB * 1024 < 24 << 20, "peak RssAnon \(peakKB) kB for \(dataBytes) bytes of data")
+            // Flat in the number of entities: the pages being parsed and written and the next one
+            // asked for meanwhile (17–18 MiB at 100,000 in a debug build without that request,
+            // 17–24 MiB with it, on 2026-11-27).
+            #expect(peakKB * 1024 < 28 << 20, "peak RssAnon \(peakKB) kB for \(dataBytes) bytes of data")
             if count >= 100_000 {
                 #expect(peakKB * 1024 * 2 < dataBytes, "peak RssAnon \(peakKB) kB for \(dataBytes) bytes of data")
             }

@@ -254,18 +254,13 @@ import Sync
 
     /// `serve` through HTTP without its `OfflineStore-Delta-Expand` header: a service whose delta
     /// links say nothing of the expansion, as SAP Gateway's (whose delta reports the top set only).
-    struct UnmarkedBackend: Backend {
+    struct UnmarkedBackend: WrappingBackend {
         let inner: HTTPBackend
-        var serviceRoot: String { inner.serviceRoot }
 
         func send(_ request: BackendRequest) async throws -> BackendResponse {
             var response = try await inner.send(request)
             response.headers.removeAll { $0.0.lowercased() == Refresher.deltaExpandHeader.lowercased() }
             return response
-        }
-
-        func batch(_ requests: [BackendRequest], headers: [(String, String)]) async throws -> [BackendResponse] {
-            try await inner.batch(requests, headers: headers)
         }
     }
 

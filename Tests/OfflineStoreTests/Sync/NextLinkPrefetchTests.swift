@@ -31,10 +31,9 @@ import Sync
     /// Moves each page's next link before its entities and gives the last entity an annotation of
     /// the same name (which the reader ignores) naming a page that does not exist: every guess is
     /// wrong, and it is asked for.
-    struct MisleadingBackend: Backend {
+    struct MisleadingBackend: WrappingBackend {
         let inner: HTTPBackend
         let asked = Log()
-        var serviceRoot: String { inner.serviceRoot }
 
         final class Log: Sendable {
             let urls = Mutex<[String]>([])
@@ -50,15 +49,12 @@ import Sync
             else { return response }
             let link = String(text[at.upperBound..<text.index(text.endIndex, offsetBy: -2)])
             // The last entity's closing brace, then the annotation, inside it.
-            text = String(text[..<at.lowerBound].dropLast()) + #","@odata.nextLink":"SalesOrderItems?$skiptoken=bogus"}]}"#
+            text =
+                String(text[..<at.lowerBound].dropLast()) + #","@odata.nextLink":"SalesOrderItems?$skiptoken=bogus"}]}"#
             text = #"{"@odata.nextLink":"\#(link)","# + text.dropFirst()
             response.body = Array(text.utf8)
             response.spooled = nil
             return response
-        }
-
-        func batch(_ requests: [BackendRequest], headers: [(String, String)]) async throws -> [BackendResponse] {
-            try await inner.batch(requests, headers: headers)
         }
     }
 

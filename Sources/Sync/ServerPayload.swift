@@ -197,7 +197,8 @@ package struct PayloadReader: Sendable {
 
     /// Reads one page of a collection (or delta) response of `set` as it streams, handing
     /// `emit` its entities (with their expanded children) and removals at most `chunkRows`
-    /// rows (or about `chunkBytes` of entity objects) at a time, then a last part with the page's links and count (which V4 puts after
+    /// rows (or about `chunkBytes` of entity objects) at a time — one entity's expanded rows
+    /// split over several parts when they are more — then a last part with the page's links and count (which V4 puts after
     /// the entities). Memory holds a chunk of the input, one entity object and one part; members
     /// of the document other than the entity array and the links are checked and dropped as they
     /// stream by. Unknown properties are skipped and counted (`ServerPage.skippedProperties`).
@@ -245,6 +246,16 @@ package struct PayloadReader: Sendable {
                 try collect(item, set: set, options: options, into: &part.rows, notes: &notes)
                 notes?.skippedProperties += dropped.count
                 part.topLevel += 1
+            }
+            // An entity that brings more expanded rows than a part holds goes out in parts of
+            // `chunkRows` rows, its own last: what a writer takes in one transaction stays bounded
+            // whatever one entity expands to (a partner with 11,000 orders and items held a
+            // refresh's transaction at about 200 MiB).
+            while part.rows.count > chunkRows {
+                var slice = ServerPage()
+                slice.rows = Array(part.rows.prefix(chunkRows))
+                part.rows.removeFirst(chunkRows)
+                try emit(slice)
             }
             guard part.received >= chunkRows || bytes >= Self.chunkBytes else { return }
             part.skippedProperties = notes?.skippedProperties ?? 0

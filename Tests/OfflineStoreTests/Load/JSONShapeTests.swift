@@ -94,6 +94,39 @@ import Testing
 
     /// A page read as it streams gives the same rows, removals, links and counts in chunks as
     /// read whole, whatever the chunk size.
+    /// An entity whose expansion brings more rows than a part holds is split over several parts,
+    /// each of at most `chunkRows` rows: together they are the page read whole.
+    @Test func anEntityThatExpandsToManyRowsComesInBoundedParts() throws {
+        let reader = PayloadReader(schema: Self.schema, shapes: Self.shapes)
+        let query = try DefiningRequests.bind(
+            "BusinessPartners?$expand=SalesOrders($expand=Items)", schema: Self.schema)
+        func order(_ p: Int, _ o: Int) -> String {
+            let items = (0..<30).map { #"{"SalesOrderID":"S\#(p)-\#(o)","ItemPosition":\#($0),"Quantity":1}"# }
+            return #"{"SalesOrderID":"S\#(p)-\#(o)","Items":[\#(items.joined(separator: ","))]}"#
+        }
+        func partner(_ p: Int, orders: Int) -> String {
+            let list = (0..<orders).map { order(p, $0) }.joined(separator: ",")
+            return #"{"BusinessPartnerID":"P\#(p)","SalesOrders":[\#(list)]}"#
+        }
+        let text = #"{"value":[\#(partner(1, orders: 1)),\#(partner(2, orders: 4)),\#(partner(3, orders: 1))]}"#
+        let whole = try reader.page(Array(text.utf8), set: "BusinessPartners", options: query.options)
+        #expect(whole.rows.count == 3 + 6 + 6 * 30 && whole.topLevel == 3)
+        for chunk in [7, 40, 100] {
+            var parts: [ServerPage] = []
+            try reader.readPage(
+                EntityObjectStream(bytes: Array(text.utf8), chunkSize: 64), set: "BusinessPartners",
+                options: query.options, chunkRows: chunk
+            ) { parts.append($0) }
+            #expect(parts.allSatisfy { $0.rows.count <= chunk }, "\(parts.map(\.rows.count))")
+            #expect(parts.count > whole.rows.count / chunk, "\(parts.map(\.rows.count))")
+            func keys(_ rows: [ServerRow]) -> [String] {
+                rows.map { "\($0.set) \($0.entity.keys.sorted())\($0.entity)" }
+            }
+            #expect(keys(parts.flatMap(\.rows)) == keys(whole.rows))
+            #expect(parts.reduce(0) { $0 + $1.topLevel } == 3)
+        }
+    }
+
     @Test func aPageInChunksIsThePageWhole() throws {
         let reader = PayloadReader(schema: Self.schema, shapes: Self.shapes)
         var items: [String] = []

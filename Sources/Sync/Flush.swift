@@ -159,9 +159,17 @@ package struct Flush: Sendable {
         var report = FlushReport()
         let started = EDMDateTimeOffset.now
         do {
+            // A round's settlement and the next round's marking as sent share a transaction (one
+            // durable commit a round trip, not two): the next round is planned from the queue as
+            // settled, and each of its requests is durably sent before it goes, as alone. A
+            // cancellation after that transaction leaves the round marked sent and not sent, as a
+            // crash there would: the next flush sends it, as it sends any request marked sent.
+            var next: [Outgoing]? = nil
             while true {
                 try Task.checkCancellation()
-                let round = try await prepare()
+                let round: [Outgoing]
+                if let planned = next { round = planned } else { round = try await prepare() }
+                next = nil
                 if round.isEmpty { break }
                 report.roundTrips += 1
                 report.sent += round.count
@@ -179,7 +187,8 @@ package struct Flush: Sendable {
                     report.stopped = e.description
                     break
                 }
-                let settled = try await settle(round, verdicts)
+                let settled: Settled
+                (settled, next) = try await settleAndPrepare(round, verdicts)
                 for (o, response) in zip(round, responses) where response.isSuccess {
                     for m in Self.sapMessages(response) {
                         let r = o.record
@@ -593,6 +602,22 @@ package struct Flush: Sendable {
     }
 
     // MARK: 4. Settle
+
+    /// Applies the verdicts of a round and, when the flush goes on (nothing stopped it, something
+    /// was settled, no cancellation), marks the next round sent, in one write transaction; nil
+    /// for the next round when it was not prepared.
+    func settleAndPrepare(_ round: [Outgoing], _ verdicts: [Verdict]) async throws -> (Settled, [Outgoing]?) {
+        let (queue, options) = (self.queue, self.options)
+        let work = Array(zip(round.map(\.record), verdicts))
+        let goOn = !Task.isCancelled
+        return try await store.write { t in
+            let settled = try Self.settle(t, queue: queue, work)
+            guard goOn, settled.stop == nil, !(settled.succeeded.isEmpty && settled.archived.isEmpty) else {
+                return (settled, nil)
+            }
+            return (settled, try Self.prepare(t, queue: queue, options: options))
+        }
+    }
 
     /// Applies the verdicts of a round in one write transaction.
     package func settle(_ round: [Outgoing], _ verdicts: [Verdict]) async throws -> Settled {

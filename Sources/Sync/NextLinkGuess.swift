@@ -3,9 +3,10 @@ import Storage
 /// A page's next link read from the end of its body before the page is parsed, so that the next
 /// page is asked for while this one is parsed and written (`Refresher.fetchPages`).
 ///
-/// A service that streams its entities can write the next link only after them (`serve` does, and
-/// mock-sap's Gateway `__next` follows `results`), so it is in the body's last bytes; a service
-/// that writes it first gets no guess and is read page after page. The guess is only a guess: the
+/// A service that streams its entities can write the next link only after them (`serve` does), so
+/// it is usually in the body's last bytes; a service that writes it first gets no guess and is read
+/// page after page, as before. (mock-sap does not page, so no SAP-shaped service here shows where
+/// Gateway puts `__next`.) The guess is only a guess: the
 /// parse still reads the link, and a prefetch whose URL differs from it is dropped and the real
 /// link fetched — a wrong guess costs one GET, never a wrong page. A GET has no effect on the
 /// service, and the request goes through the same backend, which refuses another origin.

@@ -611,19 +611,21 @@ package struct Flush: Sendable {
         let work = Array(zip(round.map(\.record), verdicts))
         let goOn = !Task.isCancelled
         return try await store.write { t in
-            let settled = try Self.settle(t, queue: queue, work)
-            guard goOn, settled.stop == nil, !(settled.succeeded.isEmpty && settled.archived.isEmpty) else {
-                return (settled, nil)
-            }
-            return (settled, try Self.prepare(t, queue: queue, options: options))
+            try Self.settleAndPrepare(t, queue: queue, work, options: options, goOn: goOn)
         }
     }
 
-    /// Applies the verdicts of a round in one write transaction.
-    package func settle(_ round: [Outgoing], _ verdicts: [Verdict]) async throws -> Settled {
-        let queue = self.queue
-        let work = Array(zip(round.map(\.record), verdicts))
-        return try await store.write { t in try Self.settle(t, queue: queue, work) }
+    /// `settle`, then — when `goOn` and the settlement neither stopped the flush nor settled
+    /// nothing — `prepare`, in `t`.
+    package static func settleAndPrepare(
+        _ t: WriteView, queue: RequestQueue, _ work: [(RequestRecord, Verdict)], options: Options, goOn: Bool = true,
+        now: EDMDateTimeOffset = .now
+    ) throws -> (Settled, [Outgoing]?) {
+        let settled = try settle(t, queue: queue, work)
+        guard goOn, settled.stop == nil, !(settled.succeeded.isEmpty && settled.archived.isEmpty) else {
+            return (settled, nil)
+        }
+        return (settled, try prepare(t, queue: queue, options: options, now: now))
     }
 
     /// Applies each verdict, in order, in `t`.

@@ -104,8 +104,8 @@ import Samples
         #expect(result.injected == result.trials)
     }
 
-    @Test func everyCallOfSettlingFailsCleanly() throws {
-        // The template after the first round was marked sent.
+    /// The template after the first round was marked sent, and the service's answers to that round.
+    static func firstRound() throws -> (marked: String, work: [(RequestRecord, Flush.Verdict)]) {
         let marked: String = try {
             let store = try QueueFaultTests.copy(try Self.template())
             _ = try Self.prepare(store)
@@ -120,6 +120,11 @@ import Samples
                     Flush.Outgoing(record: $0, request: BackendRequest(method: $0.method.rawValue, url: ""))
                 }
             }())
+        return (marked, work)
+    }
+
+    @Test func everyCallOfSettlingFailsCleanly() throws {
+        let (marked, work) = try Self.firstRound()
         #expect(work.count == 7)
         // What settling does, on a copy.
         let probe = try QueueFaultTests.copy(marked)
@@ -135,6 +140,28 @@ import Samples
         // Settling again finds nothing left to settle.
         #expect(try Self.settle(probe, work) == Flush.Settled())
         let result = try Self.inject(template: marked, name: "settle") { store in _ = try Self.settle(store, work) }
+        #expect(result.injected == result.trials)
+    }
+
+    /// A flush settles a round and marks the next one sent in one transaction
+    /// (`Flush.settleAndPrepare`): every call of it failed in turn leaves the store as before it.
+    @Test func everyCallOfSettlingAndMarkingTheNextRoundSentFailsCleanly() throws {
+        let (marked, work) = try Self.firstRound()
+        func run(_ store: OfflineStore) throws -> (Flush.Settled, [Flush.Outgoing]?) {
+            let queue = store.requestQueue
+            return try store.entities.write { t in
+                try Flush.settleAndPrepare(t, queue: queue, work, options: .init(), now: Self.now)
+            }
+        }
+        let probe = try QueueFaultTests.copy(marked)
+        let (settled, next) = try run(probe)
+        #expect(settled.succeeded.count == 5 && settled.archived.count == 2 && settled.stop == nil, "\(settled)")
+        let ids = Set((next ?? []).map(\.record.id))
+        #expect(!ids.isEmpty, "the change that waited for the new note's key goes next")
+        #expect(try FlushFixture.queue(probe).filter { ids.contains($0.id) }.allSatisfy { $0.status == .sent })
+        let result = try Self.inject(template: marked, name: "settle and mark the next round sent") { store in
+            _ = try run(store)
+        }
         #expect(result.injected == result.trials)
     }
 

@@ -219,9 +219,10 @@ package struct Refresher: Sendable {
     /// the size of a page.
     package var chunkRows = 2_000
     /// Rows (or parts, `groupParts`) a full read writes in one transaction (`PagePipe`): its
-    /// pages are fetched and parsed up to two such groups ahead of the writer.
-    package var groupRows = 5_000
-    package var groupParts = 16
+    /// pages are fetched and parsed up to two such groups ahead of the writer. The store's
+    /// `refreshGroupRows`; `groupParts` grows with it (16 parts a 5,000 rows).
+    package var groupRows: Int
+    package var groupParts: Int
     let reader: PayloadReader
 
     package init(
@@ -234,6 +235,8 @@ package struct Refresher: Sendable {
         self.headers = headers
         self.progress = progress
         self.reader = PayloadReader(schema: store.schema, serviceRoot: backend.serviceRoot, shapes: store.entityShapes)
+        self.groupRows = store.configuration.refreshGroupRows
+        self.groupParts = max(16, groupRows * 16 / StoreConfiguration.defaultRefreshGroupRows)
     }
 
     var membership: Membership { Membership(store: store) }

@@ -328,42 +328,38 @@ struct SyncBench {
             clientCPU: anchor.cpuSeconds, clientPeakMiB: anchor.peakRSSMiB, serverCPU: server.cpuSeconds() - c0,
             serverPeakMiB: server.peakMiB())
 
-        c0 = server.cpuSeconds()
-        server.resetPeak()
-        var r = try runChild(
-            [o.binary, "refresh", "--store", store, "--service", server.url, "--page-size", page], in: work)
-        var received = try Self.received(r.stdout, mode: "full")
-        guard received == o.entities else {
-            throw BenchError("refresh received \(received) entities, the service has \(o.entities): \(r.stdout)")
-        }
-        lines.append(
-            Line(
-                label: "refresh, full (offline-store refresh)", size: page, trips: nil, items: received,
+        /// A refresh of `store` from the served store, timed: it must be a `mode` read of `expected`
+        /// entities.
+        func timedRefresh(_ store: String, label: String, mode: String, expected: Int) throws -> Line {
+            let c0 = server.cpuSeconds()
+            server.resetPeak()
+            let r = try runChild(
+                [o.binary, "refresh", "--store", store, "--service", server.url, "--page-size", page], in: work)
+            let received = try Self.received(r.stdout, mode: mode)
+            guard received == expected else {
+                throw BenchError("the \(mode) refresh received \(received) entities, not \(expected): \(r.stdout)")
+            }
+            return Line(
+                label: label, size: page, trips: nil, items: received,
                 seconds: r.wallSeconds, clientCPU: r.cpuSeconds, clientPeakMiB: r.peakRSSMiB,
-                clientAnonMiB: r.peakAnonMiB, serverCPU: server.cpuSeconds() - c0, serverPeakMiB: server.peakMiB()))
+                clientAnonMiB: r.peakAnonMiB, serverCPU: server.cpuSeconds() - c0, serverPeakMiB: server.peakMiB())
+        }
+        let full = try timedRefresh(
+            store, label: "refresh, full (offline-store refresh)", mode: "full", expected: o.entities)
+        lines.append(full)
         lines.append(anchorFull)
         print(
             String(
                 format:
                     "refresh, full: %.2f s, %.0f entities/s, peak %.1f MiB (anonymous %.1f MiB); anchor %.2f s, %.0f entities/s",
-                r.wallSeconds, lines[0].rate, r.peakRSSMiB, r.peakAnonMiB,
+                full.seconds, full.rate, full.clientPeakMiB, full.clientAnonMiB ?? 0,
                 anchorFull.seconds, anchorFull.rate))
 
         // K changes on the service, then the delta refresh and the anchor's delta read.
         try await changeItems(server: server, client: client)
-        c0 = server.cpuSeconds()
-        server.resetPeak()
-        r = try runChild(
-            [o.binary, "refresh", "--store", store, "--service", server.url, "--page-size", page], in: work)
-        received = try Self.received(r.stdout, mode: "delta")
-        guard received == o.delta else {
-            throw BenchError("the delta refresh received \(received) entities, \(o.delta) changed: \(r.stdout)")
-        }
-        lines.append(
-            Line(
-                label: "refresh, delta (offline-store refresh)", size: page, trips: nil, items: received,
-                seconds: r.wallSeconds, clientCPU: r.cpuSeconds, clientPeakMiB: r.peakRSSMiB,
-                clientAnonMiB: r.peakAnonMiB, serverCPU: server.cpuSeconds() - c0, serverPeakMiB: server.peakMiB()))
+        let delta = try timedRefresh(
+            store, label: "refresh, delta (offline-store refresh)", mode: "delta", expected: o.delta)
+        lines.append(delta)
         let link = try String(contentsOfFile: deltaFile, encoding: .utf8)
         c0 = server.cpuSeconds()
         server.resetPeak()
@@ -380,14 +376,27 @@ struct SyncBench {
                 serverPeakMiB: server.peakMiB()))
         print(
             String(
-                format: "refresh, delta: %.2f s, %.0f entities/s; anchor %.3f s", r.wallSeconds, lines[2].rate,
+                format: "refresh, delta: %.2f s, %.0f entities/s; anchor %.3f s", delta.seconds, delta.rate,
                 anchor.seconds))
         let count = try os("query", "--store", store, "SalesOrderItems/$count", in: work).stdout.trimmingCharacters(
             in: .whitespacesAndNewlines)
         guard Int(count) == o.entities else {
             throw BenchError("the refreshed store has \(count) SalesOrderItems, the service \(o.entities)")
         }
-        lines += try imports(served: served, work: work, metadata: metadata, config: config, refresh: lines[0])
+        // The same full read into a store whose configuration writes it in groups of 50,000 rows
+        // (`refreshGroupRows`): fewer commits, more memory, a longer wait for a local write.
+        let large = work + "/refresh-groups-50000", largeConfig = work + "/config-groups-50000.json"
+        let configText = try String(contentsOfFile: config, encoding: .utf8)
+        guard configText.hasSuffix("}") else { throw BenchError("the configuration is not an object: \(configText)") }
+        try (configText.dropLast() + #","refreshGroupRows":50000}"#).write(
+            toFile: largeConfig, atomically: true, encoding: .utf8)
+        _ = try os("init", "--store", large, "--metadata", metadata, "--config", largeConfig, in: work)
+        _ = try os("define", "--store", large, "Items", "SalesOrderItems", in: work)
+        let largeLine = try timedRefresh(
+            large, label: "refresh, full, refreshGroupRows 50000", mode: "full", expected: o.entities)
+        lines.append(largeLine)
+        lines += try imports(
+            served: served, work: work, metadata: metadata, config: config, refresh: lines[0], large: largeLine)
         return lines
             + (try await expandRefresh(server: server, client: client, work: work, metadata: metadata, config: config))
     }
@@ -467,7 +476,9 @@ struct SyncBench {
     /// same metadata and indexes, and by SQLite (the `sqlite3` shell: a `WITHOUT ROWID` table
     /// with the same key and indexes, one `INSERT … SELECT … FROM json_each(readfile(…))` in
     /// one transaction, synchronous FULL); each in a child process, timed whole.
-    func imports(served: String, work: String, metadata: String, config: String, refresh: Line) throws -> [Line] {
+    func imports(
+        served: String, work: String, metadata: String, config: String, refresh: Line, large: Line
+    ) throws -> [Line] {
         let file = work + "/items.json"
         try os("query", "--store", served, "SalesOrderItems", in: work)  // its output is child.out
         try FileManager.default.moveItem(atPath: work + "/child.out", toPath: file)
@@ -519,6 +530,12 @@ struct SyncBench {
                 l.wallSeconds * 1e6 / Double(o.entities), refresh.seconds / l.wallSeconds,
                 refresh.seconds / b.wallSeconds,
                 sqliteLine))
+        print(
+            String(
+                format:
+                    "refresh with refreshGroupRows 50000: %.2f s (%.1f µs an entity, anonymous %.1f MiB); ÷ load %.2f (target: at most 1.5)",
+                large.seconds, large.seconds * 1e6 / Double(o.entities), large.clientAnonMiB ?? 0,
+                large.seconds / l.wallSeconds))
         return lines
     }
 

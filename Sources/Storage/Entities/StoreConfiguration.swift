@@ -41,8 +41,18 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// transaction's requests are then not atomic — after one is refused the rest of its
     /// transaction is not sent, but those before it stay applied.
     public var supportsBatch = true
+    /// Rows (entities, expanded ones included, and removals) a refresh's full read writes in one
+    /// transaction (`"refreshGroupRows"`, default 5,000; 100 to 1,000,000). Larger groups commit
+    /// less often: a set with an index on a property whose values come in no particular order
+    /// (a quantity, a date) is refreshed faster, because each commit copies the index leaves its
+    /// rows landed on, and fewer commits copy them fewer times. They cost memory (the group's
+    /// changed pages and the parsed rows waiting for it) and make a local write wait longer for
+    /// the group ahead of it; the DocC article "Refresh and defining requests" has the figures.
+    public var refreshGroupRows = StoreConfiguration.defaultRefreshGroupRows
 
     public static let defaultRepeatabilityWindowSeconds = 86_400
+    public static let defaultRefreshGroupRows = 5_000
+    public static let refreshGroupRowsRange = 100...1_000_000
     public static let repeatabilityWindowRange = 1...31_536_000
     /// Accepted values of `maxSizeBytes`: 256 KiB to 64 TiB: a memory map past half of x86-64's 128 TiB user address space fails (ENOMEM).
     public static let maxSizeRange = (256 << 10)...(1 << 46)
@@ -145,6 +155,13 @@ public struct StoreConfiguration: Sendable, Hashable {
                 }
                 queryParameters = out
             case ("supportsBatch", .bool(let b)): supportsBatch = b
+            case ("refreshGroupRows", _):
+                guard case .number(let text) = value, let n = Int(text), Self.refreshGroupRowsRange.contains(n) else {
+                    throw .badInput(
+                        "configuration: refreshGroupRows must be a whole number of rows from \(Self.refreshGroupRowsRange.lowerBound) to \(Self.refreshGroupRowsRange.upperBound)"
+                    )
+                }
+                refreshGroupRows = n
             case ("queryParameters", _):
                 throw .badInput("configuration: queryParameters must be an object of names and string values")
             case ("authentication", .null): authentication = nil
@@ -175,6 +192,9 @@ public struct StoreConfiguration: Sendable, Hashable {
         if let maxSizeBytes { members.append(("maxSizeBytes", .number(String(maxSizeBytes)))) }
         if let authentication { members.append(("authentication", authentication.json)) }
         if !supportsBatch { members.append(("supportsBatch", .bool(false))) }
+        if refreshGroupRows != Self.defaultRefreshGroupRows {
+            members.append(("refreshGroupRows", .number(String(refreshGroupRows))))
+        }
         if !queryParameters.isEmpty {
             members.append(
                 ("queryParameters", .object(queryParameters.keys.sorted().map { ($0, .string(queryParameters[$0]!)) })))

@@ -108,6 +108,43 @@ import Samples
         #expect(recorder.transitions == [.open, .downloading, .open, .downloading, .open])
     }
 
+    /// The configuration's `refreshGroupRows` is the size of a full read's transaction: with 200,
+    /// a refresh of 1,000 items in pages of 50 cancelled after its first group holds 200 items
+    /// (4 pages), where the default (5,000 rows or 16 parts) would hold 800. Out of its range,
+    /// or not a whole number, the member is refused; a value other than the default is kept in
+    /// the stored configuration, the default is not written.
+    @Test func refreshGroupRowsIsTheTransactionOfAFullRead() async throws {
+        let servedPath = try ServeTests.sampleStore(items: 1_000)
+        var configuration = SampleData.configuration
+        configuration.refreshGroupRows = 200
+        let offline = try OfflineStore.create(
+            at: tempDir() + "/offline", metadata: Array(SampleData.metadata.utf8), configuration: configuration)
+        try offline.define(name: "Items", url: "SalesOrderItems")
+        try await withServer(servedPath) { _, server in
+            let cancelled = Task {
+                try await offline.refresh(serviceRoot: server.url, pageSize: 50) { p in
+                    if p.pages > 0 { withUnsafeCurrentTask { $0?.cancel() } }
+                }
+            }
+            let outcome = await cancelled.result
+            #expect(throws: CancellationError.self) { try outcome.get() }
+            #expect(try offline.count(set: "SalesOrderItems") == 200, "one group of 200 rows before the cancel")
+            #expect(try offline.check().isConsistent)
+            let report = try await offline.refresh(serviceRoot: server.url, pageSize: 50)
+            #expect(report.requests.first?.written == 800, "the 200 of the first group were there already")
+            #expect(try offline.count(set: "SalesOrderItems") == 1_000)
+        }
+        #expect(offline.configuration.refreshGroupRows == 200)
+        #expect(offline.configuration.jsonText.contains(#""refreshGroupRows":200"#))
+        #expect(!SampleData.configuration.jsonText.contains("refreshGroupRows"))
+        for bad in ["99", "1000001", "5000.5", "\"5000\""] {
+            #expect(throws: EntityError.self, "refreshGroupRows \(bad)") {
+                try StoreConfiguration(json: Array(#"{"refreshGroupRows":\#(bad)}"#.utf8))
+            }
+        }
+        #expect(try StoreConfiguration(json: Array(#"{"refreshGroupRows":100}"#.utf8)).refreshGroupRows == 100)
+    }
+
     /// A flush reports `uploading` with requests sent; cancelled after its first round trip, it
     /// throws `CancellationError` with the rest still queued and a cancelled upload logged; the
     /// next flush sends the rest and the two stores agree.

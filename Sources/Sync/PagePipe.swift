@@ -5,8 +5,11 @@
 ///
 /// The groups are the same whatever the timing (the writer takes parts until they hold
 /// `groupRows` rows or are `groupParts` parts, or the read ended), so the same read makes the
-/// same transactions every time — which the fault-injection tests rely on. Memory holds at most
-/// two groups waiting besides the one being written, whatever the read's size.
+/// same transactions every time — which the fault-injection tests rely on. Large groups ramp up:
+/// the first holds at most `firstRows` rows (and `firstParts` parts), each next one twice as many
+/// until `groupRows`, so the writer starts early and a short read is not one late transaction.
+/// Memory holds at most one group and `firstRows` rows waiting besides the one being written
+/// (two groups when they are small), whatever the read's size.
 ///
 /// ```swift
 /// let pipe = PagePipe(groupRows: 5_000, groupParts: 16)
@@ -29,21 +32,31 @@ actor PagePipe {
     private var rows = 0
     private let groupRows: Int
     private let groupParts: Int
+    /// The size of the next group: from `firstRows` and `firstParts`, doubling up to the above.
+    private var nextRows: Int
+    private var nextParts: Int
+    /// Rows and parts that may wait beyond one whole group.
+    private let slackRows: Int
+    private let slackParts: Int
     private var ended = false
     private var failure: (any Error)?
     private var closed = false
     private var taker: CheckedContinuation<Void, Never>?
     private var putter: CheckedContinuation<Void, Never>?
 
-    init(groupRows: Int, groupParts: Int) {
+    init(groupRows: Int, groupParts: Int, firstRows: Int = 5_000, firstParts: Int = 16) {
         self.groupRows = max(1, groupRows)
         self.groupParts = max(1, groupParts)
+        self.nextRows = min(self.groupRows, max(1, firstRows))
+        self.nextParts = min(self.groupParts, max(1, firstParts))
+        self.slackRows = nextRows
+        self.slackParts = nextParts
     }
 
-    /// Hands a part over, waiting while two groups wait; throws `CancellationError` once the
-    /// writer has closed the pipe.
+    /// Hands a part over, waiting while a group and the slack wait; throws `CancellationError`
+    /// once the writer has closed the pipe.
     func put(_ part: Part) async throws {
-        while (rows >= 2 * groupRows || parts.count >= 2 * groupParts) && !closed {
+        while (rows >= nextRows + slackRows || parts.count >= nextParts + slackParts) && !closed {
             await withCheckedContinuation { putter = $0 }
         }
         if closed { throw CancellationError() }
@@ -63,9 +76,9 @@ actor PagePipe {
         taker = nil
     }
 
-    private var groupIsReady: Bool { rows >= groupRows || parts.count >= groupParts || ended }
+    private var groupIsReady: Bool { rows >= nextRows || parts.count >= nextParts || ended }
 
-    /// The next group: parts from the first until they hold `groupRows` rows or are `groupParts`
+    /// The next group: parts from the first until they hold `nextRows` rows or are `nextParts`
     /// parts (fewer at the end), waiting for them; nil at the end, or the reader's failure.
     func take() async throws -> [Part]? {
         while !groupIsReady { await withCheckedContinuation { taker = $0 } }
@@ -74,13 +87,15 @@ actor PagePipe {
             return nil
         }
         var (n, taken) = (0, 0)
-        while n < parts.count && n < groupParts && taken < groupRows {
+        while n < parts.count && n < nextParts && taken < nextRows {
             taken += parts[n].page.received
             n += 1
         }
         let group = Array(parts.prefix(n))
         parts.removeFirst(n)
         rows -= taken
+        nextRows = min(groupRows, nextRows * 2)
+        nextParts = min(groupParts, nextParts * 2)
         putter?.resume()
         putter = nil
         return group

@@ -108,32 +108,42 @@ import Samples
         #expect(recorder.transitions == [.open, .downloading, .open, .downloading, .open])
     }
 
+    /// A store with `refreshGroupRows` refreshing `items` SalesOrderItems in pages of `pageSize`,
+    /// cancelled once its first group is written: the items it then holds (`check` passes), and
+    /// the refresh after it must bring the rest.
+    static func itemsAfterFirstGroup(items: Int, groupRows: Int, pageSize: Int) async throws -> (OfflineStore, Int) {
+        let servedPath = try ServeTests.sampleStore(items: items)
+        var configuration = SampleData.configuration
+        configuration.refreshGroupRows = groupRows
+        let offline = try OfflineStore.create(
+            at: tempDir() + "/offline", metadata: Array(SampleData.metadata.utf8), configuration: configuration)
+        try offline.define(name: "Items", url: "SalesOrderItems")
+        var first = 0
+        try await withServer(servedPath) { _, server in
+            let cancelled = Task {
+                try await offline.refresh(serviceRoot: server.url, pageSize: pageSize) { p in
+                    if p.pages > 0 { withUnsafeCurrentTask { $0?.cancel() } }
+                }
+            }
+            let outcome = await cancelled.result
+            #expect(throws: CancellationError.self) { try outcome.get() }
+            first = try offline.count(set: "SalesOrderItems")
+            #expect(try offline.check().isConsistent)
+            let report = try await offline.refresh(serviceRoot: server.url, pageSize: pageSize)
+            #expect(report.requests.first?.written == items - first, "the first group's items were there already")
+            #expect(try offline.count(set: "SalesOrderItems") == items)
+        }
+        return (offline, first)
+    }
+
     /// The configuration's `refreshGroupRows` is the size of a full read's transaction: with 200,
     /// a refresh of 1,000 items in pages of 50 cancelled after its first group holds 200 items
     /// (4 pages), where the default (5,000 rows or 16 parts) would hold 800. Out of its range,
     /// or not a whole number, the member is refused; a value other than the default is kept in
     /// the stored configuration, the default is not written.
     @Test func refreshGroupRowsIsTheTransactionOfAFullRead() async throws {
-        let servedPath = try ServeTests.sampleStore(items: 1_000)
-        var configuration = SampleData.configuration
-        configuration.refreshGroupRows = 200
-        let offline = try OfflineStore.create(
-            at: tempDir() + "/offline", metadata: Array(SampleData.metadata.utf8), configuration: configuration)
-        try offline.define(name: "Items", url: "SalesOrderItems")
-        try await withServer(servedPath) { _, server in
-            let cancelled = Task {
-                try await offline.refresh(serviceRoot: server.url, pageSize: 50) { p in
-                    if p.pages > 0 { withUnsafeCurrentTask { $0?.cancel() } }
-                }
-            }
-            let outcome = await cancelled.result
-            #expect(throws: CancellationError.self) { try outcome.get() }
-            #expect(try offline.count(set: "SalesOrderItems") == 200, "one group of 200 rows before the cancel")
-            #expect(try offline.check().isConsistent)
-            let report = try await offline.refresh(serviceRoot: server.url, pageSize: 50)
-            #expect(report.requests.first?.written == 800, "the 200 of the first group were there already")
-            #expect(try offline.count(set: "SalesOrderItems") == 1_000)
-        }
+        let (offline, first) = try await Self.itemsAfterFirstGroup(items: 1_000, groupRows: 200, pageSize: 50)
+        #expect(first == 200, "one group of 200 rows before the cancel")
         #expect(offline.configuration.refreshGroupRows == 200)
         #expect(offline.configuration.jsonText.contains(#""refreshGroupRows":200"#))
         #expect(!SampleData.configuration.jsonText.contains("refreshGroupRows"))
@@ -143,6 +153,14 @@ import Samples
             }
         }
         #expect(try StoreConfiguration(json: Array(#"{"refreshGroupRows":100}"#.utf8)).refreshGroupRows == 100)
+    }
+
+    /// Large groups ramp up (`PagePipe`): with `refreshGroupRows` 50,000 the first group of a read
+    /// is 5,000 rows, so a read of 12,000 is not one transaction at its end — cancelled after its
+    /// first group, the store holds 5,000 items, not 12,000.
+    @Test func largeRefreshGroupsRampUp() async throws {
+        let (_, first) = try await Self.itemsAfterFirstGroup(items: 12_000, groupRows: 50_000, pageSize: 1_000)
+        #expect(first == 5_000, "the first group is 5,000 rows")
     }
 
     /// A flush reports `uploading` with requests sent; cancelled after its first round trip, it

@@ -645,11 +645,16 @@ package struct Refresher: Sendable {
         let store = self.store
         let counts = try await store.write { t in
             let m = Membership(store: store)
+            // The handle of the last row's set: a page's rows are mostly of one set.
+            var last: (name: String, set: EntitySetHandle, system: Bool)? = nil
             return try parts.map { page in
                 var c = PageCounts()
                 for row in page.rows {
-                    let set = try store.set(row.set)
-                    guard !store.schema.isSystemSet(set.name) else { continue }
+                    if last?.name != row.set {
+                        let set = try store.set(row.set)
+                        last = (row.set, set, store.schema.isSystemSet(set.name))
+                    }
+                    guard let (_, set, system) = last, !system else { continue }
                     let keyBytes = try set.encodeKey(try set.keyValues(row.entity))
                     let entity = set.entityKey(keyBytes)
                     switch try Self.writeServerImage(

@@ -41,6 +41,17 @@ package struct PayloadReader: Sendable {
     package var serviceRoot: String?
     /// What a parse builds of each set's entity objects (`Schema.entityShapes()`).
     package let shapes: [String: JSONShape]
+    /// Each entity set's type and navigation property names, looked up once, not per entity.
+    let sets: [String: SetType]
+
+    final class SetType: Sendable {
+        let type: EntityType
+        let navigation: Set<String>
+        init(_ type: EntityType) {
+            self.type = type
+            self.navigation = Set(type.navigationProperties.map(\.name))
+        }
+    }
 
     /// - Parameter shapes: the schema's `entityShapes()` when the caller has them made
     ///   (`EntityStore.entityShapes`); else they are made here.
@@ -48,6 +59,11 @@ package struct PayloadReader: Sendable {
         self.schema = schema
         self.serviceRoot = serviceRoot
         self.shapes = shapes ?? schema.entityShapes()
+        var sets: [String: SetType] = [:]
+        for name in schema.entitySetNames {
+            if let type = schema.entityType(ofSet: name) { sets[name] = SetType(type) }
+        }
+        self.sets = sets
     }
 
     /// Parses a service's answer holding one entity of `set` — V4's entity object, V2's
@@ -87,8 +103,10 @@ package struct PayloadReader: Sendable {
     package func collect(
         _ json: JSON, set: String, options: BoundOptions? = nil, into rows: inout [ServerRow], notes: inout ServerNotes?
     ) throws {
-        guard let type = schema.entityType(ofSet: set) else { throw EntityError.unknownEntitySet(set) }
-        let navigation = Set(type.navigationProperties.map(\.name))
+        guard let setType = sets[set] ?? schema.entityType(ofSet: set).map(SetType.init) else {
+            throw EntityError.unknownEntitySet(set)
+        }
+        let (type, navigation) = (setType.type, setType.navigation)
         var props = try ValueJSON(schema: schema).properties(
             from: json, properties: type.properties, navigation: navigation, owner: set, notes: &notes)
         let partial = options?.select != nil

@@ -207,13 +207,28 @@ struct _JSONParser {
 
     mutating func string() throws(JSONError) -> String {
         i += 1
-        var out: [UInt8] = []
         let start = i
-        // Fast path: no escapes.
-        while i < bytes.count, bytes[i] != UInt8(ascii: "\""), bytes[i] != UInt8(ascii: "\\"), bytes[i] >= 0x20 {
+        // Fast path: no escapes. ASCII needs no validation; other bytes are validated in place.
+        var ascii = true
+        while i < bytes.count {
+            let c = bytes[i]
+            if c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") || c < 0x20 { break }
+            if c >= 0x80 { ascii = false }
             i += 1
         }
-        out.append(contentsOf: bytes[start..<i])
+        if i < bytes.count, bytes[i] == UInt8(ascii: "\"") {
+            let s = bytes.withUnsafeBufferPointer { b in
+                let text = UnsafeBufferPointer(rebasing: b[start..<i])
+                return ascii ? String(decoding: text, as: UTF8.self) : String(validating: text, as: UTF8.self)
+            }
+            guard let s else {
+                i = start
+                throw error("invalid UTF-8 in string")
+            }
+            i += 1
+            return s
+        }
+        var out = Array(bytes[start..<i])
         while true {
             guard i < bytes.count else { throw error("unterminated string") }
             let c = bytes[i]

@@ -112,7 +112,8 @@ extension RequestQueue {
         for q in remaining { local = try apply(q, to: local) }
         let keyValues = try keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values }
         if let local {
-            try set.upsert(t, local, facets: false)
+            // Most often the entity is already this (the service took the change as sent): no write.
+            _ = try set.upsertIfChanged(t, local, keyValues: keyValues, keyBytes: keyBytes, facets: false)
         } else {
             _ = try set.delete(t, key: keyValues)
         }

@@ -147,6 +147,24 @@ struct ValueLayoutTests {
 }
 
 struct JSONBufferTests {
+    /// A GUID's text is the canonical lower-case form whatever case it was parsed from, and its
+    /// bytes are big-endian in text order; both round-trip.
+    @Test func guidTextAndBytes() {
+        let text = "0123abcd-89ab-cdef-0123-456789abcdef"
+        let g = EDMGuid(text)!
+        #expect(g.description == text)
+        #expect(EDMGuid(text.uppercased())?.description == text)
+        #expect(
+            g.bytes == [0x01, 0x23, 0xAB, 0xCD, 0x89, 0xAB, 0xCD, 0xEF, 0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF])
+        #expect(EDMGuid(high: 0, low: 0).description == "00000000-0000-0000-0000-000000000000")
+        var r = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            let x = EDMGuid(high: r.next(), low: r.next())
+            #expect(EDMGuid(x.description) == x)
+            #expect(EDMGuid(bytes: x.bytes) == x)
+        }
+    }
+
     /// The byte writer formats exactly as the values' descriptions do.
     @Test func formatsLikeDescriptions() {
         var r = SeededRandom(seed: testSeed("formatsLikeDescriptions"))

@@ -40,18 +40,31 @@ public struct EDMGuid: Sendable, Hashable, Comparable, CustomStringConvertible {
 
     /// The 16 bytes, big-endian (text order).
     public var bytes: [UInt8] {
-        (0..<8).map { UInt8(truncatingIfNeeded: high >> (56 - 8 * UInt64($0))) }
-            + (0..<8).map { UInt8(truncatingIfNeeded: low >> (56 - 8 * UInt64($0))) }
+        var out = [UInt8](repeating: 0, count: 16)
+        for i in 0..<8 {
+            out[i] = UInt8(truncatingIfNeeded: high >> (56 - 8 * UInt64(i)))
+            out[8 + i] = UInt8(truncatingIfNeeded: low >> (56 - 8 * UInt64(i)))
+        }
+        return out
     }
 
+    /// The canonical text, lower case: `01234567-89ab-cdef-0123-456789abcdef`.
     public var description: String {
-        let hex = bytes.map { b in
-            let s = String(b, radix: 16)
-            return s.count == 1 ? "0" + s : s
-        }.joined()
-        let c = Array(hex)
-        return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-"
-            + String(c[16..<20]) + "-" + String(c[20..<32])
+        String(unsafeUninitializedCapacity: 36) { out in
+            let digits: StaticString = "0123456789abcdef"
+            var at = 0
+            for nibble in 0..<32 {
+                if nibble == 8 || nibble == 12 || nibble == 16 || nibble == 20 {
+                    out[at] = UInt8(ascii: "-")
+                    at += 1
+                }
+                let word = nibble < 16 ? high : low
+                let shift = UInt64(60 - 4 * (nibble % 16))
+                out[at] = digits.utf8Start[Int((word >> shift) & 0xF)]
+                at += 1
+            }
+            return at
+        }
     }
 
     public static func < (a: Self, b: Self) -> Bool { (a.high, a.low) < (b.high, b.low) }

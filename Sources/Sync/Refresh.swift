@@ -655,10 +655,12 @@ package struct Refresher: Sendable {
                         last = (row.set, set, store.schema.isSystemSet(set.name))
                     }
                     guard let (_, set, system) = last, !system else { continue }
-                    let keyBytes = try set.encodeKey(try set.keyValues(row.entity))
+                    let keyValues = try set.keyValues(row.entity)
+                    let keyBytes = try set.encodeKey(keyValues)
                     let entity = set.entityKey(keyBytes)
                     switch try Self.writeServerImage(
-                        t, store: store, set: set, keyBytes: keyBytes, entityKey: entity, row: row)
+                        t, store: store, set: set, keyValues: keyValues, keyBytes: keyBytes, entityKey: entity, row: row
+                    )
                     {
                     case .unchanged, .keptLocal: break
                     case .written: c.written += 1
@@ -697,12 +699,11 @@ package struct Refresher: Sendable {
     /// Writes the service's image of one entity: as the entity when it has no pending local
     /// changes, else into `base/` with the pending requests re-applied on top (rebase).
     static func writeServerImage(
-        _ t: WriteView, store: EntityStore, set: EntitySetHandle, keyBytes: [UInt8], entityKey: [UInt8],
-        row: ServerRow
+        _ t: WriteView, store: EntityStore, set: EntitySetHandle, keyValues: [Value], keyBytes: [UInt8],
+        entityKey: [UInt8], row: ServerRow
     ) throws -> Written {
         let queue = RequestQueue(store: store)
         let chain = try queue.chain(t.reader, set: set.name, entityKey: entityKey)
-        let keyValues = try set.keyValues(row.entity)
         if chain.isEmpty {
             var image = row.entity
             if row.partial, let old = try set.get(t.reader, key: keyValues) {

@@ -251,8 +251,9 @@ package final class EntitySetHandle: Sendable {
         try validate(props, partial: false, facets: facets)
         assert(keyValues == (try? self.keyValues(props)))
         let encoded = codec.encode(props)
-        if let current = try t.get(entities, keyBytes), current.elementsEqual(encoded) { return false }
-        let old = try oldRowForOverwrite(t, key: keyBytes)
+        let current = try t.get(entities, keyBytes)
+        if let current, current.elementsEqual(encoded) { return false }
+        let old = try oldRowForOverwrite(t, key: keyBytes, stored: current)
         try write(t, key: keyBytes, keyValues: keyValues, old: old, new: props, encoded: encoded)
         return true
     }
@@ -319,7 +320,13 @@ package final class EntitySetHandle: Sendable {
     /// cannot say which index entries it has, so those pointing at `key` are found and removed,
     /// and the row counts as absent: overwriting or deleting repairs it.
     private func oldRowForOverwrite(_ t: WriteView, key: [UInt8]) throws -> Properties? {
-        guard let bytes = try t.get(entities, key) else { return nil }
+        try oldRowForOverwrite(t, key: key, stored: try t.get(entities, key))
+    }
+
+    /// `oldRowForOverwrite` with the stored row already looked up (`stored`, read in this
+    /// transaction with no write since).
+    private func oldRowForOverwrite(_ t: WriteView, key: [UInt8], stored: MappedBytes?) throws -> Properties? {
+        guard let bytes = stored else { return nil }
         if let old = try? codec.decode(bytes) { return old }
         for index in indexes {
             var stale: [[UInt8]] = []

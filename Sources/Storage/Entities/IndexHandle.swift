@@ -1,6 +1,6 @@
 import LMDB
 /// One secondary index: its definition, its database, and how to read its components from a row.
-package struct IndexHandle: Sendable {
+package final class IndexHandle: Sendable {
     package let definition: IndexDefinition
     package let database: Database
     /// The declared type of each component's property.
@@ -85,17 +85,23 @@ package struct IndexHandle: Sendable {
     /// Encodes just the index tuple (no primary key): the prefix that equality look-ups seek.
     package func encodeTuple(_ values: [Value]) throws(EntityError) -> [UInt8] {
         var out: [UInt8] = []
+        try appendTuple(values, to: &out)
+        return out
+    }
+
+    private func appendTuple(_ values: [Value], to out: inout [UInt8]) throws(EntityError) {
         for (n, v) in values.enumerated() {
             do { try KeyCodec.append(v, descending: definition.components[n].descending, to: &out) } catch {
                 throw .badIndexDefinition("'\(definition.name)': \(error)")
             }
         }
-        return out
     }
 
     /// The full entry key: index tuple followed by the primary-key tuple.
     package func entryKey(_ props: Properties, primaryKey: [UInt8]) throws(EntityError) -> [UInt8] {
-        var out = try encodeTuple(componentValues(props))
+        var out: [UInt8] = []
+        out.reserveCapacity(64 + primaryKey.count)
+        try appendTuple(componentValues(props), to: &out)
         out.append(contentsOf: primaryKey)
         guard out.count <= KeyCodec.maxKeySize else {
             throw .indexKeyTooLong(index: definition.name, length: out.count)

@@ -153,6 +153,23 @@ package struct WriteView {
         return true
     }
 
+    /// Stores `value` under `key` unless the key is there (`mdb_put` with `MDB_NOOVERWRITE`, one
+    /// search either way): nil when it stored, else the value the key holds, left as it was.
+    package func putIfAbsent(_ db: Database, _ key: [UInt8], _ value: [UInt8]) throws(LMDBError) -> MappedBytes? {
+        reader.assertLive()
+        var v = MDB_val()
+        let rc = key.withUnsafeBytes { kb in
+            value.withUnsafeBytes { vb in
+                var k = _val(kb)
+                v = _val(vb)
+                return _lmdb.put(raw, db.dbi, &k, &v, UInt32(MDB_NOOVERWRITE))
+            }
+        }
+        if rc == MDB_KEYEXIST { return _bytes(v) }  // LMDB points `v` at the stored value
+        if rc != 0 { try fail(rc, "mdb_put on \(db.name)") }
+        return nil
+    }
+
     /// Stores `value` under `key`, which must sort after every key `db` holds (`mdb_put` with
     /// `MDB_APPEND`: the new entry goes at the end of the last leaf, which fills before a new one
     /// starts, without a search). A key out of order is `MDB_KEYEXIST`, thrown.

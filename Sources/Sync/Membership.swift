@@ -146,8 +146,12 @@ package struct Membership: Sendable {
     @discardableResult
     func hold(_ t: WriteView, name: String, entity: [UInt8], generation g: UInt64) throws -> Bool {
         let key = Self.memberKey(name: name, entity: entity)
-        if let old = try t.get(entryDB, key), Self.generation(of: old) == g { return false }
-        try t.put(entryDB, key, Self.generationBytes(g))
+        let value = Self.generationBytes(g)
+        // One search for an entity new to the request (most of a first read), two for one it had.
+        if let old = try t.putIfAbsent(entryDB, key, value) {
+            if Self.generation(of: old) == g { return false }
+            try t.put(entryDB, key, value)
+        }
         try t.put(byEntityDB, Self.byEntityKey(entity: entity, name: name), [])
         return true
     }

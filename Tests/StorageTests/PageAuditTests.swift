@@ -55,6 +55,18 @@ struct PageAuditTests {
         #expect(report.databases.first { $0.name == "e/BusinessPartners" }?.entries == 3_000 - 429)
     }
 
+    /// `putIfAbsent` stores under a new key and returns nil; under a key that is there it returns
+    /// the stored value and leaves it.
+    @Test func putIfAbsentStoresOnlyANewKey() throws {
+        let env = try Environment(path: temporaryDirectory())
+        let db = try #require(try env.database(named: "t", create: true))
+        let first = try env.write { t in try t.view.putIfAbsent(db, [1], [10]).map { Array($0) } }
+        #expect(first == nil)
+        let second = try env.write { t in try t.view.putIfAbsent(db, [1], [20]).map { Array($0) } }
+        #expect(second == [10])
+        #expect(try env.read { t in try t.view.get(db, [1]).map { Array($0) } } == [10])
+    }
+
     @Test func noFileOrAnEmptyFileIsANewStore() throws {
         _ = try Environment(path: temporaryDirectory())
         let dir = temporaryDirectory()

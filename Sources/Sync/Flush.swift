@@ -375,7 +375,15 @@ package struct Flush: Sendable {
     }
 
     static func percentEncoded(_ path: String) -> String {
-        path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path
+        // Most paths (`Products('HT-1000')`) need nothing: return them without Foundation's pass.
+        if path.utf8.allSatisfy({ pathAllowed[Int($0)] }) { return path }
+        return path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path
+    }
+
+    /// The bytes `CharacterSet.urlPathAllowed` leaves as they are (RFC 3986 pchar and `/`, no `%`).
+    private static let pathAllowed: [Bool] = (0..<256).map { b in
+        guard b < 0x80, let scalar = Unicode.Scalar(b) else { return false }
+        return CharacterSet.urlPathAllowed.contains(scalar)
     }
 
     /// An IMF-fixdate (RFC 9110 §5.6.7): `Sun, 06 Nov 1994 08:49:37 GMT`.

@@ -508,6 +508,19 @@ import Storage
 
     static let at = EDMDateTimeOffset(ticks: 1_700_000_000 * ticksPerSecond)
 
+    /// A request's path is percent-encoded exactly as Foundation's `urlPathAllowed` would: paths
+    /// that need nothing come back as they are, the others encoded.
+    @Test func pathsAreEncodedAsFoundationEncodesThem() {
+        let paths = [
+            "Products", "Products('HT-1000')", "SalesOrderItems(SalesOrderID='0500000001',ItemPosition=10)",
+            "Products('a b')", "Products('100%')", "Products('é')", "Products('x#y?z')", "Products('\u{7F}')", "",
+            "Set(Key=guid'01234567-89ab-cdef-0123-456789abcdef')", "Products('[a]{b}|c^`\"<>\\')",
+        ]
+        for p in paths {
+            #expect(Flush.percentEncoded(p) == p.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed), "\(p)")
+        }
+    }
+
     /// Runs `body` with a started server's URL; stops it after.
     func withServerFlush<R: Sendable>(_ served: String, _ body: (String) async throws -> R) async throws -> R {
         let server = try await ServerProcess.start(store: served)

@@ -143,14 +143,16 @@ import Storage
     }
 
     /// One backend (one authorizer, its token cached) across a refresh, a flush, the token's
-    /// expiry (`--token-ttl 6`) and another flush: the token is fetched again before the service
+    /// expiry (`--token-ttl 12`) and another flush: the token is fetched again before the service
     /// sees the old one expired; every change is on the server once. Then the public API and the
     /// CLI, each with its own token from the configuration.
     @Test func oauthRefreshAndFlushAcrossATokenExpiry() async throws {
         let secret = "S3cr3t-\(UUID().uuidString.prefix(8))"
-        // 6 s, so the 0.6 s the authorizer keeps in hand covers a loaded machine's delay between
-        // taking the token and the service checking it (a CI run at 12d1f41 failed with 2 s).
-        let sap = try await MockSAP.start(["--oauth", "offline-client:" + secret, "--token-ttl", "6"])
+        // 12 s: a fresh token must still be valid when the service checks it, so the time from
+        // fetching it to the request arriving must stay under its lifetime. A CI run at 12d1f41
+        // failed with 2 s, one at 897abbf with 6 s (the test took 45 s there against 7 s on a quiet
+        // machine; the service answered the requests after the expiry 200, 401, 200, 202).
+        let sap = try await MockSAP.start(["--oauth", "offline-client:" + secret, "--token-ttl", "12"])
         defer { Task { await sap.stop() } }
         let variable = "OFFLINE_STORE_TEST_OAUTH_SECRET"
         setenv(variable, secret, 1)
@@ -179,7 +181,7 @@ import Storage
         let first = try await store.flush(backend: backend)
         #expect(first.stopped == nil && first.succeeded == 1, "\(first)")
         let fetchedBefore = await authorizer.fetches
-        try await Task.sleep(for: .milliseconds(6_500))  // past the token's 6 s
+        try await Task.sleep(for: .milliseconds(12_500))  // past the token's 12 s
         let expired = try await Self.lastID(sap)
         try await store.create(set: "ProductSet", entity: Self.product("HT-9921"))
         let second = try await store.flush(backend: backend)

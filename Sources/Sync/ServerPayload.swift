@@ -60,7 +60,7 @@ package struct PayloadReader: Sendable {
         self.serviceRoot = serviceRoot
         self.shapes = shapes ?? schema.entityShapes()
         var sets: [String: SetType] = [:]
-        for name in schema.entitySetNames {
+        for name in schema.entitySets.keys {  // every set `entityType(ofSet:)` would find
             if let type = schema.entityType(ofSet: name) { sets[name] = SetType(type) }
         }
         self.sets = sets
@@ -103,9 +103,7 @@ package struct PayloadReader: Sendable {
     package func collect(
         _ json: JSON, set: String, options: BoundOptions? = nil, into rows: inout [ServerRow], notes: inout ServerNotes?
     ) throws {
-        guard let setType = sets[set] ?? schema.entityType(ofSet: set).map(SetType.init) else {
-            throw EntityError.unknownEntitySet(set)
-        }
+        guard let setType = sets[set] else { throw EntityError.unknownEntitySet(set) }
         let (type, navigation) = (setType.type, setType.navigation)
         var props = try ValueJSON(schema: schema).properties(
             from: json, properties: type.properties, navigation: navigation, owner: set, notes: &notes)

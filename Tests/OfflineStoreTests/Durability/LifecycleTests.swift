@@ -147,12 +147,15 @@ import Samples
         #expect(offline.configuration.refreshGroupRows == 200)
         #expect(offline.configuration.jsonText.contains(#""refreshGroupRows":200"#))
         #expect(!SampleData.configuration.jsonText.contains("refreshGroupRows"))
-        for bad in ["99", "1000001", "5000.5", "\"5000\""] {
-            #expect(throws: EntityError.self, "refreshGroupRows \(bad)") {
+        let extremes = ["-9223372036854775808", "9223372036854775807", "99999999999999999999", "-1", "0", "1e4"]
+        for bad in ["99", "1000001", "5000.5", "\"5000\"", "null"] + extremes {
+            #expect("refreshGroupRows \(bad)") {
                 try StoreConfiguration(json: Array(#"{"refreshGroupRows":\#(bad)}"#.utf8))
-            }
+            } throws: { $0 is EntityError && "\($0)".contains("refreshGroupRows must be a whole number of rows") }
         }
         #expect(try StoreConfiguration(json: Array(#"{"refreshGroupRows":100}"#.utf8)).refreshGroupRows == 100)
+        #expect(
+            try StoreConfiguration(json: Array(#"{"refreshGroupRows":1000000}"#.utf8)).refreshGroupRows == 1_000_000)
     }
 
     /// Large groups ramp up (`PagePipe`): with `refreshGroupRows` 50,000 the first group of a read

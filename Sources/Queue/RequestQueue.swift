@@ -137,16 +137,39 @@ package struct RequestQueue: Sendable {
     /// repeatability id and first-sent time. Returns the record as marked.
     @discardableResult
     package func markSent(_ t: WriteView, id: Int64, at: EDMDateTimeOffset = .now) throws -> RequestRecord {
-        guard var r = try record(t.reader, id: id) else {
+        try markSentKeepingBefore(t, id: id, at: at).marked
+    }
+
+    /// `markSent`, returning also the record as it was before (what `unmarkSent` puts back).
+    package func markSentKeepingBefore(
+        _ t: WriteView, id: Int64, at: EDMDateTimeOffset = .now
+    ) throws -> (before: RequestRecord, marked: RequestRecord) {
+        guard let before = try record(t.reader, id: id) else {
             throw EntityError.notFound(set: SystemSets.requestQueue, key: String(id))
         }
         let hasDependents =
-            try chain(t.reader, set: r.entitySet, keyBytes: r.keyBytes).first { $0.id == id }?.hasDependents ?? false
+            try chain(t.reader, set: before.entitySet, keyBytes: before.keyBytes).first { $0.id == id }?.hasDependents
+            ?? false
+        var r = before
         r.status = .sent
         r.attempts += 1
         if r.firstSentAt == nil { r.firstSentAt = at }
         try put(t, r, hasDependents: hasDependents)
-        return r
+        return (before, r)
+    }
+
+    /// Takes back `markSent` for a request that did not go after all (a round marked while the
+    /// one before it was on its way, which then did not go: see `Flush`): puts back `before`,
+    /// the record as it was, when the stored one is still `marked`, the record as marked;
+    /// otherwise it leaves it. Returns whether it put it back.
+    @discardableResult
+    package func unmarkSent(_ t: WriteView, marked: RequestRecord, before: RequestRecord) throws -> Bool {
+        guard try record(t.reader, id: marked.id) == marked, before.id == marked.id else { return false }
+        let hasDependents =
+            try chain(t.reader, set: before.entitySet, keyBytes: before.keyBytes).first { $0.id == before.id }?
+            .hasDependents ?? false
+        try put(t, before, hasDependents: hasDependents)
+        return true
     }
 
     /// Marks request `id` as having dependents (so it is never cancelled away under them).

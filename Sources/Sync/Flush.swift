@@ -118,6 +118,12 @@ package struct Flush: Sendable {
     package struct Outgoing: Sendable {
         package var record: RequestRecord
         package var request: BackendRequest
+        /// The record as it was before this marking: put back if the request does not go after all.
+        package var before: RequestRecord?
+
+        package init(record: RequestRecord, request: BackendRequest, before: RequestRecord? = nil) {
+            (self.record, self.request, self.before) = (record, request, before)
+        }
     }
 
     /// What an answer means for its request.
@@ -159,36 +165,55 @@ package struct Flush: Sendable {
         var report = FlushReport()
         let started = EDMDateTimeOffset.now
         do {
-            // A round's settlement and the next round's marking as sent share a transaction (one
-            // durable commit a round trip, not two): the next round is planned from the queue as
-            // settled, and each of its requests is durably sent before it goes, as alone. A
-            // cancellation after that transaction leaves the round marked sent and not sent, as a
-            // crash there would: the next flush sends it, as it sends any request marked sent.
-            var next: [Outgoing]? = nil
-            while true {
-                try Task.checkCancellation()
-                let round: [Outgoing]
-                if let planned = next { round = planned } else { round = try await prepare() }
-                next = nil
-                if round.isEmpty { break }
+            // Each round goes as soon as the answer to the one before it has been judged all
+            // successful: it was planned and marked sent (durably) while that one was on its way,
+            // in the transaction that settled the round before that — one durable commit a round
+            // trip, made while the service works. Planned without the round on its way, it holds
+            // nothing that waits for that round's answers (see `plan`'s `excluding`). When that
+            // round is not all successful, the one marked after it does not go: the settlement
+            // takes back its marking and plans again. A crash or a cancellation after a marking
+            // leaves requests marked sent and not sent, as a crash there always could: the next
+            // flush sends them, as it sends any request marked sent. A cancellation lets the round
+            // on its way come back and be settled, and throws `CancellationError` then.
+            var round = try await prepare()
+            // The round before `round`: answered, judged all successful, not yet settled.
+            var answered: (round: [Outgoing], verdicts: [Verdict])? = nil
+            while !round.isEmpty {
+                let (backend, requests, headers) = (self.backend, round.map(\.request), options.headers)
+                let sending = Task { try await backend.batch(requests, headers: headers) }
                 report.roundTrips += 1
                 report.sent += round.count
-                let responses: [BackendResponse]
+                // While `round` is on its way: settle the round before it, and mark the round after it.
+                var following: [Outgoing] = []
+                var stop: String? = nil
                 do {
-                    responses = try await backend.batch(round.map(\.request), headers: options.headers)
-                } catch let e as BackendError {
-                    report.stopped = e.description
-                    break
+                    let excluded = Set(round.map(\.record.id))
+                    if let a = answered {
+                        let (settled, next) = try await settleAndPrepare(a.round, a.verdicts, excluding: excluded)
+                        answered = nil
+                        stop = account(settled, of: a.round, into: &report)
+                        following = next ?? []
+                    } else if !Task.isCancelled {
+                        following = try await prepare(excluding: excluded)
+                    }
+                } catch {
+                    sending.cancel()
+                    _ = await sending.result
+                    throw error
                 }
+                let responses: [BackendResponse]
                 let verdicts: [Verdict]
                 do {
+                    responses = try await sending.value
                     verdicts = try await judge(round, responses)
                 } catch let e as BackendError {
-                    report.stopped = e.description
+                    report.stopped = stop ?? e.description
+                    if !following.isEmpty {
+                        let (queue, marked) = (self.queue, following)
+                        try await store.write { t in try Self.takeBack(t, queue: queue, marked) }
+                    }
                     break
                 }
-                let settled: Settled
-                (settled, next) = try await settleAndPrepare(round, verdicts)
                 for (o, response) in zip(round, responses) where response.isSuccess {
                     for m in Self.sapMessages(response) {
                         let r = o.record
@@ -196,19 +221,23 @@ package struct Flush: Sendable {
                             "request \(r.id) (\(o.request.method) \(r.entitySet)(\(r.entityKey))): \(m)")
                     }
                 }
-                report.succeeded += settled.succeeded.count
-                report.reconciled += settled.reconciled.count
-                report.archived += settled.archived.count
-                options.progress?(report)
-                if let stop = settled.stop {
-                    report.stopped = stop
+                let allApplied = verdicts.allSatisfy { if case .success = $0 { true } else { false } }
+                if stop == nil, allApplied, !following.isEmpty, !Task.isCancelled {
+                    answered = (round, verdicts)
+                    round = following
+                    continue
+                }
+                // Not all applied (or stopped, or cancelled): the round marked after it stays here.
+                let (settled, next) = try await settleAndPrepare(
+                    round, verdicts, takingBack: following, goOn: stop == nil && !Task.isCancelled)
+                if let why = stop ?? account(settled, of: round, into: &report) {
+                    report.stopped = why
                     break
                 }
-                if settled.succeeded.isEmpty && settled.archived.isEmpty {
-                    report.stopped = "no request of the last round trip could be settled"
-                    break
-                }
+                round = next ?? []
             }
+            // Cancelled: what was on its way was answered and settled; the rest stays queued.
+            try Task.checkCancellation()
             report.left = try left()
             try await log(report, started: started, outcome: report.stopped == nil ? "succeeded" : "failed")
         } catch {
@@ -283,24 +312,26 @@ package struct Flush: Sendable {
 
     // MARK: 1. Plan and mark
 
-    /// Plans the next round and marks its requests sent, in one write transaction.
-    package func prepare() async throws -> [Outgoing] {
+    /// Plans the next round (without the requests `excluding` names: a round on its way) and
+    /// marks its requests sent, in one write transaction.
+    package func prepare(excluding: Set<Int64> = []) async throws -> [Outgoing] {
         let (queue, options) = (self.queue, self.options)
-        return try await store.write { t in try Self.prepare(t, queue: queue, options: options) }
+        return try await store.write { t in try Self.prepare(t, queue: queue, options: options, excluding: excluding) }
     }
 
     /// The next round's requests (see `Flush`), marked sent in `t`, with what goes over the wire.
     package static func prepare(
-        _ t: WriteView, queue: RequestQueue, options: Options, now: EDMDateTimeOffset = .now
+        _ t: WriteView, queue: RequestQueue, options: Options, now: EDMDateTimeOffset = .now,
+        excluding: Set<Int64> = []
     ) throws -> [Outgoing] {
-        let planned = try plan(t.reader, queue: queue, options: options)  // FlushPlan.swift
+        let planned = try plan(t.reader, queue: queue, options: options, excluding: excluding)  // FlushPlan.swift
         if planned.isEmpty { return [] }
         let etags = ServerETags(store: queue.store)
         var out: [Outgoing] = []
         var position: [Int64: Int] = [:]  // where each request of the round stands in `out`
         for p in planned {
             // Planned from this transaction's reading of the queue: the record is there.
-            let r = try queue.markSent(t, id: p.id, at: now)
+            let (before, r) = try queue.markSentKeepingBefore(t, id: p.id, at: now)
             let etag = p.ifMatch ? try etags.get(t.reader, set: r.entitySet, keyBytes: r.keyBytes) : nil
             var request =
                 queue.store.schema.version == .v4
@@ -310,7 +341,7 @@ package struct Flush: Sendable {
             request.id = String(p.id)
             request.dependsOn = dependsOn(p, earlier: out, position: position)
             position[p.id] = out.count
-            out.append(Outgoing(record: r, request: request))
+            out.append(Outgoing(record: r, request: request, before: before))
         }
         return out
     }
@@ -611,29 +642,55 @@ package struct Flush: Sendable {
 
     // MARK: 4. Settle
 
-    /// Applies the verdicts of a round and, when the flush goes on (nothing stopped it, something
-    /// was settled, no cancellation), marks the next round sent, in one write transaction; nil
-    /// for the next round when it was not prepared.
-    func settleAndPrepare(_ round: [Outgoing], _ verdicts: [Verdict]) async throws -> (Settled, [Outgoing]?) {
+    /// In one write transaction: takes back the marking of `takingBack` (a round marked that
+    /// does not go), applies the verdicts of `round` and, when the flush goes on (`goOn`, and the
+    /// settlement neither stopped it nor settled nothing), marks the next round sent, planned
+    /// without `excluding` (the round on its way); nil for the next round when it was not prepared.
+    func settleAndPrepare(
+        _ round: [Outgoing], _ verdicts: [Verdict], takingBack: [Outgoing] = [], excluding: Set<Int64> = [],
+        goOn: Bool = true
+    ) async throws -> (Settled, [Outgoing]?) {
         let (queue, options) = (self.queue, self.options)
         let work = Array(zip(round.map(\.record), verdicts))
-        let goOn = !Task.isCancelled
+        let goOn = goOn && !Task.isCancelled
         return try await store.write { t in
-            try Self.settleAndPrepare(t, queue: queue, work, options: options, goOn: goOn)
+            try Self.takeBack(t, queue: queue, takingBack)
+            return try Self.settleAndPrepare(t, queue: queue, work, options: options, goOn: goOn, excluding: excluding)
         }
     }
 
+    /// Puts back, in `t`, the records of requests marked sent that did not go (`unmarkSent`).
+    static func takeBack(_ t: WriteView, queue: RequestQueue, _ outgoing: [Outgoing]) throws {
+        for o in outgoing {
+            if let before = o.before { try queue.unmarkSent(t, marked: o.record, before: before) }
+        }
+    }
+
+    /// Adds what a settlement of `round` did to `report` (and tells `progress`); returns why the
+    /// flush stops there, if it does: the settlement stopped it, or it settled nothing.
+    func account(_ settled: Settled, of round: [Outgoing], into report: inout FlushReport) -> String? {
+        report.succeeded += settled.succeeded.count
+        report.reconciled += settled.reconciled.count
+        report.archived += settled.archived.count
+        options.progress?(report)
+        if let stop = settled.stop { return stop }
+        if settled.succeeded.isEmpty && settled.archived.isEmpty {
+            return "no request of the last round trip could be settled"
+        }
+        return nil
+    }
+
     /// `settle`, then — when `goOn` and the settlement neither stopped the flush nor settled
-    /// nothing — `prepare`, in `t`.
+    /// nothing — `prepare` (without `excluding`), in `t`.
     package static func settleAndPrepare(
         _ t: WriteView, queue: RequestQueue, _ work: [(RequestRecord, Verdict)], options: Options, goOn: Bool = true,
-        now: EDMDateTimeOffset = .now
+        now: EDMDateTimeOffset = .now, excluding: Set<Int64> = []
     ) throws -> (Settled, [Outgoing]?) {
         let settled = try settle(t, queue: queue, work)
         guard goOn, settled.stop == nil, !(settled.succeeded.isEmpty && settled.archived.isEmpty) else {
             return (settled, nil)
         }
-        return (settled, try prepare(t, queue: queue, options: options, now: now))
+        return (settled, try prepare(t, queue: queue, options: options, now: now, excluding: excluding))
     }
 
     /// Applies each verdict, in order, in `t`.

@@ -33,8 +33,14 @@ extension Flush {
     /// The queue is read in id order only as far as the round needs (a flush with batch size 1
     /// reads one record a round, not the whole queue); a change set needs all its members, so
     /// meeting one reads the whole queue and plans again from the start (`planFully`).
-    static func plan(_ t: ReadView, queue: RequestQueue, options: Options) throws -> [PlannedRequest] {
-        var planner = RoundPlanner(t, queue: queue, options: options)
+    ///
+    /// `excluding`: the requests of a round on its way, planned as not in this flush — they are
+    /// not planned again, and what must wait for them (their entities' later changes, what refers
+    /// to their creates, their change sets) waits.
+    static func plan(
+        _ t: ReadView, queue: RequestQueue, options: Options, excluding: Set<Int64> = []
+    ) throws -> [PlannedRequest] {
+        var planner = RoundPlanner(t, queue: queue, options: options, excluding: excluding)
         var metChangeSet = false
         try queue.records.scan(t) { p in
             let r = try RequestRecord(p)
@@ -47,12 +53,15 @@ extension Flush {
         // Without a change set, considering each record as it is read is what `planFully` does,
         // in the same id order (a later record a request refers to is fetched by id);
         // `FlushPlanTests` checks that the two plan the same round.
-        return metChangeSet ? try planFully(t, queue: queue, options: options) : planner.round
+        return metChangeSet
+            ? try planFully(t, queue: queue, options: options, excluding: excluding) : planner.round
     }
 
     /// `plan` from the whole queue (what it does when it meets a change set).
-    static func planFully(_ t: ReadView, queue: RequestQueue, options: Options) throws -> [PlannedRequest] {
-        var planner = RoundPlanner(t, queue: queue, options: options)
+    static func planFully(
+        _ t: ReadView, queue: RequestQueue, options: Options, excluding: Set<Int64> = []
+    ) throws -> [PlannedRequest] {
+        var planner = RoundPlanner(t, queue: queue, options: options, excluding: excluding)
         try queue.records.scan(t) { p in
             planner.take(try RequestRecord(p)); return true
         }
@@ -72,6 +81,8 @@ extension Flush {
         let queue: RequestQueue
         let options: Options
         let etags: ServerETags
+        /// Requests of the round on its way: planned as not in this flush.
+        let excluded: Set<Int64>
         /// The records taken in (`take`), in the order read.
         var taken: [RequestRecord] = []
         /// Records by id: those taken in, and those fetched by id (a dependency on a later record).
@@ -88,8 +99,9 @@ extension Flush {
         /// A change set did not fit: the round ends here.
         var isClosed = false
 
-        init(_ t: ReadView, queue: RequestQueue, options: Options) {
+        init(_ t: ReadView, queue: RequestQueue, options: Options, excluding: Set<Int64>) {
             (self.t, self.queue, self.options, etags) = (t, queue, options, ServerETags(store: queue.store))
+            excluded = excluding
         }
 
         /// The round takes no more: the batch size reached, or a change set that did not fit.
@@ -115,9 +127,10 @@ extension Flush {
         /// another outside its change set.
         var isV2: Bool { queue.store.schema.version != .v4 }
 
-        /// Whether this flush sends `r`: not in error, and of the flushed category.
+        /// Whether this flush sends `r`: not in error, of the flushed category, and not on its way.
         func isInFlush(_ r: RequestRecord) -> Bool {
             r.status != .error && (options.category == nil || r.uploadCategory == options.category)
+                && !excluded.contains(r.id)
         }
 
         /// Requests that must be done before `r`: earlier ones of its entity, and the creates it
@@ -144,6 +157,14 @@ extension Flush {
             return true
         }
 
+        /// Whether `r` waits for a request of the round on its way: one of its predecessors is
+        /// there, or a member of its change set.
+        mutating func waitsForExcluded(_ r: RequestRecord) throws -> Bool {
+            if try predecessors(of: r).contains(where: excluded.contains) { return true }
+            guard let tx = r.transactionID else { return false }
+            return changeSets[tx]?.contains { excluded.contains($0.id) } ?? false
+        }
+
         /// Whether an earlier change of `r`'s entity is in this round (or in `staged`).
         func followsInRound(_ r: RequestRecord, staged: Set<Int64> = []) -> Bool {
             let chain = chains[RequestQueue.entityPrefix(set: r.entitySet, keyBytes: r.keyBytes)] ?? []
@@ -157,8 +178,14 @@ extension Flush {
         }
 
         /// Adds `r`, a record taken in, to the round if it can go (with its change set, if it is in one).
+        /// A request that waits for the round on its way (`excluded`) ends the round, so that the
+        /// rounds go in request-id order as they would one after the other.
         mutating func consider(_ r: RequestRecord) throws {
             guard isInFlush(r), !inRound.contains(r.id) else { return }
+            if !excluded.isEmpty, try waitsForExcluded(r) {
+                isClosed = true
+                return
+            }
             if let tx = r.transactionID {
                 try considerChangeSet(tx)
             } else {

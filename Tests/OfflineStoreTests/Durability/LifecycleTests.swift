@@ -166,9 +166,11 @@ import Samples
         #expect(first == 5_000, "the first group is 5,000 rows")
     }
 
-    /// A flush reports `uploading` with requests sent; cancelled after its first round trip, it
-    /// throws `CancellationError` with the rest still queued and a cancelled upload logged; the
-    /// next flush sends the rest and the two stores agree.
+    /// A flush reports `uploading` with requests sent; cancelled when its first round trip is
+    /// settled (the second one is on its way then: it went when the first was answered), it lets
+    /// the second come back, settles it and throws `CancellationError`, with the rest still
+    /// queued, none of it marked sent, and a cancelled upload logged; the next flush sends the
+    /// rest and the two stores agree.
     @Test func flushReportsUploadingAndCanBeCancelled() async throws {
         let (served, offline) = try FlushFixture.pair()
         for (n, p) in try offline.entities("Products?$top=6").enumerated() {
@@ -180,18 +182,21 @@ import Samples
         let server = try await ServerProcess.start(store: served)
         let cancelled = Task {
             try await offline.flush(serviceRoot: server.url, batchSize: 2) { report in
-                if report.roundTrips == 1 { withUnsafeCurrentTask { $0?.cancel() } }
+                if report.succeeded == 2 { withUnsafeCurrentTask { $0?.cancel() } }
             }
         }
         let outcome = await cancelled.result
         #expect(throws: CancellationError.self) { try outcome.get() }
-        #expect(try FlushFixture.queue(offline).count == 4, "one round trip of two settled before the cancel")
+        let left = try FlushFixture.queue(offline)
+        #expect(left.count == 2, "two round trips of two settled: the first, and the one on its way at the cancel")
+        #expect(
+            left.allSatisfy { $0.status == .pending && $0.attempts == 0 }, "the third round's marking is taken back")
         #expect(try offline.check().isConsistent)
         let uploads = try offline.entities("EventLog?$filter=Type eq 'Upload'")
         #expect(uploads.last?["Outcome"] == .string("cancelled"), "\(uploads)")
 
         let rest = try await offline.flush(serviceRoot: server.url, batchSize: 2)
-        #expect(rest.succeeded == 4 && rest.left == 0 && rest.stopped == nil, "\(rest)")
+        #expect(rest.succeeded == 2 && rest.left == 0 && rest.stopped == nil, "\(rest)")
         try FlushFixture.expectInSync(offline, served, "after the flush that followed the cancelled one")
         #expect(await server.stop() == 0)
         let uploading = recorder.events { $0.filter { $0.state == .uploading } }

@@ -177,6 +177,8 @@ final class ProbeBackend: Backend, @unchecked Sendable {
     private let lock = NSLock()
     private var _batches: [[BackendRequest]] = []
     private var _lose: Set<Int> = []
+    private var _before: [Int: @Sendable () -> Void] = [:]
+    private var _after: [Int: @Sendable () -> Void] = [:]
 
     init(_ serviceRoot: String) { inner = HTTPBackend(serviceRoot: serviceRoot, retries: 0) }
 
@@ -184,14 +186,20 @@ final class ProbeBackend: Backend, @unchecked Sendable {
     var batches: [[BackendRequest]] { lock.withLock { _batches } }
     /// Loses the answer of round trip `n` (1-based, counted from now on over all calls).
     func loseAnswer(of n: Int) { lock.withLock { _ = _lose.insert(_batches.count + n) } }
+    /// Runs `action` when round trip `n` (1-based, over all calls) comes, before it is passed on.
+    func before(roundTrip n: Int, _ action: @escaping @Sendable () -> Void) { lock.withLock { _before[n] = action } }
+    /// Runs `action` when the answer to round trip `n` has come, before it is returned.
+    func after(roundTrip n: Int, _ action: @escaping @Sendable () -> Void) { lock.withLock { _after[n] = action } }
 
     func send(_ request: BackendRequest) async throws -> BackendResponse { try await inner.send(request) }
 
     func batch(_ requests: [BackendRequest], headers: [(String, String)]) async throws -> [BackendResponse] {
-        let n = lock.withLock {
-            _batches.append(requests); return _batches.count
+        let (n, action) = lock.withLock {
+            _batches.append(requests); return (_batches.count, _before[_batches.count])
         }
+        action?()
         let answers = try await inner.batch(requests, headers: headers)
+        lock.withLock { _after[n] }?()
         if lock.withLock({ _lose.contains(n) }) { throw BackendError.transport("the answer was lost (test)") }
         return answers
     }

@@ -165,6 +165,36 @@ import Samples
         #expect(result.injected == result.trials)
     }
 
+    /// A flush that marked a round while the one before it was on its way, and then did not
+    /// send it (that one was not all applied), takes its marking back in the transaction that
+    /// settles the answers and plans again (`Flush.takeBack`, then `settleAndPrepare`): every
+    /// call of it failed in turn leaves the store as before it.
+    @Test func everyCallOfTakingBackARoundMarkedAheadFailsCleanly() throws {
+        let first = try QueueFaultTests.copy(try Self.template())
+        let marked = try Self.prepare(first)  // the copies of `first` hold these records as marked
+        #expect(marked.count == 7)
+        let (answered, ahead) = (Array(marked.prefix(3)), Array(marked.dropFirst(3)))
+        let work = Self.verdicts(answered)
+        func run(_ store: OfflineStore) throws -> (Flush.Settled, [Flush.Outgoing]?) {
+            let queue = store.requestQueue
+            return try store.entities.write { t in
+                try Flush.takeBack(t, queue: queue, ahead)
+                return try Flush.settleAndPrepare(t, queue: queue, work, options: .init(), now: Self.now)
+            }
+        }
+        let probe = try QueueFaultTests.copy(first.path)
+        let (settled, next) = try run(probe)
+        #expect(settled.succeeded.count == 3 && settled.stop == nil, "\(settled)")
+        // The round taken back is planned again: marked once, not twice.
+        let again = Set((next ?? []).map(\.record.id))
+        #expect(again.isSuperset(of: ahead.map(\.record.id)), "\(again)")
+        #expect(try FlushFixture.queue(probe).filter { again.contains($0.id) }.allSatisfy { $0.attempts == 1 })
+        let result = try Self.inject(template: first.path, name: "take back, settle, mark the next round sent") {
+            store in _ = try run(store)
+        }
+        #expect(result.injected == result.trials)
+    }
+
     /// The lines only in `expected` (−) and only in `actual` (+).
     static func diff(_ expected: [String], _ actual: [String]) -> String {
         let a = Set(expected), b = Set(actual)

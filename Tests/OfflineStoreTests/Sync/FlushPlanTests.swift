@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 import Testing
 @testable import OfflineStore
 @testable import Queue
@@ -16,7 +17,7 @@ import TestSupport
     @Test func planningAsFarAsNeededEqualsPlanningFromTheWholeQueue() throws {
         var random = SeededRandom(seed: testSeed("FlushPlanTests"))
         let trials = ProcessInfo.processInfo.environment["FLUSH_PLAN_TRIALS"].flatMap(Int.init) ?? 25
-        var compared = 0, withChangeSets = 0
+        var compared = 0, withChangeSets = 0, plannedAhead = 0
         for trial in 0..<trials {
             let (_, store) = try FlushFixture.pair(notes: true, optimize: random.next() % 2 == 0)
             var notes: [Value] = [.int(1), .int(2), .int(3)]
@@ -58,6 +59,29 @@ import TestSupport
                             fast == full,
                             "trial \(trial), batch \(batchSize), category \(category ?? "-"): \(fast) vs \(full)")
                         compared += 1
+                        // The round after `fast`, planned while it is on its way: none of it, and
+                        // nothing that waits for it (a later change of one of its entities, what
+                        // refers to one of its creates, a member of one of its change sets).
+                        let onItsWay = Set(fast.map(\.id))
+                        let (ahead, records) = try store.entities.read { t in
+                            (
+                                try Flush.plan(t, queue: queue, options: options, excluding: onItsWay),
+                                try Self.records(t, queue)
+                            )
+                        }
+                        let byID = Dictionary(uniqueKeysWithValues: records.map { ($0.id, $0) })
+                        let away = onItsWay.compactMap { byID[$0] }
+                        for p in ahead {
+                            let r = try #require(byID[p.id])
+                            let waits = away.contains { a in
+                                (a.entitySet == r.entitySet && a.keyBytes == r.keyBytes && a.id < r.id)
+                                    || r.dependencies.contains(a.id)
+                                    || (a.transactionID != nil && a.transactionID == r.transactionID)
+                            }
+                            #expect(
+                                !onItsWay.contains(p.id) && !waits, "trial \(trial), batch \(batchSize): \(p) waits")
+                        }
+                        if !ahead.isEmpty { plannedAhead += 1 }
                     }
                 }
                 let sendOptions = Flush.Options(batchSize: 1 + Int(random.next() % 6))
@@ -76,8 +100,17 @@ import TestSupport
             }
         }
         #expect(withChangeSets > 0, "some rounds had change sets")
+        #expect(plannedAhead > 0, "some rounds were planned while another was on its way")
         print(
-            "flush planning: \(compared) plans compared over \(trials) random queues, \(withChangeSets) rounds with change sets"
+            "flush planning: \(compared) plans compared over \(trials) random queues, \(withChangeSets) rounds with change sets, \(plannedAhead) planned ahead"
         )
+    }
+
+    static func records(_ t: ReadView, _ queue: RequestQueue) throws -> [RequestRecord] {
+        var out: [RequestRecord] = []
+        try queue.records.scan(t) { p in
+            out.append(try RequestRecord(p)); return true
+        }
+        return out
     }
 }

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOHTTP1
+import Synchronization
 import Testing
 @testable import OfflineStore
 @testable import Queue
@@ -158,6 +159,89 @@ import Storage
         #expect(try store.serverETag(set: "Notes", key: [local]) == nil)
     }
 
+    /// Each round goes when the answer to the one before it has come, before that one is
+    /// settled: the round after it was planned and marked sent while it was on its way. Rounds
+    /// still go in request-id order, and a request that waits for the round on its way (a later
+    /// change of its entity) waits for the next planning, not going ahead of its turn.
+    @Test func eachRoundGoesBeforeTheOneBeforeItIsSettled() async throws {
+        let (served, store) = try FlushFixture.pair(optimize: false)
+        for i in 0..<6 {
+            try await store.create(set: "Products", entity: ["ProductID": .string("R-\(i)"), "Name": .string("n\(i)")])
+        }
+        // 7 changes the entity of 4, of round 2 (batch size 3): it is not marked while round 2 is on its way.
+        try await store.update(set: "Products", key: [.string("R-3")], changes: ["Name": .string("again")])
+        try await store.create(set: "Products", entity: ["ProductID": .string("R-7"), "Name": .string("last")])
+        let queued = try FlushFixture.queue(store)
+        let server = try await ServerProcess.start(store: served)
+        let probe = ProbeBackend(server.url)
+        // What the queue holds when each round trip comes. When round 1's answer has come, a
+        // write of the test holds the store's writer until round 2 comes (10 s at most), so that
+        // round 1's settlement cannot commit before: round 2 comes only if it goes unsettled.
+        let seen = Mutex<[Int: [RequestRecord]]>([:])
+        let (holding, release) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+        probe.after(roundTrip: 1) {
+            Thread {
+                _ = try? store.entities.write { _ in
+                    holding.signal()
+                    _ = release.wait(timeout: .now() + 10)
+                }
+            }.start()
+            holding.wait()
+        }
+        for n in 1...4 {
+            probe.before(roundTrip: n) {
+                let q = (try? FlushFixture.queue(store)) ?? []
+                seen.withLock { $0[n] = q }
+                if n == 2 { release.signal() }
+            }
+        }
+        let report = try await store.flush(backend: probe, batchSize: 3)
+        await probe.shutdown()
+        #expect(await server.stop() == 0)
+        #expect(report.stopped == nil && report.succeeded == 8 && report.left == 0, "\(report)")
+        let rounds = probe.batches.map { $0.map { $0.id ?? "" } }
+        #expect(rounds == [["1", "2", "3"], ["4", "5", "6"], ["7", "8"]], "in request-id order")
+        #expect(queued.map(\.id) == Array(1...8))
+        let at = seen.withLock { $0 }
+        // Round 2 came with round 1 still queued, marked sent: not settled yet.
+        let atTwo = try #require(at[2])
+        #expect(atTwo.map(\.id) == Array(1...8))
+        #expect(atTwo.filter { $0.status == .sent }.map(\.id) == [1, 2, 3, 4, 5, 6])
+        // Round 3 was planned after round 2 was settled (7 waits for 4), not marked ahead of it.
+        let atThree = try #require(at[3])
+        #expect(atThree.map(\.id) == [7, 8])
+        #expect(atThree.allSatisfy { $0.status == .sent && $0.attempts == 1 })
+        try FlushFixture.expectInSync(store, served)
+    }
+
+    /// A round marked sent while the one before it was on its way does not go when that one is
+    /// not all applied: its marking is taken back in the settlement, and it is planned again.
+    @Test func aRoundMarkedAheadIsTakenBackWhenTheOneBeforeIsRefused() async throws {
+        let (served, store) = try FlushFixture.pair(optimize: false)
+        try await store.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("gone there")])
+        for i in 0..<5 {
+            try await store.create(set: "Products", entity: ["ProductID": .string("K-\(i)"), "Name": .string("n\(i)")])
+        }
+        let server = try await ServerProcess.start(store: served)
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        #expect(try await HTTP(client: client, base: server.url).send(.DELETE, "Products('HT-1001')").status == 204)
+        try await client.shutdown()
+        let probe = ProbeBackend(server.url)
+        let atTwo = Mutex<[RequestRecord]>([])
+        probe.before(roundTrip: 2) { atTwo.withLock { $0 = (try? FlushFixture.queue(store)) ?? [] } }
+        let report = try await store.flush(backend: probe, batchSize: 2)
+        await probe.shutdown()
+        #expect(await server.stop() == 0)
+        #expect(report.stopped == nil && report.succeeded == 5 && report.archived == 1, "\(report)")
+        #expect(probe.batches.map { $0.map { $0.id ?? "" } } == [["1", "2"], ["3", "4"], ["5", "6"]])
+        // When round 2 went, request 1 was archived and round 2's requests were marked once
+        // (taken back, then marked again), not twice.
+        let q = atTwo.withLock { $0 }
+        #expect(q.map(\.id) == [1, 3, 4, 5, 6] && q.first?.status == .error)
+        #expect(q[1...2].allSatisfy { $0.status == .sent && $0.attempts == 1 }, "\(q)")
+        #expect(try FlushFixture.errors(store).map { $0["RequestID"] } == [.int(1)])
+    }
+
     @Test func aRefusedRequestIsArchivedWithItsDependentsAndTheRestGoesThrough() async throws {
         let (served, store) = try FlushFixture.pair(optimize: false)
         try await store.update(
@@ -220,15 +304,19 @@ import Storage
         #expect(after.map(\.id) == queued.map(\.id))
         #expect(after.prefix(3).allSatisfy { $0.status == .sent && $0.attempts == 1 && $0.firstSentAt != nil })
         #expect(after.dropFirst(3).allSatisfy { $0.status == .pending })
-        // A server killed after the first round trip's answer.
+        // A server killed when the second round trip comes, after the first one's answer. The
+        // third round, marked sent while the second was on its way, did not go: its marking is
+        // taken back.
         let first = try await ServerProcess.start(store: served)
-        let dying = backend(first.url)
-        let killed = try await store.flush(
-            backend: dying, batchSize: 3, progress: { r in if r.roundTrips == 1 { first.kill() } })
-        try await dying.shutdown()
+        let dying = ProbeBackend(first.url)
+        dying.before(roundTrip: 2) { first.kill() }
+        let killed = try await store.flush(backend: dying, batchSize: 3)
+        await dying.shutdown()
         #expect(killed.stopped != nil && killed.succeeded == 3 && killed.left == 5, "\(killed)")
         let resent = try FlushFixture.queue(store)
         #expect(resent.first?.attempts == 1, "the first request of the next round was marked before it failed")
+        #expect(resent.prefix(3).allSatisfy { $0.status == .sent } && resent.count == 5)
+        #expect(resent.dropFirst(3).allSatisfy { $0.status == .pending && $0.attempts == 0 && $0.firstSentAt == nil })
         // A later flush against the restarted server finishes.
         let second = try await ServerProcess.start(store: served)
         let done = try await store.flush(serviceRoot: second.url, batchSize: 3)

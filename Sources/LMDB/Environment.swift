@@ -182,6 +182,45 @@ package final class Environment: @unchecked Sendable {
         return (attrs?[.size] as? NSNumber)?.intValue ?? 0
     }
 
+    /// The id of the last transaction committed to the environment, by this process or another
+    /// (`mdb_env_info`'s `me_last_txnid`, read from the lock file).
+    package var lastCommittedTxnID: UInt64 {
+        var info = MDB_envinfo()
+        _ = _lmdb.envInfo(raw, &info)
+        return UInt64(info.me_last_txnid)
+    }
+
+    // MARK: Commit listeners
+
+    /// What one commit of this environment's writer did.
+    package struct CommitNotice: Sendable {
+        /// The committed transaction's id (`mdb_txn_id`).
+        package var txnID: UInt64
+        /// The databases its bodies wrote to.
+        package var touched: DatabaseSet
+    }
+
+    private let listeners = Mutex<(next: Int, all: [Int: @Sendable (CommitNotice) -> Void])>((0, [:]))
+
+    /// Calls `listener` after every commit of this environment's writer (not another process's:
+    /// see `lastCommittedTxnID`), on the writer thread, before the writes' callers resume: it must
+    /// return at once. Returns an id for `removeCommitListener`.
+    package func addCommitListener(_ listener: @escaping @Sendable (CommitNotice) -> Void) -> Int {
+        listeners.withLock { l in
+            l.next += 1
+            l.all[l.next] = listener
+            return l.next
+        }
+    }
+
+    package func removeCommitListener(_ id: Int) { listeners.withLock { _ = $0.all.removeValue(forKey: id) } }
+
+    /// Tells the listeners of a commit (the writer, right after it).
+    func _committed(_ notice: CommitNotice) {
+        let all = listeners.withLock { $0.all.isEmpty ? [] : Array($0.all.values) }
+        for listener in all { listener(notice) }
+    }
+
     /// Flushes buffers to disk (`mdb_env_sync` with force), for `noSync` stores that want a checkpoint.
     package func sync() throws {
         try _check(_lmdb.envSync(raw, force: true), "mdb_env_sync")
@@ -368,6 +407,7 @@ package final class Environment: @unchecked Sendable {
             try runAndWait(
                 _WriteJob<Void>(
                     body: { txn in
+                        txn.view.state.touched.insert(db.dbi)
                         try _check(_lmdb.drop(txn.view.raw, db.dbi, delete: true), "mdb_drop \(name)")
                     }, exclusive: true))
         }

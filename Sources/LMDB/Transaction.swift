@@ -148,6 +148,7 @@ package struct WriteView {
                 return _lmdb.put(raw, db.dbi, &k, &v, noOverwrite ? UInt32(MDB_NOOVERWRITE) : 0)
             }
         }
+        state.touched.insert(db.dbi)
         if rc == MDB_KEYEXIST && noOverwrite { return false }
         if rc != 0 { try fail(rc, "mdb_put on \(db.name)") }
         return true
@@ -166,6 +167,7 @@ package struct WriteView {
             }
         }
         if rc == MDB_KEYEXIST { return _bytes(v) }  // LMDB points `v` at the stored value
+        state.touched.insert(db.dbi)
         if rc != 0 { try fail(rc, "mdb_put on \(db.name)") }
         return nil
     }
@@ -179,6 +181,7 @@ package struct WriteView {
         reader.assertLive()
         var k = _val(key), v = _val(value)
         let rc = _lmdb.put(raw, db.dbi, &k, &v, UInt32(MDB_APPEND))
+        state.touched.insert(db.dbi)
         if rc != 0 { try fail(rc, "mdb_put (append) on \(db.name)") }
     }
 
@@ -191,6 +194,7 @@ package struct WriteView {
             return _lmdb.del(raw, db.dbi, &k)
         }
         if rc == MDB_NOTFOUND { return false }
+        state.touched.insert(db.dbi)
         if rc != 0 { try fail(rc, "mdb_del on \(db.name)") }
         return true
     }
@@ -199,6 +203,7 @@ package struct WriteView {
     package func clear(_ db: Database) throws(LMDBError) {
         reader.assertLive()
         let rc = _lmdb.drop(raw, db.dbi, delete: false)
+        state.touched.insert(db.dbi)
         if rc != 0 { try fail(rc, "mdb_drop on \(db.name)") }
     }
 }
@@ -207,6 +212,40 @@ package struct WriteView {
 final class _WriteState: @unchecked Sendable {
     // @unchecked: used only on the writer thread.
     var mapFull = false
+    /// The databases written to (put, delete, clear), by any body of the batch: what a commit
+    /// tells `Environment`'s commit listeners. A body undone keeps its marks (it may have written).
+    var touched = DatabaseSet()
+}
+
+/// A set of databases of one environment, by handle (`MDB_dbi`): those a commit wrote to.
+package struct DatabaseSet: Sendable, Equatable {
+    private var words: [UInt64] = []
+
+    package init() {}
+
+    @inline(__always)
+    package mutating func insert(_ dbi: MDB_dbi) {
+        let w = Int(dbi >> 6)
+        if w >= words.count { words += [UInt64](repeating: 0, count: w + 1 - words.count) }
+        words[w] |= 1 << UInt64(dbi & 63)
+    }
+
+    package func contains(_ dbi: MDB_dbi) -> Bool {
+        let w = Int(dbi >> 6)
+        return w < words.count && words[w] & (1 << UInt64(dbi & 63)) != 0
+    }
+
+    package var isEmpty: Bool { words.allSatisfy { $0 == 0 } }
+
+    /// Whether any of `dbis` is in the set.
+    package func containsAny(of dbis: some Sequence<MDB_dbi>) -> Bool { dbis.contains { contains($0) } }
+
+    package static func += (a: inout DatabaseSet, b: DatabaseSet) {
+        for (i, w) in b.words.enumerated() where w != 0 {
+            if i >= a.words.count { a.words += [UInt64](repeating: 0, count: i + 1 - a.words.count) }
+            a.words[i] |= w
+        }
+    }
 }
 
 /// A cursor over one database (`MDB_cursor`). Lives only inside `withCursor`.

@@ -174,9 +174,11 @@ final class _Writer: @unchecked Sendable {
                 if state.mapFull { _lmdb.txnAbort(parent!) }
             }
             if !state.mapFull {
+                let txnID = _lmdb.txnID(parent!)
                 let crc = _lmdb.txnCommit(parent!)
                 if crc == 0 {
                     environment._commits.add(1, ordering: .relaxed)
+                    environment._committed(Environment.CommitNotice(txnID: txnID, touched: state.touched))
                     return
                 }
                 if crc != MDB_MAP_FULL {

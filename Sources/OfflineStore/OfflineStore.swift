@@ -19,6 +19,8 @@ public final class OfflineStore: Sendable {
     package let entities: EntityStore
     /// URLs already parsed and bound, reused when asked again.
     let boundQueries = BoundQueryCache()
+    /// The live queries (`observe`).
+    let observations = ObservationHub()
     /// The clock of repeatability records (`now`), settable by tests.
     let servedClock = ServedClock()
     /// Where the store is in its life (`open`, `downloading`, `uploading`, …), as a current state

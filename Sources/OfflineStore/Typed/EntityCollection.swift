@@ -104,6 +104,23 @@ public final class EntityCollection<Entity: Codable & Sendable>: Sendable {
         try decode(store.entities(options.isEmpty ? set : set + "?" + options))
     }
 
+    /// `OfflineStore.observe` of an OData query of the set (`options` as in `query`), decoded:
+    /// the current entities, then the new ones after each commit that changed them.
+    public func observe(_ options: String = "") throws -> AsyncThrowingStream<[Entity], any Error> {
+        let rows = try store.observe(options.isEmpty ? set : set + "?" + options)
+        let (entities, out) = AsyncThrowingStream<[Entity], any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let task = Task {
+            do {
+                for try await result in rows { out.yield(try decode(result)) }
+                out.finish()
+            } catch {
+                out.finish(throwing: error)
+            }
+        }
+        out.onTermination = { _ in task.cancel() }
+        return entities
+    }
+
     /// The property a key path of `Entity` reads: found by decoding `Entity` from made-up values
     /// twice per property, once with that property changed.
     public func property<V: Equatable>(_ keyPath: KeyPath<Entity, V>) throws -> String {

@@ -1,0 +1,207 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import OfflineStore
+import Samples
+import Storage
+import TestSupport
+
+/// `OfflineStore.observe`: a live query against what a fresh `entities(url)` gives after each
+/// commit — random local writes, another process's write, writes to other sets and to properties
+/// the result does not hold (no element, and for other sets no run) — and its bounds: one commit of
+/// many changes is one element, a consumer that never reads holds only the newest result,
+/// cancelling stops it.
+@Suite(.checksStores) struct ObserveTests {
+    /// What a consumer task has received so far.
+    final class Seen: Sendable {
+        let all = Mutex<[[Properties]]>([])
+        var count: Int { all.withLock { $0.count } }
+        var latest: [Properties]? { all.withLock { $0.last } }
+    }
+
+    static func watch(_ stream: AsyncThrowingStream<[Properties], any Error>) -> (Seen, Task<Void, any Error>) {
+        let seen = Seen()
+        let task = Task {
+            for try await result in stream { seen.all.withLock { $0.append(result) } }
+        }
+        return (seen, task)
+    }
+
+    /// Waits until `condition` holds, 10 s at most; returns whether it did.
+    static func eventually(_ condition: () throws -> Bool) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if try condition() { return true }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return try condition()
+    }
+
+    /// Waits until the store's live queries stop running (no run for 200 ms).
+    static func quiet(_ store: OfflineStore) async {
+        var last = store.observationCounts.evaluations
+        while true {
+            try? await Task.sleep(for: .milliseconds(200))
+            let now = store.observationCounts.evaluations
+            if now == last { return }
+            last = now
+        }
+    }
+
+    static func price(_ cents: Int) -> Value {
+        .decimal(EDMDecimal("\(cents / 100).\(String(format: "%02d", cents % 100))")!)
+    }
+
+    @Test func anObserverGivesWhatAFreshQueryGivesAfterEveryWrite() async throws {
+        let (_, store) = try FlushFixture.pair()
+        var random = SeededRandom(seed: testSeed("ObserveTests"))
+        let url =
+            "Products?$filter=Price gt 500&$orderby=Price desc,ProductID&$select=Name,Price&$expand=Supplier($select=CompanyName)"
+        let (seen, task) = Self.watch(try store.observe(url))
+        defer { task.cancel() }
+        #expect(try await Self.eventually { try seen.latest == store.entities(url) })
+        let products = try store.entities("Products").map { $0["ProductID"]! }
+        let partners = try store.entities("BusinessPartners").map { $0["BusinessPartnerID"]! }
+        var created: [Value] = []
+        for step in 0..<60 {
+            switch random.next() % 5 {
+            case 0:
+                let id = Value.string("OB-\(step)")
+                try await store.create(
+                    set: "Products",
+                    entity: [
+                        "ProductID": id, "Name": .string("new \(step)"),
+                        "Price": Self.price(Int(random.next() % 200_000)),
+                    ])
+                created.append(id)
+            case 1 where !created.isEmpty:
+                try await store.delete(set: "Products", key: [created.removeFirst()])
+            case 2:
+                let p = partners[Int(random.next() % UInt64(partners.count))]
+                try await store.update(
+                    set: "BusinessPartners", key: [p], changes: ["CompanyName": .string("renamed \(step)")])
+            default:
+                let p = products[Int(random.next() % UInt64(products.count))]
+                try await store.update(
+                    set: "Products", key: [p], changes: ["Price": Self.price(Int(random.next() % 200_000))])
+            }
+            let fresh = try store.entities(url)
+            #expect(
+                try await Self.eventually { seen.latest == fresh },
+                "step \(step): the observer never gave the fresh result")
+        }
+        let all = seen.all.withLock { $0 }
+        #expect(all.count <= 61)
+        #expect(zip(all, all.dropFirst()).allSatisfy { $0 != $1 }, "an element equal to the one before it")
+    }
+
+    @Test func commitsThatCannotChangeTheResultBringNoElement() async throws {
+        let (_, store) = try FlushFixture.pair()
+        // In key order: without `$orderby` the order is the index's (Category, Price desc), and a
+        // new price moves an entity in it — a change of the result.
+        let url = "Products?$filter=Category eq 'Notebooks'&$select=Name&$orderby=ProductID"
+        let (seen, task) = Self.watch(try store.observe(url))
+        defer { task.cancel() }
+        #expect(try await Self.eventually { seen.count == 1 })
+        await Self.quiet(store)
+        let runs = store.observationCounts.evaluations
+        // Another set: the query does not even run again.
+        let partner = try #require(try store.entities("BusinessPartners?$top=1").first?["BusinessPartnerID"])
+        for n in 0..<5 {
+            try await store.update(set: "BusinessPartners", key: [partner], changes: ["CompanyName": .string("x\(n)")])
+        }
+        await Self.quiet(store)
+        #expect(store.observationCounts.evaluations == runs, "a write to another set ran the query")
+        #expect(seen.count == 1)
+        // A property the result does not hold: it runs again, and gives nothing new.
+        let notebook = try #require(try store.entities("Products?$filter=Category eq 'Notebooks'&$top=1").first)
+        let key = try #require(notebook["ProductID"])
+        try await store.update(set: "Products", key: [key], changes: ["Price": Self.price(123_456)])
+        await Self.quiet(store)
+        #expect(store.observationCounts.evaluations > runs)
+        #expect(
+            seen.count == 1,
+            "a change of a property not selected brought an element: \(seen.all.withLock { $0.map { $0.map(\.description) } })"
+        )
+        // One it holds: an element.
+        try await store.update(set: "Products", key: [key], changes: ["Name": .string("watched")])
+        #expect(try await Self.eventually { seen.count == 2 })
+        #expect(seen.latest == (try store.entities(url)))
+    }
+
+    @Test func anotherProcessesCommitIsNoticed() async throws {
+        let (_, store) = try FlushFixture.pair()
+        let url = "Products?$filter=ProductID eq 'HT-1000'"
+        let (seen, task) = Self.watch(try store.observe(url, otherProcessesEvery: .milliseconds(20)))
+        defer { task.cancel() }
+        #expect(try await Self.eventually { seen.count == 1 })
+        let r = try ChildProcess.run(
+            ["update", "--store", store.path, "Products('HT-1000')", #"{"Name":"from another process"}"#], timeout: 60)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try await Self.eventually { seen.latest?.first?["Name"] == .string("from another process") })
+        #expect(seen.latest == (try store.entities(url)))
+    }
+
+    @Test func oneCommitOfManyChangesIsOneElement() async throws {
+        let (_, store) = try FlushFixture.pair()
+        let url = "Products?$orderby=ProductID&$select=Name"
+        let (seen, task) = Self.watch(try store.observe(url))
+        defer { task.cancel() }
+        #expect(try await Self.eventually { seen.count == 1 })
+        let keys = try store.entities("Products").map { $0["ProductID"]! }
+        _ = try await store.apply(
+            keys.map { .update(set: "Products", key: [$0], changes: ["Name": .string("batch")]) })
+        #expect(try await Self.eventually { seen.count == 2 })
+        await Self.quiet(store)
+        #expect(seen.count == 2, "\(keys.count) changes in one commit")
+        #expect(seen.latest?.allSatisfy { $0["Name"] == .string("batch") } == true)
+    }
+
+    @Test func aConsumerThatDoesNotReadHoldsOnlyTheNewestResult() async throws {
+        let (_, store) = try FlushFixture.pair()
+        let url = "Products('HT-1000')"
+        let stream = try store.observe(url)
+        for n in 0..<300 {
+            try await store.update(set: "Products", key: [.string("HT-1000")], changes: ["Name": .string("n\(n)")])
+        }
+        await Self.quiet(store)
+        var iterator = stream.makeAsyncIterator()
+        let first = try await iterator.next()
+        #expect(first?.first?["Name"] == .string("n299"), "the first element read is the newest result")
+        #expect(store.observationCounts.observers == 1)
+    }
+
+    @Test func cancellingStopsIt() async throws {
+        let (_, store) = try FlushFixture.pair()
+        let (seen, task) = Self.watch(try store.observe("Products"))
+        #expect(try await Self.eventually { seen.count == 1 })
+        #expect(store.observationCounts.observers == 1)
+        task.cancel()
+        #expect(try await Self.eventually { store.observationCounts.observers == 0 })
+        let runs = store.observationCounts.evaluations
+        try await store.update(set: "Products", key: [.string("HT-1000")], changes: ["Name": .string("later")])
+        await Self.quiet(store)
+        #expect(store.observationCounts.evaluations == runs)
+        #expect(seen.count == 1)
+    }
+
+    @Test func aTypedCollectionObservesDecodedEntities() async throws {
+        struct Product: Codable, Sendable, Equatable {
+            var ProductID: String
+            var Name: String?
+        }
+        let (_, store) = try FlushFixture.pair()
+        let products = try store.collection(Product.self, set: "Products")
+        var iterator = try products.observe("$filter=ProductID eq 'HT-1000'").makeAsyncIterator()
+        #expect(try await iterator.next()?.map(\.ProductID) == ["HT-1000"])
+        try await store.update(set: "Products", key: [.string("HT-1000")], changes: ["Name": .string("typed")])
+        #expect(try await iterator.next() == [Product(ProductID: "HT-1000", Name: "typed")])
+    }
+
+    @Test func aURLThatDoesNotBindThrowsAtOnce() throws {
+        let (_, store) = try FlushFixture.pair()
+        #expect(throws: (any Error).self) { _ = try store.observe("Products?$filter=Nope eq 1") }
+        #expect(throws: (any Error).self) { _ = try store.observe("NoSuchSet") }
+        #expect(store.observationCounts.observers == 0)
+    }
+}

@@ -36,6 +36,16 @@ let package = Package(
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // What live queries cost the writes of a store, and how soon a commit reaches one
+        // (README.md, "Live queries").
+        .executableTarget(
+            name: "observe-bench",
+            dependencies: [
+                .product(name: "OfflineStore", package: "OfflineStore"),
+                .product(name: "Samples", package: "OfflineStore"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         // Flush and refresh throughput against `offline-store serve`, anchored on a bare
         // AsyncHTTPClient loop (README.md, "Flush and refresh throughput").
         .executableTarget(

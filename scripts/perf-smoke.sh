@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds PerfTests (raw LMDB, OfflineStore and SQLite/GRDB side by side) and runs the benchmark once
 # at a tiny size, then engine-microbench, serve-load.sh and sync-bench.sh likewise: a smoke test that they build and
-# run, not a measurement. The table goes to a log;
+# run, not a measurement (observe-bench too). The table goes to a log;
 # the JSON goes to a temporary file, so PerfTests/results/latest.json keeps the last real run.
 set -e
 cd "$(dirname "$0")/.."
@@ -37,6 +37,15 @@ if CONFIG=debug sh scripts/engine-microbench/run.sh .build-perf 2000 >"$MLOG" 2>
 else
     tail -n 30 "$MLOG"
     echo "perf-smoke: PerfTests/scripts/engine-microbench/run.sh failed" >&2
+    exit 1
+fi
+OLOG="${TMPDIR:-/tmp}/offline-store-perf-smoke-observe-bench.log"
+swift build --scratch-path .build-perf --product observe-bench
+if .build-perf/debug/observe-bench --tiny >"$OLOG" 2>&1; then
+    echo "perf-smoke: observe-bench --tiny ran (log: $OLOG)"
+else
+    cat "$OLOG"
+    echo "perf-smoke: observe-bench failed" >&2
     exit 1
 fi
 cd ..

@@ -198,6 +198,8 @@ package final class Environment: @unchecked Sendable {
         package var txnID: UInt64
         /// The databases its bodies wrote to.
         package var touched: DatabaseSet
+        /// The keys they wrote, when few.
+        package var keys: WrittenKeys
     }
 
     private let listeners = Mutex<(next: Int, all: [Int: @Sendable (CommitNotice) -> Void])>((0, [:]))
@@ -408,6 +410,7 @@ package final class Environment: @unchecked Sendable {
                 _WriteJob<Void>(
                     body: { txn in
                         txn.view.state.touched.insert(db.dbi)
+                        txn.view.state.keys.overflow()
                         try _check(_lmdb.drop(txn.view.raw, db.dbi, delete: true), "mdb_drop \(name)")
                     }, exclusive: true))
         }

@@ -143,7 +143,8 @@ package struct WriteView {
     ) throws(LMDBError) -> Bool {
         reader.assertLive()
         let rc = key.withUnsafeBytes { kb in
-            value.withUnsafeBytes { vb in
+            state.keys.insert(db.dbi, kb)
+            return value.withUnsafeBytes { vb in
                 var k = _val(kb), v = _val(vb)
                 return _lmdb.put(raw, db.dbi, &k, &v, noOverwrite ? UInt32(MDB_NOOVERWRITE) : 0)
             }
@@ -166,6 +167,7 @@ package struct WriteView {
                 return _lmdb.put(raw, db.dbi, &k, &v, UInt32(MDB_NOOVERWRITE))
             }
         }
+        if rc == 0 { key.withUnsafeBytes { state.keys.insert(db.dbi, $0) } }
         if rc == MDB_KEYEXIST { return _bytes(v) }  // LMDB points `v` at the stored value
         state.touched.insert(db.dbi)
         if rc != 0 { try fail(rc, "mdb_put on \(db.name)") }
@@ -182,6 +184,7 @@ package struct WriteView {
         var k = _val(key), v = _val(value)
         let rc = _lmdb.put(raw, db.dbi, &k, &v, UInt32(MDB_APPEND))
         state.touched.insert(db.dbi)
+        state.keys.insert(db.dbi, key)
         if rc != 0 { try fail(rc, "mdb_put (append) on \(db.name)") }
     }
 
@@ -195,6 +198,7 @@ package struct WriteView {
         }
         if rc == MDB_NOTFOUND { return false }
         state.touched.insert(db.dbi)
+        key.withUnsafeBytes { state.keys.insert(db.dbi, $0) }
         if rc != 0 { try fail(rc, "mdb_del on \(db.name)") }
         return true
     }
@@ -204,6 +208,7 @@ package struct WriteView {
         reader.assertLive()
         let rc = _lmdb.drop(raw, db.dbi, delete: false)
         state.touched.insert(db.dbi)
+        state.keys.overflow()
         if rc != 0 { try fail(rc, "mdb_drop on \(db.name)") }
     }
 }
@@ -215,6 +220,35 @@ final class _WriteState: @unchecked Sendable {
     /// The databases written to (put, delete, clear), by any body of the batch: what a commit
     /// tells `Environment`'s commit listeners. A body undone keeps its marks (it may have written).
     var touched = DatabaseSet()
+    /// The keys written, while they are few (`WrittenKeys.limit`): a listener watching one entity
+    /// can tell whether a small commit wrote it.
+    var keys = WrittenKeys()
+}
+
+/// The keys a write transaction wrote (put or deleted), by database, up to `limit` of them; past
+/// that (or after a `clear`), only that there were more.
+package struct WrittenKeys: Sendable {
+    package static let limit = 256
+    /// nil: more than `limit`, or a database cleared.
+    package private(set) var keys: [(dbi: UInt32, key: [UInt8])]? = []
+
+    @inline(__always)
+    mutating func insert(_ dbi: UInt32, _ key: UnsafeRawBufferPointer) {
+        guard keys != nil else { return }
+        if keys!.count >= Self.limit {
+            keys = nil
+        } else {
+            keys!.append((dbi, Array(key)))
+        }
+    }
+
+    mutating func overflow() { keys = nil }
+
+    /// Whether the transaction may have written `key` of `dbi`: it did, or the keys were too many to keep.
+    package func mayContain(_ dbi: UInt32, _ key: [UInt8]) -> Bool {
+        guard let keys else { return true }
+        return keys.contains { $0.dbi == dbi && $0.key == key }
+    }
 }
 
 /// A set of databases of one environment, by handle (`MDB_dbi`): those a commit wrote to.

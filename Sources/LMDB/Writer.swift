@@ -178,7 +178,8 @@ final class _Writer: @unchecked Sendable {
                 let crc = _lmdb.txnCommit(parent!)
                 if crc == 0 {
                     environment._commits.add(1, ordering: .relaxed)
-                    environment._committed(Environment.CommitNotice(txnID: txnID, touched: state.touched))
+                    environment._committed(
+                        Environment.CommitNotice(txnID: txnID, touched: state.touched, keys: state.keys))
                     return
                 }
                 if crc != MDB_MAP_FULL {

@@ -33,11 +33,13 @@ extension OfflineStore {
     ) throws -> AsyncThrowingStream<[Properties], any Error> {
         let bound = try queries.bind(url)
         let watched = try Self.databasesRead(by: bound, schema: schema, store: entities)
+        let entity = try Self.entityRead(by: bound, store: entities)
         let (signals, signal) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let (results, out) = AsyncThrowingStream<[Properties], any Error>.makeStream(
             bufferingPolicy: .bufferingNewest(1))
         let (hub, environment) = (observations, entities.environment)
-        let id = hub.add(watched: watched, signal: signal, environment: environment, poll: otherProcessesEvery)
+        let id = hub.add(
+            watched: watched, entity: entity, signal: signal, environment: environment, poll: otherProcessesEvery)
         let task = Task { [self] in
             var last: [Properties]? = nil
             do {
@@ -105,6 +107,16 @@ extension OfflineStore {
         return Set(try sets.map { try store.set($0).entities.dbi })
     }
 
+    /// The one entity `query` reads — its database and key — when it reads one (`Set(key)` with
+    /// no `$expand`), so that a commit that wrote other entities of the set does not run it again.
+    static func entityRead(by query: BoundQuery, store: EntityStore) throws -> (dbi: UInt32, key: [UInt8])? {
+        guard query.path.segments.count == 1, let segment = query.path.segments.first, let key = segment.key,
+            query.options.expand.isEmpty
+        else { return nil }
+        let set = try store.set(segment.entitySet)
+        return (set.entities.dbi, try set.encodeKey(key.map(\.value)))
+    }
+
     /// Live queries of this store now (`observe`) and the times they ran: for tests.
     package var observationCounts: (observers: Int, evaluations: Int) { observations.counts }
 }
@@ -116,6 +128,8 @@ final class ObservationHub: Sendable {
     private struct Observer {
         /// The entity databases it reads; nil: any.
         var watched: Set<UInt32>?
+        /// The one entity it reads, if it reads one.
+        var entity: (dbi: UInt32, key: [UInt8])?
         var signal: AsyncStream<Void>.Continuation
     }
 
@@ -139,11 +153,12 @@ final class ObservationHub: Sendable {
     /// Adds an observer; the first one starts listening to commits and polling for other
     /// processes' every `poll`.
     func add(
-        watched: Set<UInt32>?, signal: AsyncStream<Void>.Continuation, environment: Environment, poll: Duration
+        watched: Set<UInt32>?, entity: (dbi: UInt32, key: [UInt8])?, signal: AsyncStream<Void>.Continuation,
+        environment: Environment, poll: Duration
     ) -> Int {
         let (id, start) = state.withLock { s -> (Int, Bool) in
             s.next += 1
-            s.observers[s.next] = Observer(watched: watched, signal: signal)
+            s.observers[s.next] = Observer(watched: watched, entity: entity, signal: signal)
             return (s.next, s.observers.count == 1 && s.listener == nil)
         }
         if start {
@@ -184,13 +199,15 @@ final class ObservationHub: Sendable {
     }
 
     /// A commit of this process: its id is not another process's, and the observers that read a
-    /// database it wrote run again.
+    /// database it wrote run again (those that read one entity, when it may have written that one).
     private func committed(_ notice: Environment.CommitNotice) {
         let signals = state.withLock { s -> [AsyncStream<Void>.Continuation] in
             if notice.txnID > s.seen { s.own.insert(notice.txnID) }
             return s.observers.values.compactMap { o in
                 guard let w = o.watched else { return o.signal }
-                return notice.touched.containsAny(of: w) ? o.signal : nil
+                guard notice.touched.containsAny(of: w) else { return nil }
+                if let e = o.entity, !notice.keys.mayContain(e.dbi, e.key) { return nil }
+                return o.signal
             }
         }
         for s in signals { s.yield() }

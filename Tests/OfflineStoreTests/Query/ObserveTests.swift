@@ -129,6 +129,37 @@ import TestSupport
         #expect(seen.latest == (try store.entities(url)))
     }
 
+    /// A query of one entity (`Set(key)`) runs again only for a commit that may have written that
+    /// entity: it did, or it wrote too many keys to keep (`WrittenKeys.limit`).
+    @Test func aQueryOfOneEntityRunsOnlyForCommitsThatMayHaveWrittenIt() async throws {
+        let (_, store) = try FlushFixture.pair()
+        let (seen, task) = Self.watch(try store.observe("Products('HT-1000')"))
+        defer { task.cancel() }
+        #expect(try await Self.eventually { seen.count == 1 })
+        await Self.quiet(store)
+        let runs = store.observationCounts.evaluations
+        for n in 0..<5 {
+            try await store.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("other \(n)")])
+        }
+        await Self.quiet(store)
+        #expect(store.observationCounts.evaluations == runs, "another product's change ran it")
+        try await store.update(set: "Products", key: [.string("HT-1000")], changes: ["Name": .string("this one")])
+        #expect(try await Self.eventually { seen.latest?.first?["Name"] == .string("this one") })
+        await Self.quiet(store)
+        // A commit of more keys than are kept: it may have written the entity, so it runs.
+        let before = store.observationCounts.evaluations
+        let others = try store.entities("Products?$filter=ProductID ne 'HT-1000'").map { $0["ProductID"]! }
+        _ = try await store.apply(
+            (0..<12).flatMap { round in
+                others.map {
+                    OfflineStore.Change.update(set: "Products", key: [$0], changes: ["Name": .string("r\(round)")])
+                }
+            })
+        await Self.quiet(store)
+        #expect(store.observationCounts.evaluations == before + 1)
+        #expect(seen.count == 2, "it ran, and the entity had not changed")
+    }
+
     @Test func anotherProcessesCommitIsNoticed() async throws {
         let (_, store) = try FlushFixture.pair()
         let url = "Products?$filter=ProductID eq 'HT-1000'"

@@ -18,6 +18,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        // SyncService, a swift-service-lifecycle Service (Hummingbird builds on the same package).
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         // `swift package generate-documentation --target OfflineStore` (the DocC catalog in Sources/OfflineStore).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -40,7 +42,9 @@ let package = Package(
         .target(name: "Sync", dependencies: ["LMDB", "Storage", "Query", "Queue"], swiftSettings: strict),
         .target(name: "Remote", dependencies: ["LMDB", "Queue", "Sync", "Query", "Storage",
                                               .product(name: "AsyncHTTPClient", package: "async-http-client")], swiftSettings: strict),
-        .target(name: "OfflineStore", dependencies: ["LMDB", "Storage", "Query", "Queue", "Served", "Sync", "Remote"], swiftSettings: strict),
+        .target(name: "OfflineStore", dependencies: ["LMDB", "Storage", "Query", "Queue", "Served", "Sync", "Remote",
+                                                    .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                                                    .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .target(name: "Samples", dependencies: ["OfflineStore", "LMDB", "Storage"], swiftSettings: strict),
         .target(name: "Server", dependencies: [
             "OfflineStore", "LMDB", "Served", "Storage", "Query",
@@ -98,7 +102,9 @@ let package = Package(
         .testTarget(name: "QueryTests", dependencies: ["LMDB", "Query", "Storage", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Served", "Sync", "Remote", "LMDB", "Storage", "Query", "CLMDB", "offline-store", "embedded-service", "TestSupport", "FuzzTargets",
                                                                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                                                               .product(name: "ArgumentParser", package: "swift-argument-parser")], exclude: ["Fixtures"],  // stores made by earlier builds (FormatFixtureTests reads them by path)
+                                                               .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                                                               .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                                                               .product(name: "Logging", package: "swift-log")], exclude: ["Fixtures"],  // stores made by earlier builds (FormatFixtureTests reads them by path)
             swiftSettings: strict),
     ]
 )

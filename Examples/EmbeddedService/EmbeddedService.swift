@@ -53,7 +53,9 @@ struct EmbeddedService: AsyncParsableCommand {
         }
         let products = try store.collection(Product.self, set: "Products")  // a type not fitting the schema throws here
         let prices = try store.collection(ProductPrice.self, set: "Products")
-        let sync = SyncLoop(store: store, serviceRoot: service, interval: interval, logger: logger)
+        // The library's sync loop: refresh then flush every --interval, longer waits while the
+        // service is away, a clean stop on SIGTERM (the application's service group).
+        let sync = SyncService(store: store, serviceRoot: service, interval: .seconds(interval), logger: logger)
 
         let router = Router()
         Routes(store: store, products: products, prices: prices, sync: sync).add(to: router)

@@ -7,7 +7,7 @@ struct Routes: Sendable {
     let store: OfflineStore
     let products: EntityCollection<Product>
     let prices: EntityCollection<ProductPrice>
-    let sync: SyncLoop
+    let sync: SyncService
 
     func add(to router: Router<BasicRequestContext>) {
         // GET /products, or with OData options: /products?filter=Price gt 1000&orderby=Price desc&top=5
@@ -50,8 +50,9 @@ struct Routes: Sendable {
                 "lifecycle": store.lifecycle.current.description,
                 "pendingRequests": try store.pendingRequestCount(),
                 "rounds": s.rounds,
-                "lastRefresh": s.lastRefresh ?? NSNull(),
-                "lastFlush": s.lastFlush ?? NSNull(),
+                "failures": s.failures,
+                "lastRefresh": s.lastRefresh.map { "\($0)" } ?? NSNull(),
+                "lastFlush": s.lastFlush.map { "\($0)" } ?? NSNull(),
                 "lastError": s.lastError ?? NSNull(),
                 "events": events,
             ]

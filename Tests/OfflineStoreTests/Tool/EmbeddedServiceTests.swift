@@ -25,6 +25,16 @@ import Samples
 
     struct WaitTimedOut: Error, CustomStringConvertible { var description: String }
 
+    /// Starts the example on `dir/offline` (created from `dir/metadata.xml`), syncing with `service`.
+    static func launchExample(in dir: String, service: String, interval: String) async throws -> ServerProcess {
+        let args = [
+            "--store", dir + "/offline", "--metadata", dir + "/metadata.xml", "--service", service,
+            "--interval", interval, "--port", "0", "--lifetime", "900",
+        ]
+        return try await ServerProcess.launch(
+            CLI.built("embedded-service"), args, store: dir + "/offline", startTimeout: 60)
+    }
+
     @Test func servesRefreshesAndFlushes() async throws {
         let dir = tempDir()
         let (before, productCount) = try {  // closed again before serve opens it
@@ -43,12 +53,7 @@ import Samples
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         var example: ServerProcess?
         do {
-            let args = [
-                "--store", dir + "/offline", "--metadata", dir + "/metadata.xml", "--service", server.url,
-                "--interval", "0.5", "--port", "0", "--lifetime", "900",
-            ]
-            let service = try await ServerProcess.launch(
-                CLI.built("embedded-service"), args, store: dir + "/offline", startTimeout: 60)
+            let service = try await Self.launchExample(in: dir, service: server.url, interval: "0.5")
             example = service
             #expect(service.url.hasPrefix("http://127.0.0.1:"))
             let http = HTTP(client: client, base: service.url)
@@ -97,5 +102,46 @@ import Samples
             throw error
         }
         #expect(await server.stop() == 0, "serve did not stop cleanly: \(server.stderr.suffix(2000))")
+    }
+
+    /// SIGTERM while the example's `SyncService` is in the middle of a refresh of 60,000 products:
+    /// the example exits 0 soon after, and its store passes `offline-store check` (the refresh
+    /// stopped between transactions; the next one reads the request in full again).
+    @Test func sigtermDuringASyncStopsCleanlyAndLeavesAStoreThatChecks() async throws {
+        let dir = tempDir()
+        _ = try OfflineStore.create(
+            at: dir + "/served", metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
+        for set in ["BusinessPartners", "Products"] {
+            let r = try ChildProcess.run(
+                ["generate", "--store", dir + "/served", "--set", set, "--count", set == "Products" ? "60000" : "100"],
+                timeout: Self.seconds)
+            #expect(r.status == 0, "\(r.stderr)")
+        }
+        try write(SampleData.metadata, to: dir + "/metadata.xml")
+        let server = try await ServerProcess.start(store: dir + "/served", lifetime: 900)
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        var example: ServerProcess?
+        do {
+            let service = try await Self.launchExample(in: dir, service: server.url, interval: "0.2")
+            example = service
+            let http = HTTP(client: client, base: service.url)
+            try await wait("a refresh under way") {
+                (try await http.get("status").object["state"] as? String) == "downloading"
+            }
+            try await client.shutdown()
+            let started = ContinuousClock.now
+            let status = await service.stop()  // SIGTERM, then waits for the exit
+            #expect(status == 0, "embedded-service did not stop cleanly on SIGTERM: \(service.stderr.suffix(2000))")
+            #expect(ContinuousClock.now - started < .seconds(30), "it took \(ContinuousClock.now - started) to stop")
+            #expect(service.stderr.contains("sync stopped"), "\(service.stderr.suffix(2000))")
+        } catch {
+            try? await client.shutdown()
+            example?.kill()
+            await server.stop()
+            throw error
+        }
+        #expect(await server.stop() == 0)
+        let check = try ChildProcess.run(["check", "--store", dir + "/offline"], timeout: Self.seconds)
+        #expect(check.status == 0, "\(check.stdout) \(check.stderr)")
     }
 }

@@ -18,8 +18,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
-        // SyncService, a swift-service-lifecycle Service (Hummingbird builds on the same package).
+        // SyncService, a swift-service-lifecycle Service, and the store's swift-metrics (Hummingbird
+        // builds on the same packages).
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         // `swift package generate-documentation --target OfflineStore` (the DocC catalog in Sources/OfflineStore).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -44,6 +46,7 @@ let package = Package(
                                               .product(name: "AsyncHTTPClient", package: "async-http-client")], swiftSettings: strict),
         .target(name: "OfflineStore", dependencies: ["LMDB", "Storage", "Query", "Queue", "Served", "Sync", "Remote",
                                                     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                                                    .product(name: "Metrics", package: "swift-metrics"),
                                                     .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .target(name: "Samples", dependencies: ["OfflineStore", "LMDB", "Storage"], swiftSettings: strict),
         .target(name: "Server", dependencies: [
@@ -52,6 +55,7 @@ let package = Package(
             "Remote",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "Metrics", package: "swift-metrics"),
         ], swiftSettings: strict),
         // What the tool's verbs share: --store, error lines, input files, Output.
         .target(name: "CommandSupport", dependencies: [
@@ -100,10 +104,12 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["LMDB", "Storage", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "QueryTests", dependencies: ["LMDB", "Query", "Storage", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Served", "Sync", "Remote", "LMDB", "Storage", "Query", "CLMDB", "offline-store", "embedded-service", "TestSupport", "FuzzTargets",
+        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Served", "Server", "Sync", "Remote", "LMDB", "Storage", "Query", "CLMDB", "offline-store", "embedded-service", "TestSupport", "FuzzTargets",
                                                                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                                                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                                                               .product(name: "MetricsTestKit", package: "swift-metrics"),
+                                                               .product(name: "Metrics", package: "swift-metrics"),
                                                                .product(name: "Logging", package: "swift-log")], exclude: ["Fixtures"],  // stores made by earlier builds (FormatFixtureTests reads them by path)
             swiftSettings: strict),
     ]

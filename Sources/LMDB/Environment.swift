@@ -200,6 +200,10 @@ package final class Environment: @unchecked Sendable {
         package var touched: DatabaseSet
         /// The keys they wrote, when few.
         package var keys: WrittenKeys
+        /// Write calls (jobs) the commit took together.
+        package var jobs: Int
+        /// From the transaction's start to its durable commit.
+        package var nanoseconds: UInt64
     }
 
     private let listeners = Mutex<(next: Int, all: [Int: @Sendable (CommitNotice) -> Void])>((0, [:]))

@@ -124,6 +124,7 @@ final class _Writer: @unchecked Sendable {
         if reserve { environment._useReserve(true) }
         defer { if reserve { environment._useReserve(false) } }
         while true {
+            let started = DispatchTime.now().uptimeNanoseconds
             var parent: OpaquePointer?
             var rc = _lmdb.txnBegin(env, parent: nil, 0, &parent)
             if rc == MDB_MAP_RESIZED {
@@ -179,7 +180,9 @@ final class _Writer: @unchecked Sendable {
                 if crc == 0 {
                     environment._commits.add(1, ordering: .relaxed)
                     environment._committed(
-                        Environment.CommitNotice(txnID: txnID, touched: state.touched, keys: state.keys))
+                        Environment.CommitNotice(
+                            txnID: txnID, touched: state.touched, keys: state.keys, jobs: batch.count,
+                            nanoseconds: DispatchTime.now().uptimeNanoseconds - started))
                     return
                 }
                 if crc != MDB_MAP_FULL {

@@ -80,7 +80,19 @@ extension OfflineStore {
             throw EntityError.badInput("a flush of the store in '\(path)' is already running")
         }
         defer { _ = Self.flushing.withLock { $0.remove(path) } }
-        return try await lifecycle.during(.uploading, detail: category) { lifecycleProgress in
+        return try await metrics.flush {
+            try await flushRun(
+                backend: backend, category: category, batchSize: batchSize, headers: headers, reconcile: reconcile,
+                progress: progress)
+        }
+    }
+
+    /// The flush itself, in the lifecycle's `uploading` state.
+    private func flushRun(
+        backend: any Backend, category: String?, batchSize: Int, headers: [(String, String)], reconcile: Bool,
+        progress: (@Sendable (FlushReport) -> Void)?
+    ) async throws -> FlushReport {
+        try await lifecycle.during(.uploading, detail: category) { lifecycleProgress in
             let options = Flush.Options(
                 category: category, batchSize: batchSize, headers: headers, reconcile: reconcile
             ) { report in

@@ -125,15 +125,17 @@ extension OfflineStore {
         }
         try enter()
         defer { leave() }
-        return try await lifecycle.during(.downloading) { lifecycleProgress in
-            let refresher = Refresher(
-                store: entities, backend: backend, pageSize: pageSize ?? Self.defaultRefreshPageSize
-            ) { p in
-                lifecycleProgress(
-                    LifecycleEvent(state: .downloading, entities: p.received, bytes: p.bytes, detail: p.request))
-                progress?(p)
+        return try await metrics.refresh {
+            try await lifecycle.during(.downloading) { lifecycleProgress in
+                let refresher = Refresher(
+                    store: entities, backend: backend, pageSize: pageSize ?? Self.defaultRefreshPageSize
+                ) { p in
+                    lifecycleProgress(
+                        LifecycleEvent(state: .downloading, entities: p.received, bytes: p.bytes, detail: p.request))
+                    progress?(p)
+                }
+                return try await refresher.run(chosen, optimize: configuration.requestQueueOptimization)
             }
-            return try await refresher.run(chosen, optimize: configuration.requestQueueOptimization)
         }
     }
 

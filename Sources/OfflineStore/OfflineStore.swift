@@ -27,13 +27,22 @@ public final class OfflineStore: Sendable {
     /// and as `AsyncStream`s of changes: see `Lifecycle`.
     public let lifecycle: Lifecycle
 
+    /// What the store reports through swift-metrics (`StoreMetrics`), and its commit listener.
+    let metrics: StoreMetrics
+    private let metricsListener: Int
+
     init(entities: EntityStore, lifecycle: Lifecycle) {
         self.entities = entities
         self.lifecycle = lifecycle
+        metrics = StoreMetrics(path: entities.environment.path)
+        metricsListener = metrics.listen(to: entities)
         lifecycle.report(.init(state: .open))
     }
 
-    deinit { lifecycle.report(.init(state: .closed)) }
+    deinit {
+        entities.environment.removeCommitListener(metricsListener)
+        lifecycle.report(.init(state: .closed))
+    }
 
     /// The modules that keep durable state in a store beside its entity sets, each with its own
     /// databases and invariants (`StoreRole`): the request queue, sync (flush and refresh), and

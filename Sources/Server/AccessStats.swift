@@ -1,8 +1,11 @@
 import Foundation
 import Logging
+import Metrics
 import Synchronization
 
-/// Counts of requests by status class and method, for the access summary logged at info level.
+/// Counts of requests by status class and method, for the access summary logged at info level;
+/// and each request's time through swift-metrics (`offline_store_served_request_duration`, a
+/// timer with the dimensions `method` and `status`, `2xx` … `5xx`).
 final class AccessStats: Sendable {
     private struct Counts {
         var byClass = [Int](repeating: 0, count: 6)
@@ -12,8 +15,21 @@ final class AccessStats: Sendable {
         var microseconds: UInt64 = 0
     }
     private let counts = Mutex(Counts())
+    /// The timers made so far, by method and status class.
+    private let timers = Mutex<[String: Metrics.Timer]>([:])
 
     func record(method: String, status: Int, microseconds: UInt64) {
+        let statusClass = "\(min(5, max(1, status / 100)))xx"
+        let timer = timers.withLock { t in
+            let key = method + " " + statusClass
+            if let timer = t[key] { return timer }
+            let timer = Metrics.Timer(
+                label: "offline_store_served_request_duration",
+                dimensions: [("method", method), ("status", statusClass)])
+            t[key] = timer
+            return timer
+        }
+        timer.recordMicroseconds(Int64(clamping: microseconds))
         counts.withLock {
             $0.total += 1
             $0.byClass[min(5, max(0, status / 100))] += 1

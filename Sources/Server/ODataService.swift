@@ -114,6 +114,8 @@ struct ODataService: Sendable {
         }
         let url = query.isEmpty ? resource : resource + "?" + query
         switch method {
+        case .get where LiveStream.wanted(request):
+            return try LiveStream(service: self).response(request, url: url, resource: resource)
         case .get, .head:
             return try await Reads(service: self).get(request, url: url, resource: resource)
         case .post, .patch, .put, .delete:

@@ -27,16 +27,6 @@ import TestSupport
         return (seen, task)
     }
 
-    /// Waits until `condition` holds, 10 s at most; returns whether it did.
-    static func eventually(_ condition: () throws -> Bool) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            if try condition() { return true }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return try condition()
-    }
-
     /// Waits until the store's live queries stop running (no run for 200 ms).
     static func quiet(_ store: OfflineStore) async {
         var last = store.observationCounts.evaluations
@@ -59,7 +49,7 @@ import TestSupport
             "Products?$filter=Price gt 500&$orderby=Price desc,ProductID&$select=Name,Price&$expand=Supplier($select=CompanyName)"
         let (seen, task) = Self.watch(try store.observe(url))
         defer { task.cancel() }
-        #expect(try await Self.eventually { try seen.latest == store.entities(url) })
+        #expect(try await eventually { try seen.latest == store.entities(url) })
         let products = try store.entities("Products").map { $0["ProductID"]! }
         let partners = try store.entities("BusinessPartners").map { $0["BusinessPartnerID"]! }
         var created: [Value] = []
@@ -87,7 +77,7 @@ import TestSupport
             }
             let fresh = try store.entities(url)
             #expect(
-                try await Self.eventually { seen.latest == fresh },
+                try await eventually { seen.latest == fresh },
                 "step \(step): the observer never gave the fresh result")
         }
         let all = seen.all.withLock { $0 }
@@ -102,7 +92,7 @@ import TestSupport
         let url = "Products?$filter=Category eq 'Notebooks'&$select=Name&$orderby=ProductID"
         let (seen, task) = Self.watch(try store.observe(url))
         defer { task.cancel() }
-        #expect(try await Self.eventually { seen.count == 1 })
+        #expect(try await eventually { seen.count == 1 })
         await Self.quiet(store)
         let runs = store.observationCounts.evaluations
         // Another set: the query does not even run again.
@@ -125,7 +115,7 @@ import TestSupport
         )
         // One it holds: an element.
         try await store.update(set: "Products", key: [key], changes: ["Name": .string("watched")])
-        #expect(try await Self.eventually { seen.count == 2 })
+        #expect(try await eventually { seen.count == 2 })
         #expect(seen.latest == (try store.entities(url)))
     }
 
@@ -135,7 +125,7 @@ import TestSupport
         let (_, store) = try FlushFixture.pair()
         let (seen, task) = Self.watch(try store.observe("Products('HT-1000')"))
         defer { task.cancel() }
-        #expect(try await Self.eventually { seen.count == 1 })
+        #expect(try await eventually { seen.count == 1 })
         await Self.quiet(store)
         let runs = store.observationCounts.evaluations
         for n in 0..<5 {
@@ -144,7 +134,7 @@ import TestSupport
         await Self.quiet(store)
         #expect(store.observationCounts.evaluations == runs, "another product's change ran it")
         try await store.update(set: "Products", key: [.string("HT-1000")], changes: ["Name": .string("this one")])
-        #expect(try await Self.eventually { seen.latest?.first?["Name"] == .string("this one") })
+        #expect(try await eventually { seen.latest?.first?["Name"] == .string("this one") })
         await Self.quiet(store)
         // A commit of more keys than are kept: it may have written the entity, so it runs.
         let before = store.observationCounts.evaluations
@@ -165,11 +155,11 @@ import TestSupport
         let url = "Products?$filter=ProductID eq 'HT-1000'"
         let (seen, task) = Self.watch(try store.observe(url, otherProcessesEvery: .milliseconds(20)))
         defer { task.cancel() }
-        #expect(try await Self.eventually { seen.count == 1 })
+        #expect(try await eventually { seen.count == 1 })
         let r = try ChildProcess.run(
             ["update", "--store", store.path, "Products('HT-1000')", #"{"Name":"from another process"}"#], timeout: 60)
         #expect(r.status == 0, "\(r.stderr)")
-        #expect(try await Self.eventually { seen.latest?.first?["Name"] == .string("from another process") })
+        #expect(try await eventually { seen.latest?.first?["Name"] == .string("from another process") })
         #expect(seen.latest == (try store.entities(url)))
     }
 
@@ -178,11 +168,11 @@ import TestSupport
         let url = "Products?$orderby=ProductID&$select=Name"
         let (seen, task) = Self.watch(try store.observe(url))
         defer { task.cancel() }
-        #expect(try await Self.eventually { seen.count == 1 })
+        #expect(try await eventually { seen.count == 1 })
         let keys = try store.entities("Products").map { $0["ProductID"]! }
         _ = try await store.apply(
             keys.map { .update(set: "Products", key: [$0], changes: ["Name": .string("batch")]) })
-        #expect(try await Self.eventually { seen.count == 2 })
+        #expect(try await eventually { seen.count == 2 })
         await Self.quiet(store)
         #expect(seen.count == 2, "\(keys.count) changes in one commit")
         #expect(seen.latest?.allSatisfy { $0["Name"] == .string("batch") } == true)
@@ -205,10 +195,10 @@ import TestSupport
     @Test func cancellingStopsIt() async throws {
         let (_, store) = try FlushFixture.pair()
         let (seen, task) = Self.watch(try store.observe("Products"))
-        #expect(try await Self.eventually { seen.count == 1 })
+        #expect(try await eventually { seen.count == 1 })
         #expect(store.observationCounts.observers == 1)
         task.cancel()
-        #expect(try await Self.eventually { store.observationCounts.observers == 0 })
+        #expect(try await eventually { store.observationCounts.observers == 0 })
         let runs = store.observationCounts.evaluations
         try await store.update(set: "Products", key: [.string("HT-1000")], changes: ["Name": .string("later")])
         await Self.quiet(store)

@@ -18,15 +18,6 @@ import Storage
         return m
     }()
 
-    static func eventually(_ condition: () throws -> Bool) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            if try condition() { return true }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        return try condition()
-    }
-
     @Test func aStoreReportsCommitsTheQueueRefreshAndFlush() async throws {
         let m = Self.metrics
         let (served, store) = try FlushFixture.pair()
@@ -40,7 +31,7 @@ import Storage
         #expect(try m.expectCounter("offline_store_commits", dims).totalValue >= commitsBefore + 4)
         #expect(try m.expectTimer("offline_store_commit_duration", dims).values.allSatisfy { $0 > 0 })
         #expect(try m.expectRecorder("offline_store_commit_jobs", dims).values.allSatisfy { $0 >= 1 })
-        #expect(try await Self.eventually { try m.expectGauge("offline_store_queue_length", dims).lastValue == 3 })
+        #expect(try await eventually { try m.expectGauge("offline_store_queue_length", dims).lastValue == 3 })
 
         let server = try await ServerProcess.start(store: served)
         let refresh = try await store.refresh(serviceRoot: server.url)
@@ -55,7 +46,7 @@ import Storage
         #expect(try m.expectTimer("offline_store_flush_duration", dims).values.count == 1)
         #expect(flush.archived == 0)
         #expect(try m.expectCounter("offline_store_errors_archived", dims).totalValue == 0)
-        #expect(try await Self.eventually { try m.expectGauge("offline_store_queue_length", dims).lastValue == 0 })
+        #expect(try await eventually { try m.expectGauge("offline_store_queue_length", dims).lastValue == 0 })
 
         // A flush that cannot reach its service: a failure.
         try await store.update(set: "Products", key: [.string("HT-1005")], changes: ["Name": .string("later")])

@@ -10,15 +10,6 @@ import Storage
 /// graceful shutdown that leaves the store consistent, longer waits while the service is away, and
 /// `syncNow()`.
 @Suite(.checksStores) struct SyncServiceTests {
-    /// Waits until `condition` holds, 30 s at most; returns whether it did.
-    static func eventually(_ condition: () throws -> Bool) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < deadline {
-            if try condition() { return true }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        return try condition()
-    }
 
     static let logger = Logger(label: "SyncServiceTests")
 
@@ -31,7 +22,7 @@ import Storage
         let sync = SyncService(store: store, serviceRoot: server.url, interval: .milliseconds(50), logger: Self.logger)
         let group = ServiceGroup(services: [sync], logger: Self.logger)
         let running = Task { try await group.run() }
-        #expect(try await Self.eventually { sync.status.rounds >= 2 })
+        #expect(try await eventually { sync.status.rounds >= 2 })
         let s = sync.status
         #expect(s.failures == 0 && s.lastError == nil && s.nextDelay == .milliseconds(50), "\(s)")
         #expect(s.lastFlush?.succeeded == 0 && s.lastRefresh != nil, "the change went in the first round")
@@ -53,7 +44,7 @@ import Storage
             store: store, serviceRoot: "http://127.0.0.1:9/", interval: .milliseconds(20),
             maxBackoff: .milliseconds(160), logger: Self.logger, connectTimeout: 0.5)
         let running = Task { try await sync.run() }
-        #expect(try await Self.eventually { sync.status.failures >= 4 })
+        #expect(try await eventually { sync.status.failures >= 4 })
         let s = sync.status
         #expect(s.lastError != nil && s.nextDelay == .milliseconds(160), "20 ms doubled four times, at most 160: \(s)")
         running.cancel()
@@ -67,10 +58,10 @@ import Storage
         let server = try await ServerProcess.start(store: served)
         let sync = SyncService(store: store, serviceRoot: server.url, interval: .seconds(3600), logger: Self.logger)
         let running = Task { try await sync.run() }
-        #expect(try await Self.eventually { sync.status.rounds == 1 })
+        #expect(try await eventually { sync.status.rounds == 1 })
         try await store.update(set: "Products", key: [.string("HT-1002")], changes: ["Name": .string("now")])
         sync.syncNow()
-        #expect(try await Self.eventually { sync.status.rounds == 2 })
+        #expect(try await eventually { sync.status.rounds == 2 })
         #expect(sync.status.lastFlush?.succeeded == 1)
         running.cancel()
         try await running.value

@@ -50,10 +50,14 @@ public final class SyncService: Service, Sendable {
     /// `syncNow()` asked for a round; the loop waiting for it.
     private let wake = Mutex<(requested: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
 
+    /// The shortest wait between rounds: a shorter `interval` (zero, negative) is taken as this,
+    /// so that a service that is away is never asked again in a busy loop.
+    public static let shortestInterval: Duration = .milliseconds(10)
+
     /// - Parameters:
     ///   - serviceRoot: the service (nil: the configuration's `serviceRoot`).
-    ///   - interval: the wait between rounds; `maxBackoff` (at least `interval`) the longest wait
-    ///     after failures.
+    ///   - interval: the wait between rounds (at least `shortestInterval`); `maxBackoff` (at least
+    ///     `interval`) the longest wait after failures.
     public convenience init(
         store: OfflineStore, serviceRoot: String? = nil, interval: Duration, maxBackoff: Duration = .seconds(300),
         logger: Logger = Logger(label: "OfflineStore.sync")
@@ -68,7 +72,7 @@ public final class SyncService: Service, Sendable {
         connectTimeout: Double?
     ) {
         (self.store, self.serviceRoot, self.logger, self.connectTimeout) = (store, serviceRoot, logger, connectTimeout)
-        self.interval = max(interval, .zero)
+        self.interval = max(interval, Self.shortestInterval)
         self.maxBackoff = max(maxBackoff, self.interval)
         state = Mutex(Status(nextDelay: self.interval))
     }

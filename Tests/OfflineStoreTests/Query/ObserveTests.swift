@@ -7,7 +7,7 @@ import Storage
 import TestSupport
 
 /// `OfflineStore.observe`: a live query against what a fresh `entities(url)` gives after each
-/// commit — random local writes, another process's write, writes to other sets and to properties
+/// commit — random writes, local and from another process, writes to other sets and to properties
 /// the result does not hold (no element, and for other sets no run) — and its bounds: one commit of
 /// many changes is one element, a consumer that never reads holds only the newest result,
 /// cancelling stops it.
@@ -44,17 +44,32 @@ import TestSupport
 
     @Test func anObserverGivesWhatAFreshQueryGivesAfterEveryWrite() async throws {
         let (_, store) = try FlushFixture.pair()
+        // The observer polls for other processes' commits every 20 ms.
         var random = SeededRandom(seed: testSeed("ObserveTests"))
         let url =
             "Products?$filter=Price gt 500&$orderby=Price desc,ProductID&$select=Name,Price&$expand=Supplier($select=CompanyName)"
-        let (seen, task) = Self.watch(try store.observe(url))
+        let (seen, task) = Self.watch(try store.observe(url, otherProcessesEvery: .milliseconds(20)))
         defer { task.cancel() }
         #expect(try await eventually { try seen.latest == store.entities(url) })
         let products = try store.entities("Products").map { $0["ProductID"]! }
         let partners = try store.entities("BusinessPartners").map { $0["BusinessPartnerID"]! }
         var created: [Value] = []
+        var processWrites = 0
         for step in 0..<60 {
-            switch random.next() % 5 {
+            switch random.next() % 6 {
+            case 5:
+                // Another process: the `offline-store` tool changes a product's price.
+                let p = products[Int(random.next() % UInt64(products.count))]
+                guard case .string(let key) = p else { continue }
+                let cents = Int(random.next() % 200_000)
+                let r = try ChildProcess.run(
+                    [
+                        "update", "--store", store.path, "Products('\(key)')",
+                        #"{"Price":\#(cents / 100).\#(cents % 100)}"#,
+                    ],
+                    timeout: 60)
+                #expect(r.status == 0, "\(r.stderr)")
+                processWrites += 1
             case 0:
                 let id = Value.string("OB-\(step)")
                 try await store.create(
@@ -80,6 +95,7 @@ import TestSupport
                 try await eventually { seen.latest == fresh },
                 "step \(step): the observer never gave the fresh result")
         }
+        #expect(processWrites > 0, "some writes came from another process")
         let all = seen.all.withLock { $0 }
         #expect(all.count <= 61)
         #expect(zip(all, all.dropFirst()).allSatisfy { $0 != $1 }, "an element equal to the one before it")

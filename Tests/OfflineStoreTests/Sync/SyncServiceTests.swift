@@ -67,4 +67,18 @@ import Storage
         try await running.value
         #expect(await server.stop() == 0)
     }
+
+    /// Extreme intervals: zero and negative ones are taken as `shortestInterval`, a `maxBackoff`
+    /// below the interval as the interval, and the longest waits do not overflow.
+    @Test func extremeIntervalsAreBounded() throws {
+        let (_, store) = try FlushFixture.pair()
+        for bad in [Duration.zero, .seconds(-5), .nanoseconds(1)] {
+            let s = SyncService(store: store, interval: bad)
+            #expect(s.interval == SyncService.shortestInterval && s.status.nextDelay == SyncService.shortestInterval)
+        }
+        let s = SyncService(store: store, interval: .seconds(60), maxBackoff: .seconds(1))
+        #expect(s.maxBackoff == .seconds(60))
+        let huge = SyncService(store: store, interval: .seconds(Int64.max / 4), maxBackoff: .seconds(Int64.max / 2))
+        #expect(huge.maxBackoff >= huge.interval)
+    }
 }

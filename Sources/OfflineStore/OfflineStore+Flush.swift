@@ -84,6 +84,8 @@ extension OfflineStore {
             try await flushRun(
                 backend: backend, category: category, batchSize: batchSize, headers: headers, reconcile: reconcile,
                 progress: progress)
+        } length: {
+            try? pendingRequestCount()
         }
     }
 

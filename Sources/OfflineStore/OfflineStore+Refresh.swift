@@ -136,6 +136,8 @@ extension OfflineStore {
                 }
                 return try await refresher.run(chosen, optimize: configuration.requestQueueOptimization)
             }
+        } length: {
+            try? pendingRequestCount()
         }
     }
 

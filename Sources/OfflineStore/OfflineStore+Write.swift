@@ -61,9 +61,11 @@ extension OfflineStore {
     @discardableResult
     public func apply(_ changes: [Change], options: ChangeOptions = .init()) async throws -> [ChangeReceipt] {
         let (queue, optimize) = (requestQueue, configuration.requestQueueOptimization)
-        return try await entities.write { t in
-            try Self.apply(changes, options: options, queue: queue, optimize: optimize, t)
+        let (receipts, length) = try await entities.write { t in
+            (try Self.apply(changes, options: options, queue: queue, optimize: optimize, t), try queue.length(t.reader))
         }
+        metrics.queue(length)
+        return receipts
     }
 
     // MARK: Blocking
@@ -100,8 +102,11 @@ extension OfflineStore {
     @discardableResult
     public func apply(_ changes: [Change], options: ChangeOptions = .init()) throws -> [ChangeReceipt] {
         let (queue, optimize) = (requestQueue, configuration.requestQueueOptimization)
-        return try entities.write { t in try Self.apply(changes, options: options, queue: queue, optimize: optimize, t)
+        let (receipts, length) = try entities.write { t in
+            (try Self.apply(changes, options: options, queue: queue, optimize: optimize, t), try queue.length(t.reader))
         }
+        metrics.queue(length)
+        return receipts
     }
 
     /// The one place local changes are applied: inside a write body, each change through the

@@ -2,7 +2,6 @@ import Foundation
 import LMDB
 import Metrics
 import Storage
-import Synchronization
 import Sync
 
 /// What a store reports through swift-metrics, to whatever backend the program bootstrapped
@@ -14,7 +13,7 @@ import Sync
 /// | `offline_store_commits` | counter | write transactions committed (a group commit counts once) |
 /// | `offline_store_commit_duration` | timer | from a transaction's start to its durable commit |
 /// | `offline_store_commit_jobs` | recorder | write calls a group commit took together |
-/// | `offline_store_queue_length` | gauge | records in the request queue, after a commit that changed it |
+/// | `offline_store_queue_length` | gauge | records in the request queue, after each local change, flush and refresh |
 /// | `offline_store_refresh_duration` | timer | a refresh, start to end (succeeded or not) |
 /// | `offline_store_refresh_entities` | counter, `kind` `received`/`written`/`removed` | entities a refresh moved |
 /// | `offline_store_flush_duration` | timer | a flush, start to end |
@@ -31,8 +30,6 @@ final class StoreMetrics: Sendable {
     let flushDuration: Metrics.Timer
     let flushSent, flushSucceeded, errorsArchived: Counter
     let refreshFailures, flushFailures: Counter
-    /// A count of the request queue is on its way (one at a time, off the writer thread).
-    private let counting = Atomic<Bool>(false)
 
     init(path: String) {
         let store = [("store", path)]
@@ -52,33 +49,30 @@ final class StoreMetrics: Sendable {
         flushFailures = Counter(label: "offline_store_sync_failures", dimensions: store + [("kind", "flush")])
     }
 
-    /// Listens to `entities`' commits until `stop`.
+    /// Listens to `entities`' commits (the listener holds nothing of the store: it reads nothing).
     func listen(to entities: EntityStore) -> Int {
-        let queue = try? entities.set(SystemSets.requestQueue).entities
-        return entities.environment.addCommitListener { [weak self, weak entities] notice in
+        entities.environment.addCommitListener { [weak self] notice in
             guard let self else { return }
             self.commits.increment()
             self.commitDuration.recordNanoseconds(Int64(clamping: notice.nanoseconds))
             self.commitJobs.record(notice.jobs)
-            if let queue, let entities, notice.touched.contains(queue.dbi) { self.countQueue(entities, queue) }
         }
     }
 
-    /// Records the queue's length, read in a task of its own (the writer thread does not wait for
-    /// a read); a commit while one is on its way is seen by that one or the next.
-    private func countQueue(_ entities: EntityStore, _ queue: Database) {
-        guard counting.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
-        else { return }
-        Task.detached { [self] in
-            counting.store(false, ordering: .releasing)
-            if let n = try? entities.read({ t in try t.count(queue) }) { queueLength.record(n) }
-        }
+    /// Records the queue's length (`count`, read by the caller after a flush or refresh, or a
+    /// local change).
+    func queue(_ count: Int?) {
+        if let count { queueLength.record(count) }
     }
 
-    /// Times `body` (a refresh) and counts what it moved, or its failure.
-    func refresh(_ body: () async throws -> RefreshReport) async throws -> RefreshReport {
+    /// Times `body` (a refresh) and counts what it moved, or its failure; then the queue's length
+    /// (`length`, nil when it cannot be read).
+    func refresh(_ body: () async throws -> RefreshReport, length: () -> Int?) async throws -> RefreshReport {
         let started = DispatchTime.now().uptimeNanoseconds
-        defer { refreshDuration.recordNanoseconds(Int64(clamping: DispatchTime.now().uptimeNanoseconds - started)) }
+        defer {
+            refreshDuration.recordNanoseconds(Int64(clamping: DispatchTime.now().uptimeNanoseconds - started))
+            queue(length())
+        }
         do {
             let report = try await body()
             refreshReceived.increment(by: report.received)
@@ -91,10 +85,13 @@ final class StoreMetrics: Sendable {
         }
     }
 
-    /// Times `body` (a flush) and counts its requests, or its failure.
-    func flush(_ body: () async throws -> FlushReport) async throws -> FlushReport {
+    /// Times `body` (a flush) and counts its requests, or its failure; then the queue's length.
+    func flush(_ body: () async throws -> FlushReport, length: () -> Int?) async throws -> FlushReport {
         let started = DispatchTime.now().uptimeNanoseconds
-        defer { flushDuration.recordNanoseconds(Int64(clamping: DispatchTime.now().uptimeNanoseconds - started)) }
+        defer {
+            flushDuration.recordNanoseconds(Int64(clamping: DispatchTime.now().uptimeNanoseconds - started))
+            queue(length())
+        }
         do {
             let report = try await body()
             flushSent.increment(by: report.sent)

@@ -158,6 +158,9 @@ package struct RequestQueue: Sendable {
         return (before, r)
     }
 
+    /// Records in the queue, in error or not (`mdb_stat`: no scan).
+    package func length(_ t: ReadView) throws -> Int { try records.count(t) }
+
     /// Takes back `markSent` for a request that did not go after all (a round marked while the
     /// one before it was on its way, which then did not go: see `Flush`): puts back `before`,
     /// the record as it was, when the stored one is still `marked`, the record as marked;

@@ -56,6 +56,7 @@ let package = Package(
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),
         // What the tool's verbs share: --store, error lines, input files, Output.
         .target(name: "CommandSupport", dependencies: [

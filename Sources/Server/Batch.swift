@@ -78,8 +78,11 @@ struct Batch {
         let root = service.serviceRoot(request)
         let prefer = Prefer(request.headers[.prefer])
 
-        // What the answers take so far: a read past `maxBatchResponseBytes` answers 507 instead.
+        // What the answers take so far: a read past `maxBatchResponseBytes` answers 507 instead,
+        // and so does every read after it, without running (else each would build most of an
+        // answer only to drop it).
         var spent = 0
+        var exhausted = false
         var answers = [Answer?](repeating: nil, count: items.count)
         var failedNames = Set<String>()
         var replayedAny = false
@@ -106,10 +109,11 @@ struct Batch {
                 do {
                     answers[i] = try await read(
                         items[i], root: root, resolving: referencesAcrossUnits ? Self.references(answers, items) : [:],
-                        budget: max(0, service.options.maxBatchResponseBytes - spent))
+                        budget: exhausted ? 0 : max(0, service.options.maxBatchResponseBytes - spent))
                 } catch {
                     answers[i] = Self.answer(ODataFailure(error), v2: service.v2)
                     failedNames.insert(items[i].id)
+                    if answers[i]!.status == 507 { exhausted = true }
                 }
                 spent += answers[i]!.body.count
                 i = j

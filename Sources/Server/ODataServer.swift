@@ -38,7 +38,8 @@ public struct ServeOptions: Sendable {
     /// reading is disconnected after it, and the read snapshot the response holds is released.
     public var writeTimeout: Duration? = .seconds(120)
     /// The answers of one `$batch` together take at most this many bytes: a read whose answer
-    /// would pass it answers 507 inside the batch (the batch itself stays 200).
+    /// would pass it answers 507 inside the batch, as does every read after it, without running
+    /// (the batch itself stays 200).
     public var maxBatchResponseBytes = 16 << 20
     /// Threads that run queries, apart from Swift's concurrency pool, so a long scan never delays
     /// `$metadata` or a write; queries beyond this many at once wait for a thread.

@@ -255,7 +255,9 @@ struct HostileUpstream {
         let started = Date()
         await #expect(throws: (any Error).self) { _ = try await store.refresh(backend: backend) }
         try await backend.shutdown()
-        #expect(Date().timeIntervalSince(started) < 3, "\(Date().timeIntervalSince(started)) s")
+        // Retries are seen in the count of requests below; the time is only a bound on a hang (a
+        // loaded CI machine is slow to start a refresh).
+        #expect(Date().timeIntervalSince(started) < 15, "\(Date().timeIntervalSince(started)) s")
         let asked = ((try await up.http.get("/_log").object["main"] as? [[String: Any]]) ?? []).filter {
             ($0["path"] as? String)?.hasPrefix("/stall-head/") == true
         }

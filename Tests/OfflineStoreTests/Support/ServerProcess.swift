@@ -37,6 +37,7 @@ final class ServerProcess: @unchecked Sendable {
         _ executable: String, _ args: [String], store: String, startTimeout: Double
     ) async throws -> ServerProcess {
         let (pid, logDir) = try spawn(executable, args)
+        Running.shared.insert(pid)
         let out = logDir + "/out", err = logDir + "/err"
         let start = Date()
         while true {
@@ -48,6 +49,7 @@ final class ServerProcess: @unchecked Sendable {
             }
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid {
+                Running.shared.remove(pid)
                 let text = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
                 throw ServerFailed(
                     description: "\(args.first ?? executable) exited (status \(status)) before listening: \(text)")
@@ -55,6 +57,7 @@ final class ServerProcess: @unchecked Sendable {
             if Date().timeIntervalSince(start) > startTimeout {
                 Foundation.kill(pid, SIGKILL)
                 waitpid(pid, nil, 0)
+                Running.shared.remove(pid)
                 throw ServerFailed(description: "\(args.first ?? executable) did not listen within \(startTimeout) s")
             }
             try await Task.sleep(nanoseconds: 10_000_000)
@@ -85,7 +88,10 @@ final class ServerProcess: @unchecked Sendable {
     @discardableResult
     func stop(timeout: Double = 20) async -> Int32? {
         guard lock.withLock({ !reaped }) else { return nil }
-        defer { lock.withLock { reaped = true } }
+        defer {
+            lock.withLock { reaped = true }
+            Running.shared.remove(pid)
+        }
         Foundation.kill(pid, SIGTERM)
         let start = Date()
         var status: Int32 = 0
@@ -108,6 +114,7 @@ final class ServerProcess: @unchecked Sendable {
             var status: Int32 = 0
             guard waitpid(pid, &status, WNOHANG) == pid else { return "running" }
             reaped = true
+            Running.shared.remove(pid)
             return status & 0x7F == 0
                 ? "exited with status \((status >> 8) & 0xFF)" : "ended by signal \(status & 0x7F)"
         }
@@ -122,6 +129,33 @@ final class ServerProcess: @unchecked Sendable {
             reaped = true
             Foundation.kill(pid, SIGKILL)
             waitpid(pid, nil, 0)
+            Running.shared.remove(pid)
+        }
+    }
+
+    /// The servers started and not reaped yet, killed by PID when the test process exits: a test
+    /// that stops its server from a `defer`'s `Task` may end the run before that task runs, and
+    /// the server would live on to its `--lifetime`.
+    final class Running: @unchecked Sendable {
+        // @unchecked: `pids` is guarded by `lock`.
+        static let shared: Running = {
+            let running = Running()
+            atexit { ServerProcess.Running.shared.killAll() }
+            return running
+        }()
+        private var pids = Set<pid_t>()
+        private let lock = NSLock()
+
+        func insert(_ pid: pid_t) { _ = lock.withLock { pids.insert(pid) } }
+        func remove(_ pid: pid_t) { _ = lock.withLock { pids.remove(pid) } }
+
+        /// SIGKILL to each (its own process, never a reaped PID), and reaps it.
+        func killAll() {
+            let left = lock.withLock { pids }
+            for pid in left {
+                Foundation.kill(pid, SIGKILL)
+                waitpid(pid, nil, 0)
+            }
         }
     }
 }

@@ -41,8 +41,9 @@ else
 fi
 OLOG="${TMPDIR:-/tmp}/offline-store-perf-smoke-observe-bench.log"
 swift build --scratch-path .build-perf --product observe-bench
-if .build-perf/debug/observe-bench --tiny >"$OLOG" 2>&1; then
-    echo "perf-smoke: observe-bench --tiny ran (log: $OLOG)"
+if .build-perf/debug/observe-bench --tiny >"$OLOG" 2>&1 &&
+    .build-perf/debug/observe-bench --tiny --distinct --observers 0,10 >>"$OLOG" 2>&1; then
+    echo "perf-smoke: observe-bench --tiny, and --distinct, ran (log: $OLOG)"
 else
     cat "$OLOG"
     echo "perf-smoke: observe-bench failed" >&2

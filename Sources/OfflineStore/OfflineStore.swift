@@ -20,7 +20,7 @@ public final class OfflineStore: Sendable {
     /// URLs already parsed and bound, reused when asked again.
     let boundQueries = BoundQueryCache()
     /// The live queries (`observe`).
-    let observations = ObservationHub()
+    let observations: ObservationHub
     /// The clock of repeatability records (`now`), settable by tests.
     let servedClock = ServedClock()
     /// Where the store is in its life (`open`, `downloading`, `uploading`, …), as a current state
@@ -34,6 +34,7 @@ public final class OfflineStore: Sendable {
     init(entities: EntityStore, lifecycle: Lifecycle) {
         self.entities = entities
         self.lifecycle = lifecycle
+        observations = ObservationHub(environment: entities.environment)
         metrics = StoreMetrics(path: entities.environment.path)
         metricsListener = metrics.listen(to: entities)
         lifecycle.report(.init(state: .open))

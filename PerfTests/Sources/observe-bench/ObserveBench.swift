@@ -7,13 +7,15 @@ import Synchronization
 // a commit reaches an observer. See PerfTests/README.md, "Live queries".
 
 let usage = """
-    observe-bench [--tiny] [--writes N] [--observers A,B,…] [--latency L] [--dir DIR]
+    observe-bench [--tiny] [--writes N] [--observers A,B,…] [--distinct] [--latency L] [--dir DIR]
 
     A store with the demo's sample data (durable commits). For each observer count (default
     0,1,100,10000; --tiny 0,1,10,100), that many live queries on Products, each on one product
     (`Products('HT-1000')`, …, the products taken in turn), and N (default 300; --tiny 40) durable
     updates of a product's price, one after another, each changing the result of the queries on
-    that product: the updates' rate against the rate with no observer. Then L (default 300;
+    that product: the updates' rate against the rate with no observer. Observers of the same URL
+    share its runs; --distinct gives each observer a URL of its own (`Products('HT-1000')?observer=7`,
+    a custom option the query ignores), so each runs its own query. Then L (default 300;
     --tiny 40) updates of one watched product: the time of the update call (its durable commit) and
     the time from the call to the element that shows it, median and 99th percentile.
     """
@@ -22,6 +24,7 @@ struct Options {
     var writes = 300
     var observers = [0, 1, 100, 10_000]
     var latency = 300
+    var distinct = false
     var dir: String?
 
     static func parse(_ args: [String]) throws -> Options {
@@ -38,6 +41,7 @@ struct Options {
             case "--writes": o.writes = Int(try value()) ?? 0
             case "--latency": o.latency = Int(try value()) ?? 0
             case "--observers": o.observers = try value().split(separator: ",").compactMap { Int($0) }
+            case "--distinct": o.distinct = true
             case "--dir": o.dir = try value()
             case "--help", "-h":
                 print(usage)
@@ -99,7 +103,8 @@ func price(_ n: Int) -> Value { .decimal(EDMDecimal("\(100 + n % 9_000).\(n % 10
             return nil
         }
         print(
-            "observe-bench: \(keys.count) products, durable commits, \(ProcessInfo.processInfo.activeProcessorCount) cores"
+            "observe-bench: \(keys.count) products, durable commits, \(ProcessInfo.processInfo.activeProcessorCount) cores, "
+                + (o.distinct ? "a URL of its own for each observer" : "observers of a product share its URL")
         )
         print("")
         print("observers   updates   seconds   updates/s   × no observer   elements")
@@ -109,7 +114,8 @@ func price(_ n: Int) -> Value { .decimal(EDMDecimal("\(100 + n % 9_000).\(n % 10
             let received = Received()
             var tasks: [Task<Void, any Error>] = []
             for i in 0..<count {
-                let stream = try store.observe("Products('\(keys[i % keys.count])')")
+                let url = "Products('\(keys[i % keys.count])')" + (o.distinct ? "?observer=\(i)" : "")
+                let stream = try store.observe(url)
                 tasks.append(
                     Task {
                         var first = true

@@ -233,7 +233,8 @@ package struct QueryEngine: Sendable {
     /// selected properties and the key properties.
     package func entities(_ url: String) throws -> [Properties] { try entities(try bind(url)) }
 
-    func entities(_ query: BoundQuery) throws -> [Properties] {
+    /// `entities(_:)` of a URL bound already (a live query runs its own binding: no cache to miss).
+    package func entities(_ query: BoundQuery) throws -> [Properties] {
         var result: [Properties] = []
         try forEach(query) {
             result.append($0); return true

@@ -229,6 +229,45 @@ import TestSupport
         #expect(seen.count == 1)
     }
 
+    /// Fifty observers of one URL are one live query: one run a commit, not fifty, and each sees
+    /// every result. One that joins just after a write gets that write in its first element, not
+    /// the shared query's result from before it. The query stops with its last observer.
+    @Test func observersOfOneURLShareItsRuns() async throws {
+        let (_, store) = try FlushFixture.pair()
+        let url = "Products?$filter=Price gt 500&$orderby=ProductID&$select=Name,Price"
+        let watchers = try (0..<50).map { _ in Self.watch(try store.observe(url)) }
+        let now = try store.entities(url)
+        #expect(try await eventually { watchers.allSatisfy { $0.0.latest == now } })
+        #expect(store.observationCounts.observers == 50)
+        #expect(store.observationCounts.queries == 1)
+        await Self.quiet(store)
+        let before = store.observationCounts.evaluations
+        for n in 0..<5 {
+            try await store.update(
+                set: "Products", key: [.string("HT-1000")], changes: ["Price": Self.price(100_000 + n)])
+            let fresh = try store.entities(url)
+            #expect(try await eventually { watchers.allSatisfy { $0.0.latest == fresh } }, "write \(n)")
+        }
+        await Self.quiet(store)
+        let runs = store.observationCounts.evaluations - before
+        #expect(runs >= 1 && runs <= 5, "\(runs) runs for 5 commits and 50 observers")
+        #expect(watchers.allSatisfy { $0.0.count == watchers[0].0.count }, "observers saw different elements")
+
+        for n in 0..<20 {
+            try await store.update(
+                set: "Products", key: [.string("HT-1000")], changes: ["Price": Self.price(200_000 + n)])
+            var joiner = try store.observe(url).makeAsyncIterator()
+            let first = try await joiner.next()
+            let fresh = try store.entities(url)
+            #expect(first == fresh, "joined after write \(n): an older result came first")
+        }
+        #expect(try await eventually { store.observationCounts.observers == 50 })
+        #expect(store.observationCounts.queries == 1)
+        for w in watchers { w.1.cancel() }
+        #expect(try await eventually { store.observationCounts.observers == 0 })
+        #expect(store.observationCounts.queries == 0)
+    }
+
     @Test func aTypedCollectionObservesDecodedEntities() async throws {
         struct Product: Codable, Sendable, Equatable {
             var ProductID: String

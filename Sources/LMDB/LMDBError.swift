@@ -43,10 +43,13 @@ public struct LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
 
 /// Runs one `mdb_*` call and turns a non-zero return code into a thrown `LMDBError`.
 ///
-/// Misuse (a bad transaction or database handle) is a programming error and traps.
+/// `MDB_BAD_TXN` and `MDB_BAD_DBI` are thrown too, not trapped as misuse: a damaged file gives
+/// them. LMDB marks a transaction failed when a page it reads is damaged — even in a read it
+/// ignores the error of (`mdb_cursor_init` reading a database's root) — and the next call then
+/// answers `MDB_BAD_TXN` (a store cut off by a power failure without fsync crashed its opener
+/// this way, in PowerLossTests).
 @inline(__always)
 func _check(_ rc: Int32, _ context: @autoclosure () -> String) throws(LMDBError) {
     guard rc != 0 else { return }
-    precondition(rc != MDB_BAD_TXN && rc != MDB_BAD_DBI, "LMDB misuse in \(context()): \(_lmdb.strerror(rc))")
     throw LMDBError(code: rc, context: context())
 }

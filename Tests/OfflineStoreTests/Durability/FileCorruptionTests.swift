@@ -85,6 +85,60 @@ import TestSupport
         #expect(trial >= min(maxTrials, 20), "too few trials in the time allowed")
     }
 
+    /// Each named database's root made a page past the file's end in turn (in its record in the
+    /// main database), as a power cut without fsync can leave it. In this process, opening the
+    /// store and reading every set, and `check()`, throw or answer — never trap — and opening
+    /// throws when the damaged root is `meta`'s (what opening reads first); `check(at:)`, which
+    /// audits the file before LMDB reads it, reports every one. LMDB marks a read transaction
+    /// failed where it reads a root and ignores the error (`mdb_cursor_init`), then answers the
+    /// next call `MDB_BAD_TXN` — which `_check` once took for misuse and trapped on
+    /// (PowerLossTests' noSync run crashed opening a store so damaged). Damage LMDB asserts on
+    /// itself (a page of the wrong type met while walking a tree) still aborts: `get` and
+    /// `query` do not audit, `check` does.
+    @Test func aRootPastTheEndOfTheFileThrowsInProcess() throws {
+        let pristine = try Self.buildStore(seed: testSeed("aRootPastTheEndOfTheFileThrowsInProcess"))
+        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: pristine + "/data.mdb")))
+        let map = DataFileMap(bytes)
+        let ps = map.pageSize
+        // The main database's leaf nodes: a named database's name, and its record (48 bytes, the
+        // root page number last).
+        var records: [(name: String, root: Int)] = []
+        for (p, page) in map.live where page.tree == .main && page.kind == .leaf {
+            for node in page.nodes where !node.big && node.dataSize == 48 {
+                let key = p * ps + node.offset + 8
+                let name = String(decoding: bytes[key..<key + node.keySize], as: UTF8.self)
+                records.append((name, key + node.keySize + 40))
+            }
+        }
+        #expect(records.contains { $0.name == "meta" }, "\(records.map(\.name))")
+        var refusedAtOpen = 0
+        for (n, (name, root)) in records.enumerated() {
+            let dir = tempDir() + "/root-of-\(n)"
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            var damaged = bytes
+            let past = UInt64(map.pages + 1_000)
+            for i in 0..<8 { damaged[root + i] = UInt8(truncatingIfNeeded: past >> (8 * UInt64(i))) }
+            try Data(damaged).write(to: URL(fileURLWithPath: dir + "/data.mdb"))
+            var refused = false
+            do {
+                let store = try OfflineStore.open(at: dir, readOnly: true)
+                for set in SampleData.setsInLoadOrder { _ = try? store.entities(set) }
+                _ = try? store.check()
+            } catch {
+                refused = true
+                #expect("\(error)".count < 2_000)
+            }
+            if refused { refusedAtOpen += 1 }
+            if name == "meta" { #expect(refused, "a store whose meta root is past the end opened") }
+            let report = try OfflineStore.check(at: dir)
+            #expect(!report.isConsistent, "the audit passed the root of '\(name)' past the end")
+            try? FileManager.default.removeItem(atPath: dir)
+        }
+        print(
+            "roots past the end: \(records.count) databases, \(refusedAtOpen) refused at open, all reported by check(at:)"
+        )
+    }
+
     /// `get` and `query` on a truncated copy: a clear error naming the truncation, never a signal;
     /// when only free pages were cut, they work. Returns what went wrong, if anything.
     static func readersOnTruncated(_ store: String, _ damage: FileDamage) throws -> String? {

@@ -229,18 +229,20 @@ struct PowerLossRun {
                 acks += 1
             }
         }
+        // The audit first, as a user of a store that may be damaged runs `check`: LMDB asserts
+        // (aborts) on some damage it reads, and `get` does not audit.
+        let report = try OfflineStore.check(at: backing + "/client")
+        if !report.isConsistent {
+            damaged += 1
+            violations.append("cut \(n): check: \(report)")
+            return
+        }
         let store: OfflineStore
         do {
             store = try OfflineStore.open(at: backing + "/client", readOnly: true)
         } catch {
             damaged += 1
             violations.append("cut \(n): the store does not open: \(error)")
-            return
-        }
-        let report = try store.check()
-        if !report.isConsistent {
-            damaged += 1
-            violations.append("cut \(n): check: \(report)")
             return
         }
         var actual: [String: String] = [:]

@@ -51,9 +51,12 @@ extension OfflineStore {
         }
         try HTTPBackend.validate(headers: headers)
         let authorizer = try authorizer ?? Credentials.authorizer(for: configuration, serviceRoot: root)
+        let t = configuration.timeouts
         let backend = HTTPBackend(
-            serviceRoot: root, version: schema.version, authorizer: authorizer,
-            queryParameters: configuration.queryParameters, supportsBatch: configuration.supportsBatch)
+            serviceRoot: root, timeout: .seconds(Int64(t.requestSeconds)),
+            connectTimeout: .seconds(Int64(t.connectSeconds)), idleTimeout: .seconds(Int64(t.idleSeconds)),
+            version: schema.version, authorizer: authorizer, queryParameters: configuration.queryParameters,
+            supportsBatch: configuration.supportsBatch)
         do {
             let report = try await flush(
                 // Without $batch, one request a round trip (a transaction still goes whole).

@@ -93,9 +93,11 @@ extension OfflineStore {
         }
         try HTTPBackend.validate(headers: headers)
         let authorizer = try authorizer ?? Credentials.authorizer(for: configuration, serviceRoot: root)
+        let t = configuration.timeouts
         let backend = HTTPBackend(
-            serviceRoot: root, headers: headers, version: schema.version, authorizer: authorizer,
-            queryParameters: configuration.queryParameters)
+            serviceRoot: root, headers: headers, timeout: .seconds(Int64(t.requestSeconds)),
+            connectTimeout: .seconds(Int64(t.connectSeconds)), idleTimeout: .seconds(Int64(t.idleSeconds)),
+            version: schema.version, authorizer: authorizer, queryParameters: configuration.queryParameters)
         do {
             let report = try await refresh(backend: backend, subset: subset, pageSize: pageSize, progress: progress)
             try await backend.shutdown()

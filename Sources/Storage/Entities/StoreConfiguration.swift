@@ -49,6 +49,54 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// changed pages and the parsed rows waiting for it) and make a local write wait longer for
     /// the group ahead of it; the DocC article "Refresh and defining requests" has the figures.
     public var refreshGroupRows = StoreConfiguration.defaultRefreshGroupRows
+    /// How long `refresh` and `flush` wait for the service (`"timeouts"`, whole seconds, each
+    /// from 1 to 86,400): `request` bounds one exchange whole, its answer's body included
+    /// (default 60); `idle`, the silence between an answer's bytes (30); `connect`, making a
+    /// connection (10). A service slow to begin a large answer (an SAP Gateway `$expand` over many
+    /// entities) needs a longer `idle`; one whose answers are large and unpaged, a longer `request`.
+    public var timeouts = Timeouts()
+
+    /// The `"timeouts"` member: see `timeouts`.
+    public struct Timeouts: Sendable, Hashable {
+        public var requestSeconds = 60
+        public var idleSeconds = 30
+        public var connectSeconds = 10
+        public static let range = 1...86_400
+
+        public init(requestSeconds: Int = 60, idleSeconds: Int = 30, connectSeconds: Int = 10) {
+            (self.requestSeconds, self.idleSeconds, self.connectSeconds) = (requestSeconds, idleSeconds, connectSeconds)
+        }
+
+        init(json: JSON) throws(EntityError) {
+            guard case .object(let members) = json else {
+                throw .badInput(#"configuration: timeouts must be an object such as {"idle": 120}"#)
+            }
+            var seen = Set<String>()
+            for (name, value) in members {
+                guard seen.insert(name).inserted else {
+                    throw .badInput("configuration: timeouts.\(name) is given twice")
+                }
+                guard case .number(let text) = value, let n = Int(text), Self.range.contains(n) else {
+                    throw .badInput(
+                        "configuration: timeouts.\(name) must be a whole number of seconds from \(Self.range.lowerBound) to \(Self.range.upperBound)"
+                    )
+                }
+                switch name {
+                case "request": requestSeconds = n
+                case "idle": idleSeconds = n
+                case "connect": connectSeconds = n
+                default: throw .badInput("configuration: unknown timeout '\(name)' (request, idle, connect)")
+                }
+            }
+        }
+
+        var json: JSON {
+            .object([
+                ("request", .number(String(requestSeconds))), ("idle", .number(String(idleSeconds))),
+                ("connect", .number(String(connectSeconds))),
+            ])
+        }
+    }
 
     public static let defaultRepeatabilityWindowSeconds = 86_400
     public static let defaultRefreshGroupRows = 5_000
@@ -166,6 +214,7 @@ public struct StoreConfiguration: Sendable, Hashable {
                 throw .badInput("configuration: queryParameters must be an object of names and string values")
             case ("authentication", .null): authentication = nil
             case ("authentication", _): authentication = try Authentication(json: value)
+            case ("timeouts", _): timeouts = try Timeouts(json: value)
             default:
                 throw .badInput("configuration: unknown or mistyped member '\(name)'")
             }
@@ -199,6 +248,7 @@ public struct StoreConfiguration: Sendable, Hashable {
             members.append(
                 ("queryParameters", .object(queryParameters.keys.sorted().map { ($0, .string(queryParameters[$0]!)) })))
         }
+        if timeouts != Timeouts() { members.append(("timeouts", timeouts.json)) }
         return .object(members)
     }
 }

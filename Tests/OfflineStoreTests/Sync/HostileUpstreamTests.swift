@@ -264,6 +264,42 @@ struct HostileUpstream {
         #expect(asked.count == 1, "\(asked.map { $0["path"]! })")
     }
 
+    /// The configuration's `timeouts` reach `refresh` and `flush`: with `"request": 2`, a service
+    /// that never answers fails each in seconds (without the member, the default idle timeout
+    /// ends them at 30 s), and the queued change stays queued. Bad values are refused naming the member; the member is kept in the stored
+    /// configuration.
+    @Test func configuredTimeoutsBoundRefreshAndFlush() async throws {
+        for bad in [
+            #"{"timeouts":{"idle":0}}"#, #"{"timeouts":{"idle":1.5}}"#, #"{"timeouts":{"nap":3}}"#,
+            #"{"timeouts":5}"#, #"{"timeouts":{"idle":3,"idle":4}}"#, #"{"timeouts":{"request":86401}}"#,
+        ] {
+            #expect(throws: EntityError.self, "\(bad)") { try StoreConfiguration(json: JSON.parse(Array(bad.utf8))) }
+        }
+        let parsed = try StoreConfiguration(json: JSON.parse(Array(#"{"timeouts":{"request":2,"idle":3}}"#.utf8)))
+        #expect(parsed.timeouts == .init(requestSeconds: 2, idleSeconds: 3, connectSeconds: 10))
+
+        let up = try await HostileUpstream.start()
+        defer { Task { await up.stop() } }
+        var configuration = SampleData.configuration
+        configuration.serviceRoot = up.root("stall-head")
+        configuration.definingRequests = [DefiningRequest(name: "P", url: "Products")]
+        configuration.timeouts = .init(requestSeconds: 2)
+        let path = tempDir() + "/timeouts"
+        _ = try OfflineStore.create(at: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration)
+        let store = try OfflineStore.open(at: path)
+        #expect(store.configuration.timeouts.requestSeconds == 2)
+
+        var started = Date()
+        await #expect(throws: (any Error).self) { _ = try await store.refresh() }
+        #expect(Date().timeIntervalSince(started) < 25, "refresh: \(Date().timeIntervalSince(started)) s")
+        try await store.create(
+            set: "Products", entity: ["ProductID": .string("T-1"), "Name": .string("t"), "Category": .string("c")])
+        started = Date()
+        _ = try? await store.flush()
+        #expect(Date().timeIntervalSince(started) < 25, "flush: \(Date().timeIntervalSince(started)) s")
+        #expect(try store.pendingRequestCount() == 1)
+    }
+
     @Test func stalledAndTricklingAnswersEndAtTheTimeouts() async throws {
         let up = try await HostileUpstream.start()
         defer { Task { await up.stop() } }

@@ -28,6 +28,15 @@ check_layer Query Queue Sync Served Remote OfflineStore Server
 check_layer Queue Sync Served Remote OfflineStore Server
 check_layer Served Query Queue Sync Remote OfflineStore Server
 check_layer Sync Served Remote OfflineStore Server
+# One room for the wire (docs/design.md, "Flush, step by step"): flush and refresh speak OData —
+# changes, answers, pages — and Remote's dialects write them as V4 or V2. No version test, header
+# name, V2 envelope or URL encoding in them; and the flush stays readable in one sitting.
+wire=$(grep -nE 'schema\.version|__metadata|MERGE|inlinecount|Repeatability-|If-Match|percentEncod' Sources/Sync/Flush*.swift Sources/Sync/Refresh*.swift || true)
+[ -z "$wire" ] || say "the wire leaks into flush or refresh (it belongs in Sources/Remote's dialects): $wire"
+for f in Sources/Sync/Flush*.swift Sources/Sync/Refresh*.swift; do
+    n=$(wc -l < "$f")
+    [ "$n" -lt 600 ] || say "$f has $n lines: split it by concern (Flush+Concern.swift), under 600"
+done
 # The example embeds the store through the public product only.
 for f in $(grep -rlE '^\s*import (LMDB|Storage|Query|Queue|Sync|Served|Remote)$' Examples --include=*.swift || true); do
     say "$f imports an internal module; examples use the OfflineStore product only"

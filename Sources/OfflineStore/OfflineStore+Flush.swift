@@ -49,10 +49,10 @@ extension OfflineStore {
         guard root.hasPrefix("http://") || root.hasPrefix("https://") else {
             throw EntityError.badInput("the service root '\(root)' is not an http:// or https:// URL")
         }
-        try HTTPBackend.validate(headers: headers)
+        try HTTPTransport.validate(headers: headers)
         let authorizer = try authorizer ?? Credentials.authorizer(for: configuration, serviceRoot: root)
         let t = configuration.timeouts
-        let backend = HTTPBackend(
+        let backend = HTTPTransport(
             serviceRoot: root, timeout: .seconds(Int64(t.requestSeconds)),
             connectTimeout: .seconds(Int64(t.connectSeconds)), idleTimeout: .seconds(Int64(t.idleSeconds)),
             version: schema.version, authorizer: authorizer, queryParameters: configuration.queryParameters,
@@ -71,10 +71,10 @@ extension OfflineStore {
         }
     }
 
-    /// `flush` against any `Backend` (tests use this). `reconcile: false` turns reconciliation off,
+    /// `flush` over any `Transport` (tests put their own around `HTTPTransport`). `reconcile: false` turns reconciliation off,
     /// so a request the service applied twice shows up in ErrorArchive (the kill test's probe).
     package func flush(
-        backend: any Backend, category: String? = nil, batchSize: Int = 50, headers: [(String, String)] = [],
+        backend: any Transport, category: String? = nil, batchSize: Int = 50, headers: [(String, String)] = [],
         reconcile: Bool = true, progress: (@Sendable (FlushReport) -> Void)? = nil
     ) async throws -> FlushReport {
         guard batchSize >= 1 else { throw EntityError.badInput("the batch size must be at least 1, not \(batchSize)") }
@@ -94,7 +94,7 @@ extension OfflineStore {
 
     /// The flush itself, in the lifecycle's `uploading` state.
     private func flushRun(
-        backend: any Backend, category: String?, batchSize: Int, headers: [(String, String)], reconcile: Bool,
+        backend: any Transport, category: String?, batchSize: Int, headers: [(String, String)], reconcile: Bool,
         progress: (@Sendable (FlushReport) -> Void)?
     ) async throws -> FlushReport {
         try await lifecycle.during(.uploading, detail: category) { lifecycleProgress in
@@ -104,7 +104,8 @@ extension OfflineStore {
                 lifecycleProgress(LifecycleEvent(state: .uploading, requests: report.sent, detail: category))
                 progress?(report)
             }
-            return try await Flush(queue: requestQueue, backend: backend, options: options).run()
+            let odata = ODataBackend(transport: backend, store: entities)
+            return try await Flush(queue: requestQueue, backend: odata, options: options).run()
         }
     }
 
@@ -114,7 +115,7 @@ extension OfflineStore {
     /// a stopped server a flush would wait that long. For `crashtest`'s workers, whose server is
     /// killed and started again on another port.
     package func quickFlush(serviceRoot: String, batchSize: Int, connectTimeout: Double) async throws -> FlushReport {
-        let backend = HTTPBackend(
+        let backend = HTTPTransport(
             serviceRoot: serviceRoot, retries: 0, connectTimeout: .milliseconds(Int64(connectTimeout * 1000)),
             version: schema.version)
         do {
@@ -130,7 +131,7 @@ extension OfflineStore {
     /// `refresh` against a backend that gives up quickly (see `quickFlush`).
     package func quickRefresh(serviceRoot: String, pageSize: Int, connectTimeout: Double) async throws -> RefreshReport
     {
-        let backend = HTTPBackend(
+        let backend = HTTPTransport(
             serviceRoot: serviceRoot, retries: 0, connectTimeout: .milliseconds(Int64(connectTimeout * 1000)),
             version: schema.version)
         do {

@@ -91,10 +91,10 @@ extension OfflineStore {
         guard let root = serviceRoot ?? configuration.serviceRoot, !root.isEmpty else {
             throw RefreshError.noServiceRoot
         }
-        try HTTPBackend.validate(headers: headers)
+        try HTTPTransport.validate(headers: headers)
         let authorizer = try authorizer ?? Credentials.authorizer(for: configuration, serviceRoot: root)
         let t = configuration.timeouts
-        let backend = HTTPBackend(
+        let backend = HTTPTransport(
             serviceRoot: root, headers: headers, timeout: .seconds(Int64(t.requestSeconds)),
             connectTimeout: .seconds(Int64(t.connectSeconds)), idleTimeout: .seconds(Int64(t.idleSeconds)),
             version: schema.version, authorizer: authorizer, queryParameters: configuration.queryParameters)
@@ -108,10 +108,10 @@ extension OfflineStore {
         }
     }
 
-    /// `refresh` against any `Backend`.
+    /// `refresh` over any `Transport` (tests put their own around `HTTPTransport`).
     @discardableResult
     package func refresh(
-        backend: any Backend, subset: [String]? = nil, pageSize: Int? = nil,
+        backend: any Transport, subset: [String]? = nil, pageSize: Int? = nil,
         progress: (@Sendable (RefreshProgress) -> Void)? = nil
     ) async throws -> RefreshReport {
         if let pageSize, pageSize < 1 {
@@ -130,7 +130,8 @@ extension OfflineStore {
         return try await metrics.refresh {
             try await lifecycle.during(.downloading) { lifecycleProgress in
                 let refresher = Refresher(
-                    store: entities, backend: backend, pageSize: pageSize ?? Self.defaultRefreshPageSize
+                    store: entities, backend: ODataBackend(transport: backend, store: entities),
+                    pageSize: pageSize ?? Self.defaultRefreshPageSize
                 ) { p in
                     lifecycleProgress(
                         LifecycleEvent(state: .downloading, entities: p.received, bytes: p.bytes, detail: p.request))

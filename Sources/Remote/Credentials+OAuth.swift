@@ -40,7 +40,7 @@ package actor OAuth2ClientCredentials: RequestAuthorizer {
                 redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10), read: .seconds(30))))
     }
 
-    /// Closes the token client's connections; call once, when done (`HTTPBackend.shutdown`).
+    /// Closes the token client's connections; call once, when done (`HTTPTransport.shutdown`).
     package func shutdown() async { try? await client.shutdown() }
 
     package func authorize(_ request: inout AuthorizedRequest) async throws {

@@ -200,7 +200,7 @@ package struct BasicAuthorizer: RequestAuthorizer {
     }
 }
 
-extension HTTPBackend {
+extension HTTPTransport {
     /// `r`'s headers as `authorizer` sets them; `r.url` is on the service root's origin (`once`
     /// refused any other before). A header it sets with a control character is refused.
     func authorize(_ r: inout HTTPClientRequest, _ authorizer: any RequestAuthorizer, method: String) async throws {

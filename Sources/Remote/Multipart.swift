@@ -8,7 +8,7 @@ import Sync
 /// or a **change set** — a nested `multipart/mixed` part holding modifying requests that the
 /// service applies all or nothing. V2 allows a modifying request only inside a change set, so a
 /// modifying request outside any atomicity group goes as a change set of its own. Each request of
-/// a change set carries a `Content-ID` (its `BackendRequest.id`, else its position) by which a
+/// a change set carries a `Content-ID` (its `WireRequest.id`, else its position) by which a
 /// later request of the same change set may name its result (`$1`); flush does not rely on it,
 /// since not every service resolves such references (mock-sap does not): a request after a
 /// create with a server-assigned key waits for the next round trip, with the key rewritten.
@@ -22,7 +22,7 @@ import Sync
 /// `multipart/form-data` library (`FormDataEncoder`/`FormDataDecoder`, a callback parser): it
 /// neither nests a multipart body in a part nor reads the `application/http` messages inside
 /// parts, which are most of the work here; the answer is already in memory, bounded by
-/// `HTTPBackend.maxBodyBytes`; and it would be a new package dependency of `Remote` for about
+/// `HTTPTransport.maxBodyBytes`; and it would be a new package dependency of `Remote` for about
 /// 200 lines of code that `MultipartTests` pin (delimiters at line starts only, preamble and
 /// epilogue ignored, LF or CRLF line ends, a missing close delimiter refused).
 package enum Multipart {
@@ -45,13 +45,13 @@ package enum Multipart {
 
     /// The answer to one unit.
     package enum Answer: Sendable {
-        case single(BackendResponse)
-        case changeSet([BackendResponse])
+        case single(WireResponse)
+        case changeSet([WireResponse])
     }
 
     /// The units `requests` go in: consecutive requests of one `group` form one change set, a
     /// modifying request outside any group a change set of its own, a GET a part of its own.
-    package static func units(_ requests: [BackendRequest]) -> [Unit] {
+    package static func units(_ requests: [WireRequest]) -> [Unit] {
         var out: [Unit] = []
         var lastGroup: String? = nil
         for (i, r) in requests.enumerated() {
@@ -74,7 +74,7 @@ package enum Multipart {
     /// `multipart/mixed; boundary=<boundary>`). URLs go as they are, relative to the service
     /// root; each request's headers go with it, with `Content-Type: application/json` and its
     /// length when it has a body.
-    package static func encode(_ requests: [BackendRequest], boundary: String) -> [UInt8] {
+    package static func encode(_ requests: [WireRequest], boundary: String) -> [UInt8] {
         var out: [UInt8] = []
         func line(_ s: String) { out.append(contentsOf: Array(s.utf8)); out.append(contentsOf: [13, 10]) }
         func http(_ i: Int, contentID: String?) {
@@ -219,7 +219,7 @@ package enum Multipart {
     }
 
     /// The HTTP response an `application/http` part carries: `HTTP/1.1 201 Created`, headers, body.
-    package static func response(_ part: Part) throws(BackendError) -> BackendResponse {
+    package static func response(_ part: Part) throws(BackendError) -> WireResponse {
         let (head, body) = splitHead(part.body)
         var lines = String(decoding: head, as: UTF8.self).split(
             omittingEmptySubsequences: true, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
@@ -235,7 +235,7 @@ package enum Multipart {
         if let length = hs.first(where: { $0.0 == "content-length" }).flatMap({ Int($0.1) }), length <= content.count {
             content = Array(content.prefix(length))
         }
-        return BackendResponse(status: status, headers: hs, body: content)
+        return WireResponse(status: status, headers: hs, body: content)
     }
 
     /// The answers of a `$batch` response body with content type `contentType`: one per part.
@@ -262,13 +262,13 @@ package enum Multipart {
     /// error response (rolled back) gives that response to every member, since none of them was
     /// applied and the service does not say which failed.
     package static func responses(
-        for requests: [BackendRequest], _ answers: [Answer]
-    ) throws(BackendError) -> [BackendResponse] {
+        for requests: [WireRequest], _ answers: [Answer]
+    ) throws(BackendError) -> [WireResponse] {
         let units = units(requests)
         guard answers.count == units.count else {
             throw .badResponse("the $batch answer has \(answers.count) parts for \(units.count) sent")
         }
-        var out = [BackendResponse?](repeating: nil, count: requests.count)
+        var out = [WireResponse?](repeating: nil, count: requests.count)
         for (unit, answer) in zip(units, answers) {
             switch answer {
             case .single(let r):

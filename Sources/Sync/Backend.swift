@@ -1,70 +1,172 @@
+import Queue
 import Storage
 
-/// What flush and refresh need from an OData service (V4, or V2 such as SAP Gateway). `Remote.HTTPBackend` is the real one,
-/// over HTTP; the algorithms in this module see only this protocol.
+/// What flush and refresh need from an OData service, in OData's terms: changes to send, entities
+/// and pages to read, and what the service meant by its answers. `Remote.ODataBackend` is the real
+/// one — it renders these in the service's dialect (V4, or V2 such as SAP Gateway) and unwraps what
+/// comes back; the algorithms in this module never see an HTTP header, a URL literal or a dialect.
 package protocol Backend: Sendable {
     /// The service root, ending in `/` (`http://127.0.0.1:8080/`).
     var serviceRoot: String { get }
-    /// Sends one request. `url` is relative to the service root (`Products('HT-1')`) or absolute
-    /// (an `@odata.nextLink`). Throws `BackendError.transport` when no answer came (connection
-    /// refused or reset, timeout): the request may or may not have been applied.
-    func send(_ request: BackendRequest) async throws -> BackendResponse
-    /// Sends `requests` as one `$batch` in the service's dialect — a JSON batch (OData 4.01) to a V4
-    /// service, `multipart/mixed` to a V2 one; requests with the same `group` form one atomicity
-    /// group (a V2 change set). One response per request, in order (a V2 change set that failed
-    /// answers every member with its one error). Throws as `send` does, and
-    /// `BackendError.badResponse` when the `$batch` itself is not answered 200 (202 for V2).
-    func batch(_ requests: [BackendRequest], headers: [(String, String)]) async throws -> [BackendResponse]
+    /// What the service offers that flush's choices depend on.
+    var capabilities: BackendCapabilities { get }
+    /// Sends `changes` as one round trip (a `$batch`; one at a time to a service without one):
+    /// those with the same `group` are one atomicity group (a change set). One answer per change,
+    /// in order (a change set that failed answers every member with its one error). `extra`:
+    /// pass-through headers the caller configured (an `Authorization`, say). Throws
+    /// `BackendError.transport` when no answer came (the changes may or may not have been
+    /// applied) and `BackendError.badResponse` when the round trip itself was refused or its
+    /// answer cannot be read.
+    func send(_ changes: [OutgoingChange], extra: [(String, String)]) async throws -> [ChangeAnswer]
+    /// Reads one entity: by its key, or at the address a create's answer gave.
+    func read(_ entity: EntityAddress, extra: [(String, String)]) async throws -> ChangeAnswer
+    /// Reads one page of a collection (a defining request, a next link, a delta link).
+    func read(_ page: PageRequest, extra: [(String, String)]) async throws -> PageAnswer
 }
 
-package struct BackendRequest: Sendable {
-    package var method: String
-    package var url: String
-    package var headers: [(String, String)]
-    package var body: [UInt8]?
-    /// The atomicity group of the request inside a `$batch` (nil: none).
+/// What a service offers, as far as flush's choices go.
+package struct BackendCapabilities: Sendable, Hashable {
+    /// Whether a request inside a round trip can be made to wait for another outside its own
+    /// atomicity group (V4 JSON `$batch` `dependsOn`; a V2 `$batch` cannot).
+    package var dependenciesAcrossGroups: Bool
+    /// Whether a create carries only the properties it sets, the service giving the others their
+    /// defaults (V2: SAP Gateway refuses what it computes) — rather than the whole entity with
+    /// nulls where unset (V4).
+    package var createCarriesOnlySetProperties: Bool
+
+    package init(dependenciesAcrossGroups: Bool, createCarriesOnlySetProperties: Bool) {
+        self.dependenciesAcrossGroups = dependenciesAcrossGroups
+        self.createCarriesOnlySetProperties = createCarriesOnlySetProperties
+    }
+
+    /// An OData V4 service.
+    package static let v4 = BackendCapabilities(dependenciesAcrossGroups: true, createCarriesOnlySetProperties: false)
+    /// An OData V2 service (SAP Gateway).
+    package static let v2 = BackendCapabilities(dependenciesAcrossGroups: false, createCarriesOnlySetProperties: true)
+}
+
+/// One queued request as it goes to the service: what it means, not how the dialect writes it.
+package struct OutgoingChange: Sendable {
+    package enum Kind: Sendable, Hashable {
+        /// A new entity; `properties` is the whole entity.
+        case create
+        /// A partial update: `properties` holds the changed properties only.
+        case update
+        /// A replacement of the whole entity.
+        case replace
+        case delete
+    }
+
+    package var kind: Kind
+    /// The entity set.
+    package var set: String
+    /// The entity's key values, in the key's order (for a create with a local key: the local ones).
+    package var key: [Value]
+    /// The key predicate as the store writes it (`'HT-1000'`, `SalesOrderID='1',ItemPosition='10'`).
+    package var keyText: String
+    /// The body as the store queued it: a JSON object of the properties (nil: none).
+    package var body: String?
+    /// Properties of a create the service assigns (a local key's values): left out of what is sent.
+    package var serviceAssigned: Set<String>
+    /// The ETag the change must match (nil: none known, or a create).
+    package var etag: String?
+    /// The request's identity, the same on every attempt: its repeatability id and when it was
+    /// first sent.
+    package var repeatabilityID: EDMGuid
+    package var firstSent: EDMDateTimeOffset
+    /// The headers the user gave the request (`customHeaders`), sorted by name.
+    package var customHeaders: [(String, String)]
+    /// Its atomicity group inside the round trip (nil: none).
     package var group: String?
-    /// Its `id` inside a `$batch` (nil: its position, 1-based). Ids must be unique in a batch.
-    package var id: String?
-    /// Inside a `$batch`: the ids of earlier requests (or groups) that must succeed first; the
-    /// service answers 424 without running this one when one of them failed.
+    /// Its id inside the round trip (unique in it).
+    package var id: String
+    /// Ids of earlier changes of the round trip (outside its group) that must succeed first.
     package var dependsOn: [String]
-    /// The answer may be large (a page of a read): a body past the backend's limit for memory
-    /// goes to a temporary file (`BackendResponse.spooled`) instead.
-    package var largeAnswer = false
+    /// Whether the entity's key is a local one the service replaces with its own.
+    package var localKey: Bool
 
     package init(
-        method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, group: String? = nil,
-        id: String? = nil, dependsOn: [String] = []
+        kind: Kind, set: String, key: [Value], keyText: String, body: String?, serviceAssigned: Set<String> = [],
+        etag: String?, repeatabilityID: EDMGuid, firstSent: EDMDateTimeOffset, customHeaders: [(String, String)],
+        group: String? = nil, id: String, dependsOn: [String] = [], localKey: Bool = false
     ) {
-        self.method = method
-        self.url = url
-        self.headers = headers
-        self.body = body
-        self.group = group
-        self.id = id
-        self.dependsOn = dependsOn
-    }
-
-    package func header(_ name: String) -> String? {
-        headers.first { $0.0.lowercased() == name.lowercased() }?.1
+        (self.kind, self.set, self.key, self.keyText, self.body) = (kind, set, key, keyText, body)
+        (self.serviceAssigned, self.etag, self.repeatabilityID, self.firstSent) =
+            (serviceAssigned, etag, repeatabilityID, firstSent)
+        (self.customHeaders, self.group, self.id, self.dependsOn, self.localKey) =
+            (customHeaders, group, id, dependsOn, localKey)
     }
 }
 
-package struct BackendResponse: Sendable {
+/// Where to read one entity.
+package enum EntityAddress: Sendable {
+    /// By set and key (`keyText` as the store writes it).
+    case key(set: String, key: [Value], keyText: String)
+    /// At an address the service gave (a create's `Location`), of an entity of `set`.
+    case address(String, set: String)
+}
+
+/// What the service answered to a change or an entity read, unwrapped from its dialect.
+package struct ChangeAnswer: Sendable {
     package var status: Int
-    package var headers: [(String, String)]
+    /// The entity the answer carries (V2's `d` already taken off); nil when the body is empty.
+    package var entity: JSON?
+    /// Why the body, not empty, could not be read as the entity.
+    package var unreadable: String?
+    /// The entity's ETag as the answer states it (the `ETag` header).
+    package var etag: String?
+    /// The ETag the entity carries inside the body (V4 `@odata.etag`, V2 `__metadata.etag`).
+    package var entityETag: String?
+    /// Where the created entity is (`Location` or `OData-EntityId`).
+    package var location: String?
+    /// The service's messages with a successful answer (SAP's `sap-message`), one line each:
+    /// `warning V1/302: text (target X)`.
+    package var messages: [String]
+    /// The service's error, for an answer that is not a success.
+    package var error: ServiceError
+
+    package init(
+        status: Int, entity: JSON? = nil, unreadable: String? = nil, etag: String? = nil, entityETag: String? = nil,
+        location: String? = nil, messages: [String] = [], error: ServiceError? = nil
+    ) {
+        (self.status, self.entity, self.unreadable, self.etag, self.entityETag) =
+            (status, entity, unreadable, etag, entityETag)
+        (self.location, self.messages) = (location, messages)
+        self.error = error ?? ServiceError(httpStatus: status, message: "HTTP \(status)")
+    }
+
+    package var isSuccess: Bool { (200..<300).contains(status) }
+}
+
+/// One read of a page for refresh.
+package struct PageRequest: Sendable, Hashable {
+    /// Relative to the service root (a defining request, a kept delta link) or absolute (a next link).
+    package var url: String
+    /// Ask for a delta link (change tracking).
+    package var trackChanges: Bool
+    /// Entities a page should hold at most (nil: the service's own paging).
+    package var pageSize: Int?
+    /// Ask the service to count the collection.
+    package var count: Bool
+
+    package init(url: String, trackChanges: Bool, pageSize: Int? = nil, count: Bool = false) {
+        (self.url, self.trackChanges, self.pageSize, self.count) = (url, trackChanges, pageSize, count)
+    }
+}
+
+/// A page as the service answered it: its body is read by `PayloadReader`.
+package struct PageAnswer: Sendable {
+    package var status: Int
     /// The body, unless it is `spooled`.
     package var body: [UInt8]
-    /// A large answer to a request that allowed it (`BackendRequest.largeAnswer`): the body is
-    /// in this unlinked temporary file, and `body` is empty.
+    /// A large page: the body is in this unlinked temporary file, and `body` is empty.
     package var spooled: LoadInput?
+    /// Whether the service says the delta (link) it gives covers every set the request's `$expand`
+    /// reaches.
+    package var deltaFollowsExpand: Bool
 
-    package init(status: Int, headers: [(String, String)] = [], body: [UInt8] = [], spooled: LoadInput? = nil) {
-        self.status = status
-        self.headers = headers
-        self.body = body
-        self.spooled = spooled
+    package init(status: Int, body: [UInt8] = [], spooled: LoadInput? = nil, deltaFollowsExpand: Bool = false) {
+        (self.status, self.body, self.spooled, self.deltaFollowsExpand) = (status, body, spooled, deltaFollowsExpand)
     }
 
     /// Bytes in the body.
@@ -79,6 +181,16 @@ package struct BackendResponse: Sendable {
         return Array(out.prefix(n))
     }
 
+    /// The body's last `count` bytes at most (from the file, when it is spooled).
+    package func tail(_ count: Int) -> [UInt8] {
+        guard let spooled else { return Array(body.suffix(count)) }
+        guard let size = spooled.size else { return [] }
+        let start = max(0, size - count)
+        var out = [UInt8](repeating: 0, count: size - start)
+        let n = (try? out.withUnsafeMutableBytes { try spooled.read(into: $0, at: start) }) ?? 0
+        return Array(out.prefix(n))
+    }
+
     /// An `EntityObjectStream` over the body, wherever it is.
     package func stream() -> EntityObjectStream {
         if let spooled {
@@ -86,12 +198,6 @@ package struct BackendResponse: Sendable {
         }
         return EntityObjectStream(bytes: body)
     }
-
-    package func header(_ name: String) -> String? {
-        headers.first { $0.0.lowercased() == name.lowercased() }?.1
-    }
-
-    package var isSuccess: Bool { (200..<300).contains(status) }
 }
 
 package enum BackendError: Error, Sendable, Hashable, CustomStringConvertible {

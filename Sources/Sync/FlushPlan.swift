@@ -13,7 +13,7 @@ extension Flush {
     /// - `predecessors`: the requests still queued that must be done before it — earlier requests
     ///   of its entity and the creates it refers to —, in id order. Each is done already or goes
     ///   before it in this round.
-    /// - `ifMatch`: whether it goes with `If-Match` (the ETag the store holds for its entity):
+    /// - `ifMatch`: whether it goes with the ETag the store holds for its entity, to match:
     ///   false only for a change-set member after an earlier change of its entity in the round.
     struct PlannedRequest: Equatable, Sendable {
         var id: Int64
@@ -25,10 +25,10 @@ extension Flush {
     /// The next round, in order (see `Flush` and `PlannedRequest`).
     ///
     /// A change of an entity whose ETag the store holds never goes in the round trip of an earlier
-    /// change of the same entity: its `If-Match` would carry the ETag from before that change, and
+    /// change of the same entity: the ETag it would carry to match is the one from before that change, and
     /// the service would refuse it (412). It goes in the next one, when the answer to the earlier
     /// one has brought the new ETag. In a change set (one atomicity group, all or nothing, nothing
-    /// in between) it goes along without `If-Match`: the first change of the entity checks it.
+    /// in between) it goes along without an ETag to match: the first change of the entity checks it.
     ///
     /// The queue is read in id order only as far as the round needs (a flush with batch size 1
     /// reads one record a round, not the whole queue); a change set needs all its members, so
@@ -123,9 +123,9 @@ extension Flush {
             return r
         }
 
-        /// Whether the service speaks OData V2, whose `$batch` cannot make a request depend on
-        /// another outside its change set.
-        var isV2: Bool { queue.store.schema.version != .v4 }
+        /// Whether the service's round trip cannot make a request depend on another outside its
+        /// change set (a V2 `$batch`).
+        var noCrossGroupDependencies: Bool { !options.capabilities.dependenciesAcrossGroups }
 
         /// Whether this flush sends `r`: not in error, of the flushed category, and not on its way.
         func isInFlush(_ r: RequestRecord) -> Bool {
@@ -199,7 +199,7 @@ extension Flush {
             let preds = try predecessors(of: r)
             // A V2 `$batch` has no `dependsOn`: a request after a failed one runs all the same, so
             // a request waits for its predecessors' answers.
-            if isV2, !preds.isEmpty { return }
+            if noCrossGroupDependencies, !preds.isEmpty { return }
             guard try canGo(after: preds) else { return }
             if followsInRound(r), try holdsETag(r) { return }
             admit([PlannedRequest(id: r.id, group: nil, predecessors: preds, ifMatch: true)])
@@ -239,7 +239,11 @@ extension Flush {
             var staged: Set<Int64> = []
             for m in members {
                 let preds = try predecessors(of: m)
-                if preds.contains(where: { !memberIDs.contains($0) && (isV2 || !inRound.contains($0)) }) { return [] }
+                if preds.contains(where: {
+                    !memberIDs.contains($0) && (noCrossGroupDependencies || !inRound.contains($0))
+                }) {
+                    return []
+                }
                 if try canGo(after: preds, staged: staged) {
                     stage.append(
                         PlannedRequest(

@@ -63,15 +63,3 @@ package enum NextLinkGuess {
         return nil
     }
 }
-
-extension BackendResponse {
-    /// The body's last `count` bytes at most (from the file, when it is spooled).
-    func tail(_ count: Int) -> [UInt8] {
-        guard let spooled else { return Array(body.suffix(count)) }
-        guard let size = spooled.size else { return [] }
-        let start = max(0, size - count)
-        var out = [UInt8](repeating: 0, count: size - start)
-        let n = (try? out.withUnsafeMutableBytes { try spooled.read(into: $0, at: start) }) ?? 0
-        return Array(out.prefix(n))
-    }
-}

@@ -3,184 +3,6 @@ import Query
 import Queue
 import Storage
 
-/// What a refresh did, per defining request and in all.
-public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
-    /// How a request was read.
-    public enum Mode: String, Sendable, Hashable {
-        /// Its delta link: only what changed since the last refresh.
-        case delta
-        /// Every page of the request (the first refresh, a request without change tracking, one
-        /// with `$expand` the service gives no delta link for).
-        case full
-        /// The service refused the delta link (410 Gone or another 4xx): a full read instead.
-        case fullAfterExpiredDelta
-        /// The service refused change tracking for this request (400 or 501 to `Prefer:
-        /// odata.track-changes`, as SAP Gateway does for a type without a change timestamp): read
-        /// in full, and remembered, so later refreshes read it in full without asking.
-        case fullWithoutTracking
-    }
-
-    public struct Request: Sendable, Hashable {
-        public var name: String
-        public var mode: Mode
-        /// Responses read (pages of the collection, or of the delta).
-        public var pages = 0
-        /// Entity objects received, expanded ones and `@removed` entries included.
-        public var received = 0
-        /// Bytes of response bodies read.
-        public var bytes = 0
-        /// Entities written because they were new or changed (rebased ones included).
-        public var written = 0
-        /// Entities deleted from the store: no defining request holds them any more.
-        public var removed = 0
-        /// Entities with pending local changes that got the new server image under them.
-        public var rebased = 0
-        /// Entities the service no longer returns for this request that stay because of pending
-        /// local changes (retained), as the refresh leaves them.
-        public var retained = 0
-        /// Properties the service sent that the store's `$metadata` does not declare, skipped (a
-        /// service may add properties; the store keeps what its schema has).
-        public var skippedProperties = 0
-        /// Values the service sent beyond a facet its `$metadata` declares (MaxLength, Precision,
-        /// Scale): stored as sent, and counted here (local writes are held to the facets).
-        public var facetViolations = 0
-        /// Entities the service counted for a full read (`$count`, `$inlinecount`) but its pages
-        /// did not bring (offset paging while the collection changed). When not 0, nothing was
-        /// removed and no delta link kept: the next refresh reads the request in full again.
-        public var missing = 0
-
-        public init(name: String, mode: Mode) {
-            self.name = name
-            self.mode = mode
-        }
-    }
-
-    public var requests: [Request] = []
-    /// Requests the queue compaction removed (merged into another, or changing nothing).
-    public var compacted = 0
-
-    public init() {}
-
-    public var received: Int { requests.reduce(0) { $0 + $1.received } }
-    public var written: Int { requests.reduce(0) { $0 + $1.written } }
-    public var removed: Int { requests.reduce(0) { $0 + $1.removed } }
-    public var rebased: Int { requests.reduce(0) { $0 + $1.rebased } }
-    public var skippedProperties: Int { requests.reduce(0) { $0 + $1.skippedProperties } }
-    public var missing: Int { requests.reduce(0) { $0 + $1.missing } }
-    public var facetViolations: Int { requests.reduce(0) { $0 + $1.facetViolations } }
-
-    /// One line: `refreshed 2 requests (Products: delta, Orders: full): 120 received, 118 written, 2 removed, 1 rebased, 0 compacted`.
-    public var description: String {
-        let modes = requests.map { "\($0.name): \($0.mode.rawValue)" }.joined(separator: ", ")
-        return
-            "refreshed \(requests.count) request\(requests.count == 1 ? "" : "s")\(modes.isEmpty ? "" : " (\(modes))"): "
-            + "\(received) received, \(written) written, \(removed) removed, \(rebased) rebased, \(compacted) compacted"
-            + (skippedProperties == 0 ? "" : ", \(skippedProperties) unknown properties skipped")
-            + (facetViolations == 0 ? "" : ", \(facetViolations) values beyond their MaxLength/Precision/Scale kept")
-            + (missing == 0
-                ? ""
-                : "; \(missing) counted by the service but not sent (paging while it changed): nothing removed, read in full next time")
-    }
-}
-
-/// Where a refresh is, for a progress line.
-public struct RefreshProgress: Sendable, Hashable {
-    public var request: String
-    public var mode: RefreshReport.Mode
-    public var pages: Int
-    public var received: Int
-    /// Bytes of response bodies read for this request so far.
-    public var bytes: Int
-}
-
-/// Why a refresh stopped. What it wrote before stays: each group of pages (each chunk of a delta)
-/// is its own transaction, and the next refresh converges.
-public enum RefreshError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The service answered a read with an error status.
-    case service(request: String, status: Int, message: String)
-    /// No defining request of that name.
-    case unknownRequest(String)
-    /// Another refresh (or define, undefine) of this store is running, in this process or another.
-    case alreadyRunning
-    /// Neither an argument nor the configuration gives the service root.
-    case noServiceRoot
-    /// The service's answer cannot be used (a next link that repeats, …).
-    case badResponse(request: String, message: String)
-
-    public var description: String {
-        switch self {
-        case .service(let r, let s, let m): "refresh of '\(r)': the service answered \(s): \(m)"
-        case .unknownRequest(let n): "no defining request named '\(Membership.quoted(n))'"
-        case .alreadyRunning:
-            "a refresh, define or undefine of this store is already running (in this process or another); try again when it ends"
-        case .noServiceRoot:
-            "no service root: give one (--service URL) or set \"serviceRoot\" in the store's configuration"
-        case .badResponse(let r, let m): "refresh of '\(r)': \(m)"
-        }
-    }
-}
-
-/// Defining requests: named read URLs whose results the store keeps.
-package enum DefiningRequests {
-    /// Binds `url` against `schema` and checks that it is a defining request: a read of a whole
-    /// entity set (no key, navigation, singleton or `/$count`) that is not one of the store's own
-    /// sets, with `$filter`, `$select`, `$expand` (any options inside it) and custom options only —
-    /// `$orderby`, `$top`, `$skip`, `$count`, `$search`, `$skiptoken` and `$format` are refused,
-    /// since a refresh reads the whole collection.
-    package static func bind(_ url: String, schema: Schema) throws -> BoundQuery {
-        let query = try Binder(schema: schema).bind(url)
-        guard query.path.segments.count == 1, let segment = query.path.segments.first, segment.key == nil,
-            !segment.isSingle,
-            !query.path.isCount
-        else {
-            throw EntityError.badInput(
-                "a defining request reads an entity set ('Set?$filter=…'), not a key, navigation, singleton or /$count: '\(Membership.quoted(url))'"
-            )
-        }
-        guard !schema.isSystemSet(segment.entitySet) else {
-            throw EntityError.badInput(
-                "'\(segment.entitySet)' is one of the store's own sets; a defining request reads the service's")
-        }
-        let o = query.options
-        for (name, present) in [
-            ("$orderby", !o.orderBy.isEmpty), ("$top", o.top != nil), ("$skip", o.skip != nil), ("$count", o.count),
-            ("$search", o.search != nil), ("$skiptoken", query.skipToken != nil), ("$format", query.format != nil),
-        ] where present {
-            throw EntityError.badInput(
-                "\(name) is not allowed in a defining request: refresh reads the whole collection (use $filter, $select and $expand)"
-            )
-        }
-        return query
-    }
-
-    /// `url` made fit for an HTTP request line: spaces, quotes that need it, control and non-ASCII
-    /// characters percent-encoded; `%XX` escapes already there are kept.
-    package static func encode(_ url: String) -> String {
-        let bytes = Array(url.utf8)
-        var out = ""
-        var i = 0
-        func hex(_ b: UInt8) -> Bool {
-            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66)
-        }
-        while i < bytes.count {
-            let b = bytes[i]
-            let keep: Bool
-            switch b {
-            case 0x25: keep = i + 2 < bytes.count && hex(bytes[i + 1]) && hex(bytes[i + 2])
-            case 0x21, 0x24...0x2F, 0x30...0x3B, 0x3D, 0x3F...0x5A, 0x5F, 0x61...0x7A, 0x7E: keep = true
-            default: keep = false
-            }
-            if keep {
-                out.unicodeScalars.append(Unicode.Scalar(b))
-            } else {
-                out += "%" + (b < 16 ? "0" : "") + String(b, radix: 16, uppercase: true)
-            }
-            i += 1
-        }
-        return out
-    }
-}
-
 /// The refresh algorithm against a `Backend`: each defining request read in pages (or through its
 /// delta link), a full read's pages fetched ahead and written in groups (`PagePipe`), a delta's
 /// chunk by chunk, each in its own transaction, then the queue compacted.
@@ -292,23 +114,16 @@ package struct Refresher: Sendable {
 
     // MARK: Reading
 
-    /// A read of `url`. `Prefer: odata.track-changes` asks for a delta link (V4; SAP's V2 services
-    /// with delta support take it too); `odata.maxpagesize` goes to V4 services only — V2 has no
-    /// client-driven paging, and Gateway pages as its service implementation decides.
-    func get(_ url: String, track: Bool) async throws -> BackendResponse {
-        var prefer: [String] = []
-        if track { prefer.append("odata.track-changes") }
-        if let n = pageSize, store.schema.version == .v4 { prefer.append("odata.maxpagesize=\(n)") }
-        var hs = headers
-        if !prefer.isEmpty { hs.append(("Prefer", prefer.joined(separator: ", "))) }
-        var request = BackendRequest(method: "GET", url: url, headers: hs)
-        request.largeAnswer = true
-        return try await backend.send(request)
+    /// A read of `url`: with `track`, asking for a delta link; with `count`, asking the service
+    /// to count the collection; in pages of `pageSize` where the service lets its client choose.
+    func get(_ url: String, track: Bool, count: Bool = false) async throws -> PageAnswer {
+        try await backend.read(
+            PageRequest(url: url, trackChanges: track, pageSize: pageSize, count: count), extra: headers)
     }
 
     /// The service's own message (V4 `error.message`, V2 `error.message.value`, with its code and
     /// details), or the start of the body when it is not an OData error.
-    func failure(_ name: String, _ response: BackendResponse) -> RefreshError {
+    func failure(_ name: String, _ response: PageAnswer) -> RefreshError {
         let head = response.head(1 << 20)
         let message = ServiceMessage.parse(head)?.summary ?? String(decoding: head.prefix(500), as: UTF8.self)
         return .service(request: name, status: response.status, message: Membership.quoted(String(message.prefix(500))))
@@ -330,13 +145,8 @@ package struct Refresher: Sendable {
     /// the top set's changes alone (SAP Gateway's, mock-sap's, V2 and V4) gives a delta link for
     /// a request with `$expand` all the same, and keeping it would leave changed children stale
     /// until the request is read in full again — which would then never happen.
-    func followsExpand(_ response: BackendResponse, _ query: BoundQuery) -> Bool {
-        query.options.expand.isEmpty || response.header(Self.deltaExpandHeader)?.lowercased() == "followed"
-    }
-
-    /// `url` asking the service to count the collection: V4 `$count=true`, V2 `$inlinecount=allpages`.
-    func withCount(_ url: String) -> String {
-        url + (url.contains("?") ? "&" : "?") + (store.schema.version == .v4 ? "$count=true" : "$inlinecount=allpages")
+    func followsExpand(_ response: PageAnswer, _ query: BoundQuery) -> Bool {
+        query.options.expand.isEmpty || response.deltaFollowsExpand
     }
 
     /// A delta link to store: relative, or absolute on the service root's origin. Any other is
@@ -439,7 +249,7 @@ package struct Refresher: Sendable {
     func fetchPages(
         first: String, query: BoundQuery, name: String, track: Bool, into pipe: PagePipe
     ) async throws -> (tracked: Bool, refused: Bool, followed: Bool) {
-        var prefetch: (url: String, task: Task<BackendResponse, any Error>)? = nil
+        var prefetch: (url: String, task: Task<PageAnswer, any Error>)? = nil
         do {
             var next: String? = first
             var seen: Set<String> = []
@@ -450,13 +260,13 @@ package struct Refresher: Sendable {
                         request: name, message: "the service sent the same next link twice: \(Membership.quoted(url))")
                 }
                 try Task.checkCancellation()  // between pages (each part of a page is whole or absent)
-                var response: BackendResponse
+                var response: PageAnswer
                 if let p = prefetch, p.url == url, index > 0 {
                     prefetch = nil
                     response = try await p.task.value
                 } else {
                     await Self.drop(&prefetch)
-                    response = try await get(index == 0 ? withCount(url) : url, track: track)
+                    response = try await get(url, track: track, count: index == 0)
                 }
                 if index == 0, response.status == 400 || response.status == 501 {
                     response = try await get(url, track: track)  // a service that does not count
@@ -506,7 +316,7 @@ package struct Refresher: Sendable {
 
     /// Cancels a prefetch that is not wanted and waits for it to end, so that no request of a
     /// read outlives it.
-    static func drop(_ prefetch: inout (url: String, task: Task<BackendResponse, any Error>)?) async {
+    static func drop(_ prefetch: inout (url: String, task: Task<PageAnswer, any Error>)?) async {
         guard let p = prefetch else { return }
         prefetch = nil
         p.task.cancel()
@@ -560,195 +370,5 @@ package struct Refresher: Sendable {
             try await store.write { t in try m.setDeltaLink(t, name: name, newLink) }
             return report
         }
-    }
-
-    // MARK: Writing
-
-    /// What a page said of itself, once all of it was written.
-    struct PageRead {
-        var nextLink: String?
-        var deltaLink: String?
-        var count: Int?
-        /// Entities at its top level; entity objects and removals in all; entities new to the generation.
-        var topLevel = 0, received = 0, new = 0
-    }
-
-    /// The parse of one page of `response` as it streams, on a thread of its own, from memory or
-    /// from the temporary file a large answer went to, in parts of at most `chunkRows` rows.
-    /// `related`: the sets other than the request's whose entries the page may hold (a delta's).
-    func parser(
-        _ response: BackendResponse, query: BoundQuery, related: [String: BoundOptions]?
-    ) -> ParseThread<ServerPage> {
-        let (reader, set, options, chunkRows) = (reader, query.path.entitySet, query.options, chunkRows)
-        return ParseThread<ServerPage>(name: "OfflineStore.refresh") { put in
-            try reader.readPage(
-                response.stream(), set: set, options: options, chunkRows: chunkRows, related: related, emit: put)
-        }
-    }
-
-    /// Reads one page of a delta as it streams (`parser`) and writes it `chunkRows` rows a
-    /// transaction as the parse goes on. A read that fails midway keeps the chunks written:
-    /// they are the service's data, and the delta link is not moved, so the next refresh reads
-    /// the page again.
-    func read(
-        _ response: BackendResponse, query: BoundQuery, name: String, generation: UInt64,
-        into report: inout RefreshReport.Request
-    ) async throws -> PageRead {
-        // A delta's entries may be of any set of the request's expand tree.
-        let parse = parser(response, query: query, related: Self.expandTree(query.options))
-        defer { parse.stop() }
-        var page = PageRead()
-        while let part = try await parse.nextItem() {
-            page.new += try await apply(part, name: name, generation: generation, into: &report)
-            page.topLevel += part.topLevel
-            page.received += part.received
-            (page.nextLink, page.deltaLink, page.count) = (part.nextLink, part.deltaLink, part.count)
-        }
-        report.pages += 1
-        progress?(
-            RefreshProgress(
-                request: name, mode: report.mode, pages: report.pages, received: report.received, bytes: report.bytes))
-        return page
-    }
-
-    /// Each entity set below the top of `options`' expand tree, with the options of its first
-    /// level (breadth first).
-    static func expandTree(_ options: BoundOptions) -> [String: BoundOptions] {
-        var out: [String: BoundOptions] = [:]
-        var level = options.expand
-        while !level.isEmpty {
-            for e in level where out[e.entitySet] == nil { out[e.entitySet] = e.options }
-            level = level.flatMap(\.options.expand)
-        }
-        return out
-    }
-
-    struct PageCounts: Sendable {
-        var written = 0, removed = 0, rebased = 0, retained = 0, new = 0
-    }
-
-    /// Writes one page (or a chunk of one) in one transaction: see `apply(_:[ServerPage]…)`.
-    @discardableResult
-    func apply(
-        _ page: ServerPage, name: String, generation: UInt64, into report: inout RefreshReport.Request
-    ) async throws -> Int {
-        try await apply([page], name: name, generation: generation, into: &report)[0]
-    }
-
-    /// Writes parts of pages in one transaction, in order: their entities (rebased where they
-    /// have pending local changes) with their ETags and membership, and their removals. Returns,
-    /// per part, how many of its entities are new to this generation (not brought by an earlier
-    /// part of the same read).
-    func apply(
-        _ parts: [ServerPage], name: String, generation: UInt64, into report: inout RefreshReport.Request
-    ) async throws -> [Int] {
-        let store = self.store
-        let counts = try await store.write { t in
-            let m = Membership(store: store)
-            // The handle of the last row's set: a page's rows are mostly of one set.
-            var last: (name: String, set: EntitySetHandle, system: Bool)? = nil
-            return try parts.map { page in
-                var c = PageCounts()
-                for row in page.rows {
-                    if last?.name != row.set {
-                        let set = try store.set(row.set)
-                        last = (row.set, set, store.schema.isSystemSet(set.name))
-                    }
-                    guard let (_, set, system) = last, !system else { continue }
-                    let keyValues = try set.keyValues(row.entity)
-                    let keyBytes = try set.encodeKey(keyValues)
-                    let entity = set.entityKey(keyBytes)
-                    switch try Self.writeServerImage(
-                        t, store: store, set: set, keyValues: keyValues, keyBytes: keyBytes, entityKey: entity, row: row
-                    )
-                    {
-                    case .unchanged, .keptLocal: break
-                    case .written: c.written += 1
-                    case .rebased: c.written += 1; c.rebased += 1
-                    }
-                    if try m.hold(t, name: name, entity: entity, generation: generation) { c.new += 1 }
-                    try m.putETag(t, entity: entity, row.etag)
-                }
-                for (setName, key) in page.removed {
-                    let set = try store.set(setName)
-                    switch try m.release(t, name: name, set: set, keyBytes: try set.encodeKey(key)) {
-                    case .removed: c.removed += 1
-                    case .retained: c.retained += 1
-                    case .notMember, .stillHeld, .orphaned: break
-                    }
-                }
-                return c
-            }
-        }
-        for (page, c) in zip(parts, counts) {
-            report.received += page.received
-            report.written += c.written
-            report.removed += c.removed
-            report.rebased += c.rebased
-            report.skippedProperties += page.skippedProperties
-            report.facetViolations += page.facetViolations
-        }
-        progress?(
-            RefreshProgress(
-                request: name, mode: report.mode, pages: report.pages, received: report.received, bytes: report.bytes))
-        return counts.map(\.new)
-    }
-
-    enum Written { case unchanged, written, rebased, keptLocal }
-
-    /// Writes the service's image of one entity: as the entity when it has no pending local
-    /// changes, else into `base/` with the pending requests re-applied on top (rebase).
-    static func writeServerImage(
-        _ t: WriteView, store: EntityStore, set: EntitySetHandle, keyValues: [Value], keyBytes: [UInt8],
-        entityKey: [UInt8], row: ServerRow
-    ) throws -> Written {
-        let queue = RequestQueue(store: store)
-        let chain = try queue.chain(t.reader, set: set.name, entityKey: entityKey)
-        if chain.isEmpty {
-            var image = row.entity
-            if row.partial, let old = try set.get(t.reader, key: keyValues) {
-                image = old; for (k, v) in row.entity { image[k] = v }
-            }
-            let written = try set.upsertIfChanged(t, image, keyValues: keyValues, keyBytes: keyBytes, facets: false)
-            return written ? .written : .unchanged
-        }
-        var records = try chain.map { e -> RequestRecord in
-            guard let r = try queue.record(t.reader, id: e.id) else {
-                throw EntityError.badInput(
-                    "q/by-entity names request \(e.id) of \(set.name)(\(set.describeKeyBytes(keyBytes))), which is not in the queue"
-                )
-            }
-            return r
-        }
-        let base = store.base(ofSet: set.name)
-        if records[0].method == .create {
-            // The service has the key too. A create that already left (or was refused) is flush's to settle.
-            guard records[0].status == .pending else { return .keptLocal }
-            records[0].method = .replace
-            try queue.put(t, records[0], hasDependents: chain[0].hasDependents)
-        }
-        var image = row.entity
-        if row.partial, let old = try t.get(base, keyBytes).map({ try set.codec.decode($0) }) {
-            image = old; for (k, v) in row.entity { image[k] = v }
-        }
-        let encoded = set.codec.encode(image)
-        // Already the server image under the local changes (an entity two requests bring): nothing to do.
-        if let current = try t.get(base, keyBytes), current.elementsEqual(encoded) { return .unchanged }
-        try t.put(base, keyBytes, encoded)
-        var local: Properties? = image
-        for r in records { local = try queue.apply(r, to: local) }
-        if let local {
-            try set.upsert(t, local, facets: false)
-        } else {
-            _ = try set.delete(t, key: keyValues)
-        }
-        return .rebased
-    }
-
-    /// Releases request `name`'s entries with a generation below `below`, in transactions of at
-    /// most `sweepChunk` releases: after a full read (`below` = its generation) the entities the
-    /// service no longer returned, after a delta (`below` = 1) the retained ones.
-    func sweep(name: String, below: UInt64) async throws -> (removed: Int, retained: Int) {
-        try await Membership(store: store).sweep(name: name, below: below, chunk: sweepChunk)
     }
 }

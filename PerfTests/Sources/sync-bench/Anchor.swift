@@ -63,7 +63,7 @@ enum Anchor {
             configuration: .init(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10))))
     }
 
-    /// One request as flush's `HTTPBackend` sends it: `OData-Version`, `Accept`, the body's type.
+    /// One request as flush's `HTTPTransport` sends it: `OData-Version`, `Accept`, the body's type.
     static func request(
         _ url: String, method: HTTPMethod = .GET, headers: [(String, String)] = [], body: [UInt8]? = nil
     ) -> HTTPClientRequest {

@@ -246,7 +246,7 @@ struct SyncBench {
         return out
     }
 
-    /// The anchor's `$batch` request objects, one a line, as flush writes them (`HTTPBackend.batch`,
+    /// The anchor's `$batch` request objects, one a line, as flush writes them (`HTTPTransport.batch`,
     /// `Flush.request`): the same bodies (checked against the queue's), Repeatability-Request-ID,
     /// Repeatability-First-Sent, Prefer on creates, If-Match with the service's ETag on PATCHes.
     func anchorRequests(

@@ -1,3 +1,4 @@
+import Remote
 import Foundation
 import Testing
 @testable import OfflineStore
@@ -236,20 +237,20 @@ import TestSupport
 }
 
 /// `SampleBackend`'s answers with an `@odata.etag` on every entity.
-struct ETaggedSampleBackend: Backend {
+struct ETaggedSampleBackend: Transport {
     var serviceRoot: String { SampleBackend().serviceRoot }
 
-    func send(_ request: BackendRequest) async throws -> BackendResponse {
+    func send(_ request: WireRequest) async throws -> WireResponse {
         let answer = try await SampleBackend().send(request)
         guard answer.status == 200,
             var doc = try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any],
             let value = doc["value"] as? [[String: Any]]
         else { return answer }
         doc["value"] = value.enumerated().map { i, e in e.merging(["@odata.etag": "W/\"\(i)\""]) { a, _ in a } }
-        return BackendResponse(status: 200, body: Array(try JSONSerialization.data(withJSONObject: doc)))
+        return WireResponse(status: 200, body: Array(try JSONSerialization.data(withJSONObject: doc)))
     }
 
-    func batch(_ requests: [BackendRequest], headers: [(String, String)]) async throws -> [BackendResponse] {
+    func batch(_ requests: [WireRequest], headers: [(String, String)]) async throws -> [WireResponse] {
         try await SampleBackend().batch(requests, headers: headers)
     }
 }

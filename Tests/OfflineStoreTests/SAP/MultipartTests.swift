@@ -8,13 +8,13 @@ import Sync
 /// a change set applied, a change set rolled back (one error part for all its members), a GET.
 @Suite struct MultipartTests {
     static let requests = [
-        BackendRequest(method: "GET", url: "ProductSet('A')"),
-        BackendRequest(
+        WireRequest(method: "GET", url: "ProductSet('A')"),
+        WireRequest(
             method: "POST", url: "ProductSet", body: Array(#"{"ProductID":"B"}"#.utf8), group: "t1", id: "2"),
-        BackendRequest(
+        WireRequest(
             method: "MERGE", url: "ProductSet('C')", headers: [("If-Match", "W/\"1\"")], body: Array("{}".utf8),
             group: "t1", id: "3"),
-        BackendRequest(method: "DELETE", url: "ProductSet('D')", id: "4"),
+        WireRequest(method: "DELETE", url: "ProductSet('D')", id: "4"),
     ]
 
     @Test func encodesChangeSetsContentIDsAndRetrieveParts() throws {

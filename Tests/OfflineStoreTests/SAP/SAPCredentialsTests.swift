@@ -174,7 +174,7 @@ import Storage
         let start = try await Self.lastID(sap)
         let authorizer = try #require(
             try Credentials.authorizer(for: store.configuration, serviceRoot: root) as? OAuth2ClientCredentials)
-        let backend = HTTPBackend(serviceRoot: root, version: store.schema.version, authorizer: authorizer)
+        let backend = HTTPTransport(serviceRoot: root, version: store.schema.version, authorizer: authorizer)
         let refreshed = try await store.refresh(backend: backend)
         #expect(refreshed.received > 0)
         try await store.create(set: "ProductSet", entity: Self.product("HT-9920"))
@@ -254,7 +254,7 @@ import Storage
         let root = sap.root(Self.service)
         let authorizer = try #require(
             try Credentials.authorizer(for: store.configuration, serviceRoot: root) as? OAuth2ClientCredentials)
-        let backend = HTTPBackend(serviceRoot: root, version: store.schema.version, authorizer: authorizer)
+        let backend = HTTPTransport(serviceRoot: root, version: store.schema.version, authorizer: authorizer)
         _ = try await store.refresh(backend: backend)
         try await sap.revokeTokens()
         start = try await Self.lastID(sap)

@@ -117,7 +117,7 @@ import Storage
     @Test func theAuthorizerIsNeverConsultedForAnotherOrigin() async throws {
         let recorder = Recorder()
         // Port 1 on loopback: nothing listens, so the request fails after the authorizer ran.
-        let backend = HTTPBackend(
+        let backend = HTTPTransport(
             serviceRoot: "http://127.0.0.1:1/svc/", retries: 0, connectTimeout: .milliseconds(200),
             authorizer: recorder)
         defer { Task { try? await backend.shutdown() } }
@@ -126,7 +126,7 @@ import Storage
             "http://evil.example/svc/Products", "http://user@127.0.0.1:1/svc/Products",
         ] {
             do {
-                _ = try await backend.send(BackendRequest(method: "GET", url: other))
+                _ = try await backend.send(WireRequest(method: "GET", url: other))
                 Issue.record("\(other) was sent")
             } catch {
                 guard case BackendError.otherOrigin = error else {
@@ -136,8 +136,8 @@ import Storage
             }
         }
         #expect(recorder.seen.withLock { $0 }.isEmpty, "\(recorder.seen.withLock { $0 })")
-        _ = try? await backend.send(BackendRequest(method: "GET", url: "Products?$top=1"))
-        _ = try? await backend.send(BackendRequest(method: "GET", url: "http://127.0.0.1:1/svc/Next"))
+        _ = try? await backend.send(WireRequest(method: "GET", url: "Products?$top=1"))
+        _ = try? await backend.send(WireRequest(method: "GET", url: "http://127.0.0.1:1/svc/Next"))
         #expect(
             recorder.seen.withLock { $0 } == ["http://127.0.0.1:1/svc/Products?$top=1", "http://127.0.0.1:1/svc/Next"])
     }

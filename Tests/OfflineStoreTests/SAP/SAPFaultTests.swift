@@ -12,8 +12,8 @@ import Storage
 @Suite(.external, .checksStores, .serialized) struct SAPFaultTests {
     static let service = MockSAP.gwsample
 
-    static func backend(_ sap: MockSAP, _ store: OfflineStore, timeout: TimeAmount = .seconds(60)) -> HTTPBackend {
-        HTTPBackend(
+    static func backend(_ sap: MockSAP, _ store: OfflineStore, timeout: TimeAmount = .seconds(60)) -> HTTPTransport {
+        HTTPTransport(
             serviceRoot: sap.root(service), timeout: timeout, retries: 2, version: store.schema.version,
             maxRetryAfter: .seconds(1))
     }
@@ -65,7 +65,7 @@ import Storage
         let store = try await SAPFlush.store(sap)
         let before = try store.entities("ProductSet").count
         try await sap.fault(["match": "ProductSet$", "method": "GET", "scenario": "slow", "count": 10])
-        let backend = HTTPBackend(
+        let backend = HTTPTransport(
             serviceRoot: sap.root(Self.service), timeout: .seconds(1), retries: 0, version: store.schema.version)
         let started = Date()
         await #expect {

@@ -169,21 +169,21 @@ enum FlushFixture {
     }
 }
 
-/// `HTTPBackend` with a recorder: every `$batch` it sends is kept, and the answer of chosen
+/// `HTTPTransport` with a recorder: every `$batch` it sends is kept, and the answer of chosen
 /// round trips can be lost (the service got and applied the batch; the client hears nothing).
-final class ProbeBackend: Backend, @unchecked Sendable {
+final class ProbeBackend: Transport, @unchecked Sendable {
     // @unchecked: the mutable state is guarded by `lock`.
-    let inner: HTTPBackend
+    let inner: HTTPTransport
     private let lock = NSLock()
-    private var _batches: [[BackendRequest]] = []
+    private var _batches: [[WireRequest]] = []
     private var _lose: Set<Int> = []
     private var _before: [Int: @Sendable () -> Void] = [:]
     private var _after: [Int: @Sendable () -> Void] = [:]
 
-    init(_ serviceRoot: String) { inner = HTTPBackend(serviceRoot: serviceRoot, retries: 0) }
+    init(_ serviceRoot: String) { inner = HTTPTransport(serviceRoot: serviceRoot, retries: 0) }
 
     var serviceRoot: String { inner.serviceRoot }
-    var batches: [[BackendRequest]] { lock.withLock { _batches } }
+    var batches: [[WireRequest]] { lock.withLock { _batches } }
     /// Loses the answer of round trip `n` (1-based, counted from now on over all calls).
     func loseAnswer(of n: Int) { lock.withLock { _ = _lose.insert(_batches.count + n) } }
     /// Runs `action` when round trip `n` (1-based, over all calls) comes, before it is passed on.
@@ -191,9 +191,9 @@ final class ProbeBackend: Backend, @unchecked Sendable {
     /// Runs `action` when the answer to round trip `n` has come, before it is returned.
     func after(roundTrip n: Int, _ action: @escaping @Sendable () -> Void) { lock.withLock { _after[n] = action } }
 
-    func send(_ request: BackendRequest) async throws -> BackendResponse { try await inner.send(request) }
+    func send(_ request: WireRequest) async throws -> WireResponse { try await inner.send(request) }
 
-    func batch(_ requests: [BackendRequest], headers: [(String, String)]) async throws -> [BackendResponse] {
+    func batch(_ requests: [WireRequest], headers: [(String, String)]) async throws -> [WireResponse] {
         let (n, action) = lock.withLock {
             _batches.append(requests); return (_batches.count, _before[_batches.count])
         }

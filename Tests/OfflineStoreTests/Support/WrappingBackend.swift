@@ -1,18 +1,18 @@
 import Remote
 import Sync
 
-/// A test backend around `HTTPBackend` that changes some of its answers: whatever it does not
+/// A test backend around `HTTPTransport` that changes some of its answers: whatever it does not
 /// implement itself goes to `inner` unchanged.
-protocol WrappingBackend: Backend {
-    var inner: HTTPBackend { get }
+protocol WrappingBackend: Transport {
+    var inner: HTTPTransport { get }
 }
 
 extension WrappingBackend {
     var serviceRoot: String { inner.serviceRoot }
 
-    func send(_ request: BackendRequest) async throws -> BackendResponse { try await inner.send(request) }
+    func send(_ request: WireRequest) async throws -> WireResponse { try await inner.send(request) }
 
-    func batch(_ requests: [BackendRequest], headers: [(String, String)]) async throws -> [BackendResponse] {
+    func batch(_ requests: [WireRequest], headers: [(String, String)]) async throws -> [WireResponse] {
         try await inner.batch(requests, headers: headers)
     }
 }

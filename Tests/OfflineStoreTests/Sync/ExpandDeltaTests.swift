@@ -29,7 +29,7 @@ import Sync
     /// first page of `sales` (about 11,000 entities under the partners).
     @discardableResult
     static func refresh(_ store: OfflineStore, _ root: String, pageSize: Int? = nil) async throws -> RefreshReport {
-        let backend = HTTPBackend(
+        let backend = HTTPTransport(
             serviceRoot: root, timeout: .seconds(600), idleTimeout: .seconds(300), version: store.schema.version)
         do {
             let report = try await store.refresh(backend: backend, pageSize: pageSize)
@@ -139,9 +139,9 @@ import Sync
 
     /// `serve` through HTTP, with an entry of a set the request's expand tree does not reach
     /// added at the end of its delta responses while `taint` is set.
-    final class TaintingBackend: Backend, @unchecked Sendable {
+    final class TaintingBackend: Transport, @unchecked Sendable {
         // @unchecked: `taint` is guarded by `lock`.
-        let inner: HTTPBackend
+        let inner: HTTPTransport
         private let lock = NSLock()
         private var _taint = true
         var taint: Bool {
@@ -151,10 +151,10 @@ import Sync
         static let entry =
             #"{"@odata.context":"$metadata#Products/$entity","@odata.id":"Products('HT-1000')","ProductID":"HT-1000","Name":"not asked for"}"#
 
-        init(_ serviceRoot: String) { inner = HTTPBackend(serviceRoot: serviceRoot, retries: 0) }
+        init(_ serviceRoot: String) { inner = HTTPTransport(serviceRoot: serviceRoot, retries: 0) }
         var serviceRoot: String { inner.serviceRoot }
 
-        func send(_ request: BackendRequest) async throws -> BackendResponse {
+        func send(_ request: WireRequest) async throws -> WireResponse {
             guard taint, request.url.contains("deltatoken") else { return try await inner.send(request) }
             var plain = request
             plain.largeAnswer = false
@@ -166,7 +166,7 @@ import Sync
             return response
         }
 
-        func batch(_ requests: [BackendRequest], headers: [(String, String)]) async throws -> [BackendResponse] {
+        func batch(_ requests: [WireRequest], headers: [(String, String)]) async throws -> [WireResponse] {
             try await inner.batch(requests, headers: headers)
         }
     }
@@ -272,9 +272,9 @@ import Sync
     /// `serve` through HTTP without its `OfflineStore-Delta-Expand` header: a service whose delta
     /// links say nothing of the expansion, as SAP Gateway's (whose delta reports the top set only).
     struct UnmarkedBackend: WrappingBackend {
-        let inner: HTTPBackend
+        let inner: HTTPTransport
 
-        func send(_ request: BackendRequest) async throws -> BackendResponse {
+        func send(_ request: WireRequest) async throws -> WireResponse {
             var response = try await inner.send(request)
             response.headers.removeAll { $0.0.lowercased() == Refresher.deltaExpandHeader.lowercased() }
             return response
@@ -286,7 +286,7 @@ import Sync
         let plain = DefiningRequest(name: "Plain", url: "Products?$filter=Price gt 500")
         let offline = try RefreshTests.offlineStore([Self.sales, plain])
         try await withServer(path) { http, server in
-            let backend = UnmarkedBackend(inner: HTTPBackend(serviceRoot: server.url, retries: 0))
+            let backend = UnmarkedBackend(inner: HTTPTransport(serviceRoot: server.url, retries: 0))
             let first = try await offline.refresh(backend: backend)
             #expect(first.requests.map(\.mode) == [.full, .full])
             let served = try RefreshTests.served(path)

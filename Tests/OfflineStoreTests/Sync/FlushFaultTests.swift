@@ -122,7 +122,12 @@ import Samples
                 let probe = try QueueFaultTests.copy(marked)
                 let records = try FlushFixture.queue(probe).filter { $0.status == .sent }
                 return records.map {
-                    Flush.Outgoing(record: $0, request: BackendRequest(method: $0.method.rawValue, url: ""))
+                    Flush.Outgoing(
+                        record: $0,
+                        change: OutgoingChange(
+                            kind: .update, set: $0.entitySet, key: [], keyText: $0.entityKey, body: nil, etag: nil,
+                            repeatabilityID: $0.repeatabilityID, firstSent: Self.now, customHeaders: [],
+                            id: String($0.id)))
                 }
             }())
         return (marked, work)

@@ -295,7 +295,7 @@ import Storage
         let queued = try FlushFixture.queue(store)
         // No server at all: a transport error, nothing settled, the queue as it was (now sent).
         // (A short connect timeout: a refused connection is retried until it passes.)
-        func backend(_ url: String) -> HTTPBackend { HTTPBackend(serviceRoot: url, connectTimeout: .seconds(1)) }
+        func backend(_ url: String) -> HTTPTransport { HTTPTransport(serviceRoot: url, connectTimeout: .seconds(1)) }
         let down = backend("http://127.0.0.1:9/")
         let nobody = try await store.flush(backend: down, batchSize: 3)
         try await down.shutdown()
@@ -591,7 +591,7 @@ import Storage
         #expect(r.firstSentAt == nil && r.status == .pending && r.method == .update)
         let marked = try await store.entities.write { t in try store.requestQueue.markSent(t, id: 1, at: Self.at) }
         #expect(marked.firstSentAt == Self.at && marked.attempts == 1)
-        #expect(Flush.imfDate(Self.at) == "Tue, 14 Nov 2023 22:13:20 GMT")
+        #expect(Wire.imfDate(Self.at) == "Tue, 14 Nov 2023 22:13:20 GMT")
     }
 
     static let at = EDMDateTimeOffset(ticks: 1_700_000_000 * ticksPerSecond)
@@ -605,7 +605,7 @@ import Storage
             "Set(Key=guid'01234567-89ab-cdef-0123-456789abcdef')", "Products('[a]{b}|c^`\"<>\\')",
         ]
         for p in paths {
-            #expect(Flush.percentEncoded(p) == p.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed), "\(p)")
+            #expect(Wire.percentEncoded(p) == p.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed), "\(p)")
         }
     }
 
@@ -640,13 +640,13 @@ import Storage
         }
         close(probe)
         let port = UInt16(bigEndian: address.sin_port)
-        let backend = HTTPBackend(
+        let backend = HTTPTransport(
             serviceRoot: "http://127.0.0.1:\(port)/", retries: 3, backoff: .milliseconds(200),
             connectTimeout: .seconds(1))
         // Classified as unreachable (the path that is not retried) — not timed: under a loaded
         // test run the same call took 54 s of wall time once, retries or not.
         do {
-            _ = try await backend.send(BackendRequest(method: "GET", url: "Products"))
+            _ = try await backend.send(WireRequest(method: "GET", url: "Products"))
             Issue.record("a GET to a closed port succeeded")
         } catch let e as BackendError {
             #expect(

@@ -64,7 +64,7 @@ struct HostileUpstream {
     static func refreshError(
         _ store: OfflineStore, _ root: String, timeout: TimeAmount = .seconds(60), idle: TimeAmount = .seconds(30)
     ) async -> (any Error)? {
-        let backend = HTTPBackend(
+        let backend = HTTPTransport(
             serviceRoot: root, headers: [secret], timeout: timeout, retries: 0, idleTimeout: idle,
             version: store.schema.version)
         defer { Task { try? await backend.shutdown() } }
@@ -250,7 +250,7 @@ struct HostileUpstream {
         let up = try await HostileUpstream.start()
         defer { Task { await up.stop() } }
         let store = try Self.store(up.root("stall-head"))
-        let backend = HTTPBackend(
+        let backend = HTTPTransport(
             serviceRoot: up.root("stall-head"), timeout: .seconds(1), retries: 3, version: store.schema.version)
         let started = Date()
         await #expect(throws: (any Error).self) { _ = try await store.refresh(backend: backend) }

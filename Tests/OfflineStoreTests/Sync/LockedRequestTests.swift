@@ -8,31 +8,31 @@ import Storage
 
 /// `serve` behind a backend that holds back the requests of one entity and answers them 423
 /// (locked), as SAP answers a document another user is editing: the service never saw them.
-final class LockingBackend: Backend, @unchecked Sendable {
+final class LockingBackend: Transport, @unchecked Sendable {
     // @unchecked: the mutable state is guarded by `lock`.
-    let inner: HTTPBackend
+    let inner: HTTPTransport
     let locked: String
     private let lock = NSLock()
     private var _held = 0
     var held: Int { lock.withLock { _held } }
 
     init(_ serviceRoot: String, locking url: String) {
-        inner = HTTPBackend(serviceRoot: serviceRoot, retries: 0)
+        inner = HTTPTransport(serviceRoot: serviceRoot, retries: 0)
         locked = url
     }
 
     var serviceRoot: String { inner.serviceRoot }
-    func send(_ request: BackendRequest) async throws -> BackendResponse { try await inner.send(request) }
+    func send(_ request: WireRequest) async throws -> WireResponse { try await inner.send(request) }
 
-    func batch(_ requests: [BackendRequest], headers: [(String, String)]) async throws -> [BackendResponse] {
+    func batch(_ requests: [WireRequest], headers: [(String, String)]) async throws -> [WireResponse] {
         let passed = requests.filter { $0.url != locked }
         var answers = passed.isEmpty ? [] : try await inner.batch(passed, headers: headers)
-        var out: [BackendResponse] = []
+        var out: [WireResponse] = []
         for r in requests {
             if r.url == locked {
                 lock.withLock { _held += 1 }
                 let body = #"{"error":{"code":"/IWBEP/CX_MGW_BUSI_EXCEPTION","message":"locked by user OTHER"}}"#
-                out.append(BackendResponse(status: 423, body: Array(body.utf8)))
+                out.append(WireResponse(status: 423, body: Array(body.utf8)))
             } else {
                 out.append(answers.removeFirst())
             }

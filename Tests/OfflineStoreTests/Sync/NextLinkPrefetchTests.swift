@@ -32,14 +32,14 @@ import Sync
     /// the same name (which the reader ignores) naming a page that does not exist: every guess is
     /// wrong, and it is asked for.
     struct MisleadingBackend: WrappingBackend {
-        let inner: HTTPBackend
+        let inner: HTTPTransport
         let asked = Log()
 
         final class Log: Sendable {
             let urls = Mutex<[String]>([])
         }
 
-        func send(_ request: BackendRequest) async throws -> BackendResponse {
+        func send(_ request: WireRequest) async throws -> WireResponse {
             asked.urls.withLock { $0.append(request.url) }
             var response = try await inner.send(request)
             guard request.method == "GET", response.status == 200 else { return response }
@@ -64,7 +64,7 @@ import Sync
         let misled = try RefreshTests.offlineStore([items])
         let plain = try RefreshTests.offlineStore([items])
         try await withServer(path) { _, server in
-            let backend = MisleadingBackend(inner: HTTPBackend(serviceRoot: server.url, retries: 0))
+            let backend = MisleadingBackend(inner: HTTPTransport(serviceRoot: server.url, retries: 0))
             do {
                 let report = try await misled.refresh(backend: backend, pageSize: 20)
                 let pages = try #require(report.requests.first?.pages)

@@ -1,3 +1,4 @@
+import Remote
 import LMDB
 import Foundation
 import Testing
@@ -8,16 +9,16 @@ import Samples
 import Storage
 
 /// A `Backend` that answers every GET of a set with the sample data of that set, in one page.
-struct SampleBackend: Backend {
+struct SampleBackend: Transport {
     var serviceRoot: String { "http://sample.invalid/" }
 
-    func send(_ request: BackendRequest) async throws -> BackendResponse {
+    func send(_ request: WireRequest) async throws -> WireResponse {
         let set = String(request.url.prefix { $0 != "?" && $0 != "(" })
-        guard SampleData.setsInLoadOrder.contains(set) else { return BackendResponse(status: 404) }
-        return BackendResponse(status: 200, body: Array(SampleData.json(set).utf8))
+        guard SampleData.setsInLoadOrder.contains(set) else { return WireResponse(status: 404) }
+        return WireResponse(status: 200, body: Array(SampleData.json(set).utf8))
     }
 
-    func batch(_ requests: [BackendRequest], headers: [(String, String)]) async throws -> [BackendResponse] {
+    func batch(_ requests: [WireRequest], headers: [(String, String)]) async throws -> [WireResponse] {
         throw BackendError.badResponse("no batches here")
     }
 }

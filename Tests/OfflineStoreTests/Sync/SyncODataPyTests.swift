@@ -68,11 +68,11 @@ struct ODataPy {
 
     /// Every entity of every set as the server answers `GET Set`, nulls left out, by key.
     static func read(_ url: String, schema offline: OfflineStore) async throws -> [String: [String: Properties]] {
-        let backend = HTTPBackend(serviceRoot: url, retries: 0)
+        let backend = HTTPTransport(serviceRoot: url, retries: 0)
         var out: [String: [String: Properties]] = [:]
         do {
             for name in offline.schema.serviceSetNames {
-                let response = try await backend.send(BackendRequest(method: "GET", url: name))
+                let response = try await backend.send(WireRequest(method: "GET", url: name))
                 guard response.status == 200, case .array(let rows)? = try JSON.parse(response.body)["value"] else {
                     throw ODataPyFailed(
                         description:

@@ -22,7 +22,7 @@ import Synchronization
 /// - **Cookies**: every `Set-Cookie` of an answer goes into this backend's jar (name → value, in
 ///   memory, never written to disk and never in a message or log), and the jar's cookies go
 ///   with every request after it — only ever to the service root's origin, as every request does.
-extension HTTPBackend {
+extension HTTPTransport {
     struct Session: Sendable {
         /// Whether a token was fetched (it may have come back empty: a service without CSRF).
         var fetched = false
@@ -33,7 +33,7 @@ extension HTTPBackend {
     static func isModifying(_ method: String) -> Bool { method != "GET" && method != "HEAD" }
 
     /// `request` with the session's token (if it modifies) and cookies.
-    func sendInSession(_ request: BackendRequest) async throws -> BackendResponse {
+    func sendInSession(_ request: WireRequest) async throws -> WireResponse {
         let modifying = Self.isModifying(request.method)
         if modifying, version != .v4, !session.withLock({ $0.fetched }) { try await fetchToken() }
         let response = try await transmit(request)
@@ -42,7 +42,7 @@ extension HTTPBackend {
         return try await transmit(request)
     }
 
-    static func csrfRequired(_ r: BackendResponse) -> Bool {
+    static func csrfRequired(_ r: WireResponse) -> Bool {
         r.status == 403 && r.header("x-csrf-token")?.lowercased() == "required"
     }
 
@@ -50,7 +50,7 @@ extension HTTPBackend {
     /// its answer go into the jar as every answer's do. A service that answers without a token
     /// gets none sent. Throws `BackendError.transport` when no answer came.
     func fetchToken() async throws {
-        let answer = try await transmit(BackendRequest(method: "GET", url: "", headers: [("X-CSRF-Token", "Fetch")]))
+        let answer = try await transmit(WireRequest(method: "GET", url: "", headers: [("X-CSRF-Token", "Fetch")]))
         let token = answer.header("x-csrf-token").flatMap { t -> String? in
             let t = t.trimmingCharacters(in: .whitespaces)
             return t.isEmpty || t.lowercased() == "required" || !t.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F })
@@ -63,7 +63,7 @@ extension HTTPBackend {
     }
 
     /// Adds the session's token (to a modifying request) and cookies to `headers`.
-    func sessionHeaders(for request: BackendRequest, into headers: inout HTTPHeaders) {
+    func sessionHeaders(for request: WireRequest, into headers: inout HTTPHeaders) {
         let (token, cookies) = session.withLock { ($0.token, $0.cookies) }
         if Self.isModifying(request.method), let token, request.header("X-CSRF-Token") == nil {
             headers.replaceOrAdd(name: "X-CSRF-Token", value: token)

@@ -10,8 +10,8 @@ import Synchronization
 /// `Backend` over HTTP/1.1 with AsyncHTTPClient: an OData JSON client, V4 or V2.
 ///
 /// ```swift
-/// let backend = HTTPBackend(serviceRoot: "http://127.0.0.1:8080/", headers: [("Authorization", "Basic …")])
-/// let page = try await backend.send(BackendRequest(method: "GET", url: "Products?$top=10"))
+/// let backend = HTTPTransport(serviceRoot: "http://127.0.0.1:8080/", headers: [("Authorization", "Basic …")])
+/// let page = try await backend.send(WireRequest(method: "GET", url: "Products?$top=10"))
 /// try await backend.shutdown()
 /// ```
 /// Every request carries the version headers of the service's protocol (`OData-Version: 4.0` and
@@ -33,7 +33,7 @@ import Synchronization
 /// error, with exponential backoff, up to `retries` times; any other request is sent once, since
 /// the service may have applied it. A `$batch` goes with `Prefer: odata.continue-on-error`, so
 /// that one failed request does not leave the others unanswered.
-package final class HTTPBackend: Backend, @unchecked Sendable {
+package final class HTTPTransport: Transport, @unchecked Sendable {
     // @unchecked: all stored properties are immutable; HTTPClient is thread-safe.
     package let serviceRoot: String
     package let headers: [(String, String)]
@@ -60,7 +60,7 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     package let version: ODataVersion
     /// The origin (`http://host:port`) of `serviceRoot`, the only one requests go to.
     package let origin: String
-    /// The CSRF token and session cookies of this backend (`HTTPBackend+Session.swift`): in
+    /// The CSRF token and session cookies of this backend (`HTTPTransport+Session.swift`): in
     /// memory only, never written or logged.
     let session = Mutex(Session())
     /// Sets each request's credentials (see the type's documentation), or nil.
@@ -134,15 +134,15 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
 
     static let parameterCharacters = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
 
-    /// Sends `request` with the session's CSRF token and cookies (`HTTPBackend+Session.swift`),
+    /// Sends `request` with the session's CSRF token and cookies (`HTTPTransport+Session.swift`),
     /// retrying as the type's documentation says.
-    package func send(_ request: BackendRequest) async throws -> BackendResponse {
+    package func send(_ request: WireRequest) async throws -> WireResponse {
         try await sendInSession(request)
     }
 
     /// One request, retried when it is safe to repeat (see the type's documentation); no CSRF
     /// handling of its own.
-    func transmit(_ request: BackendRequest) async throws -> BackendResponse {
+    func transmit(_ request: WireRequest) async throws -> WireResponse {
         let repeatable = request.method == "GET" || request.header("Repeatability-Request-ID") != nil
         var attempt = 0
         var reauthorized = false
@@ -210,7 +210,7 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         return Swift.min(.seconds(Swift.max(0, seconds)), max)
     }
 
-    private func once(_ request: BackendRequest) async throws -> BackendResponse {
+    private func once(_ request: WireRequest) async throws -> WireResponse {
         var r = HTTPClientRequest(url: try absolute(request.url))
         r.method = HTTPMethod(rawValue: request.method)
         switch version {
@@ -262,7 +262,7 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
                 }
             }
             keepCookies(response.headers[canonicalForm: "Set-Cookie"].map(String.init))
-            return BackendResponse(
+            return WireResponse(
                 status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: body,
                 spooled: file?.finish())
         } catch let e as IOError where e.errnoCode == ECONNREFUSED {
@@ -322,8 +322,8 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     /// Sends `requests` as one `$batch`: a JSON batch to a V4 service, a `multipart/mixed` one
     /// (`Multipart`) to a V2 service.
     package func batch(
-        _ requests: [BackendRequest], headers extra: [(String, String)] = []
-    ) async throws -> [BackendResponse] {
+        _ requests: [WireRequest], headers extra: [(String, String)] = []
+    ) async throws -> [WireResponse] {
         if !supportsBatch { return try await oneByOne(requests, headers: extra) }
         switch version {
         case .v4: return try await jsonBatch(requests, headers: extra)
@@ -334,8 +334,8 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
     /// For a service without `$batch`: each request on its own, in order. A request whose
     /// atomicity group or whose `dependsOn` already failed is not sent (424, as a `$batch` answers
     /// it); what went before stays applied — without `$batch` there is no atomicity.
-    func oneByOne(_ requests: [BackendRequest], headers extra: [(String, String)]) async throws -> [BackendResponse] {
-        var out: [BackendResponse] = []
+    func oneByOne(_ requests: [WireRequest], headers extra: [(String, String)]) async throws -> [WireResponse] {
+        var out: [WireResponse] = []
         var failed: Set<String> = []
         let passed = extra.filter { $0.0.lowercased() != "prefer" }
         for (i, r) in requests.enumerated() {
@@ -346,7 +346,7 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
                 continue
             }
             let response = try await send(
-                BackendRequest(method: r.method, url: r.url, headers: passed + r.headers, body: r.body))
+                WireRequest(method: r.method, url: r.url, headers: passed + r.headers, body: r.body))
             if !response.isSuccess {
                 failed.insert(id)
                 if let g = r.group { failed.insert(g) }
@@ -356,25 +356,25 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         return out
     }
 
-    static func notRun(_ id: String) -> BackendResponse {
+    static func notRun(_ id: String) -> WireResponse {
         let message =
             #"{"error":{"code":"424","message":"not sent: a request it depends on, or of its transaction, failed"}}"#
-        return BackendResponse(status: 424, headers: [("Content-Type", "application/json")], body: Array(message.utf8))
+        return WireResponse(status: 424, headers: [("Content-Type", "application/json")], body: Array(message.utf8))
     }
 
     /// A V2 `$batch`: `multipart/mixed`, a change set per atomicity group and per modifying
     /// request outside any (see `Multipart`). Throws `BackendError.badResponse` when the `$batch`
     /// itself is not answered 202 (or 200) or its answer cannot be read.
     func multipartBatch(
-        _ requests: [BackendRequest], headers extra: [(String, String)]
-    ) async throws -> [BackendResponse] {
+        _ requests: [WireRequest], headers extra: [(String, String)]
+    ) async throws -> [WireResponse] {
         let boundary = "batch_" + UUID().uuidString.lowercased()
         let body = Multipart.encode(requests, boundary: boundary)
         let batchHeaders =
             extra.filter { !["prefer", "content-type", "accept"].contains($0.0.lowercased()) } + [
                 ("Content-Type", "multipart/mixed; boundary=\(boundary)"), ("Accept", "multipart/mixed"),
             ]
-        let response = try await send(BackendRequest(method: "POST", url: "$batch", headers: batchHeaders, body: body))
+        let response = try await send(WireRequest(method: "POST", url: "$batch", headers: batchHeaders, body: body))
         guard response.status == 202 || response.status == 200 else {
             // The batch itself was refused (401, 403, 413, 5xx, …): no request of it ran.
             let text =
@@ -389,8 +389,8 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
 
     /// A V4 JSON `$batch` (OData 4.01 JSON Format §19).
     func jsonBatch(
-        _ requests: [BackendRequest], headers extra: [(String, String)]
-    ) async throws -> [BackendResponse] {
+        _ requests: [WireRequest], headers extra: [(String, String)]
+    ) async throws -> [WireResponse] {
         var out = JSONBuffer()
         out.append("{\"requests\":[")
         for (i, r) in requests.enumerated() {
@@ -435,7 +435,7 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         let prefer = extra.filter { $0.0.lowercased() == "prefer" }.map(\.1) + ["odata.continue-on-error"]
         batchHeaders += [("Prefer", prefer.joined(separator: ", ")), ("Content-Type", "application/json")]
         let response = try await send(
-            BackendRequest(method: "POST", url: "$batch", headers: batchHeaders, body: out.bytes))
+            WireRequest(method: "POST", url: "$batch", headers: batchHeaders, body: out.bytes))
         guard response.status == 200 else {
             // The batch itself was refused (401, 413, 5xx, …): no request of it ran, and none of
             // them is at fault.
@@ -451,7 +451,7 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
         guard case .array(let items)? = document["responses"] else {
             throw BackendError.badResponse("a $batch response without \"responses\"")
         }
-        var byID: [String: BackendResponse] = [:]
+        var byID: [String: WireResponse] = [:]
         for item in items {
             guard case .string(let id)? = item["id"], case .number(let s)? = item["status"], let status = Int(s) else {
                 continue
@@ -470,7 +470,7 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
                 default: body = Array(raw)
                 }
             }
-            byID[id] = BackendResponse(status: status, headers: hs, body: body)
+            byID[id] = WireResponse(status: status, headers: hs, body: body)
         }
         // A service that stopped at a failed request (not honouring continue-on-error) did not run
         // the requests it left unanswered: 424, as for a request whose dependency failed.
@@ -483,7 +483,7 @@ package final class HTTPBackend: Backend, @unchecked Sendable {
             }
             let message =
                 #"{"error":{"code":"424","message":"not run: the service stopped processing the $batch at a failed request"}}"#
-            return BackendResponse(
+            return WireResponse(
                 status: 424, headers: [("Content-Type", "application/json")], body: Array(message.utf8))
         }
     }

@@ -1,0 +1,90 @@
+import Queue
+import Storage
+import Sync
+
+/// The `Backend` of a real service: each change rendered in the service's dialect (`V4Dialect`,
+/// `V2Dialect`) and sent over a `Transport` (`HTTPTransport`), each answer unwrapped into what the
+/// service meant.
+///
+/// ```swift
+/// let transport = HTTPTransport(serviceRoot: "http://127.0.0.1:8080/", version: store.schema.version)
+/// let backend = ODataBackend(transport: transport, store: store)
+/// let answers = try await backend.send(changes, extra: [])
+/// ```
+package struct ODataBackend: Backend {
+    package let transport: any Transport
+    package let dialect: any Dialect
+    let store: EntityStore
+    let reader: PayloadReader
+
+    /// The dialect of the store's `$metadata` (V4, else V2 with `updateMethod`).
+    package init(transport: any Transport, store: EntityStore, updateMethod: String? = nil) {
+        let dialect: any Dialect = store.schema.version == .v4 ? V4Dialect() : V2Dialect(updateMethod: updateMethod)
+        self.init(transport: transport, store: store, dialect: dialect)
+    }
+
+    package init(transport: any Transport, store: EntityStore, dialect: any Dialect) {
+        self.transport = transport
+        self.store = store
+        self.dialect = dialect
+        reader = PayloadReader(schema: store.schema, shapes: store.entityShapes)
+    }
+
+    package var serviceRoot: String { transport.serviceRoot }
+
+    package var capabilities: BackendCapabilities { dialect.capabilities }
+
+    package func send(_ changes: [OutgoingChange], extra: [(String, String)]) async throws -> [ChangeAnswer] {
+        let requests = try changes.map { change in
+            var request = try dialect.request(for: change, store: store)
+            (request.group, request.id, request.dependsOn) = (change.group, change.id, change.dependsOn)
+            return request
+        }
+        let responses = try await transport.batch(requests, headers: extra)
+        return zip(changes, responses).map { change, response in
+            answer(response, set: change.set, withEntity: change.kind != .delete)
+        }
+    }
+
+    package func read(_ entity: EntityAddress, extra: [(String, String)]) async throws -> ChangeAnswer {
+        let (url, set): (String, String)
+        switch entity {
+        case .key(let s, let key, let keyText):
+            (url, set) = (try dialect.entityPath(set: s, key: key, keyText: keyText, store: store), s)
+        case .address(let address, let s):
+            (url, set) = (address, s)
+        }
+        let response = try await transport.send(WireRequest(method: "GET", url: url, headers: extra))
+        return answer(response, set: set, withEntity: response.status == 200)
+    }
+
+    package func read(_ page: PageRequest, extra: [(String, String)]) async throws -> PageAnswer {
+        let url = page.count ? page.url + (page.url.contains("?") ? "&" : "?") + dialect.countOption : page.url
+        var request = WireRequest(method: "GET", url: url, headers: extra + dialect.pageHeaders(page))
+        request.largeAnswer = true
+        let response = try await transport.send(request)
+        return PageAnswer(
+            status: response.status, body: response.body, spooled: response.spooled,
+            deltaFollowsExpand: response.header(Refresher.deltaExpandHeader)?.lowercased() == "followed")
+    }
+
+    /// What `response` means: for a success with a body, the entity of `set` it carries (V2's `d`
+    /// taken off) and its ETag; the service's messages; for a failure, the service's error.
+    func answer(_ response: WireResponse, set: String, withEntity: Bool) -> ChangeAnswer {
+        var out = ChangeAnswer(
+            status: response.status, etag: response.header("ETag"),
+            location: response.header("Location") ?? response.header("OData-EntityId"),
+            messages: Wire.sapMessages(response), error: response.isSuccess ? nil : Wire.serviceError(response))
+        let blank = response.body.allSatisfy { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
+        if withEntity, response.isSuccess, !blank {
+            do {
+                let json = Wire.entityJSON(try reader.answer(response.body, set: set))
+                out.entity = json
+                out.entityETag = Wire.etag(in: json)
+            } catch {
+                out.unreadable = "\(error)"
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,85 @@
+import Queue
+import Storage
+import Sync
+
+/// OData V2 (SAP Gateway): V2 JSON bodies (`ValueJSON.writeV2`), key predicates in V2 literals,
+/// `MERGE` for a partial update (or `updateMethod`), `$inlinecount=allpages`. No `Repeatability-*`
+/// headers (V2 has none; a request whose answer was lost is reconciled instead, see `Flush`) and
+/// no `Prefer` on a create (a V2 create answers with the entity).
+package struct V2Dialect: Dialect {
+    /// The method of a partial update: nil for `MERGE` (which SAP Gateway takes inside and
+    /// outside `$batch`), or `PATCH` for a service configured to take it.
+    package var updateMethod: String?
+
+    package init(updateMethod: String? = nil) { self.updateMethod = updateMethod }
+
+    package var capabilities: BackendCapabilities { .v2 }
+
+    package var countOption: String { "$inlinecount=allpages" }
+
+    /// A create leaves out nulls (V2 leaves a property a create does not send at its default),
+    /// the properties the service computes (`sap:creatable="false"`, which Gateway refuses to be
+    /// sent) and those it assigns (a local key's values).
+    package func request(for change: OutgoingChange, store: EntityStore) throws -> WireRequest {
+        let set = try store.set(change.set)
+        let json = ValueJSON(schema: store.schema)
+        var method = Wire.method(change.kind)
+        var url = try entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store)
+        var body: [UInt8]? = nil
+        switch change.kind {
+        case .create:
+            url = Wire.percentEncoded(change.set)
+            let props = try Wire.properties(change, store: store)
+            var select: Set<String> = []
+            for p in set.type.properties {
+                guard let v = props[p.name], !v.isNull, !change.serviceAssigned.contains(p.name) else { continue }
+                if p.computed, !set.type.key.contains(p.name) { continue }
+                select.insert(p.name)
+            }
+            body = json.writeV2(props, properties: set.type.properties, select: select)
+        case .update:
+            method = updateMethod ?? "MERGE"
+            let props = try Wire.properties(change, store: store)
+            body = json.writeV2(props, properties: set.type.properties, select: Set(props.keys))
+        case .replace:
+            let props = try Wire.properties(change, store: store)
+            let select = Set(set.type.properties.filter { !$0.computed || set.type.key.contains($0.name) }.map(\.name))
+            body = json.writeV2(props, properties: set.type.properties, select: select)
+        case .delete:
+            break
+        }
+        var headers = Wire.customHeaders(change)
+        if let etag = change.etag { headers.append(("If-Match", etag)) }
+        return WireRequest(method: method, url: url, headers: headers, body: body)
+    }
+
+    /// `Set(key)` with the key in V2's literals (`123L` for Int64, `guid'…'`, `datetime'…'`, `1.5M`).
+    package func entityPath(set: String, key: [Value], keyText: String, store: EntityStore) throws -> String {
+        let type = try store.set(set).type
+        let literals = zip(type.key, key).map { name, v in Self.literal(v, type: type.property(name)?.type.primitive) }
+        let predicate =
+            literals.count == 1 ? literals[0] : zip(type.key, literals).map { "\($0)=\($1)" }.joined(separator: ",")
+        return Wire.percentEncoded("\(set)(\(predicate))")
+    }
+
+    /// `odata.track-changes` (SAP's V2 services with delta support take it); no page size — V2 has
+    /// no client-driven paging, and Gateway pages as its service implementation decides.
+    package func pageHeaders(_ page: PageRequest) -> [(String, String)] {
+        page.trackChanges ? [("Prefer", "odata.track-changes")] : []
+    }
+
+    /// A key value as a V2 URI literal ([MS-ODATA] §2.2.2).
+    static func literal(_ v: Value, type: EDMPrimitive?) -> String {
+        switch v {
+        case .int(let i) where type == .int64: "\(i)L"
+        case .decimal(let d): "\(d)M"
+        case .guid(let g): "guid'\(g)'"
+        case .dateTimeOffset(let d) where type == .dateTimeOffset: "datetimeoffset'\(d)'"
+        case .dateTimeOffset(let d):
+            // Edm.DateTime: the instant in UTC, without an offset.
+            "datetime'\(String(EDMDateTimeOffset(ticks: d.ticks).description.dropLast()))'"
+        case .timeOfDay(let t): "time'\(ValueJSON.v2Time(ticks: t.ticks))'"
+        default: EntitySetHandle.literal(v)
+        }
+    }
+}

@@ -1,0 +1,61 @@
+import Queue
+import Storage
+import Sync
+
+/// OData V4 (and S/4HANA's RAP services): JSON bodies as the store writes them, `PATCH`, the
+/// OASIS repeatability headers, `Prefer: return=representation` on a create, `$count=true`,
+/// `Prefer: odata.maxpagesize`.
+package struct V4Dialect: Dialect {
+    package init() {}
+
+    package var capabilities: BackendCapabilities { .v4 }
+
+    package var countOption: String { "$count=true" }
+
+    /// A create sends the whole entity (nulls where unset) but the properties the service
+    /// assigns; an update or a replacement sends the body as queued; every change carries
+    /// `Repeatability-Request-ID` and `Repeatability-First-Sent` (OData 4.01 §11.4.12) and the
+    /// ETag to match as `If-Match`.
+    package func request(for change: OutgoingChange, store: EntityStore) throws -> WireRequest {
+        let url: String
+        var body: [UInt8]? = nil
+        switch change.kind {
+        case .create:
+            url = Wire.percentEncoded(change.set)
+            let set = try store.set(change.set)
+            var props = try Wire.properties(change, store: store)
+            for name in change.serviceAssigned { props[name] = nil }
+            let select =
+                change.serviceAssigned.isEmpty
+                ? nil : Set(set.type.properties.map(\.name)).subtracting(change.serviceAssigned)
+            var text = ""
+            ValueJSON(schema: store.schema).write(props, properties: set.type.properties, select: select, to: &text)
+            body = Array(text.utf8)
+        case .update, .replace:
+            url = try entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store)
+            body = change.body.map { Array($0.utf8) } ?? Array("{}".utf8)
+        case .delete:
+            url = try entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store)
+        }
+        var headers = Wire.customHeaders(change)
+        headers.append(("Repeatability-Request-ID", change.repeatabilityID.description))
+        headers.append(("Repeatability-First-Sent", Wire.imfDate(change.firstSent)))
+        if let etag = change.etag { headers.append(("If-Match", etag)) }
+        if change.kind == .create, !headers.contains(where: { $0.0.lowercased() == "prefer" }) {
+            headers.append(("Prefer", "return=representation"))
+        }
+        return WireRequest(method: Wire.method(change.kind), url: url, headers: headers, body: body)
+    }
+
+    package func entityPath(set: String, key: [Value], keyText: String, store: EntityStore) throws -> String {
+        Wire.percentEncoded("\(set)(\(keyText))")
+    }
+
+    /// `odata.track-changes` for a delta link, `odata.maxpagesize` for the page size.
+    package func pageHeaders(_ page: PageRequest) -> [(String, String)] {
+        var prefer: [String] = []
+        if page.trackChanges { prefer.append("odata.track-changes") }
+        if let n = page.pageSize { prefer.append("odata.maxpagesize=\(n)") }
+        return prefer.isEmpty ? [] : [("Prefer", prefer.joined(separator: ", "))]
+    }
+}

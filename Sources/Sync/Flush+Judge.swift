@@ -1,0 +1,197 @@
+import Queue
+import Storage
+
+extension Flush {
+    // MARK: 3. Judge
+
+    /// What each answer means; reads entities back for reconciliation. Throws `BackendError`
+    /// when such a read gets no answer.
+    package func judge(_ round: [Outgoing], _ responses: [ChangeAnswer]) async throws -> [Verdict] {
+        guard responses.count == round.count else {
+            return round.map { _ in .stop("the service answered \(responses.count) requests of \(round.count)") }
+        }
+        var verdicts: [Verdict] = []
+        var position: [String: Int] = [:]
+        for (i, (o, response)) in zip(round, responses).enumerated() {
+            var verdict = try await judge(o, response)
+            // A 424 whose predecessors in the round are all settled by the client after all (a
+            // re-sent create the service refused as existing, found applied by reconciliation) or
+            // go again: not run, and nothing against it; it goes again in the next round.
+            if case .dependent = verdict, o.change.group == nil, !o.change.dependsOn.isEmpty,
+                o.change.dependsOn.allSatisfy({ id in
+                    position[id].map { p in
+                        switch verdicts[p] {
+                        case .success, .again: true;
+                        default: false
+                        }
+                    } ?? false
+                })
+            {
+                verdict = .again(
+                    "request \(o.record.id) was not run: the service took request \(o.change.dependsOn.joined(separator: ", ")) as failed"
+                )
+            }
+            position[o.change.id] = i
+            verdicts.append(verdict)
+        }
+        // Members of an atomicity group that failed: 424 for all but the one that failed.
+        var groups: [String: [Int]] = [:]
+        for (i, o) in round.enumerated() { if let g = o.change.group { groups[g, default: []].append(i) } }
+        for (_, members) in groups {
+            guard
+                let failing = members.first(where: {
+                    if case .dependent = verdicts[$0] {
+                        false
+                    } else if case .success = verdicts[$0] {
+                        false
+                    } else {
+                        true
+                    }
+                })
+            else { continue }
+            for m in members where m != failing {
+                guard case .dependent(let e) = verdicts[m] else { continue }
+                switch verdicts[failing] {
+                case .refused, .refusedWith:
+                    verdicts[m] = .refusedWith(
+                        cause: round[failing].record.id,
+                        ServiceError(
+                            httpStatus: e.httpStatus, code: e.code,
+                            message:
+                                "not applied: request \(round[failing].record.id) of the same change set (transaction \(round[m].record.transactionID ?? "")) was refused"
+                        ))
+                default:
+                    verdicts[m] = .stop(
+                        "request \(round[m].record.id) was not applied: its change set stopped at request \(round[failing].record.id)"
+                    )
+                }
+            }
+        }
+        return verdicts
+    }
+
+    func judge(_ o: Outgoing, _ answer: ChangeAnswer) async throws -> Verdict {
+        let r = o.record
+        let what = "request \(r.id) (\(r.method.rawValue) \(r.entitySet)(\(r.entityKey)))"
+        switch answer.status {
+        case 200..<300:
+            return try await success(o, answer)
+        case 424:
+            return .dependent(answer.error)
+        case 428 where o.change.etag == nil && r.method != .create && !o.change.dependsOn.isEmpty:
+            return .again(
+                "\(what): the service requires an ETag to match; it comes with the answer to request \(o.change.dependsOn.joined(separator: ", "))"
+            )
+        case 423:
+            // Locked (SAP: "locked by user …"): not applied, and not the change's fault. It stays
+            // queued, not archived; the flush goes on with the rest and the next one sends it.
+            return .again("\(what): the service answered 423 (locked); it stays queued for the next flush")
+        case 401, 403, 407, 408, 429, 500...:
+            return .stop("\(what): the service answered \(answer.status): \(answer.error.message)")
+        case 400..<500:
+            if options.reconcile, r.attempts > 1, o.change.group == nil, let v = try await reconcile(o, answer) {
+                return v
+            }
+            return .refused(answer.error)
+        default:
+            return .stop("\(what): the service answered \(answer.status), which flush does not expect")
+        }
+    }
+
+    /// A success: the service's image (from the answer, or for a create without one from the
+    /// entity at its address) and the new ETag.
+    func success(_ o: Outgoing, _ answer: ChangeAnswer, reconciled: Bool = false) async throws -> Verdict {
+        let r = o.record
+        guard r.method != .delete else { return .success(image: nil, etag: nil, reconciled: reconciled) }
+        var answer = answer
+        if answer.entity == nil, answer.unreadable == nil, r.method == .create, r.localKey {
+            // The key the service gave is needed: read the entity it created.
+            guard let location = answer.location else {
+                return .stop(
+                    "request \(r.id) (POST \(r.entitySet)): the service answered \(answer.status) without the entity or its Location; its key is unknown"
+                )
+            }
+            var read = try await backend.read(.address(location, set: r.entitySet), extra: options.headers)
+            guard read.status == 200 else {
+                return .stop("request \(r.id) (POST \(r.entitySet)): reading \(location) back answered \(read.status)")
+            }
+            read.etag = read.etag ?? answer.etag
+            answer = read
+        }
+        if let why = answer.unreadable {
+            return .stop("request \(r.id): the service's answer (\(answer.status)) cannot be read: \(why)")
+        }
+        var image: Properties? = nil
+        let etag = answer.etag ?? answer.entityETag
+        if let json = answer.entity {
+            do {
+                let set = try store.set(r.entitySet)
+                // Properties the store's $metadata lacks are skipped: a service may add some.
+                var notes: ServerNotes? = ServerNotes()
+                image = try ValueJSON(schema: store.schema).properties(
+                    from: json, properties: set.type.properties,
+                    navigation: Set(set.type.navigationProperties.map(\.name)), owner: r.entitySet,
+                    notes: &notes)
+                // The answer is the whole entity only for a create or a PUT, or a PATCH answered with
+                // a representation; its key must be the request's unless the key was local.
+                let key = try set.keyValues(image!)
+                if try set.encodeKey(key) != r.keyBytes && !(r.method == .create && r.localKey) {
+                    return .stop(
+                        "request \(r.id): the service answered with the entity \(r.entitySet)(\(set.describeKey(key))), not \(r.entitySet)(\(r.entityKey))"
+                    )
+                }
+            } catch {
+                return .stop("request \(r.id): the service's answer (\(answer.status)) cannot be read: \(error)")
+            }
+        } else if r.method == .create && r.localKey {
+            return .stop(
+                "request \(r.id) (POST \(r.entitySet)): the service's answer has no entity; its key is unknown")
+        }
+        return .success(image: image, etag: etag, reconciled: reconciled)
+    }
+
+    /// A re-sent request refused as if already applied, checked against the service: nil when it
+    /// is a true refusal.
+    func reconcile(_ o: Outgoing, _ answer: ChangeAnswer) async throws -> Verdict? {
+        let r = o.record
+        switch (r.method, answer.status) {
+        case (.delete, 404):
+            return .success(image: nil, etag: nil, reconciled: true)
+        case (.create, 409) where !r.localKey, (.update, 412), (.replace, 412):
+            let read = try await backend.read(
+                .key(set: r.entitySet, key: o.change.key, keyText: r.entityKey), extra: options.headers)
+            guard read.status == 200, let json = read.entity else { return nil }
+            let set = try store.set(r.entitySet)
+            guard
+                let there = try? ValueJSON(schema: store.schema).properties(
+                    from: json, properties: set.type.properties,
+                    navigation: Set(set.type.navigationProperties.map(\.name)), owner: r.entitySet)
+            else { return nil }
+            var sent = try queue.body(of: r)
+            // A create to a service that takes only the properties a create sets: what went over
+            // the wire had no nulls and no computed properties, and what it did not send is at the
+            // service's default, which need not be null.
+            let onlySet = options.capabilities.createCarriesOnlySetProperties && r.method == .create
+            if onlySet {
+                sent = Properties(sent.filter { k, v in !v.isNull && !(set.type.property(k)?.computed ?? false) })
+            }
+            for (k, v) in sent where (there[k] ?? .null) != v {
+                if v.isNull && (there[k] ?? .null).isNull { continue }
+                return nil
+            }
+            if r.method != .update && !onlySet {
+                // A create or PUT sent the whole entity: what it left out is null there (but what
+                // the service computes).
+                for (k, v) in there where sent[k] == nil && !v.isNull && !set.type.key.contains(k) {
+                    if options.capabilities.createCarriesOnlySetProperties, set.type.property(k)?.computed == true {
+                        continue
+                    }
+                    return nil
+                }
+            }
+            return try await success(o, read, reconciled: true)
+        default:
+            return nil
+        }
+    }
+}

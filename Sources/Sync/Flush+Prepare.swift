@@ -1,0 +1,85 @@
+import LMDB
+import Queue
+import Storage
+
+extension Flush {
+    // MARK: 1. Plan and mark
+
+    /// Plans the next round (without the requests `excluding` names: a round on its way) and
+    /// marks its requests sent, in one write transaction.
+    package func prepare(excluding: Set<Int64> = []) async throws -> [Outgoing] {
+        let (queue, options) = (self.queue, self.options)
+        return try await store.write { t in try Self.prepare(t, queue: queue, options: options, excluding: excluding) }
+    }
+
+    /// The next round's requests (see `Flush`), marked sent in `t`, with what goes over the wire.
+    package static func prepare(
+        _ t: WriteView, queue: RequestQueue, options: Options, now: EDMDateTimeOffset = .now,
+        excluding: Set<Int64> = []
+    ) throws -> [Outgoing] {
+        let planned = try plan(t.reader, queue: queue, options: options, excluding: excluding)  // FlushPlan.swift
+        if planned.isEmpty { return [] }
+        let etags = ServerETags(store: queue.store)
+        var out: [Outgoing] = []
+        var position: [Int64: Int] = [:]  // where each request of the round stands in `out`
+        for p in planned {
+            // Planned from this transaction's reading of the queue: the record is there.
+            let (before, r) = try queue.markSentKeepingBefore(t, id: p.id, at: now)
+            let etag = p.ifMatch ? try etags.get(t.reader, set: r.entitySet, keyBytes: r.keyBytes) : nil
+            var change = try Self.change(r, queue: queue, etag: etag)
+            change.group = p.group
+            change.dependsOn = dependsOn(p, earlier: out, position: position)
+            position[p.id] = out.count
+            out.append(Outgoing(record: r, change: change, before: before))
+        }
+        return out
+    }
+
+    /// The `$batch` ids `planned` names in `dependsOn`: its predecessors, which the planner put
+    /// earlier in the round (`position` finds them in `earlier`), except those of its own change
+    /// set (members of one atomicity group are not linked by `dependsOn`).
+    static func dependsOn(_ planned: PlannedRequest, earlier: [Outgoing], position: [Int64: Int]) -> [String] {
+        planned.predecessors.filter { pred in
+            guard let i = position[pred] else { return false }
+            return earlier[i].change.group.map { $0 != planned.group } ?? true
+        }.map(String.init)
+    }
+
+    /// The change `r` sends: its kind, entity, body, the ETag to match (not for a create) and its
+    /// identity. A create whose key is local leaves out the key properties the service assigns
+    /// (computed ones, and those holding local values — not even as null, which a service may
+    /// refuse for a key property that is not nullable).
+    static func change(_ r: RequestRecord, queue: RequestQueue, etag: String?) throws -> OutgoingChange {
+        let set = try queue.store.set(r.entitySet)
+        let kind: OutgoingChange.Kind =
+            switch r.method {
+            case .create: .create
+            case .update: .update
+            case .replace: .replace
+            case .delete: .delete
+            }
+        let key = try r.keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values }
+        var assigned: Set<String> = []
+        if r.method == .create, r.localKey {
+            for (name, v) in zip(set.type.key, key)
+            where set.type.property(name)?.computed == true || isLocalKeyValue(v) {
+                assigned.insert(name)
+            }
+        }
+        let custom = r.customHeaders.sorted { $0.key < $1.key }
+        return OutgoingChange(
+            kind: kind, set: r.entitySet, key: key, keyText: r.entityKey, body: r.body, serviceAssigned: assigned,
+            etag: r.method == .create ? nil : etag, repeatabilityID: r.repeatabilityID,
+            firstSent: r.firstSentAt ?? .now,
+            customHeaders: custom.map { ($0.key, $0.value) }, id: String(r.id), localKey: r.localKey)
+    }
+
+    /// Negative integers and strings starting with `~` are local keys (`fillLocalKey`).
+    static func isLocalKeyValue(_ v: Value) -> Bool {
+        switch v {
+        case .int(let i): i < 0
+        case .string(let s): s.hasPrefix("~")
+        default: false
+        }
+    }
+}

@@ -1,0 +1,118 @@
+import LMDB
+import Queue
+import Storage
+
+extension Flush {
+    // MARK: 4. Settle
+
+    /// In one write transaction: takes back the marking of `takingBack` (a round marked that
+    /// does not go), applies the verdicts of `round` and, when the flush goes on (`goOn`, and the
+    /// settlement neither stopped it nor settled nothing), marks the next round sent, planned
+    /// without `excluding` (the round on its way); nil for the next round when it was not prepared.
+    func settleAndPrepare(
+        _ round: [Outgoing], _ verdicts: [Verdict], takingBack: [Outgoing] = [], excluding: Set<Int64> = [],
+        goOn: Bool = true
+    ) async throws -> (Settled, [Outgoing]?) {
+        let (queue, options) = (self.queue, self.options)
+        let work = Array(zip(round.map(\.record), verdicts))
+        let goOn = goOn && !Task.isCancelled
+        return try await store.write { t in
+            try Self.takeBack(t, queue: queue, takingBack)
+            return try Self.settleAndPrepare(t, queue: queue, work, options: options, goOn: goOn, excluding: excluding)
+        }
+    }
+
+    /// Puts back, in `t`, the records of requests marked sent that did not go (`unmarkSent`).
+    static func takeBack(_ t: WriteView, queue: RequestQueue, _ outgoing: [Outgoing]) throws {
+        for o in outgoing {
+            if let before = o.before { try queue.unmarkSent(t, marked: o.record, before: before) }
+        }
+    }
+
+    /// Adds what a settlement of `round` did to `report` (and tells `progress`); returns why the
+    /// flush stops there, if it does: the settlement stopped it, or it settled nothing.
+    func account(_ settled: Settled, of round: [Outgoing], into report: inout FlushReport) -> String? {
+        report.succeeded += settled.succeeded.count
+        report.reconciled += settled.reconciled.count
+        report.archived += settled.archived.count
+        options.progress?(report)
+        if let stop = settled.stop { return stop }
+        if settled.succeeded.isEmpty && settled.archived.isEmpty {
+            return "no request of the last round trip could be settled"
+        }
+        return nil
+    }
+
+    /// `settle`, then — when `goOn` and the settlement neither stopped the flush nor settled
+    /// nothing — `prepare` (without `excluding`), in `t`.
+    package static func settleAndPrepare(
+        _ t: WriteView, queue: RequestQueue, _ work: [(RequestRecord, Verdict)], options: Options, goOn: Bool = true,
+        now: EDMDateTimeOffset = .now, excluding: Set<Int64> = []
+    ) throws -> (Settled, [Outgoing]?) {
+        let settled = try settle(t, queue: queue, work)
+        guard goOn, settled.stop == nil, !(settled.succeeded.isEmpty && settled.archived.isEmpty) else {
+            return (settled, nil)
+        }
+        return (settled, try prepare(t, queue: queue, options: options, now: now, excluding: excluding))
+    }
+
+    /// Applies each verdict, in order, in `t`.
+    package static func settle(
+        _ t: WriteView, queue: RequestQueue, _ work: [(RequestRecord, Verdict)]
+    ) throws -> Settled {
+        var out = Settled()
+        var archived: Set<Int64> = []
+        let etags = ServerETags(store: queue.store)
+        func leave(_ id: Int64, _ why: String) {
+            out.left.append(id)
+            if out.stop == nil { out.stop = why }
+        }
+        for (sent, verdict) in work {
+            // The record as it is now: an earlier verdict may have archived it as a dependent.
+            guard let r = try queue.record(t.reader, id: sent.id), r.status == .sent else { continue }
+            switch verdict {
+            case .success(let image, let etag, let reconciled):
+                let chain = try queue.chain(t.reader, set: r.entitySet, keyBytes: r.keyBytes)
+                guard chain.first?.id == r.id else {
+                    leave(r.id, "request \(r.id) succeeded but an earlier request of its entity is not settled")
+                    continue
+                }
+                try queue.acknowledge(t, id: r.id, serverImage: image)
+                var keyBytes = r.keyBytes
+                if r.localKey, let image {
+                    let set = try queue.store.set(r.entitySet)
+                    keyBytes = try set.encodeKey(try set.keyValues(image))
+                }
+                if r.method == .delete {
+                    // Gone here and at the service: its ETag and its defining requests' entries go too.
+                    try Membership(store: queue.store).entityDeleted(t, set: r.entitySet, keyBytes: keyBytes)
+                } else if let etag, !etag.isEmpty, ServerETags.isHeaderValue(etag) {
+                    try etags.put(t, set: r.entitySet, keyBytes: keyBytes, etag: etag)
+                } else {
+                    try etags.delete(t, set: r.entitySet, keyBytes: keyBytes)  // the one held is stale now
+                }
+                out.succeeded.append(r.id)
+                if reconciled { out.reconciled.append(r.id) }
+            case .refused(let error):
+                for id in try queue.archive(t, id: r.id, error: error) { archived.insert(id) }
+            case .refusedWith(let cause, let error):
+                for id in try queue.archive(t, id: r.id, error: error, causedBy: cause) { archived.insert(id) }
+            case .dependent(let error):
+                leave(r.id, "request \(r.id) was not applied: \(error.message)")
+            case .again:
+                out.left.append(r.id)
+            case .stop(let why):
+                leave(r.id, why)
+            }
+        }
+        out.archived = archived.sorted()
+        return out
+    }
+}
+
+extension ServerETags {
+    static func isHeaderValue(_ s: String) -> Bool {
+        var s = s
+        return s.withUTF8 { isHeaderValue(UnsafeRawBufferPointer($0)) }
+    }
+}

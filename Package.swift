@@ -42,17 +42,19 @@ let package = Package(
         .target(name: "Served", dependencies: ["LMDB", "Storage"], swiftSettings: strict),
         // Talking to a service: flush, refresh, membership, server ETags, the Backend protocol.
         .target(name: "Sync", dependencies: ["LMDB", "Storage", "Query", "Queue"], swiftSettings: strict),
-        .target(name: "Remote", dependencies: ["LMDB", "Queue", "Sync", "Query", "Storage",
+        // multipart/mixed reading and writing (V2 $batch), shared by Remote and Server; depends on nothing.
+        .target(name: "Multipart", swiftSettings: strict),
+        .target(name: "Remote", dependencies: ["Queue", "Sync", "Storage", "Multipart",
                                               .product(name: "AsyncHTTPClient", package: "async-http-client")], swiftSettings: strict),
         .target(name: "OfflineStore", dependencies: ["LMDB", "Storage", "Query", "Queue", "Served", "Sync", "Remote",
                                                     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                                     .product(name: "Metrics", package: "swift-metrics"),
                                                     .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
-        .target(name: "Samples", dependencies: ["OfflineStore", "LMDB", "Storage"], swiftSettings: strict),
+        .target(name: "Samples", dependencies: ["OfflineStore", "Storage"], swiftSettings: strict),
         .target(name: "Server", dependencies: [
             "OfflineStore", "LMDB", "Served", "Storage", "Query",
-            // Remote: the multipart parser flush reads SAP's answers with, for the multipart $batch.
-            "Remote",
+            // Multipart: a client's multipart $batch (the module Remote writes SAP's with).
+            "Multipart",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
@@ -64,7 +66,7 @@ let package = Package(
         ], swiftSettings: strict),
         // `crashtest` and its hidden workers: SIGKILL at random instants, then verify.
         .target(name: "CrashHarness", dependencies: [
-            "CommandSupport", "OfflineStore", "Samples", "Server",
+            "CommandSupport", "OfflineStore", "Samples", "LMDB",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
         // `demo`: the whole offline story, through the public API and a plain HTTP client.
@@ -78,7 +80,7 @@ let package = Package(
             name: "offline-store",
             dependencies: [
                 "CommandSupport", "CrashHarness", "Demo",
-                "OfflineStore", "Samples", "Server", "LMDB", "Storage", "Queue", "Sync", "Remote",
+                "OfflineStore", "Samples", "Server", "LMDB",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -98,14 +100,14 @@ let package = Package(
             swiftSettings: strict
         ),
         // The inputs a hostile peer controls, for libFuzzer (scripts/fuzz.sh) and the corpus test.
-        .target(name: "FuzzTargets", dependencies: ["OfflineStore", "LMDB", "Storage", "Query", "Samples", "Server"], path: "Fuzz/Targets", swiftSettings: strict),
+        .target(name: "FuzzTargets", dependencies: ["OfflineStore", "Storage", "Query", "Samples", "Server"], path: "Fuzz/Targets", swiftSettings: strict),
         // libFuzzer's LLVMFuzzerRunDriver, declared for the driver (defined only in the fuzzing build's link).
         .target(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"),
         .executableTarget(name: "offline-store-fuzz", dependencies: ["FuzzTargets", "CLibFuzzer"], path: "Fuzz/Driver", swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["LMDB", "Storage", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "QueryTests", dependencies: ["LMDB", "Query", "Storage", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Served", "Server", "Sync", "Remote", "LMDB", "Storage", "Query", "CLMDB", "offline-store", "embedded-service", "TestSupport", "FuzzTargets",
+        .testTarget(name: "OfflineStoreTests", dependencies: ["OfflineStore", "Samples", "Queue", "Served", "Server", "Sync", "Remote", "Multipart", "LMDB", "Storage", "Query", "CLMDB", "offline-store", "embedded-service", "TestSupport", "FuzzTargets",
                                                                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                                                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -28,6 +28,9 @@ check_layer Query Queue Sync Served Remote OfflineStore Server
 check_layer Queue Sync Served Remote OfflineStore Server
 check_layer Served Query Queue Sync Remote OfflineStore Server
 check_layer Sync Served Remote OfflineStore Server
+# multipart/mixed depends on nothing of ours; the server reads a $batch without the HTTP client.
+check_layer Multipart LMDB Storage Query Queue Sync Served Remote OfflineStore Server
+check_layer Server Remote
 # One room for the wire (docs/design.md, "Flush, step by step"): flush and refresh speak OData —
 # changes, answers, pages — and Remote's dialects write them as V4 or V2. No version test, header
 # name, V2 envelope or URL encoding in them; and the flush stays readable in one sitting.
@@ -62,5 +65,7 @@ for f in $(grep -rlE '^\s*public (extension|func|var|let|static|init)' $MACHINER
     grep -qE '^\s*public ((final |indirect )?(struct|enum|class|protocol|typealias)) ' "$f" || grep -qE '^extension (Value|Properties|EDM|Schema|TypeRef|EntityType|Property|StoreConfiguration|QueryLimits|IntegrityReport|LMDBError|JSONError|QueryError)' "$f" \
         || say "$f declares public members but no public value type: machinery is package"
 done
+# Every edge declared, none unused, and the design's copy of the graph current.
+sh scripts/module-graph.sh --check || fail=1
 [ $fail -eq 0 ] && echo "check-structure: module walls hold"
 exit $fail

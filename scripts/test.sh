@@ -20,6 +20,9 @@ sh scripts/setup.sh
 sh scripts/perf-smoke.sh
 prune PerfTests/.build-perf
 sh scripts/check-structure.sh
+# The house style (.swift-format): a violation names the file, line and rule, and fails the run;
+# `swift format format -i FILE` fixes most.
+swift format lint --strict -r Sources Tests PerfTests/Sources Fuzz Examples
 swift build --build-tests
 # Every Swift snippet of the README and the DocC articles compiles against what was just built.
 sh scripts/check-doc-snippets.sh

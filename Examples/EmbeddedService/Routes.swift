@@ -36,7 +36,8 @@ struct Routes: Sendable {
             guard try prices.find(key: id) != nil else { throw HTTPError(.notFound, message: "no product \(id)") }
             let receipt: OfflineStore.ChangeReceipt
             do { receipt = try await prices.update(ProductPrice(ProductID: id, Price: change.price)) } catch {
-                throw HTTPError(.badRequest, message: "\(error)")  // out of the schema's range or scale: nothing changed
+                // out of the schema's range or scale: nothing changed
+                throw HTTPError(.badRequest, message: "\(error)")
             }
             return try json(Queued(product: try products.find(key: id), requestID: receipt.requestID))
         }

@@ -82,7 +82,8 @@ extension _PageAuditor {
                 "has mp_lower \(lowerEdge) and mp_upper \(upperEdge): no valid layout of a \(pageSize)-byte page")
         }
         let n = (lowerEdge - _Layout.pageHeaderSize) / 2
-        let fewest = isLeaf || tree.kind == .freeList ? 1 : 2  // LMDB asserts a branch has two (ITS#8336 spares the free list)
+        // LMDB asserts a branch has two (ITS#8336 spares the free list)
+        let fewest = isLeaf || tree.kind == .freeList ? 1 : 2
         guard n >= fewest else { return bad("holds \(n) node(s); a page at this level holds at least \(fewest)") }
 
         // Every node inside the page, and together exactly filling mp_upper ..< page end.

@@ -160,7 +160,8 @@ package struct ServedTransaction {
     /// The entity just written under `keyBytes` and its ETag.
     private func stored(_ set: EntitySetHandle, _ keyBytes: [UInt8]) throws -> (entity: Properties, etag: String) {
         guard let c = try current(set, keyBytes) else {
-            throw EntityError.notFound(set: set.name, key: set.describeKeyBytes(keyBytes))  // not reached: it was just written
+            // not reached: it was just written
+            throw EntityError.notFound(set: set.name, key: set.describeKeyBytes(keyBytes))
         }
         return c
     }

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Multipart
 import NIOCore
 import NIOHTTP1
 import Queue
@@ -369,7 +370,11 @@ package final class HTTPTransport: Transport, @unchecked Sendable {
         _ requests: [WireRequest], headers extra: [(String, String)]
     ) async throws -> [WireResponse] {
         let boundary = "batch_" + UUID().uuidString.lowercased()
-        let body = Multipart.encode(requests, boundary: boundary)
+        let parts = requests.map {
+            Multipart.Request(
+                method: $0.method, url: $0.url, headers: $0.headers, body: $0.body, group: $0.group, id: $0.id)
+        }
+        let body = Multipart.encode(parts, boundary: boundary)
         let batchHeaders =
             extra.filter { !["prefer", "content-type", "accept"].contains($0.0.lowercased()) } + [
                 ("Content-Type", "multipart/mixed; boundary=\(boundary)"), ("Accept", "multipart/mixed"),
@@ -383,8 +388,14 @@ package final class HTTPTransport: Transport, @unchecked Sendable {
             throw BackendError.badResponse(
                 "the service answered the $batch itself with \(response.status)\(text.isEmpty ? "" : ": " + text)")
         }
-        let answers = try Multipart.answers(response.body, contentType: response.header("Content-Type") ?? "")
-        return try Multipart.responses(for: requests, answers)
+        do {
+            let answers = try Multipart.answers(response.body, contentType: response.header("Content-Type") ?? "")
+            return try Multipart.responses(for: parts, answers).map {
+                WireResponse(status: $0.status, headers: $0.headers, body: $0.body)
+            }
+        } catch {
+            throw BackendError.badResponse(error.description)
+        }
     }
 
     /// A V4 JSON `$batch` (OData 4.01 JSON Format §19).

@@ -27,7 +27,9 @@ struct LiveStream {
     static func wanted(_ request: Request) -> Bool {
         guard let accept = request.headers[.accept] else { return false }
         return accept.split(separator: ",").contains {
-            ($0.split(separator: ";", omittingEmptySubsequences: false).first ?? "").trimmingCharacters(in: .whitespaces).lowercased()
+            ($0.split(separator: ";", omittingEmptySubsequences: false).first ?? "").trimmingCharacters(
+                in: .whitespaces
+            ).lowercased()
                 == "text/event-stream"
         }
     }

@@ -4,7 +4,7 @@ import Hummingbird
 import NIOCore
 import NIOHTTP1
 import Query
-import Remote
+import Multipart
 
 /// The multipart form of `$batch` (OData V4 Protocol §11.7, the same envelope as V2 [MS-ODATA]
 /// §2.2.7.6): parsed into the `[Batch.Item]` of the JSON form, run by the same loop
@@ -88,8 +88,7 @@ extension Batch {
         do {
             return try Multipart.parts(body, boundary: boundary, maxParts: maxMultipartParts)
         } catch {
-            guard case .badResponse(let reason) = error else { throw ODataFailure(.badRequest, "\(what): \(error)") }
-            throw ODataFailure(.badRequest, "\(what) cannot be read: \(reason)")
+            throw ODataFailure(.badRequest, "\(what) cannot be read: \(error.description)")
         }
     }
 
@@ -202,8 +201,7 @@ extension Batch {
         do {
             headers = try Multipart.headers(Array(head[min(lineEnd + 1, head.endIndex)...]))
         } catch {
-            guard case .badResponse(let reason) = error else { throw ODataFailure(.badRequest, "\(place): \(error)") }
-            throw ODataFailure(.badRequest, "\(place): \(reason)")
+            throw ODataFailure(.badRequest, "\(place): \(error.description)")
         }
         // V2's MERGE is PATCH, and a POST may stand for another method (X-HTTP-Method), as
         // SAPUI5's V2 model sends them in change sets.

@@ -86,7 +86,11 @@ actor SyncLoop {
         tail = task
         // The server stopping cancels the loop, and with it the sync in flight: refresh and flush
         // stop at their next await (what they committed stays; the next sync goes on from there).
-        return await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
+        return await withTaskCancellationHandler {
+            await task.value
+        } onCancel: {
+            task.cancel()
+        }
     }
 
     private func started() { waiting = nil }

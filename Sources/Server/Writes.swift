@@ -224,7 +224,8 @@ struct Writes {
             }
             var key: [Value] = []
             for k in type.key {
-                guard let v = out[k], !v.isNull else { return out }  // another key property is missing: tx.create says so
+                // another key property is missing: tx.create says so
+                guard let v = out[k], !v.isNull else { return out }
                 key.append(v)
             }
             if try tx.get(set: name, key: key) == nil { return out }

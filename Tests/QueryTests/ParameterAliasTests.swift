@@ -129,7 +129,8 @@ struct ParameterAliasTests {
         let literal = try Binder(schema: TestSchema.v4).bind(
             "BusinessPartners?$filter=Country eq 'US' and Rating gt 3 and CreditLimit lt 100 and contains(CompanyName,'SAP') and substring(CompanyName,1) eq 'x' and true&$orderby=Rating"
         )
-        #expect(q.filter?.description == literal.filter?.description && q.orderBy == literal.orderBy)  // positions differ
+        // positions differ
+        #expect(q.filter?.description == literal.filter?.description && q.orderBy == literal.orderBy)
     }
 
     @Test func preparedNullAndFixedAliases() throws {

@@ -358,7 +358,8 @@ struct EntityStoreModelTests {
                 g.addTask {
                     try await store.write { t in
                         try set.insert(t, ["PartnerID": .string("P\(i)"), "CompanyName": .string("C\(i)")])
-                        if i % 10 == 0 { throw EntityError.badInput("caller \(i) fails") }  // only its own change is undone
+                        // only its own change is undone
+                        if i % 10 == 0 { throw EntityError.badInput("caller \(i) fails") }
                     }
                 }
             }

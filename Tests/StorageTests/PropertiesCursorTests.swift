@@ -16,7 +16,8 @@ struct PropertiesCursorTests {
             }
             switch round % 4 {
             case 0: break
-            case 1: if let i = names.indices.randomElement(using: &r) { names.append(names.remove(at: i)) }  // one moved to the end
+            // one moved to the end
+            case 1: if let i = names.indices.randomElement(using: &r) { names.append(names.remove(at: i)) }
             case 2: names.shuffle(using: &r)
             default: names.reverse()
             }

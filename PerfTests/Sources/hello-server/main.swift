@@ -33,6 +33,7 @@ let app = Application(
     },
     logger: logger)
 if lifetime > 0 {
-    DispatchQueue.global().asyncAfter(deadline: .now() + lifetime) { _ = kill(getpid(), SIGTERM) }  // not raise(): a dispatch worker blocks SIGTERM
+    // not raise(): a dispatch worker blocks SIGTERM
+    DispatchQueue.global().asyncAfter(deadline: .now() + lifetime) { _ = kill(getpid(), SIGTERM) }
 }
 try await app.runService()

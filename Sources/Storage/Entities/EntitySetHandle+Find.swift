@@ -33,7 +33,8 @@ extension EntitySetHandle {
         var start: [UInt8]? = nil
         if let lower { start = lower.inclusive ? lower.bytes : Self.successor(lower.bytes) }
         if lower != nil && start == nil { return }
-        if start?.isEmpty == true { start = nil }  // LMDB refuses an empty key; the empty prefix is the start  // nothing sorts after the maximum prefix
+        // LMDB refuses an empty key; the empty prefix is the start  // nothing sorts after the maximum prefix
+        if start?.isEmpty == true { start = nil }
         let stop: [UInt8]? = upper.flatMap {
             $0.inclusive ? Self.successor($0.bytes) : ($0.bytes.isEmpty ? [] : $0.bytes)
         }

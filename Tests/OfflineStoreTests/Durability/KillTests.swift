@@ -68,7 +68,8 @@ extension KillTests {
             p.standardOutput = FileHandle.nullDevice
             p.standardError = FileHandle.nullDevice
             try p.run()
-            usleep(UInt32.random(in: 200_000...5_000_000, using: &r))  // parse, then one write transaction: ~5 s in a debug build
+            // parse, then one write transaction: ~5 s in a debug build
+            usleep(UInt32.random(in: 200_000...5_000_000, using: &r))
             kill(p.processIdentifier, SIGKILL)
             p.waitUntilExit()
             #expect(try CLI.run(["check", "--store", dir + "/s"]).status == 0, "round \(round)")

@@ -43,7 +43,8 @@ import Samples
                 "BusinessPartnerID": .string("0100000099"), "CompanyName": .string("New Co"), "Country": .string("DE"),
             ])
         #expect(try store.get(set: "BusinessPartners", key: [partnerKey]) == nil)
-        #expect(try store.get(set: "BusinessPartners", key: [.string("0100000099")])?["Country"] == .string("DE"))  // computed by the service
+        // computed by the service
+        #expect(try store.get(set: "BusinessPartners", key: [.string("0100000099")])?["Country"] == .string("DE"))
         #expect(try store.get(set: "Products", key: [productKey])?["SupplierID"] == .string("0100000099"))
         #expect(try store.get(set: "Products", key: [.string("HT-1001")])?["SupplierID"] == .string("0100000099"))
         #expect(try store.get(set: "SalesOrders", key: [orderKey])?["CustomerID"] == .string("0100000099"))
@@ -69,7 +70,8 @@ import Samples
         try store.acknowledge(
             requestID: product.requestID!,
             serverImage: ["ProductID": .string("HT-9000"), "Name": .string("Pen"), "SupplierID": .string("0100000099")])
-        #expect(try store.get(set: "Products", key: [.string("HT-9000")])?["Name"] == .string("Blue pen"))  // the pending update on top
+        // the pending update on top
+        #expect(try store.get(set: "Products", key: [.string("HT-9000")])?["Name"] == .string("Blue pen"))
         #expect(
             try store.get(set: "SalesOrderItems", key: [.string("0500000099"), .int(10)])?["ProductID"]
                 == .string("HT-9000"))

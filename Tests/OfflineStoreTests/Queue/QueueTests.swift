@@ -204,7 +204,8 @@ import Samples
         try store.delete(set: "Products", key: [.string("HT-1002")])
         let deleted = try #require(try store.entities("Products?$filter=ProductID eq 'HT-1003'").first)
         try store.delete(set: "Products", key: [.string("HT-1003")])
-        try store.create(set: "Products", entity: ["ProductID": .string("HT-1003"), "Name": .string("again")])  // delete + create = PUT
+        // delete + create = PUT
+        try store.create(set: "Products", entity: ["ProductID": .string("HT-1003"), "Name": .string("again")])
         try store.create(set: "Products", entity: Self.pen)
         #expect(try store.undo(set: "Products", key: [.string("HT-1001")]).count == 2)
         #expect(try store.get(set: "Products", key: [.string("HT-1001")]) == original)

@@ -1,20 +1,20 @@
 import Foundation
 import Testing
-@testable import Remote
+@testable import Multipart
 import Sync
 
-/// The V2 `$batch` encoder and parser (`Remote.Multipart`), without a server: change sets per
+/// The V2 `$batch` encoder and parser (the `Multipart` module), without a server: change sets per
 /// atomicity group and per lone modifying request, `Content-ID`s, and answers read part by part —
 /// a change set applied, a change set rolled back (one error part for all its members), a GET.
 @Suite struct MultipartTests {
     static let requests = [
-        WireRequest(method: "GET", url: "ProductSet('A')"),
-        WireRequest(
+        Multipart.Request(method: "GET", url: "ProductSet('A')"),
+        Multipart.Request(
             method: "POST", url: "ProductSet", body: Array(#"{"ProductID":"B"}"#.utf8), group: "t1", id: "2"),
-        WireRequest(
+        Multipart.Request(
             method: "MERGE", url: "ProductSet('C')", headers: [("If-Match", "W/\"1\"")], body: Array("{}".utf8),
             group: "t1", id: "3"),
-        WireRequest(method: "DELETE", url: "ProductSet('D')", id: "4"),
+        Multipart.Request(method: "DELETE", url: "ProductSet('D')", id: "4"),
     ]
 
     @Test func encodesChangeSetsContentIDsAndRetrieveParts() throws {
@@ -101,21 +101,21 @@ import Sync
     @Test func badAnswersAreClearErrors() throws {
         // No close delimiter; not multipart; a part that is not an HTTP response; too few parts;
         // a change set answered with the wrong count.
-        #expect(throws: BackendError.self) {
+        #expect(throws: MultipartError.self) {
             try Multipart.answers(
                 Array("--b\r\n\r\nHTTP/1.1 200 OK\r\n\r\n".utf8), contentType: "multipart/mixed; boundary=b")
         }
-        #expect(throws: BackendError.self) { try Multipart.answers([], contentType: "application/json") }
-        #expect(throws: BackendError.self) {
+        #expect(throws: MultipartError.self) { try Multipart.answers([], contentType: "application/json") }
+        #expect(throws: MultipartError.self) {
             try Multipart.answers(Array("--b\r\n\r\nhello\r\n--b--".utf8), contentType: "multipart/mixed; boundary=b")
         }
         let one = try Multipart.answers(
             Array("--b\r\n\r\nHTTP/1.1 200 OK\r\n\r\n\r\n--b--".utf8), contentType: "multipart/mixed; boundary=b")
-        #expect(throws: BackendError.self) { try Multipart.responses(for: Self.requests, one) }
+        #expect(throws: MultipartError.self) { try Multipart.responses(for: Self.requests, one) }
         let twoInOne = Array(
             "--b\r\n\r\nHTTP/1.1 200 OK\r\n\r\n\r\n--b\r\nContent-Type: multipart/mixed; boundary=c\r\n\r\n--c\r\n\r\nHTTP/1.1 201 Created\r\n\r\n\r\n--c--\r\n--b\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n\r\n--b--"
                 .utf8)
-        #expect(throws: BackendError.self) {
+        #expect(throws: MultipartError.self) {
             try Multipart.responses(
                 for: Self.requests, try Multipart.answers(twoInOne, contentType: "multipart/mixed; boundary=b"))
         }

@@ -2,7 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import TestSupport
 import NIOHTTP1
-import Remote
+import Multipart
 import Testing
 @testable import OfflineStore
 
@@ -12,7 +12,7 @@ import Testing
 /// malformed body refused whole with a clear 400, a V2-style body with LF line ends, a repeated
 /// batch replayed, the answer budget, and a client nobody here wrote (Python's requests, with the
 /// standard library's MIME parser reading the answer). The answers' bytes are checked, not only
-/// their parse by `Remote.Multipart`.
+/// their parse by the `Multipart` module.
 @Suite(.checksStores) struct MultipartBatchServeTests {
     /// `lines` joined with CRLF, ending with one.
     static func crlf(_ lines: [String]) -> String { lines.joined(separator: "\r\n") + "\r\n" }

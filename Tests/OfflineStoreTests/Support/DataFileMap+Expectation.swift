@@ -27,7 +27,8 @@ extension DataFileMap {
         }
         switch page.kind {
         case .overflowHead, .overflowBody:
-            guard o >= page.dataStart && o < page.dataStart + page.dataCount else { return .ok }  // slack after the data
+            // slack after the data
+            guard o >= page.dataStart && o < page.dataStart + page.dataCount else { return .ok }
             return page.tree == .freeList ? .reported : .either
         case .branch, .leaf:
             if q < page.lower { return .reported }

@@ -29,7 +29,8 @@ import TestSupport
                 let note = notes[Int(random.next() % UInt64(notes.count))]
                 let change: OfflineStore.Change
                 switch random.next() % 7 {
-                case 5: change = .update(set: "Tags", key: [.string("red")], changes: ["NoteID": note])  // may depend on a later create
+                // may depend on a later create
+                case 5: change = .update(set: "Tags", key: [.string("red")], changes: ["NoteID": note])
                 case 0: change = .create(set: "Notes", entity: ["Title": .string("n\(step)")])
                 case 1:
                     change = .create(

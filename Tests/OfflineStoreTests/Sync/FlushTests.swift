@@ -247,11 +247,14 @@ import Storage
         try await store.update(
             set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("deleted on the server")],
             options: .init(customTag: "a"))
-        try await store.update(set: "Products", key: [.string("HT-1001")], changes: ["Price": Self.dec("1")])  // its dependent
-        try await store.update(set: "Products", key: [.string("HT-1005")], changes: ["Name": .string("fine")])  // unrelated
+        // its dependent
+        try await store.update(set: "Products", key: [.string("HT-1001")], changes: ["Price": Self.dec("1")])
+        // unrelated
+        try await store.update(set: "Products", key: [.string("HT-1005")], changes: ["Name": .string("fine")])
         try await store.create(
             set: "BusinessPartners", entity: ["BusinessPartnerID": .string("BP-X"), "CompanyName": .string("Mine")])
-        try await store.create(set: "Products", entity: ["ProductID": .string("P-X"), "SupplierID": .string("BP-X")])  // needs BP-X
+        // needs BP-X
+        try await store.create(set: "Products", entity: ["ProductID": .string("P-X"), "SupplierID": .string("BP-X")])
         try await store.create(set: "Products", entity: ["ProductID": .string("P-Y"), "Name": .string("fine too")])
         let server = try await ServerProcess.start(store: served)
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
@@ -388,8 +391,10 @@ import Storage
             set: "Products", entity: ["ProductID": .string("R-1"), "Name": .string("same"), "Price": Self.dec("5.00")])
         try await store.delete(set: "Products", key: [.string("HT-1010")])
         try await store.update(set: "Products", key: [.string("HT-1011")], changes: ["Name": .string("patched")])
-        try await store.create(set: "Products", entity: ["ProductID": .string("R-2"), "Name": .string("mine")])  // the service has another R-2
-        try await store.update(set: "Products", key: [.string("HT-1012")], changes: ["Name": .string("mine")])  // the service has another name
+        // the service has another R-2
+        try await store.create(set: "Products", entity: ["ProductID": .string("R-2"), "Name": .string("mine")])
+        // the service has another name
+        try await store.update(set: "Products", key: [.string("HT-1012")], changes: ["Name": .string("mine")])
         let server = try await ServerProcess.start(store: served)
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         let http = HTTP(client: client, base: server.url)

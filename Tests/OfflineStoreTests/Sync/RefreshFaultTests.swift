@@ -142,7 +142,8 @@ import TestSupport
             let stride = Self.trialLimit > 0 ? max(1, calls.count / Self.trialLimit) : 1
             let offset = Int(testSeed("RefreshFaultTests", variable: "REFRESH_FAULT_SEED") % UInt64(stride))
             for n in 1...calls.count {
-                if calls[n - 1] == "mdb_txn_commit" { committed += 1 }  // a failed commit leaves the state of the commits before it
+                // a failed commit leaves the state of the commits before it
+                if calls[n - 1] == "mdb_txn_commit" { committed += 1 }
                 // Every commit is failed, and every `stride`-th call besides.
                 guard calls[n - 1] == "mdb_txn_commit" || n % stride == offset else { continue }
                 if ContinuousClock.now - started > .seconds(Self.secondsLimit) { break }

@@ -130,9 +130,12 @@ import Storage
                 try await http.send(
                     .POST, "Products", body: #"{"ProductID":"N-1","Name":"New","Category":"Notebooks","Price":10.00}"#
                 ).status == 201)
-            #expect(try await http.send(.PATCH, id(cheapOther), body: #"{"Price":999.00}"#).status == 204)  // enters Pricey
-            #expect(try await http.send(.PATCH, id(cheapNotebook), body: #"{"Category":"Tablets"}"#).status == 204)  // leaves both: removed
-            #expect(try await http.send(.PATCH, id(dearNotebook), body: #"{"Category":"Tablets"}"#).status == 204)  // leaves Notebooks, Pricey holds it
+            // enters Pricey
+            #expect(try await http.send(.PATCH, id(cheapOther), body: #"{"Price":999.00}"#).status == 204)
+            // leaves both: removed
+            #expect(try await http.send(.PATCH, id(cheapNotebook), body: #"{"Category":"Tablets"}"#).status == 204)
+            // leaves Notebooks, Pricey holds it
+            #expect(try await http.send(.PATCH, id(dearNotebook), body: #"{"Category":"Tablets"}"#).status == 204)
             #expect(try await http.send(.DELETE, id(dearOther)).status == 204)
             #expect(
                 try await http.send(.PATCH, "BusinessPartners('0100000001')", body: #"{"CompanyName":"Becker Bonn"}"#)
@@ -295,7 +298,8 @@ import Storage
             let k2 = products[1].keyValues(of: "ProductID")
             try await offline.update(set: "Products", key: k1, changes: ["Name": .string("a")])
             try await offline.update(set: "Products", key: k1, changes: ["Price": .decimal(EDMDecimal(5))])
-            try await offline.update(set: "Products", key: k2, changes: ["Name": products[1]["Name"]!])  // what the server has
+            // what the server has
+            try await offline.update(set: "Products", key: k2, changes: ["Name": products[1]["Name"]!])
             let off = try await offline.refresh(serviceRoot: server.url)
             let pending = try offline.pendingRequestCount()
             #expect(off.compacted == 0 && pending == 3, "optimization off: nothing compacted")

@@ -1,5 +1,4 @@
 import Foundation
-import Sync
 
 /// OData V2 `$batch` in `multipart/mixed` (OData V2 §2.2.7.6 of [MS-ODATA]; RFC 2046 §5.1): the
 /// encoder of a batch request and the parser of its response.
@@ -8,7 +7,7 @@ import Sync
 /// or a **change set** — a nested `multipart/mixed` part holding modifying requests that the
 /// service applies all or nothing. V2 allows a modifying request only inside a change set, so a
 /// modifying request outside any atomicity group goes as a change set of its own. Each request of
-/// a change set carries a `Content-ID` (its `WireRequest.id`, else its position) by which a
+/// a change set carries a `Content-ID` (its `Request.id`, else its position) by which a
 /// later request of the same change set may name its result (`$1`); flush does not rely on it,
 /// since not every service resolves such references (mock-sap does not): a request after a
 /// create with a server-assigned key waits for the next round trip, with the key rewritten.
@@ -22,10 +21,51 @@ import Sync
 /// `multipart/form-data` library (`FormDataEncoder`/`FormDataDecoder`, a callback parser): it
 /// neither nests a multipart body in a part nor reads the `application/http` messages inside
 /// parts, which are most of the work here; the answer is already in memory, bounded by
-/// `HTTPTransport.maxBodyBytes`; and it would be a new package dependency of `Remote` for about
-/// 200 lines of code that `MultipartTests` pin (delimiters at line starts only, preamble and
+/// the client's body limit; and it would be a new package dependency for about 200 lines of code that `MultipartTests` pin (delimiters at line starts only, preamble and
 /// epilogue ignored, LF or CRLF line ends, a missing close delimiter refused).
+///
+/// This module depends on nothing: `Remote` writes a client's `$batch` with it and `Server` reads a
+/// client's, without the server linking the HTTP client.
 package enum Multipart {
+    /// One HTTP request inside a batch.
+    package struct Request: Sendable {
+        package var method: String
+        package var url: String
+        package var headers: [(String, String)]
+        package var body: [UInt8]?
+        /// Its atomicity group (a change set; nil: none).
+        package var group: String?
+        /// Its `Content-ID` inside a change set (nil: its position, 1-based).
+        package var id: String?
+
+        package init(
+            method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil,
+            group: String? = nil, id: String? = nil
+        ) {
+            (self.method, self.url, self.headers, self.body, self.group, self.id) =
+                (method, url, headers, body, group, id)
+        }
+
+        package func header(_ name: String) -> String? {
+            headers.first { $0.0.lowercased() == name.lowercased() }?.1
+        }
+    }
+
+    /// One HTTP response inside a batch's answer (header names lower-cased).
+    package struct Response: Sendable {
+        package var status: Int
+        package var headers: [(String, String)]
+        package var body: [UInt8]
+
+        package init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
+            (self.status, self.headers, self.body) = (status, headers, body)
+        }
+
+        package func header(_ name: String) -> String? {
+            headers.first { $0.0.lowercased() == name.lowercased() }?.1
+        }
+    }
+
     /// One unit of a batch: the indices (into the request list) it sends, and whether they form a
     /// change set.
     package struct Unit: Equatable, Sendable {
@@ -45,13 +85,13 @@ package enum Multipart {
 
     /// The answer to one unit.
     package enum Answer: Sendable {
-        case single(WireResponse)
-        case changeSet([WireResponse])
+        case single(Response)
+        case changeSet([Response])
     }
 
     /// The units `requests` go in: consecutive requests of one `group` form one change set, a
     /// modifying request outside any group a change set of its own, a GET a part of its own.
-    package static func units(_ requests: [WireRequest]) -> [Unit] {
+    package static func units(_ requests: [Request]) -> [Unit] {
         var out: [Unit] = []
         var lastGroup: String? = nil
         for (i, r) in requests.enumerated() {
@@ -74,7 +114,7 @@ package enum Multipart {
     /// `multipart/mixed; boundary=<boundary>`). URLs go as they are, relative to the service
     /// root; each request's headers go with it, with `Content-Type: application/json` and its
     /// length when it has a body.
-    package static func encode(_ requests: [WireRequest], boundary: String) -> [UInt8] {
+    package static func encode(_ requests: [Request], boundary: String) -> [UInt8] {
         var out: [UInt8] = []
         func line(_ s: String) { out.append(contentsOf: Array(s.utf8)); out.append(contentsOf: [13, 10]) }
         func http(_ i: Int, contentID: String?) {
@@ -141,7 +181,7 @@ package enum Multipart {
     /// `maxParts` parts is an error, found before any part is read (a peer's bound on the work).
     package static func parts(
         _ body: [UInt8], boundary: String, maxParts: Int = .max
-    ) throws(BackendError) -> [Part] {
+    ) throws(MultipartError) -> [Part] {
         let delimiter = Array("--\(boundary)".utf8)
         var starts: [(at: Int, end: Int, close: Bool)] = []  // each delimiter: where its line starts, where it ends
         var i = 0
@@ -162,13 +202,13 @@ package enum Multipart {
                     if lineStart > 0, body[lineStart - 1] == 13 { lineStart -= 1 }
                     starts.append((lineStart, k, close))
                     if close { break }
-                    if starts.count > maxParts { throw .badResponse("more than \(maxParts) parts") }
+                    if starts.count > maxParts { throw MultipartError("more than \(maxParts) parts") }
                 }
             }
             i = max(j, found + 1)
         }
         guard let last = starts.last, last.close else {
-            throw .badResponse("a multipart body without its close delimiter (--\(boundary)--)")
+            throw MultipartError("a multipart body without its close delimiter (--\(boundary)--)")
         }
         var out: [Part] = []
         for (a, b) in zip(starts, starts.dropFirst()) {
@@ -178,7 +218,7 @@ package enum Multipart {
     }
 
     /// A part's headers (up to the first empty line) and content.
-    static func part(_ raw: [UInt8]) throws(BackendError) -> Part {
+    static func part(_ raw: [UInt8]) throws(MultipartError) -> Part {
         let (head, rest) = splitHead(raw)
         return Part(headers: try headers(head), body: rest)
     }
@@ -197,7 +237,7 @@ package enum Multipart {
     }
 
     /// The header lines of `head` (LF or CRLF line ends), names lower-cased.
-    package static func headers(_ head: [UInt8]) throws(BackendError) -> [(String, String)] {
+    package static func headers(_ head: [UInt8]) throws(MultipartError) -> [(String, String)] {
         var out: [(String, String)] = []
         for line in String(decoding: head, as: UTF8.self).split(
             omittingEmptySubsequences: true,
@@ -207,7 +247,7 @@ package enum Multipart {
         {
             let text = line.hasSuffix("\r") ? line.dropLast() : line[...]
             guard let colon = text.firstIndex(of: ":") else {
-                throw .badResponse("a multipart header line without a colon: \(text.prefix(100))")
+                throw MultipartError("a multipart header line without a colon: \(text.prefix(100))")
             }
             out.append(
                 (
@@ -219,29 +259,29 @@ package enum Multipart {
     }
 
     /// The HTTP response an `application/http` part carries: `HTTP/1.1 201 Created`, headers, body.
-    package static func response(_ part: Part) throws(BackendError) -> WireResponse {
+    package static func response(_ part: Part) throws(MultipartError) -> Response {
         let (head, body) = splitHead(part.body)
         var lines = String(decoding: head, as: UTF8.self).split(
             omittingEmptySubsequences: true, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
-        guard !lines.isEmpty else { throw .badResponse("a $batch response part without a status line") }
+        guard !lines.isEmpty else { throw MultipartError("a $batch response part without a status line") }
         let statusLine = lines.removeFirst().split(separator: " ", omittingEmptySubsequences: true)
         guard statusLine.count >= 2, statusLine[0].hasPrefix("HTTP/"), let status = Int(statusLine[1]),
             (100...599).contains(status)
         else {
-            throw .badResponse("a $batch response part whose status line is not HTTP: \(head.prefix(100))")
+            throw MultipartError("a $batch response part whose status line is not HTTP: \(head.prefix(100))")
         }
         let hs = try headers(Array(lines.joined(separator: "\n").utf8))
         var content = body
         if let length = hs.first(where: { $0.0 == "content-length" }).flatMap({ Int($0.1) }), length <= content.count {
             content = Array(content.prefix(length))
         }
-        return WireResponse(status: status, headers: hs, body: content)
+        return Response(status: status, headers: hs, body: content)
     }
 
     /// The answers of a `$batch` response body with content type `contentType`: one per part.
-    package static func answers(_ body: [UInt8], contentType: String) throws(BackendError) -> [Answer] {
+    package static func answers(_ body: [UInt8], contentType: String) throws(MultipartError) -> [Answer] {
         guard let boundary = boundary(ofContentType: contentType) else {
-            throw .badResponse(
+            throw MultipartError(
                 "the $batch answer is not multipart/mixed with a boundary (Content-Type: \(contentType.prefix(100)))")
         }
         var out: [Answer] = []
@@ -249,7 +289,8 @@ package enum Multipart {
             let ct = p.header("content-type") ?? ""
             if let inner = Self.boundary(ofContentType: ct) {
                 out.append(
-                    .changeSet(try parts(p.body, boundary: inner).map { (q) throws(BackendError) in try response(q) }))
+                    .changeSet(try parts(p.body, boundary: inner).map { (q) throws(MultipartError) in try response(q) })
+                )
             } else {
                 out.append(.single(try response(p)))
             }
@@ -262,23 +303,23 @@ package enum Multipart {
     /// error response (rolled back) gives that response to every member, since none of them was
     /// applied and the service does not say which failed.
     package static func responses(
-        for requests: [WireRequest], _ answers: [Answer]
-    ) throws(BackendError) -> [WireResponse] {
+        for requests: [Request], _ answers: [Answer]
+    ) throws(MultipartError) -> [Response] {
         let units = units(requests)
         guard answers.count == units.count else {
-            throw .badResponse("the $batch answer has \(answers.count) parts for \(units.count) sent")
+            throw MultipartError("the $batch answer has \(answers.count) parts for \(units.count) sent")
         }
-        var out = [WireResponse?](repeating: nil, count: requests.count)
+        var out = [Response?](repeating: nil, count: requests.count)
         for (unit, answer) in zip(units, answers) {
             switch answer {
             case .single(let r):
                 guard !unit.isChangeSet || unit.requests.count == 1 || r.status >= 400 else {
-                    throw .badResponse("a change set of \(unit.requests.count) requests answered by one success")
+                    throw MultipartError("a change set of \(unit.requests.count) requests answered by one success")
                 }
                 for i in unit.requests { out[i] = r }
             case .changeSet(let rs):
                 guard unit.isChangeSet, rs.count == unit.requests.count else {
-                    throw .badResponse(
+                    throw MultipartError(
                         "a change set of \(unit.requests.count) requests answered with \(rs.count) responses")
                 }
                 for (i, r) in zip(unit.requests, rs) { out[i] = r }
@@ -302,4 +343,11 @@ package enum Multipart {
         }
         return nil
     }
+}
+
+/// A multipart body that cannot be read: what is wrong with it.
+package struct MultipartError: Error, Sendable, Hashable, CustomStringConvertible {
+    package var description: String
+
+    package init(_ description: String) { self.description = description }
 }

@@ -70,6 +70,9 @@ enum _lmdb {
 
     static func txnAbort(_ txn: OpaquePointer) { mdb_txn_abort(txn) }
 
+    /// The environment of a transaction (`mdb_txn_env`).
+    static func txnEnv(_ txn: OpaquePointer) -> OpaquePointer { mdb_txn_env(txn) }
+
     /// The transaction's id (`mdb_txn_id`, a `size_t`): for a read transaction, the snapshot it reads.
     static func txnID(_ txn: OpaquePointer) -> UInt64 { UInt64(UInt(bitPattern: mdb_txn_id(txn))) }
 

@@ -129,6 +129,33 @@ package struct WriteView {
     @inline(__always)
     package func contains(_ db: Database, _ key: [UInt8]) throws(LMDBError) -> Bool { try reader.contains(db, key) }
 
+    /// Runs `body` in a child transaction of this one (`mdb_txn_begin` with this one as its
+    /// parent): what `body` wrote joins this transaction when it returns (`mdb_txn_commit`), and
+    /// is undone when it throws (`mdb_txn_abort`), leaving this transaction as it was — so one
+    /// step of a larger write can fail alone. `body` must not use this view (LMDB's rule: a parent
+    /// is not used while it has a child), nor keep the child's.
+    ///
+    /// ```swift
+    /// do { try t.nested { c in try apply(c, step) } } catch let e as EntityError { note(e) }
+    /// ```
+    /// Throws what `body` throws, and `LMDBError` when the child cannot begin or commit.
+    package func nested<R>(_ body: (WriteView) throws -> R) throws -> R {
+        reader.assertLive()
+        var begun: OpaquePointer?
+        try fail(_lmdb.txnBegin(_lmdb.txnEnv(raw), parent: raw, 0, &begun), "mdb_txn_begin (nested)")
+        let child = begun!  // mdb_txn_begin returned 0: it set the child
+        let result: R
+        do {
+            result = try body(WriteView(raw: child, state: state))
+        } catch {
+            _lmdb.txnAbort(child)
+            throw error
+        }
+        // A failed commit frees the child (LMDB's mdb_txn_commit; the fault injector's does too).
+        try fail(_lmdb.txnCommit(child), "mdb_txn_commit (nested)")
+        return result
+    }
+
     /// A failed write call: remembered when it means the map is full (the writer then grows the
     /// map and runs the batch again, whatever the body made of the error), then thrown.
     private func fail(_ rc: Int32, _ context: @autoclosure () -> String) throws(LMDBError) {

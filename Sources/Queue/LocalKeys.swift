@@ -125,12 +125,17 @@ extension RequestQueue {
         let oldBytes = try set.encodeKey(old), newBytes = try set.encodeKey(new)
         var renamed: Properties = [:]
         for (k, v) in zip(set.type.key, new) { renamed[k] = v }
-        // The row.
+        // The row. The service's copy may be here already: a refresh brought it after the answer
+        // to its create was lost, and the create sent again was answered from the service's
+        // record. That copy is the entity then (one entity, not two); the caller lays what is
+        // still queued on it.
         if let entity = try set.get(t.reader, key: old) {
             _ = try set.delete(t, key: old)
-            var moved = entity
-            for (k, v) in renamed { moved[k] = v }
-            try set.insert(t, moved)
+            if try set.get(t.reader, key: new) == nil {
+                var moved = entity
+                for (k, v) in renamed { moved[k] = v }
+                try set.insert(t, moved)
+            }
         }
         // Its requests: key, and the key inside bodies that carry it.
         for entry in try chain(t.reader, set: set.name, keyBytes: oldBytes) {

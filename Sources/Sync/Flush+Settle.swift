@@ -77,19 +77,19 @@ extension Flush {
                     leave(r.id, "request \(r.id) succeeded but an earlier request of its entity is not settled")
                     continue
                 }
-                try queue.acknowledge(t, id: r.id, serverImage: image)
-                var keyBytes = r.keyBytes
-                if r.localKey, let image {
-                    let set = try queue.store.set(r.entitySet)
-                    keyBytes = try set.encodeKey(try set.keyValues(image))
-                }
-                if r.method == .delete {
-                    // Gone here and at the service: its ETag and its defining requests' entries go too.
-                    try Membership(store: queue.store).entityDeleted(t, set: r.entitySet, keyBytes: keyBytes)
-                } else if let etag, !etag.isEmpty, ServerETags.isHeaderValue(etag) {
-                    try etags.put(t, set: r.entitySet, keyBytes: keyBytes, etag: etag)
-                } else {
-                    try etags.delete(t, set: r.entitySet, keyBytes: keyBytes)  // the one held is stale now
+                // In a child transaction: an answer this store cannot take in (a store error
+                // that is the request's alone) leaves it as it was, goes to ErrorArchive, and the
+                // requests behind it are settled all the same.
+                do {
+                    try t.nested { c in try acknowledge(c, queue: queue, r, image: image, etag: etag, etags: etags) }
+                } catch let e as EntityError {
+                    let error = ServiceError(
+                        httpStatus: 200, code: "OfflineStore.AnswerNotApplied",
+                        message:
+                            "the service applied request \(r.id) (\(r.method.rawValue) \(r.entitySet)(\(r.entityKey))), but this store could not take its answer in: \(e). The change is on the service: refresh, then resolve this entry"
+                    )
+                    for id in try queue.archive(t, id: r.id, error: error) { archived.insert(id) }
+                    continue
                 }
                 out.succeeded.append(r.id)
                 if reconciled { out.reconciled.append(r.id) }
@@ -107,6 +107,28 @@ extension Flush {
         }
         out.archived = archived.sorted()
         return out
+    }
+
+    /// A success, in `t`: the request leaves the queue with the service's image applied, and the
+    /// entity's ETag (or, for a delete, its membership) follows.
+    static func acknowledge(
+        _ t: WriteView, queue: RequestQueue, _ r: RequestRecord, image: Properties?, etag: String?,
+        etags: ServerETags
+    ) throws {
+        try queue.acknowledge(t, id: r.id, serverImage: image)
+        var keyBytes = r.keyBytes
+        if r.localKey, let image {
+            let set = try queue.store.set(r.entitySet)
+            keyBytes = try set.encodeKey(try set.keyValues(image))
+        }
+        if r.method == .delete {
+            // Gone here and at the service: its ETag and its defining requests' entries go too.
+            try Membership(store: queue.store).entityDeleted(t, set: r.entitySet, keyBytes: keyBytes)
+        } else if let etag, !etag.isEmpty, ServerETags.isHeaderValue(etag) {
+            try etags.put(t, set: r.entitySet, keyBytes: keyBytes, etag: etag)
+        } else {
+            try etags.delete(t, set: r.entitySet, keyBytes: keyBytes)  // the one held is stale now
+        }
     }
 }
 

@@ -275,7 +275,13 @@ package enum Multipart {
         if let length = hs.first(where: { $0.0 == "content-length" }).flatMap({ Int($0.1) }), length <= content.count {
             content = Array(content.prefix(length))
         }
-        return Response(status: status, headers: hs, body: content)
+        // The part's Content-ID (a MIME header, before the HTTP message) names the request it
+        // answers; kept with the response's own headers.
+        var all = hs
+        if let id = part.header("content-id"), !hs.contains(where: { $0.0 == "content-id" }) {
+            all.append(("content-id", id))
+        }
+        return Response(status: status, headers: all, body: content)
     }
 
     /// The answers of a `$batch` response body with content type `contentType`: one per part.
@@ -322,7 +328,27 @@ package enum Multipart {
                     throw MultipartError(
                         "a change set of \(unit.requests.count) requests answered with \(rs.count) responses")
                 }
-                for (i, r) in zip(unit.requests, rs) { out[i] = r }
+                // A response that names its request (Content-ID) is that request's, wherever it
+                // stands in the change set; one that names a request of another change set means
+                // the answer's parts are not in the order sent (a proxy reordered them), and none
+                // of it can be mapped.
+                let ids = unit.requests.map { requests[$0].id ?? String($0 + 1) }
+                let named = rs.map { $0.header("content-id") }
+                if named.allSatisfy({ $0 != nil }), Set(named.compactMap { $0 }) == Set(ids),
+                    Set(ids).count == ids.count
+                {
+                    for r in rs { out[unit.requests[ids.firstIndex(of: r.header("content-id")!)!]] = r }
+                    continue
+                }
+                for (i, r) in zip(unit.requests, rs) {
+                    let id = requests[i].id ?? String(i + 1)
+                    if let answered = r.header("content-id"), answered != id {
+                        throw MultipartError(
+                            "the answer to the request with Content-ID \(id) names Content-ID \(answered): its parts are not in the order sent"
+                        )
+                    }
+                    out[i] = r
+                }
             }
         }
         return out.map { $0! }

@@ -10,6 +10,13 @@ extension Flush {
         guard responses.count == round.count else {
             return round.map { _ in .stop("the service answered \(responses.count) requests of \(round.count)") }
         }
+        // The whole answer is checked before any of it is judged: an answer that cannot be
+        // mapped onto the requests (a proxy that reordered a batch's parts) leaves every request
+        // of the round in doubt — sent, settled by nothing — instead of archiving one for another's
+        // refusal.
+        if let why = mismatch(round, responses) {
+            return round.map { _ in .stop("the service's answer does not match the requests sent: \(why)") }
+        }
         var verdicts: [Verdict] = []
         var position: [String: Int] = [:]
         for (i, (o, response)) in zip(round, responses).enumerated() {
@@ -68,6 +75,31 @@ extension Flush {
             }
         }
         return verdicts
+    }
+
+    /// Why `answers` cannot be the answers to `round`, in order: a success that carries an entity
+    /// of another key than its request's (but a create with a local key, whose key the service
+    /// gives). Nil when nothing says so.
+    func mismatch(_ round: [Outgoing], _ answers: [ChangeAnswer]) -> String? {
+        for (o, answer) in zip(round, answers) where answer.isSuccess {
+            let r = o.record
+            guard let json = answer.entity, !(r.method == .create && r.localKey), r.method != .delete,
+                let set = try? store.set(r.entitySet)
+            else { continue }
+            // The key properties only (the rest is skipped, as `ServerNotes` lets it be).
+            var notes: ServerNotes? = ServerNotes()
+            guard
+                let image = try? ValueJSON(schema: store.schema).properties(
+                    from: json, properties: set.type.properties.filter { set.type.key.contains($0.name) },
+                    owner: r.entitySet, notes: &notes),
+                let key = try? set.keyValues(image), let bytes = try? set.encodeKey(key)
+            else { continue }
+            if bytes != r.keyBytes {
+                return
+                    "request \(r.id) (\(r.method.rawValue) \(r.entitySet)(\(r.entityKey))) was answered with the entity \(r.entitySet)(\(set.describeKey(key)))"
+            }
+        }
+        return nil
     }
 
     func judge(_ o: Outgoing, _ answer: ChangeAnswer) async throws -> Verdict {

@@ -124,4 +124,40 @@ import Sync
         #expect(
             Multipart.boundary(ofContentType: "multipart/mixed; boundary=" + String(repeating: "x", count: 71)) == nil)
     }
+
+    /// Issue 37, F16: a proxy that answers a batch's parts in another order than sent. Responses
+    /// that name their requests (Content-ID) are mapped by it inside a change set; a response that
+    /// names a request of another change set makes the whole answer unmappable — nothing of it is
+    /// taken as another request's answer.
+    @Test func answersNamingOtherRequestsAreRefusedAndPermutedMembersMappedByContentID() throws {
+        func part(_ id: String, _ status: String) -> String {
+            "Content-Type: application/http\r\nContent-ID: \(id)\r\n\r\nHTTP/1.1 \(status)\r\n\r\n\r\n"
+        }
+        let lone = [
+            Multipart.Request(method: "POST", url: "ProductSet", body: Array("{}".utf8), id: "1"),
+            Multipart.Request(method: "DELETE", url: "ProductSet('D')", id: "2"),
+        ]
+        // Two change sets of one, answered in reverse.
+        let reversed = Array(
+            ("--b\r\nContent-Type: multipart/mixed; boundary=c2\r\n\r\n--c2\r\n" + part("2", "204 No Content")
+                + "--c2--\r\n"
+                + "--b\r\nContent-Type: multipart/mixed; boundary=c1\r\n\r\n--c1\r\n" + part("1", "201 Created")
+                + "--c1--\r\n--b--\r\n").utf8)
+        #expect(throws: MultipartError.self) {
+            try Multipart.responses(
+                for: lone, try Multipart.answers(reversed, contentType: "multipart/mixed; boundary=b"))
+        }
+        // One change set of two, its members answered in reverse: mapped by Content-ID.
+        let grouped = lone.map { r in
+            var r = r
+            r.group = "g"
+            return r
+        }
+        let permuted = Array(
+            ("--b\r\nContent-Type: multipart/mixed; boundary=c\r\n\r\n--c\r\n" + part("2", "204 No Content") + "--c\r\n"
+                + part("1", "201 Created") + "--c--\r\n--b--\r\n").utf8)
+        let mapped = try Multipart.responses(
+            for: grouped, try Multipart.answers(permuted, contentType: "multipart/mixed; boundary=b"))
+        #expect(mapped.map(\.status) == [201, 204])
+    }
 }

@@ -1,7 +1,7 @@
 import Remote
 import Sync
 
-/// A test backend around `HTTPTransport` that changes some of its answers: whatever it does not
+/// A test transport around `HTTPTransport` that changes some of its answers: whatever it does not
 /// implement itself goes to `inner` unchanged.
 protocol WrappingBackend: Transport {
     var inner: HTTPTransport { get }

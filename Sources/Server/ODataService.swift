@@ -290,39 +290,7 @@ final class ServiceRoot: Sendable {
 
     /// Whether `value` is a Host header this service takes: a DNS name or IPv4 address (letters,
     /// digits, `-`, `.`, `_`), or an IPv6 literal in brackets, with an optional port 0…65535.
-    static func isValidHost(_ value: String) -> Bool {
-        let bytes = Array(value.utf8)
-        guard !bytes.isEmpty, bytes.count <= 261 else { return false }
-        var i = 0
-        if bytes[0] == UInt8(ascii: "[") {
-            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")), close > 1 else { return false }
-            for b in bytes[1..<close] {
-                guard b == UInt8(ascii: ":") || b == UInt8(ascii: ".") || isHexDigit(b) else { return false }
-            }
-            i = close + 1
-        } else {
-            while i < bytes.count, bytes[i] != UInt8(ascii: ":") {
-                let b = bytes[i]
-                guard isAlphanumeric(b) || b == UInt8(ascii: "-") || b == UInt8(ascii: ".") || b == UInt8(ascii: "_")
-                else { return false }
-                i += 1
-            }
-            guard i > 0 else { return false }
-        }
-        guard i < bytes.count else { return true }
-        guard bytes[i] == UInt8(ascii: ":") else { return false }
-        let digits = bytes[(i + 1)...]
-        guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return false }
-        return Int(String(decoding: digits, as: UTF8.self))! <= 65535
-    }
-
-    private static func isHexDigit(_ b: UInt8) -> Bool {
-        (b >= 48 && b <= 57) || (b >= 65 && b <= 70) || (b >= 97 && b <= 102)
-    }
-
-    private static func isAlphanumeric(_ b: UInt8) -> Bool {
-        (b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122)
-    }
+    static func isValidHost(_ value: String) -> Bool { ServiceURL.isValidAuthority(value) }
 
     /// A `--public-url` as the service root: `http` or `https`, a valid host and optional port, an
     /// optional path of plain segments; no query, fragment, user, quote or space. Ends with `/`.

@@ -6,7 +6,9 @@
 package enum ServiceURL {
     /// Throws `EntityError.badInput` naming `option` unless `url` is `http://` or `https://`, a
     /// host (a DNS name, an IPv4 address or a bracketed IPv6 literal), an optional port from 1 to
-    /// 65535, and a path without spaces, control characters or a fragment.
+    /// 65535, and a path without spaces, control characters or a fragment. User information
+    /// (`user:password@`) is refused without repeating it: credentials go in the configuration's
+    /// `"authentication"`, never in a URL that is stored, logged and shown.
     package static func check(_ url: String, option: String) throws(EntityError) {
         let lower = url.lowercased()
         guard let scheme = ["http://", "https://"].first(where: lower.hasPrefix) else {
@@ -14,6 +16,12 @@ package enum ServiceURL {
         }
         let rest = url.dropFirst(scheme.count)
         let authority = String(rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" })
+        if let at = authority.lastIndex(of: "@") {
+            let shown = scheme + "…@" + authority[authority.index(after: at)...]
+            throw .badInput(
+                "\(option) must not carry a user name or password (\(excerpt(shown))): give the credentials in the configuration's \"authentication\" member (\"type\": \"basic\" with \"passwordEnv\" or \"passwordFile\"), which keeps no secret in the store"
+            )
+        }
         guard url.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F }), !url.contains("#") else {
             throw .badInput("\(option) '\(excerpt(url))' holds a space, a control character or a fragment (#)")
         }

@@ -53,6 +53,24 @@ import Storage
         }
     }
 
+    /// The password is refused, never stored, and never repeated in the error.
+    @Test func aUserAndPasswordInTheServiceRootAreRefused() throws {
+        let url = "http://alice:s3cr3t-pw@127.0.0.1:8080/sap/"
+        for (text, name) in [(#"{"serviceRoot": "\#(url)"}"#, "config.json"), ("[endpoint]\nname=\(url)\n", "app.ini")]
+        {
+            let (r, made) = try Self.initStore(text, name: name)
+            #expect(r.status == 1 && !made, "\(name): \(r.stderr)")
+            #expect(r.stderr.contains("\"authentication\""), "\(name): \(r.stderr)")
+            #expect(!r.stderr.contains("s3cr3t") && !r.stderr.contains("alice"), "\(name): \(r.stderr)")
+        }
+        #expect(throws: EntityError.self) { try StoreConfiguration(json: Array(#"{"serviceRoot": "\#(url)"}"#.utf8)) }
+        #expect(throws: EntityError.self) {
+            try OfflineStore.create(
+                at: tempDir() + "/api", metadata: Array(SampleData.metadata.utf8),
+                configuration: StoreConfiguration(serviceRoot: url))
+        }
+    }
+
     @Test func refreshAndFlushRefuseAnOutOfRangeService() throws {
         let dir = try Self.directory()
         let made = try CLI.run(["init", "--store", dir + "/s", "--metadata", dir + "/metadata.xml"])

@@ -124,7 +124,8 @@ package enum Credentials {
             return BasicAuthorizer(user: user, password: try read(password))
         case .oauth2ClientCredentials(let url, let id, let secret, let scope):
             try ServiceURL.check(url, option: "configuration: authentication tokenURL")
-            return OAuth2ClientCredentials(tokenURL: url, clientID: id, secret: try read(secret), scope: scope)
+            return OAuth2ClientCredentials(
+                tokenURL: url, clientID: id, secret: try read(secret), scope: scope, timeouts: configuration.timeouts)
         }
     }
 

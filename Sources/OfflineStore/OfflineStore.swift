@@ -51,7 +51,8 @@ public final class OfflineStore: Sendable {
     package static let roles: [any StoreRole.Type] = [QueueRole.self, SyncRole.self, ServedRole.self]
 
     /// Creates a store in directory `path` (which must not hold one) from a `$metadata` document.
-    /// The configuration's defining requests are checked as `define` checks them.
+    /// The configuration's defining requests are checked as `define` checks them, its
+    /// `serviceRoot` and `tokenURL` as URLs to send requests to.
     /// `lifecycle` reports `opening`, `initializing` and `open` (pass one to watch them; one
     /// `Lifecycle` per store).
     public static func create(
@@ -59,6 +60,7 @@ public final class OfflineStore: Sendable {
         lifecycle: Lifecycle = Lifecycle()
     ) throws -> OfflineStore {
         lifecycle.report(.init(state: .opening, detail: path))
+        try configuration.checkURLs()
         try checkDefiningRequests(configuration.definingRequests, metadata: metadata)
         lifecycle.report(.init(state: .initializing, detail: path))
         return OfflineStore(

@@ -173,6 +173,7 @@ private struct INIReader {
             switch e.key {
             case "name":
                 if Self.isAbsoluteURL(e.value) {
+                    try Self.checkServiceRoot(e)
                     configuration.serviceRoot = e.value.hasSuffix("/") ? e.value : e.value + "/"
                 } else if s.all("service_root").isEmpty {
                     warn(
@@ -183,6 +184,7 @@ private struct INIReader {
                 guard Self.isAbsoluteURL(e.value) else {
                     throw INIError(line: e.line, message: "service_root must be an http or https URL, not '\(e.value)'")
                 }
+                try Self.checkServiceRoot(e)
                 configuration.serviceRoot = e.value.hasSuffix("/") ? e.value : e.value + "/"
             case "indexed_type":
                 try readIndex(e, section: section)
@@ -489,6 +491,14 @@ private struct INIReader {
             throw INIError(line: e.line, message: "\(e.key) must be a whole number, not '\(e.value)'")
         }
         return n
+    }
+
+    /// `e`'s value checked as a service root (`ServiceURL.check`: a port past 65535, a
+    /// `user:password@` are refused), the error on its line.
+    static func checkServiceRoot(_ e: INIFile.Entry) throws(INIError) {
+        do { try ServiceURL.check(e.value, option: e.key) } catch {
+            throw INIError(line: e.line, message: "\(error)")
+        }
     }
 
     static func isAbsoluteURL(_ s: String) -> Bool {

@@ -9,9 +9,11 @@ extension StoreConfiguration {
     /// let configuration = try StoreConfiguration(json: Array(#"{"indexes":{"Products":["Category"]}}"#.utf8))
     /// ```
     /// - Throws: `JSONError` for bad JSON; `EntityError` for an unknown or mistyped member, so a
-    ///   typo does not pass unnoticed.
+    ///   typo does not pass unnoticed, and for a `serviceRoot` or `tokenURL` that is not a URL to
+    ///   send requests to (a port past 65535, a `user:password@`).
     public init(json bytes: [UInt8]) throws {
         try self.init(json: JSON.parse(bytes))
+        try checkURLs()
     }
 
     /// The configuration as the JSON text `init(json:)` reads (for an `--config` file).

@@ -18,26 +18,37 @@ import Sync
 ///   counted from when the fetch was sent); without `expires_in`, when the service says.
 /// - **401**: the service refused the token (expired early, revoked: `WWW-Authenticate: Bearer
 ///   error="invalid_token"`): the token is dropped and the request sent once more with a new one.
+/// - **Bounds**: the configuration's `timeouts`, as for every request to the service: `connect`
+///   to connect, `idle` between two reads, `request` for the whole exchange, its body included —
+///   a token endpoint that answers a byte every few seconds held a refresh (and a sidecar's sync
+///   loop behind it) for minutes.
 package actor OAuth2ClientCredentials: RequestAuthorizer {
     package let tokenURL: String
     let clientID: String
     private let secret: String
     let scope: String?
+    let timeouts: StoreConfiguration.Timeouts
     private let client: HTTPClient
     private var token: (value: String, renewAt: ContinuousClock.Instant?)?
     private var fetching: Task<(value: String, renewAt: ContinuousClock.Instant?), any Error>?
     /// Tokens fetched so far (tests read it).
     package private(set) var fetches = 0
 
-    package init(tokenURL: String, clientID: String, secret: String, scope: String?) {
+    package init(
+        tokenURL: String, clientID: String, secret: String, scope: String?,
+        timeouts: StoreConfiguration.Timeouts = .init()
+    ) {
         self.tokenURL = tokenURL
         self.clientID = clientID
         self.secret = secret
         self.scope = scope
+        self.timeouts = timeouts
         client = HTTPClient(
             eventLoopGroupProvider: .singleton,
             configuration: .init(
-                redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10), read: .seconds(30))))
+                redirectConfiguration: .disallow,
+                timeout: .init(
+                    connect: .seconds(Int64(timeouts.connectSeconds)), read: .seconds(Int64(timeouts.idleSeconds)))))
     }
 
     /// Closes the token client's connections; call once, when done (`HTTPTransport.shutdown`).
@@ -79,10 +90,14 @@ package actor OAuth2ClientCredentials: RequestAuthorizer {
         request.body = .bytes(ByteBuffer(string: form))
         let status: Int
         var body: [UInt8] = []
+        let deadline = NIODeadline.now() + .seconds(Int64(timeouts.requestSeconds))
         do {
-            let response = try await client.execute(request, deadline: .now() + .seconds(60))
+            let response = try await client.execute(request, deadline: deadline)
             status = Int(response.status.code)
+            // AsyncHTTPClient's deadline ends with the head: the body is bounded here, by the same
+            // deadline (the idle timeout bounds each wait for bytes), as `HTTPBackend` bounds it.
             for try await chunk in response.body {
+                guard NIODeadline.now() < deadline else { throw unavailable(.deadlineExceeded) }
                 guard body.count + chunk.readableBytes <= 1 << 20 else {
                     throw AuthenticationError.tokenUnavailable(tokenURL: tokenURL, reason: "an answer over 1 MiB")
                 }
@@ -92,6 +107,8 @@ package actor OAuth2ClientCredentials: RequestAuthorizer {
             throw e
         } catch is CancellationError {
             throw CancellationError()
+        } catch let e as HTTPClientError {
+            throw unavailable(e)
         } catch {
             throw AuthenticationError.tokenUnavailable(tokenURL: tokenURL, reason: scrub("\(error)"))
         }
@@ -127,6 +144,21 @@ package actor OAuth2ClientCredentials: RequestAuthorizer {
             return sent + .milliseconds(Int64((seconds - margin) * 1000))
         }
         return (value, renewAt)
+    }
+
+    /// The error of a fetch that `error` ended: a timeout names the configuration's member.
+    private func unavailable(_ error: HTTPClientError) -> AuthenticationError {
+        let reason =
+            switch error {
+            case .deadlineExceeded:
+                "no whole answer within the request timeout (\(timeouts.requestSeconds) s, \"timeouts\": {\"request\"})"
+            case .readTimeout:
+                "nothing received for the idle timeout (\(timeouts.idleSeconds) s, \"timeouts\": {\"idle\"})"
+            case .connectTimeout:
+                "no connection within the connect timeout (\(timeouts.connectSeconds) s, \"timeouts\": {\"connect\"})"
+            default: scrub("\(error)")
+            }
+        return .tokenUnavailable(tokenURL: tokenURL, reason: reason)
     }
 
     /// `text` without the secret, should an error ever repeat it.

@@ -102,22 +102,30 @@ public enum AuthenticationError: Error, Sendable, Hashable, CustomStringConverti
 package enum Credentials {
     /// The authorizer of `configuration.authentication` for a flush or refresh of `serviceRoot`,
     /// with its secret read now; nil when the configuration has none.
-    /// - Throws: `AuthenticationError` for a secret that cannot be read, or a service root on
-    ///   another origin than the configuration's `serviceRoot`.
+    ///
+    /// Every flush and refresh without an authorizer of its own comes here before it makes its
+    /// HTTP client: `serviceRoot` (a `--service`, or the stored configuration's, which a store made
+    /// before URLs were checked may hold) and the token URL are checked here as URLs to send
+    /// requests to (`ServiceURL.check`) — a port past 65535 would trap in the client.
+    /// - Throws: `EntityError` for such a URL; `AuthenticationError` for a secret that cannot be
+    ///   read, or a service root on another origin than the configuration's `serviceRoot`.
     package static func authorizer(
         for configuration: StoreConfiguration, serviceRoot: String
-    ) throws(AuthenticationError) -> (any RequestAuthorizer)? {
+    ) throws -> (any RequestAuthorizer)? {
+        try ServiceURL.check(serviceRoot, option: "the service root")
         guard let authentication = configuration.authentication else { return nil }
         let given = Origin.of(serviceRoot) ?? serviceRoot
         guard let root = configuration.serviceRoot, let configured = Origin.of(root), configured == given else {
-            throw .otherServiceOrigin(
+            throw AuthenticationError.otherServiceOrigin(
                 configured: configuration.serviceRoot.map { Origin.of($0) ?? $0 } ?? "none configured", given: given)
         }
         switch authentication {
         case .basic(let user, let password):
             return BasicAuthorizer(user: user, password: try read(password))
         case .oauth2ClientCredentials(let url, let id, let secret, let scope):
-            return OAuth2ClientCredentials(tokenURL: url, clientID: id, secret: try read(secret), scope: scope)
+            try ServiceURL.check(url, option: "configuration: authentication tokenURL")
+            return OAuth2ClientCredentials(
+                tokenURL: url, clientID: id, secret: try read(secret), scope: scope, timeouts: configuration.timeouts)
         }
     }
 

@@ -101,7 +101,9 @@ public enum ODataServer {
         let app = Application(
             responder: responder,
             server: HTTPServerBuilder { responder in GuardedHTTP1Channel(responder: responder, limits: limits) },
-            configuration: .init(address: .hostname(options.host, port: options.port), serverName: "offline-store"),
+            configuration: .init(
+                address: .hostname(options.host, port: options.port), serverName: "offline-store",
+                availableConnectionsDelegate: ConnectionLimit(logger: logger)),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? options.port
                 roots.bound(port: port)

@@ -79,7 +79,7 @@ struct ODataService: Sendable {
         if resource.hasSuffix("/") { resource.removeLast() }
         let query = request.uri.query ?? ""
         let method = request.method
-        if let csrf, resource != "$sync" { try csrf.check(request, method: method) }
+        if let csrf { try csrf.check(request, method: method) }
         switch resource {
         case "":
             guard method == .get || method == .head else {
@@ -131,7 +131,10 @@ extension ODataService {
     /// `POST /$sync`: a refresh then a flush of an offline store now (after the one running, if
     /// any), answered with the outcome — 200 when both ran to the end, 503 when the back end
     /// failed (the store and this service are unharmed; the body says what failed). Only from a
-    /// loopback peer: an administrator's request, not a client's.
+    /// loopback peer: an administrator's request, not a client's; with CSRF protection on, only
+    /// with the token (`route` checks it, as for every modifying request); and never with an
+    /// `Origin` other than this service's: a web page the user opens can send a POST to loopback
+    /// (as `text/plain`, with no preflight), and must not make the sidecar sync.
     func syncNow(_ request: Request, peer: SocketAddress?) async throws -> Response {
         guard let sync else {
             throw ODataFailure(
@@ -143,12 +146,40 @@ extension ODataService {
         guard let peer, Self.isLoopback(peer) else {
             throw ODataFailure(.forbidden, "$sync is answered only to a client on this machine (loopback)")
         }
+        if let origin = request.headers[.origin], !isOwnOrigin(origin, request) {
+            throw ODataFailure(
+                .forbidden,
+                "$sync is not answered to a page of another origin (Origin: \(QueryError.quoting(String(origin.prefix(200)))))"
+            )
+        }
         let outcome = await sync.sync(reason: "POST /$sync")
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         return Response(
             status: outcome.succeeded ? .ok : .serviceUnavailable, headers: headers,
             body: .init(byteBuffer: ByteBuffer(bytes: outcome.json)))
+    }
+
+    /// Whether `origin` (an `Origin` header) is this service's: the scheme and authority of the
+    /// request's `Host` (validated by `route`), or of the configured public URL.
+    func isOwnOrigin(_ origin: String, _ request: Request) -> Bool {
+        let given = origin.lowercased()
+        var own: [String] = []
+        if let host = request.head.authority { own.append("http://" + host.lowercased()) }
+        if let publicRoot = roots.publicRoot {
+            let lower = publicRoot.lowercased()
+            let scheme = lower.hasPrefix("https://") ? "https://" : "http://"
+            own.append(scheme + lower.dropFirst(scheme.count).prefix { $0 != "/" })
+        }
+        return own.contains { $0 == given || Self.withDefaultPort($0) == Self.withDefaultPort(given) }
+    }
+
+    /// `scheme://host` with the scheme's default port made explicit (`:80`, `:443`).
+    private static func withDefaultPort(_ origin: String) -> String {
+        let scheme = origin.hasPrefix("https://") ? "https://" : "http://"
+        let authority = origin.dropFirst(scheme.count)
+        let hasPort = authority.lastIndex(of: ":").map { !authority[$0...].contains("]") } ?? false
+        return hasPort ? origin : origin + (scheme == "https://" ? ":443" : ":80")
     }
 
     static func isLoopback(_ address: SocketAddress) -> Bool {
@@ -290,39 +321,7 @@ final class ServiceRoot: Sendable {
 
     /// Whether `value` is a Host header this service takes: a DNS name or IPv4 address (letters,
     /// digits, `-`, `.`, `_`), or an IPv6 literal in brackets, with an optional port 0…65535.
-    static func isValidHost(_ value: String) -> Bool {
-        let bytes = Array(value.utf8)
-        guard !bytes.isEmpty, bytes.count <= 261 else { return false }
-        var i = 0
-        if bytes[0] == UInt8(ascii: "[") {
-            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")), close > 1 else { return false }
-            for b in bytes[1..<close] {
-                guard b == UInt8(ascii: ":") || b == UInt8(ascii: ".") || isHexDigit(b) else { return false }
-            }
-            i = close + 1
-        } else {
-            while i < bytes.count, bytes[i] != UInt8(ascii: ":") {
-                let b = bytes[i]
-                guard isAlphanumeric(b) || b == UInt8(ascii: "-") || b == UInt8(ascii: ".") || b == UInt8(ascii: "_")
-                else { return false }
-                i += 1
-            }
-            guard i > 0 else { return false }
-        }
-        guard i < bytes.count else { return true }
-        guard bytes[i] == UInt8(ascii: ":") else { return false }
-        let digits = bytes[(i + 1)...]
-        guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return false }
-        return Int(String(decoding: digits, as: UTF8.self))! <= 65535
-    }
-
-    private static func isHexDigit(_ b: UInt8) -> Bool {
-        (b >= 48 && b <= 57) || (b >= 65 && b <= 70) || (b >= 97 && b <= 102)
-    }
-
-    private static func isAlphanumeric(_ b: UInt8) -> Bool {
-        (b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122)
-    }
+    static func isValidHost(_ value: String) -> Bool { ServiceURL.isValidAuthority(value) }
 
     /// A `--public-url` as the service root: `http` or `https`, a valid host and optional port, an
     /// optional path of plain segments; no query, fragment, user, quote or space. Ends with `/`.

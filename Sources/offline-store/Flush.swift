@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandSupport
 import Foundation
 import OfflineStore
+import Storage
 import Synchronization
 
 struct FlushCommand: ParsableCommand {
@@ -29,6 +30,7 @@ struct FlushCommand: ParsableCommand {
         try runReportingErrors {
             let parsed = try headers.map(Self.header)
             guard batchSize >= 1 else { throw CLIError("--batch-size must be at least 1") }
+            if let service { try ServiceURL.check(service, option: "--service") }
             let store = try OfflineStore.open(at: options.store)
             let (service, category, batchSize, reconcile) = (service, category, batchSize, !noReconcile)
             let onTTY = isatty(2) == 1

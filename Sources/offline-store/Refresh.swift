@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandSupport
 import Foundation
 import OfflineStore
+import Storage
 import Synchronization
 
 struct Define: ParsableCommand {
@@ -83,6 +84,7 @@ struct Refresh: ParsableCommand {
 
     func refresh() throws {
         if let pageSize, pageSize < 1 { throw CLIError("--page-size must be at least 1") }
+        if let service { try ServiceURL.check(service, option: "--service") }
         var hs: [(String, String)] = []
         for h in headers { hs.append(try FlushCommand.header(h)) }  // checked as flush checks them
         let names: [String]? = subset.map { text in

@@ -27,6 +27,10 @@ Writes come one by one or in a JSON ``$batch`` (``POST /MODE/$batch``), answered
 ``offset-shift``  pages by offset, and deletes the first entity just before it serves the second
                   page, once: the rest shifts left and one entity is never sent (no delta link).
 
+Two roots are OAuth 2.0 token endpoints (``POST /MODE``, any form), for the tests of the token fetch:
+``token``         answers a bearer token at once (``{"access_token": …, "token_type": "Bearer"}``).
+``token-drip``    answers 200 and the token's length, then its body one byte every ``--drip-seconds`` (5) s.
+
 Every mode counts the collection when asked (``$count=true``: ``@odata.count``).
 
 A second listener (the "other origin", same host, another port) answers everything with 200 and
@@ -51,6 +55,7 @@ PORTS = {}
 PAGE = 10
 SHIFTED = [False]
 HUGE_BYTES = [100 << 20]
+DRIP_SECONDS = [5.0]
 PLACEHOLDER = "__HUGE__"
 
 
@@ -113,6 +118,8 @@ class Handler(BaseHTTPRequestHandler):
         segs = parts.path.strip("/").split("/", 1)
         mode, rest = segs[0], (segs[1] if len(segs) > 1 else "")
         query = parse_qs(parts.query)
+        if mode in ("token", "token-drip") and self.command == "POST":
+            return self._token(mode)
         if mode == "stall-head":
             time.sleep(120)
             return self._send(200, {"value": []})
@@ -191,6 +198,22 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(0.5)
             return
         return self._send(200, out)
+
+    def _token(self, mode):
+        self._body()
+        body = json.dumps({"access_token": "hostile-token", "token_type": "Bearer", "expires_in": 3600}).encode()
+        if mode == "token":
+            return self._send(200, raw=body)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            for b in body:
+                self.wfile.write(bytes([b])); self.wfile.flush()
+                time.sleep(DRIP_SECONDS[0])
+        except OSError:
+            pass  # the client gave up
 
     def _write(self, mode, set_name, rest):
         raw = self._body()
@@ -274,8 +297,10 @@ def main():
     p.add_argument("--lifetime", type=float, required=True)
     p.add_argument("--pid-file")
     p.add_argument("--huge-bytes", type=int, default=100 << 20, help="size of the huge-* modes' arrays")
+    p.add_argument("--drip-seconds", type=float, default=5.0, help="token-drip's pause between two bytes")
     a = p.parse_args()
     HUGE_BYTES[0] = a.huge_bytes
+    DRIP_SECONDS[0] = a.drip_seconds
     for item in a.data:
         name, path = item.split("=", 1)
         with open(path) as f:

@@ -39,7 +39,10 @@ import Testing
                 pending.count == 6,
                 "create (MERGE and PUT collapsed into it), 2 updates, a delete, 2 creates: \(pending)")
 
-            let sync = try await http.send(.POST, "$sync")
+            // CSRF protection is on (a V2 store): $sync needs the token like every modifying request.
+            let token = try #require(
+                try await http.get("", headers: [("X-CSRF-Token", "Fetch")]).header("X-CSRF-Token"))
+            let sync = try await http.send(.POST, "$sync", headers: [("X-CSRF-Token", token)])
             #expect(sync.status == 200 && sync.object["succeeded"] as? Bool == true, "\(sync.text)")
             #expect(
                 (sync.object["flush"] as? String)?.hasPrefix("sent 6, succeeded 6, archived 0") == true, "\(sync.text)")
@@ -60,7 +63,7 @@ import Testing
             #expect(
                 try await sap.entities(SAPFlush.service, "ProductSet").count == productsBefore + 3, "each create once")
 
-            let again = try await http.send(.POST, "$sync")
+            let again = try await http.send(.POST, "$sync", headers: [("X-CSRF-Token", token)])
             #expect((again.object["flush"] as? String)?.hasPrefix("sent 0") == true, "\(again.text)")
         }
         #expect(try OfflineStore.check(at: path).isConsistent)

@@ -80,7 +80,7 @@ let package = Package(
             name: "offline-store",
             dependencies: [
                 "CommandSupport", "CrashHarness", "Demo",
-                "OfflineStore", "Samples", "Server", "LMDB",
+                "OfflineStore", "Samples", "Server", "LMDB", "Storage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -46,9 +46,7 @@ extension OfflineStore {
             throw EntityError.badInput(
                 "no service to flush to: give its URL (--service) or set serviceRoot in the store's configuration")
         }
-        guard root.hasPrefix("http://") || root.hasPrefix("https://") else {
-            throw EntityError.badInput("the service root '\(root)' is not an http:// or https:// URL")
-        }
+        try ServiceURL.check(root, option: "the service root")
         try HTTPTransport.validate(headers: headers)
         let authorizer = try authorizer ?? Credentials.authorizer(for: configuration, serviceRoot: root)
         let t = configuration.timeouts

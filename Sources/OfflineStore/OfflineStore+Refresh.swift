@@ -91,6 +91,7 @@ extension OfflineStore {
         guard let root = serviceRoot ?? configuration.serviceRoot, !root.isEmpty else {
             throw RefreshError.noServiceRoot
         }
+        try ServiceURL.check(root, option: "the service root")
         try HTTPTransport.validate(headers: headers)
         let authorizer = try authorizer ?? Credentials.authorizer(for: configuration, serviceRoot: root)
         let t = configuration.timeouts

@@ -95,7 +95,7 @@ package actor OAuth2ClientCredentials: RequestAuthorizer {
             let response = try await client.execute(request, deadline: deadline)
             status = Int(response.status.code)
             // AsyncHTTPClient's deadline ends with the head: the body is bounded here, by the same
-            // deadline (the idle timeout bounds each wait for bytes), as `HTTPBackend` bounds it.
+            // deadline (the idle timeout bounds each wait for bytes), as `HTTPTransport` bounds it.
             for try await chunk in response.body {
                 guard NIODeadline.now() < deadline else { throw unavailable(.deadlineExceeded) }
                 guard body.count + chunk.readableBytes <= 1 << 20 else {

@@ -23,7 +23,8 @@ package protocol Dialect: Sendable {
 package enum Wire {
     /// Headers flush sets itself: a request's custom headers of these names are not sent.
     static let ownHeaders: Set<String> = [
-        "repeatability-request-id", "repeatability-first-sent", "if-match", "content-type",
+        "repeatability-request-id", "repeatability-first-sent", "if-match", "content-type", "requestid",
+        "repeatabilitycreation",
     ]
 
     /// `change`'s custom headers but those flush sets itself, in name order.
@@ -95,6 +96,20 @@ package enum Wire {
         if let first = line(json) { out.append(first) }
         if case .array(let details)? = json["details"] { out += details.compactMap(line) }
         return out
+    }
+
+    /// How the service handled a change's repeatability: OASIS `Repeatability-Result` (V4) or SAP
+    /// Gateway's `RepeatabilityResult` (V2). `accepted` (and `serve`'s `replayed`, an answer from
+    /// its record): executed once, whatever the attempts; nil when the service said nothing.
+    static func repeatability(_ response: WireResponse) -> RepeatabilityResult? {
+        guard let value = response.header("Repeatability-Result") ?? response.header("RepeatabilityResult") else {
+            return nil
+        }
+        switch value.trimmingCharacters(in: .whitespaces).lowercased() {
+        case "accepted", "replayed": return .accepted
+        case "rejected": return .rejected
+        default: return .unsupported
+        }
     }
 
     /// The service's error as ErrorArchive keeps it (`{"error":{"code","message","innererror"}}`).

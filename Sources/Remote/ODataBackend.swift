@@ -75,6 +75,7 @@ package struct ODataBackend: Backend {
             status: response.status, etag: response.header("ETag"),
             location: response.header("Location") ?? response.header("OData-EntityId"),
             messages: Wire.sapMessages(response), error: response.isSuccess ? nil : Wire.serviceError(response))
+        out.repeatability = Wire.repeatability(response)
         let blank = response.body.allSatisfy { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
         if withEntity, response.isSuccess, !blank {
             do {

@@ -3,9 +3,13 @@ import Storage
 import Sync
 
 /// OData V2 (SAP Gateway): V2 JSON bodies (`ValueJSON.writeV2`), key predicates in V2 literals,
-/// `MERGE` for a partial update (or `updateMethod`), `$inlinecount=allpages`. No `Repeatability-*`
-/// headers (V2 has none; a request whose answer was lost is reconciled instead, see `Flush`) and
-/// no `Prefer` on a create (a V2 create answers with the entity).
+/// `MERGE` for a partial update (or `updateMethod`), `$inlinecount=allpages`, no `Prefer` on a
+/// create (a V2 create answers with the entity). Every change carries SAP Gateway's idempotency
+/// headers — `RequestID` (the repeatability id as 32 hexadecimal digits, the same on every
+/// attempt) and `RepeatabilityCreation` (when it was first sent) — which a Gateway service built
+/// as idempotent honours by executing the change once and answering it again as it first did,
+/// with `RepeatabilityResult: accepted`; a service that does not ignores them (SAP's "Idempotency"
+/// documentation of Gateway services). V2 has no OASIS `Repeatability-*` headers.
 package struct V2Dialect: Dialect {
     /// The method of a partial update: nil for `MERGE` (which SAP Gateway takes inside and
     /// outside `$batch`), or `PATCH` for a service configured to take it.
@@ -49,6 +53,8 @@ package struct V2Dialect: Dialect {
             break
         }
         var headers = Wire.customHeaders(change)
+        headers.append(("RequestID", Self.requestID(change.repeatabilityID)))
+        headers.append(("RepeatabilityCreation", Wire.imfDate(change.firstSent)))
         if let etag = change.etag { headers.append(("If-Match", etag)) }
         return WireRequest(method: method, url: url, headers: headers, body: body)
     }
@@ -66,6 +72,11 @@ package struct V2Dialect: Dialect {
     /// no client-driven paging, and Gateway pages as its service implementation decides.
     package func pageHeaders(_ page: PageRequest) -> [(String, String)] {
         page.trackChanges ? [("Prefer", "odata.track-changes")] : []
+    }
+
+    /// Gateway's `RequestID`: a GUID as 32 hexadecimal digits (upper case, no hyphens).
+    static func requestID(_ id: EDMGuid) -> String {
+        String(id.description.filter { $0 != "-" }.uppercased())
     }
 
     /// A key value as a V2 URI literal ([MS-ODATA] §2.2.2).

@@ -138,8 +138,13 @@ struct Batch {
                 switch outcome {
                 case .applied(var unitAnswers, let replayed, let perRequest):
                     if perRequest {
+                        // Gateway's headers on the request are answered with Gateway's.
+                        let gateway = items[unit.lowerBound].header("Repeatability-Request-ID") == nil
                         for a in unitAnswers.indices {
-                            unitAnswers[a].headers.append(("Repeatability-Result", replayed ? "replayed" : "accepted"))
+                            unitAnswers[a].headers.append(
+                                gateway
+                                    ? ("RepeatabilityResult", "accepted")
+                                    : ("Repeatability-Result", replayed ? "replayed" : "accepted"))
                         }
                     } else {
                         replayedAny = replayedAny || replayed
@@ -175,7 +180,7 @@ struct Batch {
             i = k
         }
         var headers = HTTPFields()
-        if repeatability != nil { headers[.repeatabilityResult] = replayedAny ? "replayed" : "accepted" }
+        if let (name, value) = repeatability?.result(replayed: replayedAny) { headers[name] = value }
         return (answers.map { $0! }, headers)
     }
 
@@ -312,7 +317,9 @@ struct Batch {
             // the answer it missed instead of a second application.
             var unitRepeatability = repeatability.map { "\($0.id)#\(unitName)" }
             var headerFailure: Failed? = nil
-            perRequest.append(unitRepeatability == nil && unit[0].header("Repeatability-Request-ID") != nil)
+            perRequest.append(
+                unitRepeatability == nil
+                    && (unit[0].header("Repeatability-Request-ID") != nil || unit[0].header("RequestID") != nil))
             if perRequest[u] {
                 var fields = HTTPFields()
                 for (n, v) in unit[0].headers {

@@ -196,6 +196,11 @@ extension HTTPField.Name {
     static let repeatabilityRequestID = HTTPField.Name("Repeatability-Request-ID")!
     static let repeatabilityFirstSent = HTTPField.Name("Repeatability-First-Sent")!
     static let repeatabilityResult = HTTPField.Name("Repeatability-Result")!
+    /// SAP Gateway's idempotency headers (its "idempotent services"): the request's id (a GUID of
+    /// 32 hexadecimal digits), when it was first created, and how the service handled it.
+    static let sapRequestID = HTTPField.Name("RequestID")!
+    static let sapRepeatabilityCreation = HTTPField.Name("RepeatabilityCreation")!
+    static let sapRepeatabilityResult = HTTPField.Name("RepeatabilityResult")!
     /// `followed` on a response that carries a delta link, or is a delta: its delta covers every
     /// entity set the request's `$expand` reaches, not only the request's own set. Refresh
     /// (`Refresher`, which spells the same name) keeps the delta link of a request with `$expand`

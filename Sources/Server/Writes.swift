@@ -49,7 +49,7 @@ struct Writes {
                 .response
         }
         var response = recorded.httpResponse
-        if repeatability != nil { response.headers[.repeatabilityResult] = replayed ? "replayed" : "accepted" }
+        if let (name, value) = repeatability?.result(replayed: replayed) { response.headers[name] = value }
         return response
     }
 
@@ -295,30 +295,55 @@ extension RecordedResponse {
 struct Repeatability {
     var id: String
     var firstSent: Date?
+    /// Named by SAP Gateway's headers (`RequestID`, `RepeatabilityCreation`), answered with
+    /// `RepeatabilityResult`; else by OASIS's (`Repeatability-Request-ID`, `-First-Sent`, `-Result`).
+    var gateway = false
 
-    /// nil without `Repeatability-Request-ID`. Throws 400 for a malformed `Repeatability-First-Sent`
-    /// and 412 when it is older than the window the store keeps records for: the service can no
-    /// longer tell whether the request was applied, so it refuses to guess.
+    /// nil without `Repeatability-Request-ID` (or Gateway's `RequestID`). Throws 400 for a
+    /// malformed `Repeatability-First-Sent` (`RepeatabilityCreation`) and 412 when it is older
+    /// than the window the store keeps records for: the service can no longer tell whether the
+    /// request was applied, so it refuses to guess.
     init?(_ headers: HTTPFields, window: Double) throws {
-        guard let id = headers[.repeatabilityRequestID] else { return nil }
-        self.id = id
-        if let text = headers[.repeatabilityFirstSent] {
-            guard let date = Self.parseIMFDate(text) else {
-                var f = ODataFailure(
-                    .badRequest, "Repeatability-First-Sent is not an IMF-fixdate ('\(QueryError.quoting(text))')")
-                f.headers[.repeatabilityResult] = "rejected"
+        let first: String?
+        if let id = headers[.repeatabilityRequestID] {
+            (self.id, first) = (id, headers[.repeatabilityFirstSent])
+        } else if let id = headers[.sapRequestID] {
+            (self.id, first, gateway) = (id, headers[.sapRepeatabilityCreation], true)
+        } else {
+            return nil
+        }
+        let (named, result) =
+            gateway
+            ? ("RepeatabilityCreation", HTTPField.Name.sapRepeatabilityResult)
+            : ("Repeatability-First-Sent", HTTPField.Name.repeatabilityResult)
+        if let text = first {
+            guard let date = Self.parseIMFDate(text) ?? (gateway ? Self.parseISODate(text) : nil) else {
+                var f = ODataFailure(.badRequest, "\(named) is not an IMF-fixdate ('\(QueryError.quoting(text))')")
+                f.headers[result] = "rejected"
                 throw f
             }
             if Date().timeIntervalSince(date) > window {
                 var f = ODataFailure(
                     .preconditionFailed,
-                    "Repeatability-First-Sent is older than the \(Int(window)) s for which this service keeps records of repeatable requests"
+                    "\(named) is older than the \(Int(window)) s for which this service keeps records of repeatable requests"
                 )
-                f.headers[.repeatabilityResult] = "rejected"
+                f.headers[result] = "rejected"
                 throw f
             }
             firstSent = date
         }
+    }
+
+    /// The answer's header: OASIS `Repeatability-Result` (`accepted`, or `replayed` for an answer
+    /// from the record), or Gateway's `RepeatabilityResult` (`accepted` either way: executed once).
+    func result(replayed: Bool) -> (HTTPField.Name, String) {
+        gateway ? (.sapRepeatabilityResult, "accepted") : (.repeatabilityResult, replayed ? "replayed" : "accepted")
+    }
+
+    /// An ISO 8601 date and time (`2026-11-27T21:00:00Z`), which a Gateway client may send as
+    /// `RepeatabilityCreation`.
+    static func parseISODate(_ text: String) -> Date? {
+        ISO8601DateFormatter().date(from: text)
     }
 
     static func parseIMFDate(_ text: String) -> Date? {

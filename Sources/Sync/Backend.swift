@@ -124,6 +124,8 @@ package struct ChangeAnswer: Sendable {
     package var messages: [String]
     /// The service's error, for an answer that is not a success.
     package var error: ServiceError
+    /// How the service says it handled the change's repeatability (nil: it said nothing).
+    package var repeatability: RepeatabilityResult?
 
     package init(
         status: Int, entity: JSON? = nil, unreadable: String? = nil, etag: String? = nil, entityETag: String? = nil,
@@ -136,6 +138,17 @@ package struct ChangeAnswer: Sendable {
     }
 
     package var isSuccess: Bool { (200..<300).contains(status) }
+}
+
+/// What a service says of a repeatable change (OASIS `Repeatability-Result`, SAP Gateway's
+/// `RepeatabilityResult`).
+package enum RepeatabilityResult: Sendable, Hashable {
+    /// Executed once, however often it was sent: the answer is the first execution's.
+    case accepted
+    /// The service refused to treat it as repeatable (an answer that is an error).
+    case rejected
+    /// The service does not deduplicate repeated requests.
+    case unsupported
 }
 
 /// One read of a page for refresh.

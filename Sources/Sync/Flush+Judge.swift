@@ -135,6 +135,7 @@ extension Flush {
     func success(_ o: Outgoing, _ answer: ChangeAnswer, reconciled: Bool = false) async throws -> Verdict {
         let r = o.record
         guard r.method != .delete else { return .success(image: nil, etag: nil, reconciled: reconciled) }
+        let repeatability = answer.repeatability
         var answer = answer
         if answer.entity == nil, answer.unreadable == nil, r.method == .create, r.localKey {
             // The key the service gave is needed: read the entity it created.
@@ -179,7 +180,12 @@ extension Flush {
             return .stop(
                 "request \(r.id) (POST \(r.entitySet)): the service's answer has no entity; its key is unknown")
         }
-        return .success(image: image, etag: etag, reconciled: reconciled)
+        // A create whose key the service assigns, sent before (its answer lost), answered as a
+        // new create by a service that did not say it executed it once: nothing tells this one
+        // from a second entity made by the second attempt.
+        let inDoubt =
+            r.method == .create && r.localKey && r.attempts > 1 && !reconciled && repeatability != .accepted
+        return .success(image: image, etag: etag, reconciled: reconciled, inDoubt: inDoubt)
     }
 
     /// A re-sent request refused as if already applied, checked against the service: nil when it

@@ -35,6 +35,10 @@ extension Flush {
         report.succeeded += settled.succeeded.count
         report.reconciled += settled.reconciled.count
         report.archived += settled.archived.count
+        for o in round {
+            guard let line = settled.inDoubt[o.record.id] else { continue }
+            report.inDoubt.append(line)
+        }
         options.progress?(report)
         if let stop = settled.stop { return stop }
         if settled.succeeded.isEmpty && settled.archived.isEmpty {
@@ -71,7 +75,7 @@ extension Flush {
             // The record as it is now: an earlier verdict may have archived it as a dependent.
             guard let r = try queue.record(t.reader, id: sent.id), r.status == .sent else { continue }
             switch verdict {
-            case .success(let image, let etag, let reconciled):
+            case .success(let image, let etag, let reconciled, let inDoubt):
                 let chain = try queue.chain(t.reader, set: r.entitySet, keyBytes: r.keyBytes)
                 guard chain.first?.id == r.id else {
                     leave(r.id, "request \(r.id) succeeded but an earlier request of its entity is not settled")
@@ -93,6 +97,18 @@ extension Flush {
                 }
                 out.succeeded.append(r.id)
                 if reconciled { out.reconciled.append(r.id) }
+                if inDoubt, let image, let set = try? queue.store.set(r.entitySet),
+                    let key = try? set.keyValues(image)
+                {
+                    // Flagged durably with the settlement: a flush killed after it keeps the flag.
+                    let entity = "\(r.entitySet)(\(set.describeKey(key)))"
+                    let line =
+                        "request \(r.id) (POST \(r.entitySet) → \(entity)): sent again after its answer was lost, to a service that did not say it executed it once: it may have been applied twice: check \(r.entitySet) for another entity like \(entity)"
+                    try queue.logEvent(
+                        t, type: "InDoubt", startedAt: .now, finishedAt: .now, outcome: "in doubt", requests: 1,
+                        details: line)
+                    out.inDoubt[r.id] = line
+                }
             case .refused(let error):
                 for id in try queue.archive(t, id: r.id, error: error) { archived.insert(id) }
             case .refusedWith(let cause, let error):

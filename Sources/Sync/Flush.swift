@@ -22,6 +22,13 @@ public struct FlushReport: Sendable, Hashable, CustomStringConvertible {
     /// Requests (of the flushed category) still in the queue and not in error afterwards: those
     /// not settled when it stopped, and those waiting on a request outside the category.
     public var left = 0
+    /// Creates whose key the service assigns that were sent again after their answer was lost, to
+    /// a service that did not say it executed them once: each may have been applied twice. One
+    /// line each — `request 7 (POST SalesOrderSet → SalesOrderSet('500001')): may have been applied
+    /// twice: check SalesOrderSet for another entity like it` — also in the EventLog (type
+    /// `InDoubt`), written in the transaction that settles the request, so a flush killed after
+    /// it leaves the flag.
+    public var inDoubt: [String] = []
     /// Messages the service sent with successful answers (SAP's `sap-message` header: warnings,
     /// information), one line each — `request 7 (POST A_SalesOrder('~1')): warning V1/302: …`.
     /// Each is also in the EventLog (type `Message`).
@@ -32,6 +39,7 @@ public struct FlushReport: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         var s = "sent \(sent), succeeded \(succeeded)"
         if reconciled > 0 { s += " (\(reconciled) reconciled)" }
+        if !inDoubt.isEmpty { s += " (\(inDoubt.count) in doubt: may have been applied twice)" }
         s += ", archived \(archived), left \(left), round trips \(roundTrips)"
         if !messages.isEmpty { s += ", \(messages.count) message\(messages.count == 1 ? "" : "s") from the service" }
         if let stopped { s += "; stopped: \(stopped)" }
@@ -129,7 +137,10 @@ package struct Flush: Sendable {
     /// What an answer means for its request.
     package enum Verdict: Sendable {
         /// Applied: acknowledge with the service's image (nil: none came back) and ETag.
-        case success(image: Properties?, etag: String?, reconciled: Bool)
+        /// `inDoubt`: a create whose key the service assigns, sent again after its answer was lost,
+        /// to a service that did not say it executed it once (`RepeatabilityResult.accepted`): it
+        /// may have been applied twice.
+        case success(image: Properties?, etag: String?, reconciled: Bool, inDoubt: Bool = false)
         /// Refused (a 4xx): archive it and its dependents.
         case refused(ServiceError)
         /// Not applied because request `cause` of its atomicity group was refused: archive it as a
@@ -150,6 +161,9 @@ package struct Flush: Sendable {
     package struct Settled: Sendable, Hashable {
         package var succeeded: [Int64] = []
         package var reconciled: [Int64] = []
+        /// Of `succeeded`: the creates that may have been applied twice (`Verdict.success`'s
+        /// `inDoubt`), each with the line that says so (`FlushReport.inDoubt`).
+        package var inDoubt: [Int64: String] = [:]
         package var archived: [Int64] = []
         /// Requests answered but left queued (their reason, the first one).
         package var left: [Int64] = []

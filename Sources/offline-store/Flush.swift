@@ -49,6 +49,8 @@ struct FlushCommand: ParsableCommand {
             if onTTY { Output.note("\r\u{1B}[K") }
             let report = result.withLock { $0 }!
             try output("flush: \(report)")
+            // Each create that may have been applied twice, on stderr: a person must look.
+            for line in report.inDoubt { Output.note("flush: in doubt: \(line)\n") }
             if report.stopped != nil || report.archived > 0 { throw ExitCode.failure }
         }
     }

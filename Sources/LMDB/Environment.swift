@@ -297,8 +297,19 @@ package final class Environment: @unchecked Sendable {
     package func write<R: Sendable>(
         _ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R
     ) async throws -> R {
+        try await write(usingReserve: false, body)
+    }
+
+    /// `write`, where `usingReserve` lets `body`, at the size cap, use the room above it even if it
+    /// removes no entries — for an upload's bookkeeping, the way out of a full store (see
+    /// `sizeReserve`).
+    @discardableResult
+    package func write<R: Sendable>(
+        usingReserve: Bool, _ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R
+    ) async throws -> R {
         if isReadOnly { throw EnvironmentError.readOnly(path) }
         let job = _WriteJob<R>(body: body, exclusive: false)
+        job.mayUseReserve = usingReserve
         return try await withCheckedThrowingContinuation { (c: CheckedContinuation<R, Error>) in
             job.onDone = { c.resume(with: job.result!) }
             writer.submit(job)

@@ -28,7 +28,7 @@ public enum EnvironmentError: Error, Sendable, Equatable, CustomStringConvertibl
         case .tooManyDatabases(let n, let limit):
             "cannot open database '\(n)': the store holds at most \(limit) named databases"
         case .sizeCapReached(let p, let cap):
-            "the store '\(p)' reached its size cap of \(Self.mebibytes(cap)) (maxSizeBytes \(cap)); the failed write changed nothing — delete entities to free room, or raise the cap"
+            "the store '\(p)' reached its size cap of \(Self.mebibytes(cap)) (maxSizeBytes \(cap)); the failed write changed nothing — flush (an upload settles the queue and frees room; it may use the reserve above the cap), delete entities that have nothing pending, or raise the cap"
         case .diskFull(let p, let op):
             "the disk is full: no space left on the file system of '\(p)' (\(op)); the failed write changed nothing"
         }

@@ -5,6 +5,10 @@ import Foundation
 class _AnyWriteJob: @unchecked Sendable {
     // @unchecked: fields are written by the writer thread before `onDone` hands the job back.
     let exclusive: Bool
+    /// May use the room above the size cap without removing entries: the bookkeeping of an
+    /// upload (marking requests sent, settling their answers), which is how a full offline store
+    /// frees room — refusing it would leave the store full for good.
+    var mayUseReserve = false
     var onDone: (@Sendable () -> Void)?
     init(exclusive: Bool) { self.exclusive = exclusive }
     /// Runs the body; returns the error it threw, if any (the outcome is kept for `finish`).
@@ -118,7 +122,8 @@ final class _Writer: @unchecked Sendable {
     ///
     /// At the size cap a batch runs again job by job; a job that alone does not fit runs once
     /// more with `reserve`: in the room above the cap, kept only if it removes more entries than
-    /// it adds (a delete), else refused with `sizeCapReached`.
+    /// it adds (a delete) or may use the reserve (`mayUseReserve`), else refused with
+    /// `sizeCapReached`.
     private func runBatch(_ batch: [_AnyWriteJob], reserve: Bool = false) {
         let env = environment.raw
         if reserve { environment._useReserve(true) }
@@ -141,7 +146,9 @@ final class _Writer: @unchecked Sendable {
             if batch.count == 1 {
                 let before = reserve ? environment._entryCount(parent!) : 0
                 let failed = batch[0].run(WriteTransaction(raw: parent!, state: state)) != nil
-                if reserve && !failed && !state.mapFull && environment._entryCount(parent!) >= before {
+                if reserve && !batch[0].mayUseReserve && !failed && !state.mapFull
+                    && environment._entryCount(parent!) >= before
+                {
                     _lmdb.txnAbort(parent!)
                     batch[0].fail(
                         EnvironmentError.sizeCapReached(path: environment.path, capBytes: environment.sizeCap ?? 0))

@@ -13,7 +13,8 @@ import Synchronization
 /// ```
 ///
 /// - A round is `refresh` (the service's changes into the store), then `flush` (the queued local
-///   changes to the service). A round fails when either throws (the service is away, refuses the
+///   changes to the service) — also after a refresh that failed, unless the service did not
+///   answer (a store at its size cap uploads, and so frees room). A round fails when either throws (the service is away, refuses the
 ///   credentials, …) or the flush stops early (`FlushReport.stopped`); the next round then comes
 ///   after twice the wait before it — `interval` × 2, × 4, … up to `maxBackoff` — and a round that
 ///   succeeds brings the wait back to `interval`. A failure is logged and kept in `status`; the
@@ -105,6 +106,7 @@ public final class SyncService: Service, Sendable {
     /// One refresh and one flush; the wait before the next round, or nil when cancelled.
     func round() async -> Duration? {
         var failure: String?
+        var refreshFailure: (any Error)?
         do {
             let refresh =
                 if let connectTimeout, let serviceRoot {
@@ -115,20 +117,32 @@ public final class SyncService: Service, Sendable {
                 }
             state.withLock { $0.lastRefresh = refresh }
             logger.info("refresh: \(refresh)")
-            let flush =
-                if let connectTimeout, let serviceRoot {
-                    try await store.quickFlush(serviceRoot: serviceRoot, batchSize: 50, connectTimeout: connectTimeout)
-                } else {
-                    try await store.flush(serviceRoot: serviceRoot)
-                }
-            state.withLock { $0.lastFlush = flush }
-            logger.info("flush: \(flush)")
-            failure = flush.stopped.map { "the flush stopped: \($0)" }
         } catch is CancellationError {
             return nil
         } catch {
             if Task.isCancelled { return nil }
-            failure = "\(error)"
+            (refreshFailure, failure) = (error, "\(error)")
+        }
+        // A refresh that failed for another reason than a service that is away (a store at its
+        // size cap, say) does not keep the queue from going up: the upload is what frees room.
+        if refreshFailure.map({ !OfflineStore.isNoAnswer($0) }) ?? true {
+            do {
+                let flush =
+                    if let connectTimeout, let serviceRoot {
+                        try await store.quickFlush(
+                            serviceRoot: serviceRoot, batchSize: 50, connectTimeout: connectTimeout)
+                    } else {
+                        try await store.flush(serviceRoot: serviceRoot)
+                    }
+                state.withLock { $0.lastFlush = flush }
+                logger.info("flush: \(flush)")
+                failure = failure ?? flush.stopped.map { "the flush stopped: \($0)" }
+            } catch is CancellationError {
+                return nil
+            } catch {
+                if Task.isCancelled { return nil }
+                failure = failure ?? "\(error)"
+            }
         }
         if let failure { logger.error("sync round failed: \(failure)") }
         return state.withLock { s in

@@ -16,7 +16,7 @@ extension Flush {
         let (queue, options) = (self.queue, self.options)
         let work = Array(zip(round.map(\.record), verdicts))
         let goOn = goOn && !Task.isCancelled
-        return try await store.write { t in
+        return try await store.write(usingReserve: true) { t in
             try Self.takeBack(t, queue: queue, takingBack)
             return try Self.settleAndPrepare(t, queue: queue, work, options: options, goOn: goOn, excluding: excluding)
         }

@@ -224,7 +224,7 @@ package struct Flush: Sendable {
                     report.stopped = stop ?? e.description
                     if !following.isEmpty {
                         let (queue, marked) = (self.queue, following)
-                        try await store.write { t in try Self.takeBack(t, queue: queue, marked) }
+                        try await store.write(usingReserve: true) { t in try Self.takeBack(t, queue: queue, marked) }
                     }
                     break
                 }
@@ -284,7 +284,7 @@ package struct Flush: Sendable {
         var details = report.description
         if let c = options.category { details = "category \(c): " + details }
         let (sent, text, messages) = (report.sent, details, report.messages)
-        try await store.write { t in
+        try await store.write(usingReserve: true) { t in
             // The service's messages first (the EventLog keeps the newest 100: at most 20 of them).
             for m in messages.prefix(20) {
                 // `request N (METHOD Set(key)): severity …`

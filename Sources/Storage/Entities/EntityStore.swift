@@ -162,7 +162,14 @@ package final class EntityStore: Sendable {
     }
 
     package func write<R: Sendable>(_ body: @escaping @Sendable (WriteView) throws -> R) async throws -> R {
-        try await environment.write { txn in try body(txn.view) }
+        try await environment.write(usingReserve: false) { txn in try body(txn.view) }
+    }
+
+    /// `usingReserve`: see `Environment.write(usingReserve:_:)` (an upload's bookkeeping).
+    package func write<R: Sendable>(
+        usingReserve: Bool, _ body: @escaping @Sendable (WriteView) throws -> R
+    ) async throws -> R {
+        try await environment.write(usingReserve: usingReserve) { txn in try body(txn.view) }
     }
 
     /// `bodies` in order, each in a nested transaction of its own, in one group commit

@@ -102,6 +102,30 @@ import Storage
         #expect(try OfflineStore.open(at: path, readOnly: true).configuration.maxSizeBytes == 1 << 20)
     }
 
+    /// Issue 37, F6: an offline store full of pending creates uploads them: the flush's bookkeeping
+    /// (marking requests sent, settling their answers) may use the reserve above the cap, and the
+    /// settled queue frees room, so writes fit again. Before, every flush failed at the cap.
+    @Test func aFullOfflineStoreFlushesAndWritesFitAfterIt() async throws {
+        let (served, _) = try FlushFixture.pair()
+        let path = tempDir() + "/capped"
+        var configuration = SampleData.configuration
+        configuration.maxSizeBytes = 256 << 10
+        let store = try OfflineStore.create(
+            at: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration)
+        StoreRegistry.current?.add(path)
+        let fitted = try Self.fill(store, from: 0)
+        #expect(fitted > 50, "only \(fitted) partners fit")
+        let server = try await ServerProcess.start(store: served)
+        let report = try await store.flush(serviceRoot: server.url, batchSize: 50)
+        #expect(report.stopped == nil && report.succeeded == fitted && report.left == 0, "\(report)")
+        #expect(try store.pendingRequestCount() == 0)
+        #expect(await server.stop() == 0)
+        #expect(Self.dataFileSize(path) <= (256 << 10) + (64 << 10), "data file \(Self.dataFileSize(path)) bytes")
+        // The queue's room is free again: local writes fit.
+        _ = try await store.create(set: "BusinessPartners", entity: Self.partner(fitted + 1))
+        #expect(try OfflineStore.open(at: served, readOnly: true).count(set: "BusinessPartners") >= fitted)
+    }
+
     @Test func badCapsAreRefused() throws {
         #expect(throws: EntityError.self) { try StoreConfiguration(json: Array(#"{"maxSizeBytes":1000}"#.utf8)) }
         #expect(throws: EntityError.self) { try StoreConfiguration(json: Array(#"{"maxSizeBytes":"1M"}"#.utf8)) }

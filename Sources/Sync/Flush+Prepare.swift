@@ -9,7 +9,9 @@ extension Flush {
     /// marks its requests sent, in one write transaction.
     package func prepare(excluding: Set<Int64> = []) async throws -> [Outgoing] {
         let (queue, options) = (self.queue, self.options)
-        return try await store.write(usingReserve: true) { t in try Self.prepare(t, queue: queue, options: options, excluding: excluding) }
+        return try await store.write(usingReserve: true) { t in
+            try Self.prepare(t, queue: queue, options: options, excluding: excluding)
+        }
     }
 
     /// The next round's requests (see `Flush`), marked sent in `t`, with what goes over the wire.

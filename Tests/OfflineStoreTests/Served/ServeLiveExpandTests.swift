@@ -76,4 +76,38 @@ import Testing
         try await client.shutdown()
         #expect(await server.stop() == 0)
     }
+
+    @Test func anETagTheStreamCarriesIsKeptCurrent() async throws {
+        let (served, _) = try FlushFixture.pair()
+        let server = try await ServerProcess.start(store: served)
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        let http = HTTP(client: client, base: server.url)
+        let (one, r1) = try await Self.stream(client, server, "Products('HT-1000')?$select=Name")
+        let (many, r2) = try await Self.stream(client, server, "Products?$select=Name&$top=3&$orderby=ProductID")
+        defer {
+            r1.cancel()
+            r2.cancel()
+        }
+        let first = try #require(Self.last(one)["@odata.etag"] as? String)
+        // Only Price, which the streams leave out: the ETag changes, and the streams say so.
+        #expect(try await http.send(.PATCH, "Products('HT-1000')", body: #"{"Price":4321.5}"#).status == 204)
+        #expect(try await eventually(within: 10) { one.events.count == 2 }, "no event for a new ETag")
+        #expect(try await eventually(within: 10) { many.events.count == 2 }, "no event for a new ETag")
+        let streamed = try #require(Self.last(one)["@odata.etag"] as? String)
+        #expect(streamed != first)
+        let listed = (Self.last(many)["value"] as? [[String: Any]])?.first?["@odata.etag"] as? String
+        #expect(listed == streamed)
+        // The streamed ETag is the entity's: a write with it is taken, not refused 412.
+        let patched = try await http.send(
+            .PATCH, "Products('HT-1000')", body: #"{"Name":"with the streamed ETag"}"#,
+            headers: [("If-Match", streamed)])
+        #expect(patched.status == 204, "\(patched.text)")
+        // A write that changes nothing a stream carries brings no event.
+        #expect(try await eventually(within: 10) { one.events.count == 3 })
+        #expect(try await http.send(.PATCH, "Products('HT-1001')", body: #"{"Price":1}"#).status == 204)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(one.events.count == 3, "\(one.events)")
+        try await client.shutdown()
+        #expect(await server.stop() == 0)
+    }
 }

@@ -11,8 +11,24 @@ import Synchronization
 /// an observer that has had nothing yet, whatever it is). An observer that joins a live query gets
 /// its last result at once when no commit has come since that run began; else it waits for the
 /// run that commit brings, so its first element always shows what was committed before it joined.
+///
+/// A run's result is a `Snapshot`: the entities, and what else the answer carries — the rendering
+/// of its `$expand` tree and, for a stream, the ETags of what it holds — so that a commit that
+/// changes only an expanded entity, or only an ETag, is a change of the result (issue 37, F12
+/// and F15: it brought no element, and streamed answers went stale).
 final class ObservationHub: Sendable {
-    typealias Results = AsyncThrowingStream<[Properties], any Error>.Continuation
+    /// What one run of a live query gave.
+    struct Snapshot: Sendable, Equatable {
+        var entities: [Properties]
+        /// The answer as rendered (JSON), when the entities alone do not show all of it; nil else.
+        var rendering: [UInt8]?
+    }
+
+    /// Where an observer's results go.
+    struct Observer: Sendable {
+        var yield: @Sendable (Snapshot) -> Void
+        var finish: @Sendable ((any Error)?) -> Void
+    }
 
     /// What a live query reads and how to run it.
     struct Query: Sendable {
@@ -20,7 +36,7 @@ final class ObservationHub: Sendable {
         var watched: Set<UInt32>?
         /// The one entity it reads, if it reads one.
         var entity: (dbi: UInt32, key: [UInt8])?
-        var run: @Sendable () throws -> [Properties]
+        var run: @Sendable () throws -> Snapshot
     }
 
     /// A live query: touched only under the hub's lock.
@@ -30,9 +46,9 @@ final class ObservationHub: Sendable {
         let signal: AsyncStream<Void>.Continuation
         var task: Task<Void, Never>?
         /// Its observers, and whether each has had an element.
-        var observers: [Int: (out: Results, served: Bool)] = [:]
+        var observers: [Int: (out: Observer, served: Bool)] = [:]
         /// The result of its last run.
-        var last: [Properties]?
+        var last: Snapshot?
         /// A commit that may change the result came after its last run began (or it has not run).
         var dirty = true
         var running = false
@@ -67,6 +83,11 @@ final class ObservationHub: Sendable {
         /// The last transaction id accounted for, and this process's commits after it.
         var seen: UInt64 = 0
         var own: Set<UInt64> = []
+        /// The last transaction id the poll before read: the commits up to it are judged at the
+        /// next poll, by when this process's commit listener has surely been told of its own (a
+        /// commit is visible in LMDB a moment before the listener hears of it; judged at once, a
+        /// commit of this process was taken for another's under load and ran every live query).
+        var read: UInt64 = 0
         var runs = 0
 
         mutating func newID() -> Int {
@@ -132,14 +153,14 @@ final class ObservationHub: Sendable {
     /// What to stop outside the lock (finishing a stream may call its termination handler, which
     /// takes the lock).
     private struct Stopped {
-        var outs: [Results] = []
+        var outs: [Observer] = []
         var signal: AsyncStream<Void>.Continuation?
         var task: Task<Void, Never>?
         var listener: Int?
         var poller: Task<Void, Never>?
 
         func stop(_ environment: Environment, error: (any Error)? = nil) {
-            for out in outs { out.finish(throwing: error) }
+            for out in outs { out.finish(error) }
             signal?.finish()
             task?.cancel()
             poller?.cancel()
@@ -161,7 +182,7 @@ final class ObservationHub: Sendable {
     /// starts one that runs `query`. The first live query starts listening to commits and polling
     /// for other processes' every `poll` — before its first run, so no commit after that run
     /// begins goes unseen. Returns the observer's id, for `remove`.
-    func add(_ url: String, _ query: Query, _ out: Results, poll: Duration) -> Int {
+    func add(_ url: String, _ query: Query, _ out: Observer, poll: Duration) -> Int {
         state.withLock { s in
             let id = s.newID()
             if let existing = s.liveByURL[url], let l = s.live[existing] {
@@ -183,6 +204,7 @@ final class ObservationHub: Sendable {
                     }
                 }
                 (s.seen, s.own) = (environment.lastCommittedTxnID, [])
+                s.read = s.seen
             }
             let liveID = s.newID()
             let (signals, signal) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -211,7 +233,7 @@ final class ObservationHub: Sendable {
     private func run(_ id: Int, _ query: Query, _ signals: AsyncStream<Void>) -> Task<Void, Never> {
         Task { [self] in
             var pending = signals.makeAsyncIterator()
-            var last: [Properties]? = nil
+            var last: Snapshot? = nil
             repeat {
                 let live = state.withLock { s -> Bool in
                     guard let l = s.live[id] else { return false }
@@ -233,7 +255,7 @@ final class ObservationHub: Sendable {
     }
 
     /// A run's result: to every observer when it `changed`, else to those that have had nothing.
-    private func publish(_ id: Int, _ result: [Properties], changed: Bool) {
+    private func publish(_ id: Int, _ result: Snapshot, changed: Bool) {
         state.withLock { s in
             guard let l = s.live[id] else { return }
             (l.last, l.running) = (result, false)
@@ -258,10 +280,13 @@ final class ObservationHub: Sendable {
         for s in signals { s.yield() }
     }
 
-    /// Commits since the last poll that are not this process's: every live query runs again.
+    /// Commits up to the one the last poll read that are not this process's: every live query
+    /// runs again (another process's commit is noticed within two polls).
     private func poll() {
-        let last = environment.lastCommittedTxnID
+        let now = environment.lastCommittedTxnID
         let signals = state.withLock { s -> [AsyncStream<Void>.Continuation] in
+            let last = s.read
+            s.read = max(s.read, now)
             guard last > s.seen else { return [] }
             let foreign = (s.seen + 1...last).contains { !s.own.contains($0) }
             s.seen = last

@@ -35,16 +35,70 @@ extension OfflineStore {
         _ url: String, otherProcessesEvery: Duration = .milliseconds(100)
     ) throws -> AsyncThrowingStream<[Properties], any Error> {
         let bound = try queries.bind(url)
-        let query = ObservationHub.Query(
-            watched: try Self.databasesRead(by: bound, schema: schema, store: entities),
-            entity: try Self.entityRead(by: bound, store: entities),
-            run: { [queries] in try queries.entities(bound) })
+        let queries = self.queries
+        // The entities do not hold their expansions: with `$expand`, the answer's rendering is
+        // compared too, so a commit that changes only an expanded entity brings an element.
+        let expands = !bound.options.expand.isEmpty
+        let query = try liveQuery(bound) {
+            ObservationHub.Snapshot(
+                entities: try queries.entities(bound),
+                rendering: expands ? try Self.render(queries, url, ResultOptions(), limit: nil) : nil)
+        }
         let (results, out) = AsyncThrowingStream<[Properties], any Error>.makeStream(
             bufferingPolicy: .bufferingNewest(1))
         let hub = observations
-        let id = hub.add(url, query, out, poll: otherProcessesEvery)
+        let id = hub.add(
+            "entities\n" + url, query,
+            ObservationHub.Observer(yield: { out.yield($0.entities) }, finish: { out.finish(throwing: $0) }),
+            poll: otherProcessesEvery)
         out.onTermination = { _ in hub.remove(id) }
         return results
+    }
+
+    /// The answer of `url` as `query(_:format:options:writeBytes:)` renders it in JSON with
+    /// `options` (no server-driven paging), kept up to date as `observe` keeps its entities: the
+    /// first element now, another after each commit that changed the rendering — an entity, an
+    /// expanded one, or an ETag the answer carries (`options.etags`), even of a property a
+    /// `$select` leaves out. Streams of one URL with the same options share each run and its one
+    /// rendering. An answer over `limit` bytes ends the stream with `LiveRenderingTooLarge`.
+    package func observeRendering(
+        _ url: String, options: ResultOptions, limit: Int, otherProcessesEvery: Duration = .milliseconds(100)
+    ) throws -> AsyncThrowingStream<[UInt8], any Error> {
+        let bound = try queries.bind(url)
+        let queries = self.queries
+        let query = try liveQuery(bound) {
+            ObservationHub.Snapshot(entities: [], rendering: try Self.render(queries, url, options, limit: limit))
+        }
+        let (results, out) = AsyncThrowingStream<[UInt8], any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let hub = observations
+        let key = "rendering \(options.serviceRoot ?? "") \(options.etags) \(options.verbose) \(limit)\n" + url
+        let id = hub.add(
+            key, query,
+            ObservationHub.Observer(yield: { out.yield($0.rendering ?? []) }, finish: { out.finish(throwing: $0) }),
+            poll: otherProcessesEvery)
+        out.onTermination = { _ in hub.remove(id) }
+        return results
+    }
+
+    /// A live query of `bound`: what it reads, and `run`.
+    private func liveQuery(
+        _ bound: BoundQuery, run: @escaping @Sendable () throws -> ObservationHub.Snapshot
+    ) throws -> ObservationHub.Query {
+        ObservationHub.Query(
+            watched: try Self.databasesRead(by: bound, schema: schema, store: entities),
+            entity: try Self.entityRead(by: bound, store: entities), run: run)
+    }
+
+    /// `url`'s JSON answer, whole; past `limit` bytes, `LiveRenderingTooLarge`.
+    static func render(_ queries: QueryEngine, _ url: String, _ options: ResultOptions, limit: Int?) throws -> [UInt8] {
+        var out: [UInt8] = []
+        try queries.execute(
+            url, format: .json, pageSize: nil, options: options,
+            writeBytes: { chunk in
+                if let limit, out.count + chunk.count > limit { throw LiveRenderingTooLarge(limit: limit) }
+                out.append(contentsOf: chunk)
+            })
+        return out
     }
 
     /// The entity databases `query` reads, or nil when it may read any (an `offline.` function
@@ -105,4 +159,9 @@ extension OfflineStore {
         let c = observations.counts
         return (c.observers, c.queries, c.runs)
     }
+}
+
+/// A live answer (`observeRendering`) grew past its limit.
+package struct LiveRenderingTooLarge: Error {
+    package var limit: Int
 }

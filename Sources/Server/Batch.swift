@@ -77,6 +77,7 @@ struct Batch {
             request.headers, window: Double(store.configuration.repeatabilityWindowSeconds))
         let root = service.serviceRoot(request)
         let prefer = Prefer(request.headers[.prefer])
+        let transactions = store.isOffline ? try Self.groupTransactions(items) : [:]
 
         // What the answers take so far: a read past `maxBatchResponseBytes` answers 507 instead,
         // and so does every read after it, without running (else each would build most of an
@@ -130,7 +131,7 @@ struct Batch {
                 k = e
             }
             let outcomes = await writeRun(
-                units, items, root: root, failedBefore: failedNames,
+                units, items, root: root, transactions: transactions, failedBefore: failedNames,
                 references: referencesAcrossUnits ? Self.references(answers, items) : nil,
                 repeatability: repeatability, representation: prefer.returnRepresentation)
             for (unit, outcome) in zip(units, outcomes) {
@@ -279,7 +280,8 @@ struct Batch {
     /// created, for `$id` across units (JSON batch), or nil when a reference names only its own
     /// unit (a multipart change set).
     private func writeRun(
-        _ units: [Range<Int>], _ items: [Item], root: String, failedBefore: Set<String>,
+        _ units: [Range<Int>], _ items: [Item], root: String, transactions: [String: String],
+        failedBefore: Set<String>,
         references: [String: String]?, repeatability: Repeatability?, representation: Bool?
     ) async -> [UnitOutcome] {
         let store = self.store
@@ -296,8 +298,10 @@ struct Batch {
                     separator: "\n"
                 ).utf8)
             // An offline store flushes the requests of an atomicity group as one change set: they
-            // share a transaction id (one the client gave with OfflineOData.TransactionID wins).
-            let groupTransaction = unit.count > 1 ? "batch-\(UUID().uuidString)" : nil
+            // share ONE transaction id, every member of it — the one a member gave with
+            // OfflineOData.TransactionID (`groupTransactions`), else one made for the group.
+            let groupTransaction =
+                unit[0].group.flatMap { transactions[$0] } ?? (unit.count > 1 ? "batch-\(UUID().uuidString)" : nil)
             let settled: @Sendable (Result<(response: RecordedResponse, replayed: Bool), Error>) -> Void = { result in
                 switch result {
                 case .success(let (response, _)):
@@ -416,7 +420,8 @@ struct Batch {
         let op = try Writes.operation(
             store, method: item.method, resource: resource, body: item.body, ifMatch: item.header("If-Match"))
         var options = try Writes.changeOptions(item.header)
-        if options.transactionID == nil { options.transactionID = transaction }
+        // The group's id for every member (`groupTransactions` refused a group naming two).
+        if let transaction { options.transactionID = transaction }
         let (response, entityURL) = try Writes.apply(
             op, tx, store: store, root: root,
             representation: Prefer(item.header("Prefer")).returnRepresentation ?? representation, options: options)
@@ -431,6 +436,26 @@ struct Batch {
         var headers = [("Content-Type", v2 ? "application/json" : "application/json;odata.metadata=minimal")]
         for field in f.headers { headers.append((field.name.rawName, field.value)) }
         return Answer(status: Int(f.status.code), headers: headers, body: v2 ? V2Dialect.errorJSON(f) : f.json)
+    }
+
+    /// The transaction id each atomicity group of `items` was given with
+    /// `OfflineOData.TransactionID` by any of its members, by group name: an offline store queues
+    /// every member of a group under that one id, so the back end gets the group as ONE change set
+    /// (members queued under two ids reached it as two, one applied and one refused). A group
+    /// whose members name different ids is refused whole (400) before anything of the batch runs.
+    static func groupTransactions(_ items: [Item]) throws -> [String: String] {
+        var given: [String: (id: String, request: String)] = [:]
+        for item in items {
+            guard let group = item.group, let id = item.header("OfflineOData.TransactionID") else { continue }
+            if let first = given[group], first.id != id {
+                throw ODataFailure(
+                    .badRequest,
+                    "atomicity group '\(QueryError.quoting(group))' names two transaction ids: '\(QueryError.quoting(first.id))' (request '\(QueryError.quoting(first.request))') and '\(QueryError.quoting(id))' (request '\(QueryError.quoting(item.id))'); a group is one change set, with one OfflineOData.TransactionID or none; nothing of this batch was run"
+                )
+            }
+            given[group] = given[group] ?? (id, item.id)
+        }
+        return given.mapValues(\.id)
     }
 
     // MARK: Encoding

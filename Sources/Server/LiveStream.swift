@@ -41,23 +41,23 @@ struct LiveStream {
                 "a live query (text/event-stream) needs a collection or an entity, not /$count or a delta link")
         }
         let store = service.store
-        let results = try store.observe(url)  // a URL that does not bind is answered as a GET's
         var options = ResultOptions(serviceRoot: service.serviceRoot(request), etags: true)
         options.verbose = V2Dialect.applies(to: store)
+        // A URL that does not bind is answered as a GET's. Streams of one URL and root share each
+        // run and its one rendering.
+        let results = try store.observeRendering(url, options: options, limit: ResponseStream.inlineLimit)
         let lifetime = service.options.writeTimeout.map { $0 * 0.9 } ?? .seconds(3600)
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-cache"
-        let resultOptions = options
         let body = ResponseBody { writer in
             try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
             // Woken by each result, each keep-alive, and the end (a graceful shutdown ends it).
             let (signals, signal) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
             try await withGracefulShutdownHandler {
-                try await Self.stream(
-                    results, signals: signals, signal: signal, store: store, url: url, options: resultOptions,
-                    until: .now + lifetime
-                ) { try await writer.write(ByteBuffer(string: $0)) }
+                try await Self.stream(results, signals: signals, signal: signal, until: .now + lifetime) {
+                    try await writer.write(ByteBuffer(string: $0))
+                }
             } onGracefulShutdown: {
                 signal.finish()
             }
@@ -66,17 +66,23 @@ struct LiveStream {
         return Response(status: .ok, headers: headers, body: body)
     }
 
-    /// Writes the events until `deadline`, the end of `results`, or a cancellation.
+    /// Writes the events until `deadline`, the end of `results`, or a cancellation: each
+    /// rendering as it comes (the newest, when several came while one was written).
     static func stream(
-        _ results: AsyncThrowingStream<[Properties], any Error>, signals: AsyncStream<Void>,
-        signal: AsyncStream<Void>.Continuation, store: OfflineStore, url: String, options: ResultOptions,
-        until deadline: ContinuousClock.Instant, write: (String) async throws -> Void
+        _ results: AsyncThrowingStream<[UInt8], any Error>, signals: AsyncStream<Void>,
+        signal: AsyncStream<Void>.Continuation, until deadline: ContinuousClock.Instant,
+        write: (String) async throws -> Void
     ) async throws {
-        let changed = ChangedFlag()
+        let pending = Pending()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
-                for try await _ in results {
-                    changed.value.store(true, ordering: .sequentiallyConsistent)
+                do {
+                    for try await json in results {
+                        pending.value.withLock { $0 = .result(json) }
+                        signal.yield()
+                    }
+                } catch is LiveRenderingTooLarge {
+                    pending.value.withLock { $0 = .tooLarge }
                     signal.yield()
                 }
                 signal.finish()
@@ -89,33 +95,43 @@ struct LiveStream {
                 signal.finish()
             }
             var id = 0
-            for await _ in signals {
-                guard changed.value.exchange(false, ordering: .sequentiallyConsistent) else {
+            loop: for await _ in signals {
+                switch pending.take() {
+                case .none:
                     if ContinuousClock.now < deadline { try await write(": keep-alive\n\n") }
-                    continue
-                }
-                guard
-                    let json = try ResponseStream.inline({ sink in
-                        try store.query(url, format: .json, options: options, writeBytes: sink)
-                    })
-                else {
+                case .tooLarge:
                     try await write(
                         "event: error\ndata: {\"error\":{\"code\":\"TooLarge\",\"message\":\"the result is over \(ResponseStream.inlineLimit) bytes: ask for less ($top, $select, $filter)\"}}\n\n"
                     )
-                    break
+                    break loop
+                case .result(let json):
+                    id += 1
+                    var bytes = json[...]
+                    while bytes.last == UInt8(ascii: "\n") { bytes = bytes.dropLast() }
+                    let data = String(decoding: bytes, as: UTF8.self).replacingOccurrences(of: "\n", with: "\ndata: ")
+                    try await write("event: result\nid: \(id)\ndata: \(data)\n\n")
                 }
-                id += 1
-                var bytes = json.bytes[...]
-                while bytes.last == UInt8(ascii: "\n") { bytes = bytes.dropLast() }
-                let data = String(decoding: bytes, as: UTF8.self).replacingOccurrences(of: "\n", with: "\ndata: ")
-                try await write("event: result\nid: \(id)\ndata: \(data)\n\n")
             }
             group.cancelAll()
         }
     }
 }
 
-/// A result came that is not written yet (set by the observing task, taken by the writing one).
-private final class ChangedFlag: Sendable {
-    let value = Atomic<Bool>(false)
+/// What the observing task has for the writing one: nothing new, the newest rendering, or the
+/// end of a result grown too large.
+private final class Pending: Sendable {
+    enum Item {
+        case none
+        case result([UInt8])
+        case tooLarge
+    }
+    let value = Mutex<Item>(.none)
+
+    /// What there is, leaving nothing.
+    func take() -> Item {
+        value.withLock { item in
+            defer { item = .none }
+            return item
+        }
+    }
 }

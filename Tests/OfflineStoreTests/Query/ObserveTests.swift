@@ -55,6 +55,7 @@ import TestSupport
         let partners = try store.entities("BusinessPartners").map { $0["BusinessPartnerID"]! }
         var created: [Value] = []
         var processWrites = 0
+        var partnerWrites = 0
         for step in 0..<60 {
             switch random.next() % 6 {
             case 5:
@@ -82,6 +83,7 @@ import TestSupport
             case 1 where !created.isEmpty:
                 try await store.delete(set: "Products", key: [created.removeFirst()])
             case 2:
+                partnerWrites += 1
                 let p = partners[Int(random.next() % UInt64(partners.count))]
                 try await store.update(
                     set: "BusinessPartners", key: [p], changes: ["CompanyName": .string("renamed \(step)")])
@@ -98,7 +100,11 @@ import TestSupport
         #expect(processWrites > 0, "some writes came from another process")
         let all = seen.all.withLock { $0 }
         #expect(all.count <= 61)
-        #expect(zip(all, all.dropFirst()).allSatisfy { $0 != $1 }, "an element equal to the one before it")
+        // An element equal to the one before it comes only for a change of an expanded Supplier,
+        // which the entities do not hold (what the URL answers changed: issue 37, F12).
+        #expect(
+            zip(all, all.dropFirst()).filter { $0 == $1 }.count <= partnerWrites,
+            "an element equal to the one before it, for no change of what the URL answers")
     }
 
     @Test func commitsThatCannotChangeTheResultBringNoElement() async throws {

@@ -12,12 +12,14 @@ import Samples
 @Suite(.external, .checksStores, .serialized) struct TokenFetchTimeoutTests {
     static let secretVariable = "OFFLINE_STORE_TEST_TOKEN_SECRET"
 
-    static func store(_ up: HostileUpstream, tokenMode: String) throws -> String {
+    /// `request`: the request timeout — 3 s for the dripping endpoint; the prompt one's control gets
+    /// 60 s, since a loaded run (every suite in parallel) took longer than 3 s to answer it.
+    static func store(_ up: HostileUpstream, tokenMode: String, request: Int = 3) throws -> String {
         setenv(secretVariable, "token-secret", 1)
         let path = tempDir() + "/" + tokenMode
         let json = """
             {"serviceRoot": "\(up.root("ok"))", "definingRequests": [{"name": "P", "url": "Products"}],
-             "timeouts": {"request": 3, "idle": 10, "connect": 5},
+             "timeouts": {"request": \(request), "idle": 10, "connect": 5},
              "authentication": {"type": "oauth2ClientCredentials", "tokenURL": "\(up.server.url)/\(tokenMode)",
                                 "clientID": "client", "secretEnv": "\(secretVariable)"}}
             """
@@ -60,7 +62,7 @@ import Samples
     @Test func aDrippingTokenEndpointEndsAtTheRequestTimeout() async throws {
         let up = try await HostileUpstream.start(["--drip-seconds", "5"])
         defer { Task { await up.stop() } }
-        let prompt = try OfflineStore.open(at: try Self.store(up, tokenMode: "token"))
+        let prompt = try OfflineStore.open(at: try Self.store(up, tokenMode: "token", request: 60))
         #expect(try await prompt.refresh().received == 24)
 
         let store = try OfflineStore.open(at: try Self.store(up, tokenMode: "token-drip"))

@@ -81,12 +81,18 @@ extension OfflineStore {
             throw EntityError.badInput("a flush of the store in '\(path)' is already running")
         }
         defer { _ = Self.flushing.withLock { $0.remove(path) } }
-        return try await metrics.flush {
-            try await flushRun(
-                backend: backend, category: category, batchSize: batchSize, headers: headers, reconcile: reconcile,
-                progress: progress)
-        } length: {
-            try? pendingRequestCount()
+        // The service's words (why it stopped, its messages), without a secret it repeats.
+        do {
+            return Self.redacted(
+                try await metrics.flush {
+                    try await flushRun(
+                        backend: backend, category: category, batchSize: batchSize, headers: headers,
+                        reconcile: reconcile, progress: progress)
+                } length: {
+                    try? pendingRequestCount()
+                })
+        } catch {
+            throw Self.redacted(error)
         }
     }
 

@@ -128,7 +128,19 @@ extension OfflineStore {
         }
         try enter()
         defer { leave() }
-        return try await metrics.refresh {
+        do {
+            return try await refreshRun(chosen, pageSize: pageSize, backend: backend, progress: progress)
+        } catch {
+            throw Self.redacted(error)  // the service's words, without a secret it repeats
+        }
+    }
+
+    /// The refresh itself, in the lifecycle's `downloading` state, measured.
+    private func refreshRun(
+        _ chosen: [DefiningRequest], pageSize: Int?, backend: any Transport,
+        progress: (@Sendable (RefreshProgress) -> Void)?
+    ) async throws -> RefreshReport {
+        try await metrics.refresh {
             try await lifecycle.during(.downloading) { lifecycleProgress in
                 let refresher = Refresher(
                     store: entities, backend: ODataBackend(transport: backend, store: entities),

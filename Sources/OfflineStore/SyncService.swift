@@ -121,7 +121,7 @@ public final class SyncService: Service, Sendable {
             return nil
         } catch {
             if Task.isCancelled { return nil }
-            (refreshFailure, failure) = (error, "\(error)")
+            (refreshFailure, failure) = (error, Self.redactedText(error))
         }
         // A refresh that failed for another reason than a service that is away (a store at its
         // size cap, say) does not keep the queue from going up: the upload is what frees room.
@@ -141,7 +141,7 @@ public final class SyncService: Service, Sendable {
                 return nil
             } catch {
                 if Task.isCancelled { return nil }
-                failure = failure ?? "\(error)"
+                failure = failure ?? Self.redactedText(error)
             }
         }
         if let failure { logger.error("sync round failed: \(failure)") }
@@ -188,4 +188,7 @@ public final class SyncService: Service, Sendable {
             waiter?.resume()
         }
     }
+
+    /// `error`'s text without the configured secrets, for the log and `status`.
+    static func redactedText(_ error: any Error) -> String { OfflineStore.redacted("\(error)") }
 }

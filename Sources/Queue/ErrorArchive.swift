@@ -26,9 +26,16 @@ extension RequestQueue {
     /// They stay in the queue, out of flush's way, until the entry is resolved.
     /// With `causedBy`, request `id` itself is archived as a dependent of that request (with
     /// `error` as its status and message: a member of a refused change set, say).
-    /// Returns the ids archived.
+    /// Returns the ids archived. The service's words (`Message`, `Code`, `InnerError`) are kept
+    /// without the configured secrets (`SecretForms.known`): a service that repeats the request
+    /// in its error repeats its credentials.
     @discardableResult
     package func archive(_ t: WriteView, id: Int64, error: ServiceError, causedBy: Int64? = nil) throws -> [Int64] {
+        let secrets = SecretForms.known
+        var error = error
+        error.message = secrets.scrub(error.message)
+        error.code = error.code.map(secrets.scrub)
+        error.innerError = error.innerError.map(secrets.scrub)
         guard let failed = try record(t.reader, id: id) else {
             throw EntityError.notFound(set: SystemSets.requestQueue, key: String(id))
         }
@@ -174,7 +181,8 @@ extension RequestQueue {
     /// How many events the EventLog keeps.
     package static let eventLogSize = 100
 
-    /// Appends an upload or download event, dropping the oldest beyond `eventLogSize`.
+    /// Appends an upload or download event, dropping the oldest beyond `eventLogSize`. `outcome`
+    /// and `details` are kept without the configured secrets (`SecretForms.known`).
     package func logEvent(
         _ t: WriteView, type: String, startedAt: EDMDateTimeOffset, finishedAt: EDMDateTimeOffset?,
         outcome: String, requests: Int? = nil, entities: Int? = nil, details: String? = nil
@@ -186,14 +194,15 @@ extension RequestQueue {
             if case .int(let id)? = p["EventID"] { ids.append(id); last = max(last, id) }
             return true
         }
+        let secrets = SecretForms.known
         var row: Properties = [
             "EventID": .int(last + 1), "Type": .string(type), "StartedAt": .dateTimeOffset(startedAt),
-            "Outcome": .string(outcome),
+            "Outcome": .string(secrets.scrub(outcome)),
         ]
         if let finishedAt { row["FinishedAt"] = .dateTimeOffset(finishedAt) }
         if let requests { row["Requests"] = .int(Int64(requests)) }
         if let entities { row["Entities"] = .int(Int64(entities)) }
-        if let details { row["Details"] = .string(details) }
+        if let details { row["Details"] = .string(secrets.scrub(details)) }
         try log.insert(t, row)
         for id in ids.sorted().prefix(max(0, ids.count + 1 - Self.eventLogSize)) {
             _ = try log.delete(t, key: [.int(id)])

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import Queue
 import Storage
 import Sync
 
@@ -26,6 +27,8 @@ package actor OAuth2ClientCredentials: RequestAuthorizer {
     package let tokenURL: String
     let clientID: String
     private let secret: String
+    /// The forms in which `secret` is sent, scrubbed from every error's text.
+    private let secretForms: SecretForms
     let scope: String?
     let timeouts: StoreConfiguration.Timeouts
     private let client: HTTPClient
@@ -41,6 +44,7 @@ package actor OAuth2ClientCredentials: RequestAuthorizer {
         self.tokenURL = tokenURL
         self.clientID = clientID
         self.secret = secret
+        secretForms = SecretForms(clientID: clientID, secret: secret)
         self.scope = scope
         self.timeouts = timeouts
         client = HTTPClient(
@@ -119,8 +123,9 @@ package actor OAuth2ClientCredentials: RequestAuthorizer {
             if case .string(let code)? = json?["error"] { message = code }
             if case .string(let text)? = json?["error_description"] { message += (message.isEmpty ? "" : ": ") + text }
             if message.isEmpty, status >= 300, status < 400 { message = "a redirect, which is not followed" }
+            // Scrubbed whole, then cut: a cut first could leave a secret's start behind.
             throw AuthenticationError.tokenRefused(
-                tokenURL: tokenURL, status: status, message: scrub(String(message.prefix(300))))
+                tokenURL: tokenURL, status: status, message: String(scrub(message).prefix(300)))
         }
         guard case .string(let value)? = json?["access_token"], !value.isEmpty,
             value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
@@ -161,8 +166,7 @@ package actor OAuth2ClientCredentials: RequestAuthorizer {
         return .tokenUnavailable(tokenURL: tokenURL, reason: reason)
     }
 
-    /// `text` without the secret, should an error ever repeat it.
-    private func scrub(_ text: String) -> String {
-        text.replacingOccurrences(of: secret, with: "(secret)")
-    }
+    /// `text` without the secret in any form it was sent in (`SecretForms`), should an error
+    /// repeat it: a token endpoint that echoes its request repeats the `Authorization` header.
+    private func scrub(_ text: String) -> String { secretForms.scrub(text) }
 }

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOHTTP1
+import Queue
 import Storage
 import Sync
 
@@ -119,13 +120,19 @@ package enum Credentials {
             throw AuthenticationError.otherServiceOrigin(
                 configured: configuration.serviceRoot.map { Origin.of($0) ?? $0 } ?? "none configured", given: given)
         }
+        // The secret's forms join `SecretForms.known` as it is read, before anything is sent: what
+        // the store records or prints of this flush or refresh is scrubbed of them.
         switch authentication {
         case .basic(let user, let password):
-            return BasicAuthorizer(user: user, password: try read(password))
+            let password = try read(password)
+            SecretForms.register(SecretForms(user: user, password: password))
+            return BasicAuthorizer(user: user, password: password)
         case .oauth2ClientCredentials(let url, let id, let secret, let scope):
             try ServiceURL.check(url, option: "configuration: authentication tokenURL")
+            let secret = try read(secret)
+            SecretForms.register(SecretForms(clientID: id, secret: secret))
             return OAuth2ClientCredentials(
-                tokenURL: url, clientID: id, secret: try read(secret), scope: scope, timeouts: configuration.timeouts)
+                tokenURL: url, clientID: id, secret: secret, scope: scope, timeouts: configuration.timeouts)
         }
     }
 

@@ -55,7 +55,8 @@ struct SyncOutcome: Sendable {
 ///   sync already waits to start share that one.
 /// - Reads and writes go on being answered during a sync: readers never wait for LMDB's writer,
 ///   and refresh commits page by page, so served writes group-commit between its pages.
-/// - A failing back end is logged (warning) and answered in the outcome; the service goes on,
+/// - A failing back end is logged (warning) and answered in the outcome, the configured secrets
+///   scrubbed from its text (`OfflineStore.redacted`); the service goes on,
 ///   and the next sync tries again. Each refresh and flush also leaves its event in `EventLog`
 ///   and its states (`downloading`, `uploading`) in the store's `Lifecycle`.
 actor SyncLoop {
@@ -113,7 +114,7 @@ actor SyncLoop {
             outcome.refreshed = try await store.refresh()
         } catch {
             refreshError = error
-            outcome.refreshError = "\(error)"
+            outcome.refreshError = OfflineStore.redacted("\(error)")
         }
         if let error = refreshError, OfflineStore.isNoAnswer(error) {
             // The service is away: a flush would wait for it as long again, to no end.
@@ -122,7 +123,7 @@ actor SyncLoop {
             do {
                 outcome.flushed = try await store.flush()
             } catch {
-                outcome.flushError = "\(error)"
+                outcome.flushError = OfflineStore.redacted("\(error)")
             }
         }
         let elapsed = ContinuousClock.now - start

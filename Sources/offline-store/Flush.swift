@@ -27,32 +27,34 @@ struct FlushCommand: ParsableCommand {
     @Flag(help: .hidden) var noReconcile = false
 
     func run() throws {
-        try runReportingErrors {
-            let parsed = try headers.map(Self.header)
-            guard batchSize >= 1 else { throw CLIError("--batch-size must be at least 1") }
-            if let service { try ServiceURL.check(service, option: "--service") }
-            let store = try OfflineStore.open(at: options.store)
-            let (service, category, batchSize, reconcile) = (service, category, batchSize, !noReconcile)
-            let onTTY = isatty(2) == 1
-            let result = Mutex<FlushReport?>(nil)
-            try blocking {
-                let report = try await store.flush(
-                    serviceRoot: service, category: category, batchSize: batchSize, headers: parsed,
-                    reconcile: reconcile,
-                    progress: { r in
-                        if onTTY {
-                            Output.note("\rflush: sent \(r.sent), succeeded \(r.succeeded), archived \(r.archived)")
-                        }
-                    })
-                result.withLock { $0 = report }
-            }
-            if onTTY { Output.note("\r\u{1B}[K") }
-            let report = result.withLock { $0 }!
-            try output("flush: \(report)")
-            // Each create that may have been applied twice, on stderr: a person must look.
-            for line in report.inDoubt { Output.note("flush: in doubt: \(line)\n") }
-            if report.stopped != nil || report.archived > 0 { throw ExitCode.failure }
+        try runReportingErrors { try redactingSecrets(flush) }
+    }
+
+    private func flush() throws {
+        let parsed = try headers.map(Self.header)
+        guard batchSize >= 1 else { throw CLIError("--batch-size must be at least 1") }
+        if let service { try ServiceURL.check(service, option: "--service") }
+        let store = try OfflineStore.open(at: options.store)
+        let (service, category, batchSize, reconcile) = (service, category, batchSize, !noReconcile)
+        let onTTY = isatty(2) == 1
+        let result = Mutex<FlushReport?>(nil)
+        try blocking {
+            let report = try await store.flush(
+                serviceRoot: service, category: category, batchSize: batchSize, headers: parsed,
+                reconcile: reconcile,
+                progress: { r in
+                    if onTTY {
+                        Output.note("\rflush: sent \(r.sent), succeeded \(r.succeeded), archived \(r.archived)")
+                    }
+                })
+            result.withLock { $0 = report }
         }
+        if onTTY { Output.note("\r\u{1B}[K") }
+        let report = result.withLock { $0 }!
+        try output("flush: \(report)")
+        // Each create that may have been applied twice, on stderr: a person must look.
+        for line in report.inDoubt { Output.note("flush: in doubt: \(line)\n") }
+        if report.stopped != nil || report.archived > 0 { throw ExitCode.failure }
     }
 
     /// `Name: value` → (Name, value).
@@ -69,6 +71,19 @@ struct FlushCommand: ParsableCommand {
             throw CLIError("--header '\(name)': the value has a control character")
         }
         return (name, value)
+    }
+}
+
+/// Runs `body` (a verb that talks to the service); an error leaves it as its text without the
+/// configured secrets (`OfflineStore.redacted`: a service may repeat them in its error), for
+/// `runReportingErrors` to print. The report it prints is scrubbed by flush and refresh already.
+func redactingSecrets(_ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let e as ExitCode {
+        throw e
+    } catch {
+        throw CLIError(OfflineStore.redacted("\(error)"))
     }
 }
 

@@ -63,7 +63,7 @@ struct Refresh: ParsableCommand {
     var headers: [String] = []
 
     func run() throws {
-        try runReportingErrors { try refresh() }
+        try runReportingErrors { try redactingSecrets(refresh) }
     }
 
     /// A progress line on stderr, at most five times a second.

@@ -31,6 +31,16 @@ Two roots are OAuth 2.0 token endpoints (``POST /MODE``, any form), for the test
 ``token``         answers a bearer token at once (``{"access_token": …, "token_type": "Bearer"}``).
 ``token-drip``    answers 200 and the token's length, then its body one byte every ``--drip-seconds`` (5) s.
 
+Two roots repeat whatever they received in their errors, as careless services do, for the tests that
+no secret reaches what the store records or prints:
+``echo``          answers every request 400, a ``$batch`` 200 with each of its requests 400, with an
+                  OData error whose ``message`` and ``innererror`` hold the request line, every
+                  header, the body, and the credentials of an ``Authorization: Basic`` header
+                  decoded: the user, the password as sent, form-decoded, form-encoded, and alone in
+                  base64 (UTF-8, not escaped).
+``token-echo``    a token endpoint answering 401 ``invalid_client`` with the same text as its
+                  ``error_description``.
+
 Every mode counts the collection when asked (``$count=true``: ``@odata.count``).
 
 A second listener (the "other origin", same host, another port) answers everything with 200 and
@@ -39,6 +49,7 @@ so a test can prove that nothing, and no credential, reached the other origin. `
 clears the logs and the writes. It prints ``hostile upstream serving at URL`` as its first line.
 """
 import argparse
+import base64
 import json
 import os
 import signal
@@ -46,7 +57,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit, parse_qs
+from urllib.parse import urlsplit, parse_qs, quote_plus, unquote_plus
 
 DATA = {}
 LOG = {"main": [], "other": []}
@@ -120,6 +131,8 @@ class Handler(BaseHTTPRequestHandler):
         query = parse_qs(parts.query)
         if mode in ("token", "token-drip") and self.command == "POST":
             return self._token(mode)
+        if mode in ("echo", "token-echo"):
+            return self._echo(mode)
         if mode == "stall-head":
             time.sleep(120)
             return self._send(200, {"value": []})
@@ -214,6 +227,37 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(DRIP_SECONDS[0])
         except OSError:
             pass  # the client gave up
+
+    def _echo(self, mode):
+        """Every request refused with an error that repeats it (``echo``, ``token-echo``)."""
+        body = self._body()
+        lines = []
+        auth = self.headers.get("Authorization") or ""
+        if auth.startswith("Basic "):
+            decoded = base64.b64decode(auth[6:]).decode("utf-8", "replace")
+            user, _, password = decoded.partition(":")
+            lines.append("%s sent: %s" % (user, decoded))
+            raw = unquote_plus(password)
+            lines.append("password form-decoded: %s, form-encoded: %s, alone in base64: %s" % (
+                raw, quote_plus(raw), base64.b64encode(raw.encode()).decode()))
+        lines.append("%s %s %s" % (self.command, self.path, self.request_version))
+        lines += ["%s: %s" % (k, v) for k, v in self.headers.items()]
+        lines.append(body.decode("utf-8", "replace"))
+        text = "\n".join(lines)
+        if mode == "token-echo":
+            obj = {"error": "invalid_client", "error_description": text}
+            return self._send(401, raw=json.dumps(obj, ensure_ascii=False).encode())
+        error = {"error": {"code": "echo", "message": text, "innererror": {"received": text}}}
+        urls = []
+        if self.command == "POST" and urlsplit(self.path).path.endswith("/$batch"):
+            try:
+                urls = [(r.get("id", str(i + 1))) for i, r in enumerate(json.loads(body or b"{}").get("requests", []))]
+            except ValueError:
+                urls = []
+        if urls:
+            answer = {"responses": [{"id": i, "status": 400, "headers": {}, "body": error} for i in urls]}
+            return self._send(200, raw=json.dumps(answer, ensure_ascii=False).encode())
+        return self._send(400, raw=json.dumps(error, ensure_ascii=False).encode())
 
     def _write(self, mode, set_name, rest):
         raw = self._body()

@@ -67,13 +67,13 @@ import Samples
 
         let store = try OfflineStore.open(at: try Self.store(up, tokenMode: "token-drip"))
         let refreshed = await Self.bounded(60) { try await store.refresh() }
-        #expect(refreshed.took < 15, "refresh took \(refreshed.took) s: \(refreshed.error)")
+        #expect(refreshed.took < 30, "refresh took \(refreshed.took) s: \(refreshed.error)")
         #expect(refreshed.error.contains("request timeout (3 s"), "\(refreshed.error)")
 
         try await store.create(
             set: "Products", entity: ["ProductID": .string("T-1"), "Name": .string("t"), "Category": .string("c")])
         let flushed = await Self.bounded(60) { _ = try await store.flush() }
-        #expect(flushed.took < 15, "flush took \(flushed.took) s: \(flushed.error)")
+        #expect(flushed.took < 30, "flush took \(flushed.took) s: \(flushed.error)")
         #expect(flushed.error.contains("request timeout"), "\(flushed.error)")
         #expect(try store.pendingRequestCount() == 1)
 

@@ -76,8 +76,11 @@ import Samples
             let verdict: Flush.Verdict
             switch (r.entitySet, r.method) {
             case ("Notes", .create):
+                // Flagged in doubt, as a create sent again to a service that did not deduplicate
+                // is: its InDoubt event is written in the settlement, so faults reach it too.
                 verdict = .success(
-                    image: ["NoteID": .int(900), "Title": .string("new")], etag: #"W/"n900""#, reconciled: false)
+                    image: ["NoteID": .int(900), "Title": .string("new")], etag: #"W/"n900""#, reconciled: false,
+                    inDoubt: true)
             case ("Notes", .update) where r.entityKey == "3":
                 verdict =
                     r.body!.contains("refused")
@@ -147,6 +150,8 @@ import Samples
         #expect(try probe.serverETag(set: "Notes", key: [.int(900)]) == #"W/"n900""#)
         #expect(try probe.serverETag(set: "Notes", key: [.int(2)]) == nil)
         #expect(try FlushFixture.queue(probe).map(\.id) == [2, 7, 8])
+        #expect(settled.inDoubt.count == 1 && settled.inDoubt.values.first?.contains("Notes(900)") == true)
+        #expect(try probe.entities("EventLog?$filter=Type eq 'InDoubt'").count == 1, "the flag, in the settlement")
         // Settling again finds nothing left to settle.
         #expect(try Self.settle(probe, work) == Flush.Settled())
         let result = try Self.inject(template: marked, name: "settle") { store in _ = try Self.settle(store, work) }

@@ -111,4 +111,30 @@ import Sync
         let events = try store.entities("EventLog?$filter=Type eq 'InDoubt'")
         #expect(events.count == 1, "\(events)")
     }
+
+    /// Bad input: a `RepeatabilityCreation` that is not a date is refused (400,
+    /// `RepeatabilityResult: rejected`) and creates nothing; one past the window the service keeps
+    /// records for is refused with 412 — it can no longer tell whether the request was applied.
+    @Test func gatewayRepeatabilityHeadersThatCannotBeHonouredAreRefusedAndChangeNothing() async throws {
+        let dir = tempDir()
+        _ = try OfflineStore.create(at: dir + "/served", metadata: Array(Self.metadata.utf8))
+        try await withServer(dir + "/served") { http, _ in
+            let token = try #require(
+                try await http.get("", headers: [("X-CSRF-Token", "Fetch")]).header("X-CSRF-Token"))
+            func post(_ created: String) async throws -> HTTP.Reply {
+                try await http.send(
+                    .POST, "Orders", body: #"{"Note":"refused"}"#,
+                    headers: [
+                        ("X-CSRF-Token", token), ("RequestID", "0123456789ABCDEF0123456789ABCDEF"),
+                        ("RepeatabilityCreation", created),
+                    ])
+            }
+            let malformed = try await post("yesterday")
+            #expect(malformed.status == 400 && malformed.text.contains("RepeatabilityCreation"), "\(malformed.text)")
+            #expect(malformed.header("RepeatabilityResult") == "rejected")
+            let old = try await post("Mon, 01 Jan 2001 00:00:00 GMT")
+            #expect(old.status == 412 && old.header("RepeatabilityResult") == "rejected", "\(old.text)")
+        }
+        #expect(try OfflineStore.open(at: dir + "/served", readOnly: true).count(set: "Orders") == 0)
+    }
 }

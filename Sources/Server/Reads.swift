@@ -166,7 +166,7 @@ struct Reads {
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
         }
         if request.method == .head { return Response(status: .ok, headers: headers) }
-        return Response(status: .ok, headers: headers, body: ResponseStream.streamed(produce))
+        return Response(status: .ok, headers: headers, body: ResponseStream.streamed(logger: service.logger, produce))
     }
 
     /// Whether `resource` with `params` reads one entity by its key and nothing more: `Set(key)`

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Hummingbird
+import Logging
 import NIOCore
 import Synchronization
 
@@ -37,8 +38,11 @@ enum ResponseStream {
         return (out, result)
     }
 
-    /// A response body that runs `produce` on a new thread and streams what it writes.
+    /// A response body that runs `produce` on a new thread and streams what it writes. Its head is
+    /// already sent, so an error of `produce` can only cut the response short: it is logged with
+    /// `logger`, so the server's log says why a client saw its response end early.
     static func streamed<R>(
+        logger: Logger,
         _ produce: @escaping @Sendable (@escaping (UnsafeRawBufferPointer) throws -> Void) throws -> R
     ) -> ResponseBody {
         ResponseBody { writer in
@@ -57,7 +61,10 @@ enum ResponseStream {
                         continuation.yield(ByteBuffer(bytes: chunk))
                     }
                     continuation.finish()
+                } catch is ClientGone {
+                    continuation.finish()
                 } catch {
+                    logger.error("a streamed response was cut short: \(error)")
                     continuation.finish(throwing: error)
                 }
             }

@@ -137,12 +137,20 @@ import Samples
 
     @Test func aLargeResponseStreamsInBoundedMemory() async throws {
         let store = try Self.sampleStore(items: 60_000)
-        try await withServer(store) { http, server in
-            let reply = try await http.get("SalesOrderItems")
+        // This test is about memory, not the write timeout (120 s), which a parallel test run on
+        // two cores can come near while the client reads a 20 MB body.
+        try await withServer(store, extra: ["--write-timeout", "900"]) { http, server in
+            // A response cut short says why in the server's log: quote it with the failure.
+            let reply: HTTP.Reply
+            do { reply = try await http.get("SalesOrderItems") } catch {
+                Issue.record("\(error); serve's log: \(server.stderr.suffix(3000))")
+                return
+            }
             #expect(reply.status == 200)
             #expect(reply.body.count > 4 << 20, "a response larger than the inline limit")
             let rows = reply.object["value"] as? [[String: Any]]
-            #expect(rows?.count == (try OfflineStore.open(at: store, readOnly: true).count(set: "SalesOrderItems")))
+            let stored = try OfflineStore.open(at: store, readOnly: true).count(set: "SalesOrderItems")
+            #expect(rows?.count == stored)
             // Anonymous memory (not the mapped file) stays far below the response's size.
             let status = (try? String(contentsOfFile: "/proc/\(server.pid)/status", encoding: .utf8)) ?? ""
             if let line = status.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),

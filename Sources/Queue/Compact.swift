@@ -63,6 +63,7 @@ extension RequestQueue {
         where r.method == .update && r.status == .pending && !r.nonMergeable && !chain[i].hasDependents {
             if let before = images[i], images[i + 1] == before {
                 try remove(t, r)
+                try recordOutcome(t, r, .cancelled, message: "it changed nothing the service does not hold")
                 return 1
             }
         }
@@ -95,14 +96,18 @@ extension RequestQueue {
                 merged.customHeaders.merge(b.customHeaders) { _, new in new }
                 merged.dependencies = Array(Set(a.dependencies + b.dependencies)).sorted()
                 try remove(t, b)
+                try recordOutcome(t, b, .merged, message: "merged into request \(a.id)")
                 try put(t, merged, hasDependents: chain[i].hasDependents)
                 return 1
             case .cancel:
                 try remove(t, a)
                 try remove(t, b)
+                try recordOutcome(t, a, .cancelled, message: "cancelled by request \(b.id)")
+                try recordOutcome(t, b, .cancelled, message: "it cancelled request \(a.id)")
                 return 2
             case .supersede:
                 try remove(t, a)
+                try recordOutcome(t, a, .cancelled, message: "superseded by request \(b.id)")
                 return 1
             }
         }

@@ -73,6 +73,11 @@ extension RequestQueue {
                 if let i = error.innerError { row["InnerError"] = .string(i) }
             }
             try errorArchive.upsert(t, row)
+            var status: Int? = nil
+            if case .int(let code)? = row["HTTPStatusCode"] { status = Int(code) }
+            var message: String? = nil
+            if case .string(let m)? = row["Message"] { message = m }
+            try recordOutcome(t, marked, .refused, status: status, message: message)
             archived.append(r.id)
             // Later requests of the same entity, and requests that need this one.
             for later in try chain(t.reader, set: r.entitySet, keyBytes: r.keyBytes)

@@ -2,7 +2,8 @@ import LMDB
 import Storage
 
 /// The request queue's databases beside its system entity sets (`q` holds the `RequestQueue`
-/// rows, `errors` the `ErrorArchive`, `events` the `EventLog`; Storage keeps those as entity sets):
+/// rows, `errors` the `ErrorArchive`, `events` the `EventLog`, `history` the `RequestHistory`;
+/// Storage keeps those as entity sets):
 ///
 /// | database | key | value |
 /// |---|---|---|
@@ -21,7 +22,9 @@ package enum QueueRole: LocalStateRole {
     }
 
     package static func check(_ store: EntityStore, _ t: ReadView, problem: (String) -> Void) throws {
-        for p in try RequestQueue(store: store).check(t) { problem(p) }
+        let queue = RequestQueue(store: store)
+        for p in try queue.check(t) { problem(p) }
+        for p in try queue.checkHistory(t) { problem(p) }
     }
 
     /// The entity's local state, from its `q/by-entity` entries alone (no record is read).

@@ -389,12 +389,17 @@ package struct RequestQueue: Sendable {
             return id
         case .cancel(let id):
             try remove(t, collapsing(id).record)
+            try recordOutcome(
+                t, collapsing(id).record, .cancelled,
+                message: "cancelled by a later \(change.method.rawValue) of its entity")
             // The cancelled create was the entity's only request: no server image to keep.
             if chain.count == 1 { try t.delete(store.base(ofSet: set.name), entity.keyBytes) }
             return nil
         case .supersede(let id):
             // Collapse supersedes only with a delete, so the appended request has no local key.
             try remove(t, collapsing(id).record)
+            try recordOutcome(
+                t, collapsing(id).record, .cancelled, message: "superseded by a later DELETE of its entity")
             return try append(t, set: set, change: change, entity, deps: deps, options: options)
         }
     }

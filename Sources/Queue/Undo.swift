@@ -46,6 +46,8 @@ extension RequestQueue {
             guard let r = try record(t.reader, id: entry.id) else { continue }
             if r.method == .create { creates.insert(r.id) }
             try remove(t, r)
+            // Refused and given up, or never sent and undone.
+            try recordOutcome(t, r, r.status == .error ? .givenUp : .undone)
             try t.delete(try store.set(SystemSets.errorArchive).entities, try KeyCodec.encode([.int(r.id)]))
             dropped.append(r.id)
         }

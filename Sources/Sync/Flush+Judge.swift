@@ -134,7 +134,9 @@ extension Flush {
     /// entity at its address) and the new ETag.
     func success(_ o: Outgoing, _ answer: ChangeAnswer, reconciled: Bool = false) async throws -> Verdict {
         let r = o.record
-        guard r.method != .delete else { return .success(image: nil, etag: nil, reconciled: reconciled) }
+        guard r.method != .delete else {
+            return .success(image: nil, etag: nil, reconciled: reconciled, status: answer.status)
+        }
         let repeatability = answer.repeatability
         var answer = answer
         if answer.entity == nil, answer.unreadable == nil, r.method == .create, r.localKey {
@@ -185,7 +187,7 @@ extension Flush {
         // from a second entity made by the second attempt.
         let inDoubt =
             r.method == .create && r.localKey && r.attempts > 1 && !reconciled && repeatability != .accepted
-        return .success(image: image, etag: etag, reconciled: reconciled, inDoubt: inDoubt)
+        return .success(image: image, etag: etag, reconciled: reconciled, inDoubt: inDoubt, status: answer.status)
     }
 
     /// A re-sent request refused as if already applied, checked against the service: nil when it
@@ -194,7 +196,7 @@ extension Flush {
         let r = o.record
         switch (r.method, answer.status) {
         case (.delete, 404):
-            return .success(image: nil, etag: nil, reconciled: true)
+            return .success(image: nil, etag: nil, reconciled: true, status: 404)
         case (.create, 409) where !r.localKey, (.update, 412), (.replace, 412):
             let read = try await backend.read(
                 .key(set: r.entitySet, key: o.change.key, keyText: r.entityKey), extra: options.headers)

@@ -75,7 +75,7 @@ extension Flush {
             // The record as it is now: an earlier verdict may have archived it as a dependent.
             guard let r = try queue.record(t.reader, id: sent.id), r.status == .sent else { continue }
             switch verdict {
-            case .success(let image, let etag, let reconciled, let inDoubt):
+            case .success(let image, let etag, let reconciled, let inDoubt, let status):
                 let chain = try queue.chain(t.reader, set: r.entitySet, keyBytes: r.keyBytes)
                 guard chain.first?.id == r.id else {
                     leave(r.id, "request \(r.id) succeeded but an earlier request of its entity is not settled")
@@ -84,8 +84,26 @@ extension Flush {
                 // In a child transaction: an answer this store cannot take in (a store error
                 // that is the request's alone) leaves it as it was, goes to ErrorArchive, and the
                 // requests behind it are settled all the same.
+                // The line that flags a create perhaps applied twice, and the key the service gave.
+                var serverKey: String? = nil
+                var doubt: String? = nil
+                if r.localKey, let image, let set = try? queue.store.set(r.entitySet),
+                    let key = try? set.keyValues(image)
+                {
+                    serverKey = set.describeKey(key)
+                    if inDoubt {
+                        let entity = "\(r.entitySet)(\(set.describeKey(key)))"
+                        doubt =
+                            "request \(r.id) (POST \(r.entitySet) → \(entity)): sent again after its answer was lost, to a service that did not say it executed it once: it may have been applied twice: check \(r.entitySet) for another entity like \(entity)"
+                    }
+                }
+                let outcome: Outcome = doubt != nil ? .inDoubt : reconciled ? .foundApplied : .applied
                 do {
-                    try t.nested { c in try acknowledge(c, queue: queue, r, image: image, etag: etag, etags: etags) }
+                    try t.nested { c in
+                        try acknowledge(c, queue: queue, r, image: image, etag: etag, etags: etags)
+                        try queue.recordOutcome(
+                            c, r, outcome, status: status, serverKey: serverKey, etag: etag, message: doubt)
+                    }
                 } catch let e as EntityError {
                     let error = ServiceError(
                         httpStatus: 200, code: "OfflineStore.AnswerNotApplied",
@@ -97,13 +115,8 @@ extension Flush {
                 }
                 out.succeeded.append(r.id)
                 if reconciled { out.reconciled.append(r.id) }
-                if inDoubt, let image, let set = try? queue.store.set(r.entitySet),
-                    let key = try? set.keyValues(image)
-                {
+                if let line = doubt {
                     // Flagged durably with the settlement: a flush killed after it keeps the flag.
-                    let entity = "\(r.entitySet)(\(set.describeKey(key)))"
-                    let line =
-                        "request \(r.id) (POST \(r.entitySet) → \(entity)): sent again after its answer was lost, to a service that did not say it executed it once: it may have been applied twice: check \(r.entitySet) for another entity like \(entity)"
                     try queue.logEvent(
                         t, type: "InDoubt", startedAt: .now, finishedAt: .now, outcome: "in doubt", requests: 1,
                         details: line)

@@ -140,7 +140,8 @@ package struct Flush: Sendable {
         /// `inDoubt`: a create whose key the service assigns, sent again after its answer was lost,
         /// to a service that did not say it executed it once (`RepeatabilityResult.accepted`): it
         /// may have been applied twice.
-        case success(image: Properties?, etag: String?, reconciled: Bool, inDoubt: Bool = false)
+        /// `status`: the answer's (nil: none, a 404 to a delete taken as done, say).
+        case success(image: Properties?, etag: String?, reconciled: Bool, inDoubt: Bool = false, status: Int? = nil)
         /// Refused (a 4xx): archive it and its dependents.
         case refused(ServiceError)
         /// Not applied because request `cause` of its atomicity group was refused: archive it as a

@@ -6,15 +6,22 @@ struct QueueCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "queue", abstract: "Print the request queue (the RequestQueue set) as OData JSON, oldest first.",
         discussion: """
-            Filter it like any set: offline-store query --store s "RequestQueue?\\$filter=CustomTag eq 'x'"
-            Example: offline-store queue --store s
+            With --history, the outcome record instead (the RequestHistory set): what became of each request that \
+            left the queue or was refused — applied, found applied, in doubt, refused, given up, undone, cancelled, \
+            merged — with the key the service gave, its status, ETag and message, newest first (the configuration's \
+            requestHistory bounds how many are kept: 10,000).
+            Filter them like any set: offline-store query --store s "RequestQueue?\\$filter=CustomTag eq 'x'"
+            offline-store query --store s "RequestHistory?\\$filter=Outcome eq 'in doubt'"
+            Example: offline-store queue --store s --history
             """)
     @OptionGroup var options: StoreOption
+    @Flag(help: "Print the outcome record (RequestHistory), newest first.") var history = false
 
     func run() throws {
         try runReportingErrors {
             let store = try OfflineStore.open(at: options.store, readOnly: true)
-            try store.query("RequestQueue?$orderby=RequestID", writeBytes: { try Output.write($0, to: 1) })
+            let url = history ? "RequestHistory?$orderby=RequestID desc" : "RequestQueue?$orderby=RequestID"
+            try store.query(url, writeBytes: { try Output.write($0, to: 1) })
             try output("")
         }
     }

@@ -16,6 +16,7 @@ extension EntityStore {
         let schema = try CSDL.parse(metadata)
         try schema.checkStorable(indexCount: configuration.indexes.values.reduce(0) { $0 + $1.count })
         if let cap = configuration.maxSizeBytes { try StoreConfiguration.checkMaxSize(cap) }
+        try configuration.checkCreateMarkers(schema)
         // lstat, not fileExists: a symlink (even a dangling one, to a directory not yet made) is
         // the user's, and a failed create must leave it as it was.
         func present(_ p: String) -> Bool {

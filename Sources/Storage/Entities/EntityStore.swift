@@ -157,19 +157,55 @@ package final class EntityStore: Sendable {
     /// `body` may run more than once (after the map grows): it must act only through `t`, and
     /// take entity-set handles from the store inside the body, so it sees indexes added since.
     @discardableResult
+    /// Runs `body` in a write transaction. At the size cap, the outcome record gives way to the
+    /// store's data: a write refused there (`EnvironmentError.sizeCapReached`) drops the oldest
+    /// half of `RequestHistory` (`giveWay`) and runs once more.
     package func write<R: Sendable>(_ body: @escaping @Sendable (WriteView) throws -> R) throws -> R {
-        try environment.write { txn in try body(txn.view) }
+        do {
+            return try environment.write { txn in try body(txn.view) }
+        } catch EnvironmentError.sizeCapReached(let path, let cap) {
+            guard try giveWay() else { throw EnvironmentError.sizeCapReached(path: path, capBytes: cap) }
+            return try environment.write { txn in try body(txn.view) }
+        }
     }
 
     package func write<R: Sendable>(_ body: @escaping @Sendable (WriteView) throws -> R) async throws -> R {
-        try await environment.write(usingReserve: false) { txn in try body(txn.view) }
+        try await write(usingReserve: false, body)
     }
 
     /// `usingReserve`: see `Environment.write(usingReserve:_:)` (an upload's bookkeeping).
     package func write<R: Sendable>(
         usingReserve: Bool, _ body: @escaping @Sendable (WriteView) throws -> R
     ) async throws -> R {
-        try await environment.write(usingReserve: usingReserve) { txn in try body(txn.view) }
+        do {
+            return try await environment.write(usingReserve: usingReserve) { txn in try body(txn.view) }
+        } catch EnvironmentError.sizeCapReached(let path, let cap) {
+            let history = try? set(SystemSets.requestHistory)
+            let gave = try await environment.write(usingReserve: true) { txn in try Self.giveWay(history, txn.view) }
+            guard gave else { throw EnvironmentError.sizeCapReached(path: path, capBytes: cap) }
+            return try await environment.write(usingReserve: usingReserve) { txn in try body(txn.view) }
+        }
+    }
+
+    /// Drops the oldest half of the outcome record (`RequestHistory`, at least one row), in a
+    /// transaction of its own (which, removing entries, may use the reserve above the size cap).
+    /// False when the record is empty: nothing to give.
+    func giveWay() throws -> Bool {
+        let history = try? set(SystemSets.requestHistory)
+        return try environment.write { txn in try Self.giveWay(history, txn.view) }
+    }
+
+    static func giveWay(_ history: EntitySetHandle?, _ t: WriteView) throws -> Bool {
+        guard let history else { return false }
+        let count = try history.count(t.reader)
+        guard count > 0 else { return false }
+        var oldest: [[Value]] = []
+        try history.scan(t.reader) { p in
+            if let id = p["RequestID"] { oldest.append([id]) }
+            return oldest.count < max(1, count / 2)
+        }
+        for key in oldest { _ = try history.delete(t, key: key) }
+        return !oldest.isEmpty
     }
 
     /// `bodies` in order, each in a nested transaction of its own, in one group commit

@@ -55,6 +55,20 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// connection (10). A service slow to begin a large answer (an SAP Gateway `$expand` over many
     /// entities) needs a longer `idle`; one whose answers are large and unpaged, a longer `request`.
     public var timeouts = Timeouts()
+    /// How many requests the outcome record keeps (`"requestHistory"`, default 10,000; 0 to
+    /// 10,000,000): the `RequestHistory` set says what became of each request that left the queue
+    /// (applied, found applied, in doubt, refused, given up, undone), newest kept, oldest dropped.
+    /// 0 keeps none.
+    public var requestHistory = StoreConfiguration.defaultRequestHistory
+    /// Entity set → the property a create of it carries its request's identity in
+    /// (`"createMarkers": {"SalesOrderSet": "Note"}`), for sets whose key the service assigns on
+    /// a service that does not deduplicate repeated requests. Flush writes the request's
+    /// repeatability id into it (32 hexadecimal digits; a GUID property gets the GUID itself),
+    /// replacing what the create held, and before it sends again a create whose answer was lost,
+    /// reads the set by it: found, the create is settled with the entity found instead of being
+    /// applied twice. The property must be a string of at least 32 characters or a GUID, not a
+    /// key and not computed; it is the store's, so choose one kept for a client reference.
+    public var createMarkers: [String: String] = [:]
 
     /// The `"timeouts"` member: see `timeouts`.
     public struct Timeouts: Sendable, Hashable {
@@ -100,6 +114,8 @@ public struct StoreConfiguration: Sendable, Hashable {
 
     public static let defaultRepeatabilityWindowSeconds = 86_400
     public static let defaultRefreshGroupRows = 5_000
+    public static let defaultRequestHistory = 10_000
+    public static let requestHistoryRange = 0...10_000_000
     public static let refreshGroupRowsRange = 100...1_000_000
     public static let repeatabilityWindowRange = 1...31_536_000
     /// Accepted values of `maxSizeBytes`: 256 KiB to 64 TiB: a memory map past half of x86-64's 128 TiB user address space fails (ENOMEM).
@@ -215,6 +231,24 @@ public struct StoreConfiguration: Sendable, Hashable {
             case ("authentication", .null): authentication = nil
             case ("authentication", _): authentication = try Authentication(json: value)
             case ("timeouts", _): timeouts = try Timeouts(json: value)
+            case ("requestHistory", _):
+                guard case .number(let text) = value, let n = Int(text), Self.requestHistoryRange.contains(n) else {
+                    throw .badInput(
+                        "configuration: requestHistory must be a whole number of requests from \(Self.requestHistoryRange.lowerBound) to \(Self.requestHistoryRange.upperBound)"
+                    )
+                }
+                requestHistory = n
+            case ("createMarkers", .object(let members)):
+                var out: [String: String] = [:]
+                for (set, v) in members {
+                    guard case .string(let property) = v, !property.isEmpty else {
+                        throw .badInput("configuration: createMarkers.\(set) must name a property (a string)")
+                    }
+                    out[set] = property
+                }
+                createMarkers = out
+            case ("createMarkers", _):
+                throw .badInput("configuration: createMarkers must be an object of entity sets and property names")
             default:
                 throw .badInput("configuration: unknown or mistyped member '\(name)'")
             }
@@ -249,6 +283,13 @@ public struct StoreConfiguration: Sendable, Hashable {
                 ("queryParameters", .object(queryParameters.keys.sorted().map { ($0, .string(queryParameters[$0]!)) })))
         }
         if timeouts != Timeouts() { members.append(("timeouts", timeouts.json)) }
+        if requestHistory != Self.defaultRequestHistory {
+            members.append(("requestHistory", .number(String(requestHistory))))
+        }
+        if !createMarkers.isEmpty {
+            members.append(
+                ("createMarkers", .object(createMarkers.keys.sorted().map { ($0, .string(createMarkers[$0]!)) })))
+        }
         return .object(members)
     }
 }
@@ -396,6 +437,53 @@ extension StoreConfiguration.Authentication {
             ]
             if let scope { members.append(("scope", .string(scope))) }
             return .object(members)
+        }
+    }
+}
+
+extension StoreConfiguration {
+    /// Refuses a `createMarkers` entry that names a set `schema` lacks, or a property that cannot
+    /// carry a request's identity: absent, a key, computed, not a string or a GUID, or a string
+    /// shorter than 32 characters.
+    package func checkCreateMarkers(_ schema: Schema) throws(EntityError) {
+        for (setName, name) in createMarkers.sorted(by: { $0.key < $1.key }) {
+            guard let type = schema.entityType(ofSet: setName), !schema.isSystemSet(setName) else {
+                throw .badInput(
+                    "configuration: createMarkers names '\(setName)', which is not an entity set of the service")
+            }
+            guard let p = type.property(name) else {
+                throw .badInput(
+                    "configuration: createMarkers.\(setName): \(type.qualifiedName) has no property '\(name)'")
+            }
+            let why: String? =
+                if type.key.contains(name) {
+                    "it is a key property"
+                } else if p.computed {
+                    "the service computes it"
+                } else if p.type == .primitive(.guid) {
+                    nil
+                } else if p.type != .primitive(.string) {
+                    "it is not an Edm.String or an Edm.Guid"
+                } else if let n = p.maxLength, n < 32 {
+                    "its MaxLength \(n) cannot hold 32 characters"
+                } else {
+                    nil
+                }
+            if let why {
+                throw .badInput(
+                    "configuration: createMarkers.\(setName): property '\(name)' cannot carry a request's identity: \(why)"
+                )
+            }
+        }
+    }
+
+    /// The entity sets whose key the service assigns (a computed key property) and that have no
+    /// `createMarkers` entry: a create of one sent again after its answer was lost may be applied
+    /// twice by a service that does not deduplicate repeated requests.
+    package func setsWithoutMarker(_ schema: Schema) -> [String] {
+        schema.serviceSetNames.filter { name in
+            guard createMarkers[name] == nil, let type = schema.entityType(ofSet: name) else { return false }
+            return type.key.contains { type.property($0)?.computed == true }
         }
     }
 }

@@ -3,8 +3,8 @@ import LMDB
 extension Schema {
     /// Named databases a store may use (`mdb_env_set_maxdbs`).
     package static let maxDatabases = 1024
-    /// Databases kept apart for the store's own structures, whatever the schema: 9 are used
-    /// (`meta`; `q`, `q/by-entity`, `errors`, `events`; `changes`, `changes/by-entity`, `repeat`,
+    /// Databases kept apart for the store's own structures, whatever the schema: 10 are used
+    /// (`meta`; `q`, `q/by-entity`, `errors`, `events`, `history`; `changes`, `changes/by-entity`, `repeat`,
     /// `repeat/by-time`), the rest is headroom for later formats.
     static let reservedDatabases = 32
 

@@ -7,10 +7,11 @@ package enum SystemSets {
     package static let requestQueue = "RequestQueue"
     package static let errorArchive = "ErrorArchive"
     package static let eventLog = "EventLog"
-    package static let names = [requestQueue, errorArchive, eventLog]
+    package static let requestHistory = "RequestHistory"
+    package static let names = [requestQueue, errorArchive, eventLog, requestHistory]
 
     /// The database holding each system set's rows.
-    static let databases = [requestQueue: "q", errorArchive: "errors", eventLog: "events"]
+    static let databases = [requestQueue: "q", errorArchive: "errors", eventLog: "events", requestHistory: "history"]
 
     static func string(_ name: String, nullable: Bool = true) -> Property {
         Property(name: name, type: .primitive(.string), nullable: nullable)
@@ -74,7 +75,29 @@ package enum SystemSets {
             string("Details"),
         ])
 
-    static let types = [request, error, event]
+    /// What became of a request that left the queue (or was refused): the outcome record.
+    static let outcome = EntityType(
+        name: "Outcome", qualifiedName: "\(namespace).Outcome", key: ["RequestID"],
+        properties: [
+            Property(name: "RequestID", type: .primitive(.int64), nullable: false),
+            // applied, found applied, in doubt, refused, given up, undone, cancelled, merged
+            string("Outcome", nullable: false),
+            string("Method", nullable: false),
+            string("EntitySet", nullable: false),
+            string("EntityKey", nullable: false),  // the key the request was queued with (a local one: ~1, -1)
+            string("ServerKey"),  // the key the service gave, when it differs
+            string("CustomTag"),
+            string("TransactionID"),
+            Property(name: "RepeatabilityID", type: .primitive(.guid), nullable: false),
+            Property(name: "HTTPStatusCode", type: .primitive(.int32)),
+            string("ETag"),
+            string("Message"),
+            Property(name: "Attempts", type: .primitive(.int32), nullable: false),
+            Property(name: "CreatedAt", type: .primitive(.dateTimeOffset), nullable: false),
+            Property(name: "DecidedAt", type: .primitive(.dateTimeOffset), nullable: false),
+        ])
+
+    static let types = [request, error, event, outcome]
 }
 
 extension Schema {

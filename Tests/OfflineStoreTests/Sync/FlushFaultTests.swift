@@ -43,10 +43,11 @@ import Samples
     /// Entities, queue, archive (without its clock) and ETags, comparable.
     static func state(_ store: OfflineStore) throws -> [String] {
         var rows: [String] = []
-        for set in FlushFixture.notesSets + ["RequestQueue", "ErrorArchive"] {
+        for set in FlushFixture.notesSets + ["RequestQueue", "ErrorArchive", "RequestHistory"] {
             try store.scan(set: set) { e in
                 var e = e
                 e["ArchivedAt"] = nil
+                e["DecidedAt"] = nil
                 rows.append("\(set) \(e)")
                 return true
             }
@@ -152,6 +153,11 @@ import Samples
         #expect(try FlushFixture.queue(probe).map(\.id) == [2, 7, 8])
         #expect(settled.inDoubt.count == 1 && settled.inDoubt.values.first?.contains("Notes(900)") == true)
         #expect(try probe.entities("EventLog?$filter=Type eq 'InDoubt'").count == 1, "the flag, in the settlement")
+        // The outcome record, written in the settlement: what became of each of the seven.
+        let outcomes = Dictionary(uniqueKeysWithValues: try probe.requestHistory().map { ($0.requestID, $0.outcome) })
+        #expect(outcomes.values.filter { $0 == "refused" }.count == 2, "\(outcomes)")
+        #expect(outcomes.values.filter { $0 == "in doubt" }.count == 1, "\(outcomes)")
+        #expect(outcomes.count == 7, "\(outcomes)")
         // Settling again finds nothing left to settle.
         #expect(try Self.settle(probe, work) == Flush.Settled())
         let result = try Self.inject(template: marked, name: "settle") { store in _ = try Self.settle(store, work) }

@@ -68,3 +68,22 @@ extension OfflineStore {
         }
     }
 }
+
+extension OfflineStore {
+    /// The entity sets whose key the service assigns (a computed key property) that have no
+    /// create marker (`StoreConfiguration.createMarkers`): a create of one whose answer is lost is
+    /// sent again, and a service that does not deduplicate repeated requests (SAP Gateway without
+    /// its idempotency, OData V4 without `Repeatability-*`) may apply it twice. Flush flags each
+    /// such create in doubt (`FlushReport.inDoubt`, the EventLog, `RequestHistory`); `init` and
+    /// `define` warn. Empty for a store without a service root (it is the authority).
+    public var setsWithoutCreateMarker: [String] {
+        entities.configuration.serviceRoot == nil ? [] : entities.configuration.setsWithoutMarker(entities.schema)
+    }
+
+    /// The warning `init` and `define` print for `sets` (some of `setsWithoutCreateMarker`), or nil.
+    public static func createMarkerWarning(_ sets: [String]) -> String? {
+        guard !sets.isEmpty else { return nil }
+        return
+            "the service assigns the keys of \(sets.joined(separator: ", ")): a create whose answer is lost is sent again, and a service that does not deduplicate repeated requests may apply it twice (flush then flags it in doubt); name a property each create can carry its identity in (configuration createMarkers, e.g. {\"\(sets[0])\": \"Note\"}) so flush finds it instead"
+    }
+}

@@ -17,6 +17,8 @@ package protocol Dialect: Sendable {
     func pageHeaders(_ page: PageRequest) -> [(String, String)]
     /// The query option that asks the service to count a collection.
     var countOption: String { get }
+    /// `v` as a literal of this dialect in a URL (`$filter`), not yet percent-encoded.
+    func literal(_ v: Value, type: EDMPrimitive?) -> String
 }
 
 /// What the two dialects share.
@@ -54,6 +56,13 @@ package enum Wire {
         // Most paths (`Products('HT-1000')`) need nothing: return them without Foundation's pass.
         if path.utf8.allSatisfy({ pathAllowed[Int($0)] }) { return path }
         return path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path
+    }
+
+    /// A query option's value, percent-encoded for a URL's query (`&`, `=`, `+` and `#` too).
+    static func queryEncoded(_ value: String) -> String {
+        var allowed = CharacterSet.urlQueryAllowed
+        allowed.remove(charactersIn: "&=+#")
+        return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
     }
 
     /// The bytes `CharacterSet.urlPathAllowed` leaves as they are (RFC 3986 pchar and `/`, no `%`).

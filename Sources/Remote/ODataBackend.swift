@@ -68,6 +68,34 @@ package struct ODataBackend: Backend {
             deltaFollowsExpand: response.header(Refresher.deltaExpandHeader)?.lowercased() == "followed")
     }
 
+    package func find(
+        set: String, property: String, equals value: Value, limit: Int, extra: [(String, String)]
+    ) async throws -> [ChangeAnswer] {
+        let type = try store.set(set).type.property(property)?.type.primitive
+        let filter = "\(property) eq \(dialect.literal(value, type: type))"
+        let url = Wire.percentEncoded(set) + "?$filter=" + Wire.queryEncoded(filter) + "&$top=\(limit)"
+        let response = try await transport.send(WireRequest(method: "GET", url: url, headers: extra))
+        guard response.isSuccess else { return [answer(response, set: set, withEntity: false)] }
+        // V4 `{"value":[…]}`, V2 `{"d":{"results":[…]}}` or `{"d":[…]}`.
+        let rows: [JSON]
+        do {
+            let json = try JSON.parse(response.body)
+            switch json["value"] ?? json["d"]?["results"] ?? json["d"] {
+            case .array(let items)?: rows = items
+            default: throw BackendError.badResponse("not a collection")
+            }
+        } catch {
+            var out = ChangeAnswer(status: response.status)
+            out.unreadable = "the answer to GET \(url) is not a collection of \(set): \(error)"
+            return [out]
+        }
+        return rows.prefix(limit).map { row in
+            var out = ChangeAnswer(status: 200, entity: row, entityETag: Wire.etag(in: row))
+            out.foundByMarker = true
+            return out
+        }
+    }
+
     /// What `response` means: for a success with a body, the entity of `set` it carries (V2's `d`
     /// taken off) and its ETag; the service's messages; for a failure, the service's error.
     func answer(_ response: WireResponse, set: String, withEntity: Bool) -> ChangeAnswer {

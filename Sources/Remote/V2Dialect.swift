@@ -80,6 +80,8 @@ package struct V2Dialect: Dialect {
     }
 
     /// A key value as a V2 URI literal ([MS-ODATA] §2.2.2).
+    package func literal(_ v: Value, type: EDMPrimitive?) -> String { Self.literal(v, type: type) }
+
     static func literal(_ v: Value, type: EDMPrimitive?) -> String {
         switch v {
         case .int(let i) where type == .int64: "\(i)L"

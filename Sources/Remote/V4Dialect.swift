@@ -51,6 +51,8 @@ package struct V4Dialect: Dialect {
         Wire.percentEncoded("\(set)(\(keyText))")
     }
 
+    package func literal(_ v: Value, type: EDMPrimitive?) -> String { EntitySetHandle.literal(v) }
+
     /// `odata.track-changes` for a delta link, `odata.maxpagesize` for the page size.
     package func pageHeaders(_ page: PageRequest) -> [(String, String)] {
         var prefer: [String] = []

@@ -22,6 +22,14 @@ package protocol Backend: Sendable {
     func read(_ entity: EntityAddress, extra: [(String, String)]) async throws -> ChangeAnswer
     /// Reads one page of a collection (a defining request, a next link, a delta link).
     func read(_ page: PageRequest, extra: [(String, String)]) async throws -> PageAnswer
+    /// Reads the entities of `set` whose `property` equals `value` — at most `limit` (a create
+    /// marker's look-up: one entity expected, two mean it was applied twice). Each answer holds
+    /// one entity, unwrapped, with its ETag; an answer that is not a success (or not a
+    /// collection) is one answer with that status.
+    func find(
+        set: String, property: String, equals value: Value, limit: Int, extra: [(String, String)]
+    )
+        async throws -> [ChangeAnswer]
 }
 
 /// What a service offers, as far as flush's choices go.
@@ -126,6 +134,11 @@ package struct ChangeAnswer: Sendable {
     package var error: ServiceError
     /// How the service says it handled the change's repeatability (nil: it said nothing).
     package var repeatability: RepeatabilityResult?
+    /// The answer is not the service's to a change but the entity a create's marker found: the
+    /// create was applied before (its answer lost) and was not sent again.
+    package var foundByMarker = false
+    /// Of an answer `foundByMarker`: the marker found more than one entity.
+    package var foundTwice = false
 
     package init(
         status: Int, entity: JSON? = nil, unreadable: String? = nil, etag: String? = nil, entityETag: String? = nil,

@@ -107,7 +107,7 @@ extension Flush {
         let what = "request \(r.id) (\(r.method.rawValue) \(r.entitySet)(\(r.entityKey)))"
         switch answer.status {
         case 200..<300:
-            return try await success(o, answer)
+            return try await success(o, answer, reconciled: answer.foundByMarker)
         case 424:
             return .dependent(answer.error)
         case 428 where o.change.etag == nil && r.method != .create && !o.change.dependsOn.isEmpty:
@@ -186,7 +186,8 @@ extension Flush {
         // new create by a service that did not say it executed it once: nothing tells this one
         // from a second entity made by the second attempt.
         let inDoubt =
-            r.method == .create && r.localKey && r.attempts > 1 && !reconciled && repeatability != .accepted
+            r.method == .create && r.localKey && r.attempts > 1 && repeatability != .accepted
+            && (!reconciled || answer.foundTwice)
         return .success(image: image, etag: etag, reconciled: reconciled, inDoubt: inDoubt, status: answer.status)
     }
 

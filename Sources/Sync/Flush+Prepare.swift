@@ -70,7 +70,8 @@ extension Flush {
         }
         let custom = r.customHeaders.sorted { $0.key < $1.key }
         return OutgoingChange(
-            kind: kind, set: r.entitySet, key: key, keyText: r.entityKey, body: r.body, serviceAssigned: assigned,
+            kind: kind, set: r.entitySet, key: key, keyText: r.entityKey, body: try body(r, queue: queue),
+            serviceAssigned: assigned,
             etag: r.method == .create ? nil : etag, repeatabilityID: r.repeatabilityID,
             firstSent: r.firstSentAt ?? .now,
             customHeaders: custom.map { ($0.key, $0.value) }, id: String(r.id), localKey: r.localKey)

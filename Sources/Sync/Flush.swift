@@ -194,8 +194,7 @@ package struct Flush: Sendable {
             // The round before `round`: answered, judged all successful, not yet settled.
             var answered: (round: [Outgoing], verdicts: [Verdict])? = nil
             while !round.isEmpty {
-                let (backend, changes, headers) = (self.backend, round.map(\.change), options.headers)
-                let sending = Task { try await backend.send(changes, extra: headers) }
+                let sending = Task { [self, round] in try await send(round) }
                 report.roundTrips += 1
                 report.sent += round.count
                 // While `round` is on its way: settle the round before it, and mark the round after it.

@@ -49,6 +49,9 @@ struct Init: ParsableCommand {
             if let maxSize { configuration.maxSizeBytes = try parseSize(maxSize, zeroAllowed: false) }
             let store = try OfflineStore.create(
                 at: options.store, metadata: metadataBytes, configuration: configuration)
+            if let warning = OfflineStore.createMarkerWarning(store.setsWithoutCreateMarker) {
+                Output.note("offline-store: warning: " + Output.sanitized(warning, limit: 2_000) + "\n")
+            }
             try output("created \(options.store): \(store.schema.serviceSetNames.count) entity sets")
         }
     }

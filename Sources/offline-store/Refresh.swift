@@ -22,6 +22,11 @@ struct Define: ParsableCommand {
             let store = try OfflineStore.open(at: options.store)
             let existed = store.definingRequests.first { $0.name == name }
             try store.define(name: name, url: url)
+            // The sets the request reads whose creates may be applied twice.
+            let read = url.prefix { $0 != "?" && $0 != "(" && $0 != "/" }
+            if let warning = OfflineStore.createMarkerWarning(store.setsWithoutCreateMarker.filter { $0 == read }) {
+                Output.note("offline-store: warning: " + Output.sanitized(warning, limit: 2_000) + "\n")
+            }
             try output(
                 existed == nil
                     ? "defined \(name)" : existed?.url == url ? "\(name) is already defined so" : "redefined \(name)")

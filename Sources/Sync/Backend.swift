@@ -139,6 +139,9 @@ package struct ChangeAnswer: Sendable {
     package var foundByMarker = false
     /// Of an answer `foundByMarker`: the marker found more than one entity.
     package var foundTwice = false
+    /// The answer to a create that was looked up by its marker before it was sent again, and
+    /// not found: the service did not hold it, so this answer is its only application.
+    package var notFoundByMarker = false
 
     package init(
         status: Int, entity: JSON? = nil, unreadable: String? = nil, etag: String? = nil, entityETag: String? = nil,

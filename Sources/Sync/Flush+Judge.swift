@@ -137,7 +137,7 @@ extension Flush {
         guard r.method != .delete else {
             return .success(image: nil, etag: nil, reconciled: reconciled, status: answer.status)
         }
-        let repeatability = answer.repeatability
+        let (repeatability, notThere, twice) = (answer.repeatability, answer.notFoundByMarker, answer.foundTwice)
         var answer = answer
         if answer.entity == nil, answer.unreadable == nil, r.method == .create, r.localKey {
             // The key the service gave is needed: read the entity it created.
@@ -187,7 +187,7 @@ extension Flush {
         // from a second entity made by the second attempt.
         let inDoubt =
             r.method == .create && r.localKey && r.attempts > 1 && repeatability != .accepted
-            && (!reconciled || answer.foundTwice)
+            && (!reconciled || twice) && !notThere
         return .success(image: image, etag: etag, reconciled: reconciled, inDoubt: inDoubt, status: answer.status)
     }
 

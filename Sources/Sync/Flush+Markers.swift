@@ -33,23 +33,35 @@ extension Flush {
     /// Sends `round` — but first looks up each create sent before (its answer lost) whose set has
     /// a marker, outside an atomicity group: one the service holds already is answered by the
     /// entity found (`ChangeAnswer.foundByMarker`) and not sent again. Answers in `round`'s order.
-    /// A look-up that fails (no answer, an error status) leaves the create to be sent: a service
-    /// that cannot be asked does not stop the flush here, and a create it does not hold is new.
+    /// A look-up that fails (an error status, an unreadable answer) leaves the create to be sent,
+    /// in doubt as without a marker; one that finds nothing sends it as new, not in doubt
+    /// (`ChangeAnswer.notFoundByMarker`) — the look-up cannot see an earlier attempt the service
+    /// is still working on, which only a service slower than the flush's own timeout leaves.
     /// Two entities found with one marker were made before this store looked (a second attempt
     /// that was sent without a look-up): the first is taken, and the create is flagged in doubt.
     func send(_ round: [Outgoing]) async throws -> [ChangeAnswer] {
         var found: [Int: ChangeAnswer] = [:]
+        var absent: Set<Int> = []  // looked up, and the service answered that it holds none
         for (i, o) in round.enumerated() where o.record.attempts > 1 && o.change.group == nil {
             guard let marker = Self.marker(of: o.record, in: store) else { continue }
             let matches = try await backend.find(
                 set: o.record.entitySet, property: marker.name, equals: Self.markerValue(o.record, marker), limit: 2,
                 extra: options.headers)
-            guard let first = matches.first, first.foundByMarker else { continue }
+            guard let first = matches.first else {
+                absent.insert(i)
+                continue
+            }
+            guard first.foundByMarker else { continue }
             var answer = first
             answer.foundTwice = matches.count > 1
             found[i] = answer
         }
-        if found.isEmpty { return try await backend.send(round.map(\.change), extra: options.headers) }
+        func marking(_ answers: [ChangeAnswer]) -> [ChangeAnswer] {
+            var answers = answers
+            for i in absent where i < answers.count { answers[i].notFoundByMarker = true }
+            return answers
+        }
+        if found.isEmpty { return marking(try await backend.send(round.map(\.change), extra: options.headers)) }
         // The rest goes without the ones found (and without waiting for them: they are applied).
         let foundIDs = Set(found.keys.map { round[$0].change.id })
         var rest: [OutgoingChange] = []
@@ -59,6 +71,6 @@ extension Flush {
             rest.append(change)
         }
         var sent = rest.isEmpty ? [] : try await backend.send(rest, extra: options.headers)[...]
-        return round.indices.map { i in found[i] ?? sent.popFirst() ?? ChangeAnswer(status: 0) }
+        return marking(round.indices.map { i in found[i] ?? sent.popFirst() ?? ChangeAnswer(status: 0) })
     }
 }

@@ -11,20 +11,23 @@ import Storage
 /// the answer that identifies a lost first attempt, and mock-sap honours no idempotency header:
 /// the duplicates there are counted and reported — the figure the README quotes — and every one
 /// must have been flagged in doubt (an `InDoubt` event, written with the settlement: flags at
-/// least the duplicates). Bounded by `SAP_KILLS` (default 8) and `SAP_KILL_SECONDS` (default 60).
+/// least the duplicates). With a create marker (`createMarkers`: the order's `Note` carries the
+/// request's identity), a create sent again is first looked up by it: 0 duplicates, 0 lost, no
+/// flag, asserted. Bounded by `SAP_KILLS` (default 8) and `SAP_KILL_SECONDS` (default 60), each run.
 @Suite(.external, .checksStores, .serialized) struct SAPFlushKillTests {
     static let service = MockSAP.gwsample
 
-    @Test func aFlushKilledAtRandomAgainstGatewayLosesNothing() async throws {
-        var rng = SeededRandom(seed: testSeed("aFlushKilledAtRandomAgainstGatewayLosesNothing"))
+    @Test(arguments: [false, true]) func aFlushKilledAtRandomAgainstGatewayLosesNothing(markers: Bool) async throws {
+        var rng = SeededRandom(seed: testSeed("aFlushKilledAtRandomAgainstGatewayLosesNothing") &+ (markers ? 1 : 0))
         let env = ProcessInfo.processInfo.environment
         let kills = env["SAP_KILLS"].flatMap(Int.init) ?? 8
         let seconds = env["SAP_KILL_SECONDS"].flatMap(Double.init) ?? 60
         let sap = try await MockSAP.start(["--latency-ms", "40"], lifetime: max(1_800, seconds * 10))
         defer { Task { await sap.stop() } }
-        let path = try await SAPFlush.store(sap).path
+        let path = try await SAPFlush.store(sap, createMarkers: markers ? ["SalesOrderSet": "Note"] : [:]).path
         var created: [String] = []  // client-keyed products created offline
         var orders = 0  // server-keyed orders created offline
+        var orderRequests: [Int64] = []  // their request ids
         var totals = (kills: 0, finished: 0, sentLeft: 0, completions: 0)
         let start = Date()
         var round = 0
@@ -43,13 +46,14 @@ import Storage
                     changes: ["Name": .string("u\(round)")])
                 if Int.random(in: 0..<2, using: &rng) == 0 {
                     let partner = try store.entities("BusinessPartnerSet?$top=1")[0]
-                    try await store.create(
+                    let order = try await store.create(
                         set: "SalesOrderSet",
                         entity: [
                             "Note": .string("kill order \(round)"), "CustomerID": partner["BusinessPartnerID"]!,
                             "CurrencyCode": .string("EUR"),
                         ])
                     orders += 1
+                    if let id = order.requestID { orderRequests.append(id) }
                 }
             }
             let killed = try await FlushKillTests.flushKilled(
@@ -70,8 +74,19 @@ import Storage
         let ids = there.compactMap { $0["ProductID"] as? String }
         let duplicates = ids.count - Set(ids).count
         let lost = Set(created).subtracting(ids)
-        let theirOrders = try await sap.entities(Self.service, "SalesOrderSet?$filter=startswith(Note,'kill order')")
-        let orderNotes = theirOrders.compactMap { $0["Note"] as? String }
+        // Without markers an order is known by its Note; with them, by the marker its Note carries
+        // (its request's repeatability id, which the outcome record keeps).
+        var markerOf: [String] = []
+        for id in orderRequests {
+            let row = try store.entities("RequestHistory?$filter=RequestID eq \(id)").first
+            if case .guid(let g)? = row?["RepeatabilityID"] {
+                markerOf.append(String(g.description.filter { $0 != "-" }.uppercased()))
+            }
+        }
+        if markers { #expect(markerOf.count == orders, "every order's outcome is recorded") }
+        let theirOrders = try await sap.entities(
+            Self.service, markers ? "SalesOrderSet" : "SalesOrderSet?$filter=startswith(Note,'kill order')")
+        let orderNotes = theirOrders.compactMap { $0["Note"] as? String }.filter { !markers || markerOf.contains($0) }
         let orderDuplicates = orderNotes.count - Set(orderNotes).count
         let ordersLost = orders - Set(orderNotes).count
         // Each order the service holds more than once: one of its copies is named by a flag.
@@ -85,11 +100,15 @@ import Storage
             if !keys.contains(where: { key in flagged.contains { $0.contains("'\(key)'") } }) { unflagged.append(note) }
         }
         print(
-            "SAP flush kill test: \(round) rounds, \(totals.kills) flushes killed, \(totals.finished) done before the kill; a request left sent by a kill \(totals.sentLeft) times; client-keyed creates \(created.count): on the server \(ids.count), duplicates \(duplicates), lost \(lost.count); server-keyed creates \(orders): on the server \(orderNotes.count), duplicates \(orderDuplicates), lost \(ordersLost), flagged in doubt \(flags); \(String(format: "%.1f", Date().timeIntervalSince(start))) s"
+            "SAP flush kill test\(markers ? " with create markers" : ""): \(round) rounds, \(totals.kills) flushes killed, \(totals.finished) done before the kill; a request left sent by a kill \(totals.sentLeft) times; client-keyed creates \(created.count): on the server \(ids.count), duplicates \(duplicates), lost \(lost.count); server-keyed creates \(orders): on the server \(orderNotes.count), duplicates \(orderDuplicates), lost \(ordersLost), flagged in doubt \(flags); \(String(format: "%.1f", Date().timeIntervalSince(start))) s"
         )
         #expect(duplicates == 0)
         #expect(lost.isEmpty, "lost: \(lost.sorted())")
         #expect(ordersLost == 0)
+        if markers {
+            #expect(orderDuplicates == 0, "an order created twice though its marker was looked up")
+            #expect(flags == 0, "nothing in doubt: \(flagged)")
+        }
         #expect(unflagged.isEmpty, "created twice, flagged in doubt nowhere: \(unflagged.sorted()); flags: \(flagged)")
         #expect(totals.kills >= 1)
         #expect(try SAPFlush.queued(store).isEmpty)

@@ -10,9 +10,9 @@ enum SAPFlush {
 
     /// A store made from GWSAMPLE_BASIC's own `$metadata`, `SG_Sales` and `SG_Product` defined,
     /// refreshed.
-    static func store(_ sap: MockSAP) async throws -> OfflineStore {
+    static func store(_ sap: MockSAP, createMarkers: [String: String] = [:]) async throws -> OfflineStore {
         let metadata = try await sap.metadata(service)
-        let configuration = StoreConfiguration(
+        var configuration = StoreConfiguration(
             serviceRoot: sap.root(service),
             definingRequests: [
                 DefiningRequest(
@@ -20,6 +20,7 @@ enum SAPFlush {
                     url: "BusinessPartnerSet?$filter=Address/Country eq 'DE'&$expand=ToSalesOrders/ToLineItems"),
                 DefiningRequest(name: "SG_Product", url: "ProductSet"),
             ])
+        configuration.createMarkers = createMarkers
         let store = try OfflineStore.create(
             at: tempDir() + "/sap-flush", metadata: Array(metadata.utf8), configuration: configuration)
         let report = try await store.refresh()

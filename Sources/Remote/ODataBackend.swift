@@ -32,7 +32,12 @@ package struct ODataBackend: Backend {
 
     package var serviceRoot: String { transport.serviceRoot }
 
-    package var capabilities: BackendCapabilities { dialect.capabilities }
+    /// The dialect's, with what the configuration says of Content-ID references.
+    package var capabilities: BackendCapabilities {
+        var c = dialect.capabilities
+        if let references = store.configuration.contentIDReferences { c.contentIDReferences = references }
+        return c
+    }
 
     package func send(_ changes: [OutgoingChange], extra: [(String, String)]) async throws -> [ChangeAnswer] {
         let requests = try changes.map { change in

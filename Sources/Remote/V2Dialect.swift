@@ -28,11 +28,13 @@ package struct V2Dialect: Dialect {
         let set = try store.set(change.set)
         let json = ValueJSON(schema: store.schema)
         var method = Wire.method(change.kind)
-        var url = try entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store)
+        var url =
+            try change.parent?.url
+            ?? entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store)
         var body: [UInt8]? = nil
         switch change.kind {
         case .create:
-            url = Wire.percentEncoded(change.set)
+            url = change.parent?.url ?? Wire.percentEncoded(change.set)
             let props = try Wire.properties(change, store: store)
             var select: Set<String> = []
             for p in set.type.properties {

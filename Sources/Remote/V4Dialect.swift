@@ -21,7 +21,7 @@ package struct V4Dialect: Dialect {
         var body: [UInt8]? = nil
         switch change.kind {
         case .create:
-            url = Wire.percentEncoded(change.set)
+            url = change.parent?.url ?? Wire.percentEncoded(change.set)
             let set = try store.set(change.set)
             var props = try Wire.properties(change, store: store)
             for name in change.serviceAssigned { props[name] = nil }
@@ -32,10 +32,14 @@ package struct V4Dialect: Dialect {
             ValueJSON(schema: store.schema).write(props, properties: set.type.properties, select: select, to: &text)
             body = Array(text.utf8)
         case .update, .replace:
-            url = try entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store)
+            url =
+                try change.parent?.url
+                ?? entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store)
             body = change.body.map { Array($0.utf8) } ?? Array("{}".utf8)
         case .delete:
-            url = try entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store)
+            url =
+                try change.parent?.url
+                ?? entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store)
         }
         var headers = Wire.customHeaders(change)
         headers.append(("Repeatability-Request-ID", change.repeatabilityID.description))

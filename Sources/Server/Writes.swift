@@ -82,6 +82,10 @@ struct Writes {
             } catch let e as EntityError {
                 throw e
             } catch {
+                // `Set(key)/Navigation`: a create under an entity (the `$1/Items` of a change set).
+                if method == .post, let create = try navigationCreate(store, resource: resource, body: body) {
+                    return create
+                }
                 // Not an entity set, not one entity: a navigation path, or an error in the path.
                 _ = try store.explain(resource)
                 throw ODataFailure(
@@ -119,6 +123,45 @@ struct Writes {
         case (_, _?):
             throw ODataFailure.methodNotAllowed(method, "an entity", allow: "GET, PATCH, PUT, DELETE")
         }
+    }
+
+    /// `POST Set(key)/Navigation`: a create in the navigation's target set, related to the entity
+    /// `Set(key)` — its foreign key to that entity (the navigation's referential constraint, or
+    /// its partner's) set from the entity's key in the path, whatever the body says of it (OData
+    /// 4.01 Part 1 §11.4.2.1, V2 the same). Nil when `resource` is not of that form; a failure for
+    /// a navigation without a referential constraint on the entity's key (the relationship could
+    /// not be kept). The entity is not looked up: an earlier request of the same change set may
+    /// have made it.
+    static func navigationCreate(_ store: OfflineStore, resource: String, body: [UInt8]) throws -> WriteOp? {
+        let path = resource.removingPercentEncoding ?? resource
+        guard let slash = path.lastIndex(of: "/"), path[..<slash].hasSuffix(")") else { return nil }
+        let name = String(path[path.index(after: slash)...])
+        guard let (parentSet, parentKey) = try? store.parseEntityPath(String(path[..<slash])),
+            let parentType = store.schema.entityType(ofSet: parentSet),
+            let nav = parentType.navigationProperties.first(where: { $0.name == name }),
+            let target = store.schema.targetSet(of: nav, from: parentSet),
+            let targetType = store.schema.entityType(ofSet: target)
+        else { return nil }
+        var constraints = nav.principalConstraints
+        if constraints.isEmpty, let partner = nav.partner,
+            let back = targetType.navigationProperties.first(where: { $0.name == partner })
+        {
+            constraints = back.dependentConstraints
+        }
+        // The foreign key is the entity's key, read from the path (the entity may have been made by
+        // an earlier request of the same change set, not committed yet).
+        let keyOf = Dictionary(uniqueKeysWithValues: zip(parentType.key, parentKey))
+        guard !constraints.isEmpty, constraints.allSatisfy({ keyOf[$0.referencedProperty] != nil }) else {
+            throw ODataFailure(
+                .notImplemented,
+                "POST to \(parentSet)(…)/\(name): the navigation has no referential constraint on \(parentSet)'s key, so the relationship could not be kept; create in \(target) and link it"
+            )
+        }
+        let json =
+            V2Dialect.applies(to: store) && !body.isEmpty ? try V2Dialect.body(body, set: target, store: store) : body
+        var entity = try store.properties(set: target, json: json)
+        for c in constraints { entity[c.property] = keyOf[c.referencedProperty] }
+        return .create(set: target, entity: entity)
     }
 
     /// Applies one write inside a served transaction and builds its response: 201 with the entity

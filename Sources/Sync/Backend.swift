@@ -41,16 +41,24 @@ package struct BackendCapabilities: Sendable, Hashable {
     /// defaults (V2: SAP Gateway refuses what it computes) — rather than the whole entity with
     /// nulls where unset (V4).
     package var createCarriesOnlySetProperties: Bool
+    /// Whether a request in a change set can name the entity an earlier create of the same change
+    /// set made, by its `Content-ID` (`$1`, `$1/Items`): a create whose key the service assigns
+    /// and what needs its key then go in one change set (`StoreConfiguration.contentIDReferences`).
+    package var contentIDReferences: Bool
 
-    package init(dependenciesAcrossGroups: Bool, createCarriesOnlySetProperties: Bool) {
+    package init(dependenciesAcrossGroups: Bool, createCarriesOnlySetProperties: Bool, contentIDReferences: Bool) {
         self.dependenciesAcrossGroups = dependenciesAcrossGroups
         self.createCarriesOnlySetProperties = createCarriesOnlySetProperties
+        self.contentIDReferences = contentIDReferences
     }
 
-    /// An OData V4 service.
-    package static let v4 = BackendCapabilities(dependenciesAcrossGroups: true, createCarriesOnlySetProperties: false)
-    /// An OData V2 service (SAP Gateway).
-    package static let v2 = BackendCapabilities(dependenciesAcrossGroups: false, createCarriesOnlySetProperties: true)
+    /// An OData V4 service (OData 4.01 Part 1 §11.7.7.1: a change set's requests may reference
+    /// an entity an earlier one created by `$` and its Content-ID).
+    package static let v4 = BackendCapabilities(
+        dependenciesAcrossGroups: true, createCarriesOnlySetProperties: false, contentIDReferences: true)
+    /// An OData V2 service (SAP Gateway): Content-ID references only where configured.
+    package static let v2 = BackendCapabilities(
+        dependenciesAcrossGroups: false, createCarriesOnlySetProperties: true, contentIDReferences: false)
 }
 
 /// One queued request as it goes to the service: what it means, not how the dialect writes it.
@@ -92,6 +100,11 @@ package struct OutgoingChange: Sendable {
     package var dependsOn: [String]
     /// Whether the entity's key is a local one the service replaces with its own.
     package var localKey: Bool
+    /// The entity an earlier create of the same change set made, which this change addresses by
+    /// that create's `id` (its Content-ID) because the service has not given its key yet: the
+    /// change goes to `$<id>` (a change of that very entity) or, for a create under it, to
+    /// `$<id>/<navigation>` — its foreign key to the parent left out (in `serviceAssigned`).
+    package var parent: ContentIDReference?
 
     package init(
         kind: Kind, set: String, key: [Value], keyText: String, body: String?, serviceAssigned: Set<String> = [],
@@ -104,6 +117,20 @@ package struct OutgoingChange: Sendable {
         (self.customHeaders, self.group, self.id, self.dependsOn, self.localKey) =
             (customHeaders, group, id, dependsOn, localKey)
     }
+}
+
+/// A reference to the entity an earlier create of the same change set made (`OutgoingChange.parent`).
+package struct ContentIDReference: Sendable, Hashable {
+    /// The create's `OutgoingChange.id` (its Content-ID).
+    package var change: String
+    /// The navigation property from that entity to this one (a create under it); nil for a change
+    /// of that entity itself.
+    package var navigation: String?
+
+    package init(change: String, navigation: String?) { (self.change, self.navigation) = (change, navigation) }
+
+    /// `$<change>` or `$<change>/<navigation>`.
+    package var url: String { "$" + change + (navigation.map { "/" + $0 } ?? "") }
 }
 
 /// Where to read one entity.

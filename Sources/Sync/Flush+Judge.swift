@@ -83,7 +83,8 @@ extension Flush {
     func mismatch(_ round: [Outgoing], _ answers: [ChangeAnswer]) -> String? {
         for (o, answer) in zip(round, answers) where answer.isSuccess {
             let r = o.record
-            guard let json = answer.entity, !(r.method == .create && r.localKey), r.method != .delete,
+            guard let json = answer.entity, !(r.method == .create && r.localKey), o.change.parent == nil,
+                r.method != .delete,
                 let set = try? store.set(r.entitySet)
             else { continue }
             // The key properties only (the rest is skipped, as `ServerNotes` lets it be).
@@ -170,7 +171,9 @@ extension Flush {
                 // The answer is the whole entity only for a create or a PUT, or a PATCH answered with
                 // a representation; its key must be the request's unless the key was local.
                 let key = try set.keyValues(image!)
-                if try set.encodeKey(key) != r.keyBytes && !(r.method == .create && r.localKey) {
+                if try set.encodeKey(key) != r.keyBytes && !(r.method == .create && r.localKey)
+                    && o.change.parent == nil
+                {
                     return .stop(
                         "request \(r.id): the service answered with the entity \(r.entitySet)(\(set.describeKey(key))), not \(r.entitySet)(\(r.entityKey))"
                     )

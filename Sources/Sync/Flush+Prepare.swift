@@ -30,6 +30,10 @@ extension Flush {
             let etag = p.ifMatch ? try etags.get(t.reader, set: r.entitySet, keyBytes: r.keyBytes) : nil
             var change = try Self.change(r, queue: queue, etag: etag)
             change.group = p.group
+            if let reference = p.reference {
+                change.parent = ContentIDReference(change: String(reference.parent), navigation: reference.navigation)
+                change.serviceAssigned.formUnion(reference.omit)
+            }
             change.dependsOn = dependsOn(p, earlier: out, position: position)
             position[p.id] = out.count
             out.append(Outgoing(record: r, change: change, before: before))

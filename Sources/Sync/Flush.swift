@@ -190,6 +190,7 @@ package struct Flush: Sendable {
             // leaves requests marked sent and not sent, as a crash there always could: the next
             // flush sends them, as it sends any request marked sent. A cancellation lets the round
             // on its way come back and be settled, and throws `CancellationError` then.
+            report.archived += try await refuseChangeSetsThatCannotGoWhole().count
             var round = try await prepare()
             // The round before `round`: answered, judged all successful, not yet settled.
             var answered: (round: [Outgoing], verdicts: [Verdict])? = nil

@@ -20,6 +20,9 @@ extension Flush {
         var group: String?
         var predecessors: [Int64]
         var ifMatch: Bool
+        /// A create earlier in its change set whose key the service assigns, named by its
+        /// Content-ID (`ContentIDReference`): nil for most.
+        var reference: ParentReference? = nil
     }
 
     /// The next round, in order (see `Flush` and `PlannedRequest`).
@@ -216,7 +219,9 @@ extension Flush {
             let group = "t\(first.id)"
             admit(
                 stage.map {
-                    PlannedRequest(id: $0.id, group: group, predecessors: $0.predecessors, ifMatch: $0.ifMatch)
+                    PlannedRequest(
+                        id: $0.id, group: group, predecessors: $0.predecessors, ifMatch: $0.ifMatch,
+                        reference: $0.reference)
                 })
         }
 
@@ -233,6 +238,12 @@ extension Flush {
 
         /// Those of `members` that can go now, in order, with their group still to be named; empty
         /// when a member waits on a request outside the change set that is not in the round.
+        ///
+        /// A member that needs the key of a create earlier in the change set whose key the service
+        /// assigns goes along naming it by its Content-ID where the service resolves such
+        /// references and the member can (`Flush.reference`). Where it cannot, the change set
+        /// waits whole — the flush's start refuses it (`refuseChangeSetsThatCannotGoWhole`) — or,
+        /// with `splitTransactions`, goes without that member, which follows after the answer.
         mutating func stage(_ members: [RequestRecord]) throws -> [PlannedRequest] {
             let memberIDs = Set(members.map(\.id))
             var stage: [PlannedRequest] = []
@@ -244,11 +255,23 @@ extension Flush {
                 }) {
                     return []
                 }
-                if try canGo(after: preds, staged: staged) {
+                // Creates of this change set, staged before it, whose key the service assigns.
+                let parents = try preds.filter { staged.contains($0) }.filter { try isLocalCreate($0) }
+                var reference: ParentReference? = nil
+                if let p = parents.first, parents.count == 1, options.capabilities.contentIDReferences,
+                    let parent = try record(p)
+                {
+                    reference = Flush.reference(from: m, to: parent, schema: queue.store.schema)
+                }
+                let others = reference == nil ? preds : preds.filter { !parents.contains($0) }
+                if try canGo(after: others, staged: staged) {
                     stage.append(
                         PlannedRequest(
-                            id: m.id, group: nil, predecessors: preds, ifMatch: !followsInRound(m, staged: staged)))
+                            id: m.id, group: nil, predecessors: preds, ifMatch: !followsInRound(m, staged: staged),
+                            reference: reference))
                     staged.insert(m.id)
+                } else if !queue.store.configuration.splitTransactions && m.status == .pending {
+                    return []  // never a part of it
                 }
             }
             return stage

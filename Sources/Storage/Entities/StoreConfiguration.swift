@@ -69,6 +69,18 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// applied twice. The property must be a string of at least 32 characters or a GUID, not a
     /// key and not computed; it is the store's, so choose one kept for a client reference.
     public var createMarkers: [String: String] = [:]
+    /// Whether the service resolves `$<Content-ID>` references inside a change set
+    /// (`"contentIDReferences"`; nil, the default: yes for OData V4, which requires it, no for V2,
+    /// where SAP Gateway services differ). With them, a transaction holding a create whose key the
+    /// service assigns and a request that needs that key (an item under its new header) goes as
+    /// one change set: the item is created under `$<id>/<navigation>`. Without them such a
+    /// transaction is refused whole at flush (ErrorArchive) unless `splitTransactions`.
+    public var contentIDReferences: Bool?
+    /// Whether flush may send a transaction in two round trips when it cannot go as one change
+    /// set (`"splitTransactions"`, default false): the part that needs a key the service assigns
+    /// goes after the answer that brings it — not atomic: a refusal of the second part leaves the
+    /// first applied. Off, such a transaction is refused whole, never half applied.
+    public var splitTransactions = false
 
     /// The `"timeouts"` member: see `timeouts`.
     public struct Timeouts: Sendable, Hashable {
@@ -247,6 +259,9 @@ public struct StoreConfiguration: Sendable, Hashable {
                     out[set] = property
                 }
                 createMarkers = out
+            case ("contentIDReferences", .bool(let b)): contentIDReferences = b
+            case ("contentIDReferences", .null): contentIDReferences = nil
+            case ("splitTransactions", .bool(let b)): splitTransactions = b
             case ("createMarkers", _):
                 throw .badInput("configuration: createMarkers must be an object of entity sets and property names")
             default:
@@ -286,6 +301,8 @@ public struct StoreConfiguration: Sendable, Hashable {
         if requestHistory != Self.defaultRequestHistory {
             members.append(("requestHistory", .number(String(requestHistory))))
         }
+        if let contentIDReferences { members.append(("contentIDReferences", .bool(contentIDReferences))) }
+        if splitTransactions { members.append(("splitTransactions", .bool(true))) }
         if !createMarkers.isEmpty {
             members.append(
                 ("createMarkers", .object(createMarkers.keys.sorted().map { ($0, .string(createMarkers[$0]!)) })))

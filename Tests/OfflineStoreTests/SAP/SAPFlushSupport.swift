@@ -10,7 +10,9 @@ enum SAPFlush {
 
     /// A store made from GWSAMPLE_BASIC's own `$metadata`, `SG_Sales` and `SG_Product` defined,
     /// refreshed.
-    static func store(_ sap: MockSAP, createMarkers: [String: String] = [:]) async throws -> OfflineStore {
+    static func store(
+        _ sap: MockSAP, createMarkers: [String: String] = [:], contentIDReferences: Bool? = nil
+    ) async throws -> OfflineStore {
         let metadata = try await sap.metadata(service)
         var configuration = StoreConfiguration(
             serviceRoot: sap.root(service),
@@ -21,6 +23,7 @@ enum SAPFlush {
                 DefiningRequest(name: "SG_Product", url: "ProductSet"),
             ])
         configuration.createMarkers = createMarkers
+        configuration.contentIDReferences = contentIDReferences
         let store = try OfflineStore.create(
             at: tempDir() + "/sap-flush", metadata: Array(metadata.utf8), configuration: configuration)
         let report = try await store.refresh()

@@ -1,3 +1,4 @@
+import Dispatch
 import LMDB
 import Query
 import Synchronization
@@ -51,7 +52,10 @@ final class ObservationHub: Sendable {
             guard let executor else { return try run() }
             let outcome = Mutex<Result<Snapshot, any Error>?>(nil)
             let run = self.run
-            try await executor { outcome.withLock { $0 = Result { try run() } } }
+            try await executor {
+                let result = Result { try run() }
+                outcome.withLock { $0 = result }
+            }
             guard let result = outcome.withLock({ $0 }) else { throw CancellationError() }
             return try result.get()
         }
@@ -233,6 +237,16 @@ final class ObservationHub: Sendable {
             s.observed[id] = liveID
             return id
         }
+    }
+
+    /// `remove` from an observer's stream termination handler: soon, on a thread of its own, never
+    /// in the handler. A stream's handler runs inside the concurrency runtime's lock of the task
+    /// being cancelled; `publish` holds the hub's lock while it resumes that same task, which takes
+    /// that task's lock. Taken in the handler, the hub's lock stopped both threads, and with them a
+    /// `serve` whose streams ended while a result was published (both of the concurrency pool's
+    /// threads on two cores: nothing more was answered, not even SIGTERM).
+    func removeSoon(_ observer: Int) {
+        DispatchQueue.global().async { [self] in remove(observer) }
     }
 
     /// Removes an observer (again: nothing); its live query stops with its last observer.

@@ -51,7 +51,7 @@ extension OfflineStore {
             "entities\n" + url, query,
             ObservationHub.Observer(yield: { out.yield($0.entities) }, finish: { out.finish(throwing: $0) }),
             poll: otherProcessesEvery)
-        out.onTermination = { _ in hub.remove(id) }
+        out.onTermination = { _ in hub.removeSoon(id) }
         return results
     }
 
@@ -84,7 +84,7 @@ extension OfflineStore {
                 yield: { snapshot in (snapshot.event as? Event).map { _ = out.yield($0) } },
                 finish: { out.finish(throwing: $0) }),
             poll: otherProcessesEvery)
-        out.onTermination = { _ in hub.remove(id) }
+        out.onTermination = { _ in hub.removeSoon(id) }
         return results
     }
 

@@ -65,6 +65,16 @@ struct Batch {
             code: "TooManyWrites")
     }
 
+    /// 413 for a JSON batch of more reads than the multipart form's parts (`maxMultipartParts`,
+    /// where every read is a part of its own): past the answers' bound each answers 507 without
+    /// running, but a million of them took `serve` over ten minutes to answer.
+    static func tooManyReads() -> ODataFailure {
+        ODataFailure(
+            .contentTooLarge,
+            "this $batch holds more than \(maxMultipartParts) reads (GET, HEAD), the most one $batch may; send them in several batches. Nothing of this batch was run",
+            code: "TooManyReads")
+    }
+
     /// Whether `method` writes.
     static func writes(_ method: HTTPRequest.Method) -> Bool { method != .get && method != .head }
 

@@ -10,13 +10,14 @@ extension Batch {
     // MARK: Encoding
 
     /// Parses and checks the request: ids unique, methods known, groups adjacent, `dependsOn`
-    /// naming earlier requests or groups only, at most `maxWrites` writes (else 413).
+    /// naming earlier requests or groups only, at most `maxWrites` writes and `maxMultipartParts`
+    /// reads (else 413).
     static func parse(_ json: JSON, maxWrites: Int = .max) throws -> [Item] {
         guard case .array(let requests)? = json["requests"] else {
             throw ODataFailure(.badRequest, "a JSON batch is an object with a \"requests\" array")
         }
         var items: [Item] = []
-        var writeCount = 0
+        var writeCount = 0, readCount = 0
         var seen = Set<String>(), groups = Set<String>(), closedGroups = Set<String>()
         for (n, r) in requests.enumerated() {
             guard case .object = r else {
@@ -37,6 +38,9 @@ extension Batch {
             if writes(method) {
                 writeCount += 1
                 if writeCount > maxWrites { throw tooManyWrites(maxWrites) }
+            } else {
+                readCount += 1
+                if readCount > maxMultipartParts { throw tooManyReads() }
             }
             guard case .string(let url)? = r["url"] else {
                 throw ODataFailure(.badRequest, "request '\(QueryError.quoting(id))' has no \"url\"")

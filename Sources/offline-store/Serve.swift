@@ -37,8 +37,8 @@ struct Serve: ParsableCommand {
             is cut off and its read snapshot released; HTTP/1.0 without keep-alive and Connection: \
             close end after the answer; a malformed request (a bad chunk) answers 400. $batch takes \
             the JSON form (OData 4.01) and the multipart/mixed form (V4 §11.7, V2): at most 1,000 \
-            parts, and 1,000 in a change set, and at most --max-batch-writes writes (10,000; more: 413, \
-            nothing run). The answers of one $batch take at most --max-batch-response bytes (16M), \
+            parts, and 1,000 in a change set, and at most --max-batch-writes writes (10,000) and, in the JSON \
+            form, 1,000 reads (more: 413, nothing run). The answers of one $batch take at most --max-batch-response bytes (16M), \
             writes' answers included: a read past it answers 507 inside the batch, as does a write \
             unit (undone), and every unit after it. Queries, and live queries (Accept: \
             text/event-stream), run on --query-threads threads of their own (8); one client address \

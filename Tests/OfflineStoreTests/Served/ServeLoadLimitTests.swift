@@ -79,8 +79,8 @@ import Samples
 
     /// A `$batch` of more than `--max-batch-writes` writes — in the JSON form, or in the multipart
     /// form across change sets and top-level parts — is refused 413 before anything of it runs;
-    /// one of exactly that many is served.
-    @Test func aBatchOfTooManyWritesIsRefusedWhole() async throws {
+    /// one of exactly that many is served. So is a JSON batch of more than 1,000 reads.
+    @Test func aBatchOfTooManyWritesOrReadsIsRefusedWhole() async throws {
         let store = try ServeTests.sampleStore()
         let before = try Self.products(store)
         try await withServer(store, extra: ["--max-batch-writes", "5"]) { http, _ in
@@ -106,6 +106,16 @@ import Samples
             let refusedMultipart = try await MultipartBatchServeTests.post(http, multipart)
             #expect(refusedMultipart.status == 413, "\(refusedMultipart.status) \(refusedMultipart.text)")
             #expect(try Self.products(store) == before, "a refused batch created something")
+            // Reads: at most 1,000 in the JSON form, as the multipart form's parts.
+            func reads(_ n: Int) -> String {
+                #"{"requests":["#
+                    + (0..<n).map { #"{"id":"g\#($0)","method":"GET","url":"Products/$count"}"# }
+                    .joined(separator: ",") + "]}"
+            }
+            let tooManyReads = try await http.send(.POST, "$batch", body: reads(1_001))
+            #expect(tooManyReads.status == 413, "\(tooManyReads.status) \(tooManyReads.text.prefix(300))")
+            #expect(tooManyReads.text.contains("more than 1000 reads"), "\(tooManyReads.text.prefix(300))")
+            #expect(try await http.send(.POST, "$batch", body: reads(1_000)).status == 200)
             let served = try await http.send(.POST, "$batch", body: json(5, "K"))
             #expect(served.status == 200)
             let statuses = (served.object["responses"] as? [[String: Any]] ?? []).map { $0["status"] as? Int ?? 0 }

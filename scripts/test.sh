@@ -30,9 +30,11 @@ sh scripts/check-doc-snippets.sh
 # and long property tests) and external (flush and refresh against odatapy).
 # ConnectionLimitTests measures serve's CPU while it holds idle connections: it runs alone after
 # the others, on a quiet machine (beside every other suite a loaded serve's own work looked like a
-# spin, and its answers came late).
-TEST_TIER=all swift test --skip-build --skip ConnectionLimitTests
+# spin, and its answers came late). ServeLoadSoakTests times $metadata and writes beside live
+# queries and streams, against a control in the same run: it too runs alone, after it.
+TEST_TIER=all swift test --skip-build --skip "ConnectionLimitTests|ServeLoadSoakTests"
 TEST_TIER=soak swift test --skip-build --filter ConnectionLimitTests
+TEST_TIER=soak swift test --skip-build --filter ServeLoadSoakTests
 OFFLINE_STORE="$(swift build --show-bin-path)/offline-store" sh scripts/crosscheck.sh
 OFFLINE_STORE="$(swift build --show-bin-path)/offline-store" sh scripts/client-check.sh
 # The same client against an offline store's serve: writes queued for flush, no delta links.

@@ -1,3 +1,4 @@
+import Dispatch
 import LMDB
 import Query
 import Synchronization
@@ -22,6 +23,11 @@ final class ObservationHub: Sendable {
         var entities: [Properties]
         /// The answer as rendered (JSON), when the entities alone do not show all of it; nil else.
         var rendering: [UInt8]?
+        /// What the observers get, made once a run for all of them (`observeRendering`: a stream's
+        /// event, shared by every stream of the URL); not compared.
+        var event: (any Sendable)? = nil
+
+        static func == (a: Snapshot, b: Snapshot) -> Bool { a.entities == b.entities && a.rendering == b.rendering }
     }
 
     /// Where an observer's results go.
@@ -37,6 +43,22 @@ final class ObservationHub: Sendable {
         /// The one entity it reads, if it reads one.
         var entity: (dbi: UInt32, key: [UInt8])?
         var run: @Sendable () throws -> Snapshot
+        /// Where its runs happen: nil, on the live query's task (Swift's concurrency pool).
+        var executor: OfflineStore.LiveQueryExecutor? = nil
+
+        /// One run, on the executor when it has one. An executor that refuses the work (a server
+        /// shutting down) ends the live query with its error.
+        func evaluate() async throws -> Snapshot {
+            guard let executor else { return try run() }
+            let outcome = Mutex<Result<Snapshot, any Error>?>(nil)
+            let run = self.run
+            try await executor {
+                let result = Result { try run() }
+                outcome.withLock { $0 = result }
+            }
+            guard let result = outcome.withLock({ $0 }) else { throw CancellationError() }
+            return try result.get()
+        }
     }
 
     /// A live query: touched only under the hub's lock.
@@ -217,6 +239,16 @@ final class ObservationHub: Sendable {
         }
     }
 
+    /// `remove` from an observer's stream termination handler: soon, on a thread of its own, never
+    /// in the handler. A stream's handler runs inside the concurrency runtime's lock of the task
+    /// being cancelled; `publish` holds the hub's lock while it resumes that same task, which takes
+    /// that task's lock. Taken in the handler, the hub's lock stopped both threads, and with them a
+    /// `serve` whose streams ended while a result was published (both of the concurrency pool's
+    /// threads on two cores: nothing more was answered, not even SIGTERM).
+    func removeSoon(_ observer: Int) {
+        DispatchQueue.global().async { [self] in remove(observer) }
+    }
+
     /// Removes an observer (again: nothing); its live query stops with its last observer.
     func remove(_ observer: Int) {
         let stopped = state.withLock { s -> Stopped in
@@ -243,7 +275,7 @@ final class ObservationHub: Sendable {
                 }
                 guard live else { return }
                 do {
-                    let now = try query.run()
+                    let now = try await query.evaluate()
                     publish(id, now, changed: now != last)
                     last = now
                 } catch {

@@ -51,7 +51,7 @@ extension OfflineStore {
             "entities\n" + url, query,
             ObservationHub.Observer(yield: { out.yield($0.entities) }, finish: { out.finish(throwing: $0) }),
             poll: otherProcessesEvery)
-        out.onTermination = { _ in hub.remove(id) }
+        out.onTermination = { _ in hub.removeSoon(id) }
         return results
     }
 
@@ -59,26 +59,48 @@ extension OfflineStore {
     /// `options` (no server-driven paging), kept up to date as `observe` keeps its entities: the
     /// first element now, another after each commit that changed the rendering — an entity, an
     /// expanded one, or an ETag the answer carries (`options.etags`), even of a property a
-    /// `$select` leaves out. Streams of one URL with the same options share each run and its one
-    /// rendering. An answer over `limit` bytes ends the stream with `LiveRenderingTooLarge`.
+    /// `$select` leaves out. Each element is `event` of the rendering, made once a run: streams of
+    /// one URL with the same options share each run, its one rendering and its one event. The runs
+    /// (the query, the rendering and `event`) happen on `executor` when given, else on Swift's
+    /// concurrency pool. An answer over `limit` bytes ends the stream with `LiveRenderingTooLarge`.
+    package func observeRendering<Event: Sendable>(
+        _ url: String, options: ResultOptions, limit: Int, executor: LiveQueryExecutor? = nil,
+        otherProcessesEvery: Duration = .milliseconds(100), event: @escaping @Sendable ([UInt8]) -> Event
+    ) throws -> AsyncThrowingStream<Event, any Error> {
+        let bound = try queries.bind(url)
+        let queries = self.queries
+        var query = try liveQuery(bound) {
+            let rendering = try Self.render(queries, url, options, limit: limit)
+            return ObservationHub.Snapshot(entities: [], rendering: rendering, event: event(rendering))
+        }
+        query.executor = executor
+        let (results, out) = AsyncThrowingStream<Event, any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let hub = observations
+        let key =
+            "rendering \(Event.self) \(options.serviceRoot ?? "") \(options.etags) \(options.verbose) \(limit)\n" + url
+        let id = hub.add(
+            key, query,
+            ObservationHub.Observer(
+                yield: { snapshot in (snapshot.event as? Event).map { _ = out.yield($0) } },
+                finish: { out.finish(throwing: $0) }),
+            poll: otherProcessesEvery)
+        out.onTermination = { _ in hub.removeSoon(id) }
+        return results
+    }
+
+    /// `observeRendering` whose elements are the renderings themselves.
     package func observeRendering(
         _ url: String, options: ResultOptions, limit: Int, otherProcessesEvery: Duration = .milliseconds(100)
     ) throws -> AsyncThrowingStream<[UInt8], any Error> {
-        let bound = try queries.bind(url)
-        let queries = self.queries
-        let query = try liveQuery(bound) {
-            ObservationHub.Snapshot(entities: [], rendering: try Self.render(queries, url, options, limit: limit))
-        }
-        let (results, out) = AsyncThrowingStream<[UInt8], any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let hub = observations
-        let key = "rendering \(options.serviceRoot ?? "") \(options.etags) \(options.verbose) \(limit)\n" + url
-        let id = hub.add(
-            key, query,
-            ObservationHub.Observer(yield: { out.yield($0.rendering ?? []) }, finish: { out.finish(throwing: $0) }),
-            poll: otherProcessesEvery)
-        out.onTermination = { _ in hub.remove(id) }
-        return results
+        try observeRendering(url, options: options, limit: limit, otherProcessesEvery: otherProcessesEvery) { $0 }
     }
+
+    /// Runs a live query's work (`observeRendering`) away from Swift's concurrency pool: `serve`
+    /// hands it to its query threads, as it does a plain read's, so scans run again after each
+    /// commit never hold the pool's few threads, which answer everything else (issue 37, F9: four
+    /// live scans made `$metadata` wait 3–8 s). It runs `work` once and returns when it has run;
+    /// what it throws (a server shutting down) ends the live query with that error.
+    package typealias LiveQueryExecutor = @Sendable (_ work: @escaping @Sendable () -> Void) async throws -> Void
 
     /// A live query of `bound`: what it reads, and `run`.
     private func liveQuery(

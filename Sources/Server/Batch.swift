@@ -47,7 +47,36 @@ struct Batch {
         var body: [UInt8]
         /// `Set(key)` of the entity a create made, for `$id` references.
         var entityURL: String?
+
+        /// What it takes of the batch's answer, at most: its body, its headers, and `framing`.
+        var size: Int { body.count + headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count + 6 } + Self.framing }
+
+        /// What either form puts around one answer, at most, besides its headers and the request's
+        /// id: a multipart part's delimiter, MIME headers, status line and `Content-Length`, a
+        /// change set's own delimiters; the keys of a JSON answer.
+        static let framing = 256
     }
+
+    /// 413 for a batch of more than `max` writes.
+    static func tooManyWrites(_ max: Int) -> ODataFailure {
+        ODataFailure(
+            .contentTooLarge,
+            "this $batch holds more than \(max) writes (POST, PATCH, MERGE, PUT, DELETE), the most one $batch may (serve --max-batch-writes \(max)); send them in several batches. Nothing of this batch was run",
+            code: "TooManyWrites")
+    }
+
+    /// 413 for a JSON batch of more reads than the multipart form's parts (`maxMultipartParts`,
+    /// where every read is a part of its own): past the answers' bound each answers 507 without
+    /// running, but a million of them took `serve` over ten minutes to answer.
+    static func tooManyReads() -> ODataFailure {
+        ODataFailure(
+            .contentTooLarge,
+            "this $batch holds more than \(maxMultipartParts) reads (GET, HEAD), the most one $batch may; send them in several batches. Nothing of this batch was run",
+            code: "TooManyReads")
+    }
+
+    /// Whether `method` writes.
+    static func writes(_ method: HTTPRequest.Method) -> Bool { method != .get && method != .head }
 
     struct Failed: Error {
         var index: Int
@@ -61,7 +90,7 @@ struct Batch {
         try Negotiation.requireJSONBody(request)
         try Negotiation.requireJSON(request)
         let raw = Array(try await request.collectBody(upTo: service.options.maxRequestBytes).readableBytesView)
-        let items = try Self.parse(try JSON.parse(raw))
+        let items = try Self.parse(try JSON.parse(raw), maxWrites: service.options.maxBatchWrites)
         let (answers, headers) = try await run(items, request, referencesAcrossUnits: true)
         return Response.json(Self.render(items, answers), headers: headers)
     }
@@ -79,9 +108,11 @@ struct Batch {
         let prefer = Prefer(request.headers[.prefer])
         let transactions = store.isOffline ? try Self.groupTransactions(items) : [:]
 
-        // What the answers take so far: a read past `maxBatchResponseBytes` answers 507 instead,
-        // and so does every read after it, without running (else each would build most of an
-        // answer only to drop it).
+        // What the answers take so far (`Answer.size`): a read or a write unit past
+        // `maxBatchResponseBytes` answers 507 instead (a write unit is undone), and so does every
+        // unit after it, without running (else each would build most of an answer only to drop
+        // it, and 100,000 creates answered 69 MB past a 16M bound).
+        let limit = service.options.maxBatchResponseBytes
         var spent = 0
         var exhausted = false
         var answers = [Answer?](repeating: nil, count: items.count)
@@ -110,13 +141,13 @@ struct Batch {
                 do {
                     answers[i] = try await read(
                         items[i], root: root, resolving: referencesAcrossUnits ? Self.references(answers, items) : [:],
-                        budget: exhausted ? 0 : max(0, service.options.maxBatchResponseBytes - spent))
+                        budget: exhausted ? 0 : max(0, limit - spent - Answer.framing - 128))
                 } catch {
                     answers[i] = Self.answer(ODataFailure(error), v2: service.v2)
                     failedNames.insert(items[i].id)
                     if answers[i]!.status == 507 { exhausted = true }
                 }
-                spent += answers[i]!.body.count
+                spent += answers[i]!.size
                 i = j
                 continue
             }
@@ -130,10 +161,12 @@ struct Batch {
                 units.append(k..<e)
                 k = e
             }
-            let outcomes = await writeRun(
+            let (outcomes, refused) = await writeRun(
                 units, items, root: root, transactions: transactions, failedBefore: failedNames,
                 references: referencesAcrossUnits ? Self.references(answers, items) : nil,
-                repeatability: repeatability, representation: prefer.returnRepresentation)
+                repeatability: repeatability, representation: prefer.returnRepresentation,
+                budget: exhausted ? 0 : max(0, limit - spent))
+            exhausted = exhausted || refused
             for (unit, outcome) in zip(units, outcomes) {
                 let unitName = items[unit.lowerBound].group ?? items[unit.lowerBound].id
                 switch outcome {
@@ -152,7 +185,7 @@ struct Batch {
                     }
                     for (index, a) in zip(unit, unitAnswers) {
                         answers[index] = a
-                        spent += a.body.count
+                        spent += a.size
                     }
                 case .blocked(let name):
                     for index in unit {
@@ -177,6 +210,7 @@ struct Batch {
                     }
                     failedNames.insert(unitName)
                 }
+                for index in unit where outcome.isFailure { spent += answers[index]!.size }
             }
             i = k
         }
@@ -254,6 +288,11 @@ struct Batch {
         case blocked(String)
         /// Nothing of it applied: the request at `Failed.index` failed.
         case failed(Failed)
+
+        var isFailure: Bool {
+            if case .applied = self { return false }
+            return true
+        }
     }
 
     /// A unit refused without running, for depending on `name`, which failed.
@@ -265,9 +304,15 @@ struct Batch {
     final class RunProgress: @unchecked Sendable {
         var failed: [Set<String>]
         var entityURLs: [[String: String]]
+        /// What each unit's answers take (`Answer.size`), when it was applied or replayed.
+        var bytes: [Int]
+        /// Whether each unit was refused for the answers' bound (507, undone).
+        var refused: [Bool]
         init(count: Int) {
             failed = Array(repeating: [], count: count)
             entityURLs = Array(repeating: [:], count: count)
+            bytes = Array(repeating: 0, count: count)
+            refused = Array(repeating: false, count: count)
         }
     }
 
@@ -278,14 +323,20 @@ struct Batch {
     /// A unit whose `dependsOn` names a request or group that failed — before the run
     /// (`failedBefore`) or in it — is not run. `references`: the entities earlier requests
     /// created, for `$id` across units (JSON batch), or nil when a reference names only its own
-    /// unit (a multipart change set).
+    /// unit (a multipart change set). A unit whose answers would take the run past `budget`
+    /// bytes is undone and answers 507, as does every unit after it, without running; the second
+    /// value says whether that happened.
     private func writeRun(
         _ units: [Range<Int>], _ items: [Item], root: String, transactions: [String: String],
         failedBefore: Set<String>,
-        references: [String: String]?, repeatability: Repeatability?, representation: Bool?
-    ) async -> [UnitOutcome] {
+        references: [String: String]?, repeatability: Repeatability?, representation: Bool?, budget: Int
+    ) async -> (outcomes: [UnitOutcome], refused: Bool) {
         let store = self.store
         let progress = RunProgress(count: units.count)
+        let tooLarge = ODataFailure(
+            .init(code: 507, reasonPhrase: "Insufficient Storage"),
+            "the answers of this $batch would pass \(service.options.maxBatchResponseBytes) bytes (serve --max-batch-response): this change was not applied; send it in another batch"
+        )
         var served: [OfflineStore.ServedUnit] = []
         var perRequest: [Bool] = []
         for (u, range) in units.enumerated() {
@@ -307,12 +358,15 @@ struct Batch {
                 case .success(let (response, _)):
                     progress.failed[u] = []
                     progress.entityURLs[u] = [:]
+                    progress.bytes[u] = 0
                     for (item, answer) in zip(unit, (try? Self.decodeAnswers(response.body)) ?? []) {
                         if let url = answer.entityURL { progress.entityURLs[u][item.id] = url }
+                        progress.bytes[u] += answer.size
                     }
                 case .failure:
                     progress.failed[u] = names
                     progress.entityURLs[u] = [:]
+                    progress.bytes[u] = 0
                 }
             }
             // A write unit is repeatable by the batch's Repeatability-Request-ID (recorded per
@@ -343,6 +397,9 @@ struct Batch {
                 OfflineStore.ServedUnit(
                     repeatabilityID: unitRepeatability, fingerprint: fingerprint,
                     body: { tx in
+                        // The bound met before: not run.
+                        progress.refused[u] = budget <= 0 || progress.refused[..<u].contains(true)
+                        if progress.refused[u] { throw Failed(index: startIndex, failure: tooLarge) }
                         if let refusedHeader { throw refusedHeader }
                         let earlier = progress.failed[..<u]
                         if let blocked = dependsOn.first(where: { name in
@@ -367,11 +424,16 @@ struct Batch {
                                 throw Failed(index: startIndex + offset, failure: ODataFailure(error))
                             }
                         }
+                        let spent = progress.bytes[..<u].reduce(0, +)
+                        if spent + answers.reduce(0, { $0 + $1.size }) > budget {
+                            progress.refused[u] = true
+                            throw Failed(index: startIndex, failure: tooLarge)
+                        }
                         return RecordedResponse(status: 200, headers: [], body: Self.encodeAnswers(answers))
                     }, settled: settled))
         }
         let results = await store.servedAll(served)
-        return zip(units, results).enumerated().map { u, pair in
+        let outcomes = zip(units, results).enumerated().map { u, pair -> UnitOutcome in
             let (range, result) = pair
             switch result {
             case .success(let (recorded, replayed)):
@@ -390,6 +452,7 @@ struct Batch {
                 return .failed(Failed(index: range.lowerBound, failure: ODataFailure(error)))
             }
         }
+        return (outcomes, progress.refused.contains(true))
     }
 
     /// One write of a unit, inside its served transaction: its answer, and the entity URL a
@@ -456,182 +519,5 @@ struct Batch {
             given[group] = given[group] ?? (id, item.id)
         }
         return given.mapValues(\.id)
-    }
-
-    // MARK: Encoding
-
-    /// Parses and checks the request: ids unique, methods known, groups adjacent, `dependsOn`
-    /// naming earlier requests or groups only.
-    static func parse(_ json: JSON) throws -> [Item] {
-        guard case .array(let requests)? = json["requests"] else {
-            throw ODataFailure(.badRequest, "a JSON batch is an object with a \"requests\" array")
-        }
-        var items: [Item] = []
-        var seen = Set<String>(), groups = Set<String>(), closedGroups = Set<String>()
-        for (n, r) in requests.enumerated() {
-            guard case .object = r else {
-                throw ODataFailure(.badRequest, "request \(n + 1) of the batch is not an object")
-            }
-            guard case .string(let id)? = r["id"], !id.isEmpty else {
-                throw ODataFailure(.badRequest, "request \(n + 1) of the batch has no \"id\"")
-            }
-            guard seen.insert(id).inserted else {
-                throw ODataFailure(.badRequest, "request id '\(QueryError.quoting(id))' appears twice in the batch")
-            }
-            guard case .string(let m)? = r["method"], let method = HTTPRequest.Method(m.uppercased()),
-                [.get, .head, .post, .patch, .put, .delete].contains(method)
-            else {
-                throw ODataFailure(
-                    .badRequest, "request '\(QueryError.quoting(id))' has no method, or one this service does not take")
-            }
-            guard case .string(let url)? = r["url"] else {
-                throw ODataFailure(.badRequest, "request '\(QueryError.quoting(id))' has no \"url\"")
-            }
-            var headers: [(String, String)] = []
-            if let h = r["headers"] {
-                guard case .object(let members) = h else {
-                    throw ODataFailure(
-                        .badRequest, "the headers of request '\(QueryError.quoting(id))' are not an object")
-                }
-                for (name, value) in members {
-                    guard case .string(let v) = value else {
-                        throw ODataFailure(
-                            .badRequest,
-                            "header '\(QueryError.quoting(name))' of request '\(QueryError.quoting(id))' is not a string"
-                        )
-                    }
-                    headers.append((name, v))
-                }
-            }
-            var body: [UInt8] = []
-            switch r["body"] {
-            case nil, .null?: break
-            case .string(let s)?: body = Array(s.utf8)
-            case let v?: var text = ""; JSONWriter.write(v, to: &text); body = Array(text.utf8)
-            }
-            var group: String? = nil
-            if let g = r["atomicityGroup"] {
-                guard case .string(let name) = g, !name.isEmpty else {
-                    throw ODataFailure(
-                        .badRequest, "the atomicityGroup of request '\(QueryError.quoting(id))' is not a string")
-                }
-                if closedGroups.contains(name) {
-                    throw ODataFailure(
-                        .badRequest, "the requests of atomicity group '\(QueryError.quoting(name))' are not adjacent")
-                }
-                if seen.contains(name) && !groups.contains(name) {
-                    throw ODataFailure(
-                        .badRequest, "atomicity group '\(QueryError.quoting(name))' has the name of a request")
-                }
-                group = name
-            }
-            if let last = items.last?.group, last != group { closedGroups.insert(last) }
-            if let group { groups.insert(group) }
-            var dependsOn: [String] = []
-            if let d = r["dependsOn"] {
-                guard case .array(let names) = d else {
-                    throw ODataFailure(.badRequest, "dependsOn of request '\(QueryError.quoting(id))' is not an array")
-                }
-                for case .string(let name) in names {
-                    guard (seen.contains(name) && name != id) || (groups.contains(name) && name != group) else {
-                        throw ODataFailure(
-                            .badRequest,
-                            "request '\(QueryError.quoting(id))' depends on '\(QueryError.quoting(name))', which is not an earlier request or group"
-                        )
-                    }
-                    dependsOn.append(name)
-                }
-            }
-            items.append(
-                Item(id: id, method: method, url: url, headers: headers, body: body, group: group, dependsOn: dependsOn)
-            )
-        }
-        return items
-    }
-
-    static func render(_ items: [Item], _ answers: [Answer]) -> [UInt8] {
-        var out = JSONBuffer()
-        out.append("{\"responses\":[")
-        for (n, (item, a)) in zip(items, answers).enumerated() {
-            if n > 0 { out.append(UInt8(ascii: ",")) }
-            out.append("{\"id\":")
-            out.appendString(item.id)
-            if let g = item.group { out.append(",\"atomicityGroup\":"); out.appendString(g) }
-            out.append(",\"status\":")
-            out.appendInt(Int64(a.status))
-            out.append(",\"headers\":{")
-            for (k, (name, value)) in a.headers.enumerated() {
-                if k > 0 { out.append(UInt8(ascii: ",")) }
-                out.appendString(name.lowercased())
-                out.append(UInt8(ascii: ":"))
-                out.appendString(value)
-            }
-            out.append("}")
-            if !a.body.isEmpty {
-                out.append(",\"body\":")
-                let isJSON = a.headers.contains {
-                    $0.0.lowercased() == "content-type" && $0.1.hasPrefix("application/json")
-                }
-                if isJSON {
-                    var body = a.body
-                    while body.last == UInt8(ascii: "\n") { body.removeLast() }
-                    out.bytes.append(contentsOf: body)
-                } else {
-                    out.appendString(String(decoding: a.body, as: UTF8.self))
-                }
-            }
-            out.append("}")
-        }
-        out.append("]}\n")
-        return out.bytes
-    }
-
-    /// A unit's answers as the body of its recorded response: a JSON array of
-    /// `{"status","headers":[[name,value]…],"body":"<base64>","entity":url}`.
-    static func encodeAnswers(_ answers: [Answer]) -> [UInt8] {
-        var out = JSONBuffer()
-        out.append("[")
-        for (n, a) in answers.enumerated() {
-            if n > 0 { out.append(UInt8(ascii: ",")) }
-            out.append("{\"status\":")
-            out.appendInt(Int64(a.status))
-            out.append(",\"headers\":[")
-            for (k, (name, value)) in a.headers.enumerated() {
-                if k > 0 { out.append(UInt8(ascii: ",")) }
-                out.append("[")
-                out.appendString(name)
-                out.append(UInt8(ascii: ","))
-                out.appendString(value)
-                out.append("]")
-            }
-            out.append("],\"body\":")
-            out.appendString(Data(a.body).base64EncodedString())
-            if let url = a.entityURL { out.append(",\"entity\":"); out.appendString(url) }
-            out.append("}")
-        }
-        out.append("]")
-        return out.bytes
-    }
-
-    static func decodeAnswers(_ bytes: [UInt8]) throws -> [Answer] {
-        guard case .array(let list) = try JSON.parse(bytes) else {
-            throw ODataFailure(.internalServerError, "a recorded batch unit is not an array")
-        }
-        return try list.map { a in
-            guard case .number(let s)? = a["status"], let status = Int(s), case .array(let hs)? = a["headers"],
-                case .string(let b64)? = a["body"], let body = Data(base64Encoded: b64)
-            else {
-                throw ODataFailure(.internalServerError, "a recorded batch answer is malformed")
-            }
-            var headers: [(String, String)] = []
-            for case .array(let pair) in hs {
-                if pair.count == 2, case .string(let n) = pair[0], case .string(let v) = pair[1] {
-                    headers.append((n, v))
-                }
-            }
-            var url: String? = nil
-            if case .string(let u)? = a["entity"] { url = u }
-            return Answer(status: status, headers: headers, body: Array(body), entityURL: url)
-        }
     }
 }

@@ -48,7 +48,7 @@ extension Batch {
         let boundary = try Self.multipartBoundary(request.headers[.contentType] ?? "", of: "the $batch")
         try Negotiation.require(request, "multipart/mixed")
         let raw = Array(try await request.collectBody(upTo: service.options.maxRequestBytes).readableBytesView)
-        let batch = try Self.parseMultipart(raw, boundary: boundary)
+        let batch = try Self.parseMultipart(raw, boundary: boundary, maxWrites: service.options.maxBatchWrites)
         let (answers, extra) = try await run(batch.items, request, referencesAcrossUnits: false)
         // Lower-case boundaries: odatapy's client (5.3.0) lower-cases the Content-Type, boundary
         // included, before it splits the answer.
@@ -99,14 +99,19 @@ extension Batch {
     }
 
     /// Reads a multipart batch into items: each top-level request one item, each change set an
-    /// atomicity group named `changeset<n>` (made unique against every `Content-ID`).
-    static func parseMultipart(_ body: [UInt8], boundary: String) throws -> MultipartRequest {
+    /// atomicity group named `changeset<n>` (made unique against every `Content-ID`). Past
+    /// `maxWrites` writes it stops, refusing the batch (413).
+    static func parseMultipart(_ body: [UInt8], boundary: String, maxWrites: Int = .max) throws -> MultipartRequest {
         let parts = try multipartParts(body, boundary: boundary, of: "the multipart $batch")
         var units: [(changeSet: Bool, requests: [(contentID: String?, item: Item)])] = []
+        var writeCount = 0
         for (n, part) in parts.enumerated() {
             let place = "part \(n + 1) of the $batch"
             guard mediaType(part.header("content-type")) == "multipart/mixed" else {
-                units.append((false, [try multipartRequest(part, place)]))
+                let request = try multipartRequest(part, place)
+                if writes(request.item.method) { writeCount += 1 }
+                if writeCount > maxWrites { throw tooManyWrites(maxWrites) }
+                units.append((false, [request]))
                 continue
             }
             let what = "the change set in \(place)"
@@ -130,6 +135,8 @@ extension Batch {
                         .badRequest, "Content-ID '\(QueryError.quoting(id))' appears twice in \(what)")
                 }
                 requests.append(request)
+                writeCount += 1
+                if writeCount > maxWrites { throw tooManyWrites(maxWrites) }
             }
             units.append((true, requests))
         }

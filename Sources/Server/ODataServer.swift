@@ -37,10 +37,19 @@ public struct ServeOptions: Sendable {
     /// How long a response may take to be written, from its head to its end: a client that stops
     /// reading is disconnected after it, and the read snapshot the response holds is released.
     public var writeTimeout: Duration? = .seconds(120)
-    /// The answers of one `$batch` together take at most this many bytes: a read whose answer
-    /// would pass it answers 507 inside the batch, as does every read after it, without running
-    /// (the batch itself stays 200).
+    /// The answers of one `$batch` together take at most this many bytes (bodies, headers and
+    /// each answer's framing): a read whose answer would pass it answers 507 inside the batch, as
+    /// does a write unit (a change set, or a write outside one), which is then undone; every unit
+    /// after it answers 507 too, without running (the batch itself stays 200).
     public var maxBatchResponseBytes = 16 << 20
+    /// The writes (POST, PATCH, MERGE, PUT, DELETE) one `$batch` may hold, in change sets and
+    /// outside them: a batch with more is refused 413 before anything of it runs. A batch's write
+    /// units between two reads commit in one LMDB transaction, whose dirty pages, and the
+    /// answers, grow with them: 100,000 tiny creates took 342–372 MiB.
+    public var maxBatchWrites = 10_000
+    /// The live-query streams (`Accept: text/event-stream`) one client address may hold at once;
+    /// one more is refused 429. Behind a proxy every client has the proxy's address: raise it.
+    public var maxStreamsPerClient = 64
     /// Threads that run queries, apart from Swift's concurrency pool, so a long scan never delays
     /// `$metadata` or a write; queries beyond this many at once wait for a thread.
     public var queryThreads = 8

@@ -23,6 +23,8 @@ struct ODataService: Sendable {
     /// Gateway's CSRF protection, when on (`ServeOptions.csrfProtection`).
     let csrf: CSRF?
     let stats = AccessStats()
+    /// The live-query streams each client address holds (`LiveStream`).
+    let streams = StreamCounts()
 
     /// Whether the store is served in OData V2's dialect (`V2Dialect`): a store made from V2
     /// `$metadata`.
@@ -115,7 +117,7 @@ struct ODataService: Sendable {
         let url = query.isEmpty ? resource : resource + "?" + query
         switch method {
         case .get where LiveStream.wanted(request):
-            return try LiveStream(service: self).response(request, url: url, resource: resource)
+            return try LiveStream(service: self).response(request, url: url, resource: resource, peer: peer)
         case .get, .head:
             return try await Reads(service: self).get(request, url: url, resource: resource)
         case .post, .patch, .put, .delete:

@@ -37,8 +37,12 @@ struct Serve: ParsableCommand {
             is cut off and its read snapshot released; HTTP/1.0 without keep-alive and Connection: \
             close end after the answer; a malformed request (a bad chunk) answers 400. $batch takes \
             the JSON form (OData 4.01) and the multipart/mixed form (V4 §11.7, V2): at most 1,000 \
-            parts, and 1,000 in a change set. The answers of one $batch take at most \
-            --max-batch-response bytes (16M): a read past it answers 507 inside the batch. Queries run on --query-threads threads of their own (8). Links, \
+            parts, and 1,000 in a change set, and at most --max-batch-writes writes (10,000) and, in the JSON \
+            form, 1,000 reads (more: 413, nothing run). The answers of one $batch take at most --max-batch-response bytes (16M), \
+            writes' answers included: a read past it answers 507 inside the batch, as does a write \
+            unit (undone), and every unit after it. Queries, and live queries (Accept: \
+            text/event-stream), run on --query-threads threads of their own (8); one client address \
+            holds at most --max-streams-per-client live-query streams (64; more: 429). Links, \
             @odata.context and Location name --public-url, else the bound address, never the \
             client's Host header; an invalid Host answers 400.
             Example: offline-store serve --store s --port 8080
@@ -67,8 +71,12 @@ struct Serve: ParsableCommand {
     var writeTimeout: Double = 120
     @Option(help: "Bytes the answers of one $batch may take together (K, M, G suffixes; a read past it answers 507).")
     var maxBatchResponse = "16M"
-    @Option(help: "Threads that run queries, apart from the threads that answer everything else.") var queryThreads =
-        8
+    @Option(help: "Writes one $batch may hold, in change sets or not (more: 413, nothing of it run).")
+    var maxBatchWrites = 10_000
+    @Option(help: "Threads that run queries and live queries, apart from the threads that answer everything else.")
+    var queryThreads = 8
+    @Option(help: "Live-query streams (text/event-stream) one client address may hold at once (more: 429).")
+    var maxStreamsPerClient = 64
     @Option(help: "An offline store: refresh then flush every this many seconds, in the background.")
     var syncInterval: Double?
     @Option(help: "SAP Gateway's CSRF token check on writes: on or off (default: on for a V2 store, off for V4).")
@@ -92,6 +100,12 @@ struct Serve: ParsableCommand {
                 throw CLIError("--sync-interval must be a number of seconds from 0.1 to 86400")
             }
             guard (1...256).contains(queryThreads) else { throw CLIError("--query-threads must be 1…256") }
+            guard (1...1_000_000).contains(maxBatchWrites) else {
+                throw CLIError("--max-batch-writes must be 1…1000000")
+            }
+            guard (1...100_000).contains(maxStreamsPerClient) else {
+                throw CLIError("--max-streams-per-client must be 1…100000")
+            }
             let batchBytes = try parseSize(maxBatchResponse, zeroAllowed: false)
             let publicRoot = try publicURL.map { url in
                 do { return try ServeOptions.validatedPublicURL(url) } catch {
@@ -118,6 +132,8 @@ struct Serve: ParsableCommand {
             serve.writeTimeout = .milliseconds(Int64(writeTimeout * 1000))
             serve.maxBatchResponseBytes = batchBytes
             serve.queryThreads = queryThreads
+            serve.maxBatchWrites = maxBatchWrites
+            serve.maxStreamsPerClient = maxStreamsPerClient
             serve.syncInterval = syncInterval.map { .milliseconds(Int64($0 * 1000)) }
             switch csrf {
             case nil: break

@@ -17,20 +17,36 @@ final class RawConnection: @unchecked Sendable {
 
     struct Failed: Error, CustomStringConvertible { var description: String }
 
-    /// Connects to the host and port of `url` (`http://127.0.0.1:PORT/`).
-    init(_ url: String) throws {
-        let s = try Self.connected(url)
+    /// Connects to the host and port of `url` (`http://127.0.0.1:PORT/`), from the address
+    /// `source` when given (another loopback address, `127.0.0.2`, is another client to the server).
+    init(_ url: String, from source: String? = nil) throws {
+        let s = try Self.connected(url, from: source)
         _ = fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK)
         fd = s
     }
 
-    /// A blocking socket connected to the host and port of `url`.
-    static func connected(_ url: String) throws -> Int32 {
+    /// A blocking socket connected to the host and port of `url` (from `source`, when given).
+    static func connected(_ url: String, from source: String? = nil) throws -> Int32 {
         guard let parsed = URL(string: url), let host = parsed.host, let port = parsed.port else {
             throw Failed(description: "not a URL with a port: \(url)")
         }
         let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard s >= 0 else { throw Failed(description: "socket: errno \(errno)") }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            inet_pton(AF_INET, source, &local.sin_addr)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard bound == 0 else {
+                let e = errno
+                Glibc.close(s)
+                throw Failed(description: "bind to \(source): errno \(e)")
+            }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -87,6 +103,14 @@ final class RawConnection: @unchecked Sendable {
                 closed = true
             }
         }
+    }
+
+    /// One read of at most `count` bytes, without waiting: what came, or nil when nothing has yet.
+    /// Kept apart from `received`, for a client that reads only the start of its answer.
+    func peek(_ count: Int) -> [UInt8]? {
+        var buffer = [UInt8](repeating: 0, count: count)
+        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        return n > 0 ? Array(buffer[..<n]) : nil
     }
 
     /// Waits until the server closes the connection, at most `seconds`; true if it did.

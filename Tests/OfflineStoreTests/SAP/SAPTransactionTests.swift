@@ -42,7 +42,8 @@ import Storage
         let report = try await store.flush()
         #expect(report.succeeded == 0 && report.archived == 2, "\(report)")
         #expect(try await sap.entities(Self.service, "SalesOrderSet").count == ordersBefore, "no order made")
-        #expect(try await sap.entities(Self.service, "SalesOrderLineItemSet?$filter=Note eq 'transaction item'").isEmpty)
+        #expect(
+            try await sap.entities(Self.service, "SalesOrderLineItemSet?$filter=Note eq 'transaction item'").isEmpty)
         let errors = try SAPFlush.errors(store)
         let root = try #require(errors.first { $0["CausedBy"] == nil })
         if references {
@@ -52,6 +53,8 @@ import Storage
             #expect(root["Code"] == .string("OfflineStore.TransactionNotSent"), "\(root)")
         }
         #expect(errors.count == 2)
-        print("SAP transaction, contentIDReferences \(references): \(report); refusal: \(SAPFlush.text(root["Message"]).prefix(300))")
+        print(
+            "SAP transaction, contentIDReferences \(references): \(report); refusal: \(SAPFlush.text(root["Message"]).prefix(300))"
+        )
     }
 }

@@ -72,6 +72,8 @@ package struct RequestRecord: Sendable, Hashable {
     /// When flush first sent the request (set by `markSent` on the first attempt, kept after):
     /// its `Repeatability-First-Sent`. Nil until then, and in records written before the field.
     package var firstSentAt: EDMDateTimeOffset?
+    /// A create whose entity leaves the store once it is applied (`ChangeOptions.removeAfterUpload`).
+    package var removeAfterUpload = false
 
     /// As a row of `RequestQueue`.
     package var properties: Properties {
@@ -92,6 +94,7 @@ package struct RequestRecord: Sendable, Hashable {
         if let uploadCategory { p["UploadCategory"] = .string(uploadCategory) }
         if !dependencies.isEmpty { p["Dependencies"] = .collection(dependencies.map { .int($0) }) }
         if let firstSentAt { p["FirstSentAt"] = .dateTimeOffset(firstSentAt) }
+        if removeAfterUpload { p["RemoveAfterUpload"] = .bool(true) }
         return p
     }
 
@@ -118,6 +121,7 @@ package struct RequestRecord: Sendable, Hashable {
         self.nonMergeable = options.nonMergeable
         self.localKey = localKey
         self.firstSentAt = nil
+        self.removeAfterUpload = options.removeAfterUpload && method == .create
     }
 
     /// Reads a `RequestQueue` row back. Throws `EntityError.corruptRow`-style errors for a row that
@@ -177,6 +181,7 @@ package struct RequestRecord: Sendable, Hashable {
         self.nonMergeable = p["NonMergeable"] == .bool(true)
         self.localKey = p["LocalKey"] == .bool(true)
         if case .dateTimeOffset(let at)? = p["FirstSentAt"] { self.firstSentAt = at } else { self.firstSentAt = nil }
+        self.removeAfterUpload = p["RemoveAfterUpload"] == .bool(true)
     }
 }
 
@@ -192,15 +197,21 @@ public struct ChangeOptions: Sendable, Hashable {
     public var uploadCategory: String?
     /// Never merge this request with another (request-queue optimization skips it).
     public var nonMergeable: Bool
+    /// For a create (SAP's `OfflineOData.RemoveAfterUpload`): once the service has applied it and
+    /// nothing else is queued for the entity, the entity leaves this store — data the app sends
+    /// but need not keep (a log entry, a reading). A defining request that covers it brings the
+    /// service's copy back on the next refresh.
+    public var removeAfterUpload: Bool
 
     public init(
         customTag: String? = nil, customHeaders: [String: String] = [:], transactionID: String? = nil,
-        uploadCategory: String? = nil, nonMergeable: Bool = false
+        uploadCategory: String? = nil, nonMergeable: Bool = false, removeAfterUpload: Bool = false
     ) {
         self.customTag = customTag
         self.customHeaders = customHeaders
         self.transactionID = transactionID
         self.uploadCategory = uploadCategory
         self.nonMergeable = nonMergeable
+        self.removeAfterUpload = removeAfterUpload
     }
 }

@@ -171,6 +171,12 @@ struct Writes {
         _ op: WriteOp, _ tx: ServedTransaction, store: OfflineStore, root: String,
         representation: Bool?, options: ChangeOptions = .init()
     ) throws -> (response: RecordedResponse, entityURL: String?) {
+        if options.removeAfterUpload, store.isOffline {
+            guard case .create = op else {
+                throw ODataFailure(
+                    .badRequest, "OfflineOData.RemoveAfterUpload is for a create (POST), not this request")
+            }
+        }
         switch op {
         case .create(let set, let given):
             // An offline store's queue gives a key left out a local key instead.
@@ -213,9 +219,9 @@ struct Writes {
     /// The request options of SAP's offline store, from a write's headers (`header(name)`: its
     /// value or nil): `OfflineOData.TransactionID` (requests with one id are flushed as one change
     /// set), `OfflineOData.NonMergeable` (`true`: never collapsed with another request),
-    /// `OfflineOData.CustomTag` and `OfflineOData.UploadCategory` (`flush --category`).
-    /// `OfflineOData.RemoveAfterUpload: true` is refused (501): this store keeps what it created.
-    /// An authority store ignores them, as any unknown header.
+    /// `OfflineOData.CustomTag`, `OfflineOData.UploadCategory` (`flush --category`) and
+    /// `OfflineOData.RemoveAfterUpload` (`true` on a create: the entity leaves the store once the
+    /// flush has applied it). An authority store ignores them, as any unknown header.
     static func changeOptions(_ header: (String) -> String?) throws -> ChangeOptions {
         func flag(_ name: String) throws -> Bool {
             guard let text = header(name) else { return false }
@@ -225,12 +231,8 @@ struct Writes {
             default: throw ODataFailure(.badRequest, "\(name) is true or false, not '\(QueryError.quoting(text))'")
             }
         }
-        if try flag("OfflineOData.RemoveAfterUpload") {
-            throw ODataFailure(
-                .notImplemented,
-                "OfflineOData.RemoveAfterUpload is not supported: this store keeps the entities it creates")
-        }
         var options = ChangeOptions()
+        options.removeAfterUpload = try flag("OfflineOData.RemoveAfterUpload")
         options.transactionID = header("OfflineOData.TransactionID")
         options.customTag = header("OfflineOData.CustomTag")
         options.uploadCategory = header("OfflineOData.UploadCategory")

@@ -101,8 +101,10 @@ extension Flush {
                 do {
                     try t.nested { c in
                         try acknowledge(c, queue: queue, r, image: image, etag: etag, etags: etags)
+                        let removed =
+                            r.removeAfterUpload ? "removed from this store once applied (RemoveAfterUpload)" : nil
                         try queue.recordOutcome(
-                            c, r, outcome, status: status, serverKey: serverKey, etag: etag, message: doubt)
+                            c, r, outcome, status: status, serverKey: serverKey, etag: etag, message: doubt ?? removed)
                     }
                 } catch let e as EntityError {
                     let error = ServiceError(
@@ -150,7 +152,16 @@ extension Flush {
             let set = try queue.store.set(r.entitySet)
             keyBytes = try set.encodeKey(try set.keyValues(image))
         }
-        if r.method == .delete {
+        if r.removeAfterUpload, r.method == .create,
+            try queue.chain(t.reader, set: r.entitySet, keyBytes: keyBytes).isEmpty
+        {
+            // Applied, and nothing else queued for it: it leaves this store (not the service);
+            // a defining request that covers it brings the service's copy back on refresh.
+            let set = try queue.store.set(r.entitySet)
+            let key = try keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values }
+            _ = try set.delete(t, key: key)
+            try Membership(store: queue.store).entityDeleted(t, set: r.entitySet, keyBytes: keyBytes)
+        } else if r.method == .delete {
             // Gone here and at the service: its ETag and its defining requests' entries go too.
             try Membership(store: queue.store).entityDeleted(t, set: r.entitySet, keyBytes: keyBytes)
         } else if let etag, !etag.isEmpty, ServerETags.isHeaderValue(etag) {

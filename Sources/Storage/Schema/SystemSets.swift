@@ -41,6 +41,8 @@ package enum SystemSets {
             // When flush first sent it (Repeatability-First-Sent); null until then. Added after the
             // other properties, so records written before it read it as null.
             Property(name: "FirstSentAt", type: .primitive(.dateTimeOffset)),
+            // A create whose entity leaves the store once applied (SAP's RemoveAfterUpload); null: no.
+            Property(name: "RemoveAfterUpload", type: .primitive(.boolean)),
         ])
 
     /// A request the service refused, with SAP's ErrorArchive fields.

@@ -154,6 +154,18 @@ extension Flush {
             read.etag = read.etag ?? answer.etag
             answer = read
         }
+        if r.attempts > 1, r.method == .update || r.method == .replace, answer.unreadable == nil {
+            // Sent before: this answer may be the service's record of the first execution
+            // (repeatability), from before other clients changed the entity. What the store
+            // keeps must be the entity as it is now, with its ETag: read it back.
+            let read = try await backend.read(
+                .key(set: r.entitySet, key: o.change.key, keyText: r.entityKey), extra: options.headers)
+            if read.status == 200, read.entity != nil, read.unreadable == nil {
+                let messages = answer.messages
+                answer = read
+                answer.messages = messages
+            }
+        }
         if let why = answer.unreadable {
             return .stop("request \(r.id): the service's answer (\(answer.status)) cannot be read: \(why)")
         }

@@ -155,4 +155,105 @@ import Storage
         #expect(outcomes["in doubt"] == nil)
         #expect(kills >= 1)
     }
+
+    /// The same against `serve` (the notes fixture, OData V4): the service deduplicates repeated
+    /// requests (`Repeatability-Request-ID`) and holds ETags, so the hot notes every copy renames
+    /// meet 412s — each refused change lands in its copy's ErrorArchive (and `RequestHistory` as
+    /// `refused`), and is given up there, the way out a person would take after reading it.
+    @Test func manyCopiesOfAServedStoreConvergeWithConflictsArchived() async throws {
+        let env = ProcessInfo.processInfo.environment
+        let stores = env["FLEET_STORES"].flatMap(Int.init) ?? 8
+        let rounds = env["FLEET_ROUNDS"].flatMap(Int.init) ?? 4
+        var rng = SeededRandom(seed: testSeed("manyCopiesOfAServedStoreConvergeWithConflictsArchived"))
+        let (served, _) = try FlushFixture.pair(notes: true)
+        let server = try await ServerProcess.start(store: served)
+        var copies: [Copy] = []
+        for i in 0..<stores {
+            let path = tempDir() + "/serve-fleet-\(i)"
+            let store = try OfflineStore.create(
+                at: path, metadata: Array(FlushFixture.notesMetadata.utf8),
+                configuration: StoreConfiguration(
+                    serviceRoot: server.url,
+                    definingRequests: FlushFixture.notesSets.map { DefiningRequest(name: $0, url: $0) }))
+            StoreRegistry.current?.add(path)
+            _ = try await store.refresh()
+            copies.append(Copy(path: path))
+        }
+        var kills = 0
+        for round in 0..<rounds {
+            for i in (0..<stores).shuffled(using: &rng) {
+                do {
+                    let store = try OfflineStore.open(at: copies[i].path)
+                    var made: [OfflineStore.ChangeReceipt] = []
+                    made.append(try await store.create(set: "Notes", entity: ["Title": .string("c\(i)r\(round)")]))
+                    let tag = "T\(i)-\(round)"
+                    made.append(
+                        try await store.create(set: "Tags", entity: ["TagID": .string(tag), "Label": .string(tag)]))
+                    copies[i].products.append(tag)
+                    made.append(
+                        try await store.update(
+                            set: "Notes", key: [.int(Int64.random(in: 1...3, using: &rng))],
+                            changes: ["Title": .string("hot c\(i)r\(round)")]))
+                    if round > 0, Int.random(in: 0..<3, using: &rng) == 0,
+                        let victim = copies[i].products.dropLast().filter({ !copies[i].deleted.contains($0) })
+                            .randomElement(using: &rng),
+                        try store.get(set: "Tags", key: [.string(victim)]) != nil
+                    {
+                        made.append(try await store.delete(set: "Tags", key: [.string(victim)]))
+                        copies[i].deleted.insert(victim)
+                    }
+                    copies[i].requests += made.compactMap(\.requestID)
+                    if Int.random(in: 0..<3, using: &rng) == 0 { _ = try await store.refresh() }
+                }
+                if Int.random(in: 0..<2, using: &rng) == 0 {
+                    if try await FlushKillTests.flushKilled(
+                        ["flush", "--store", copies[i].path, "--batch-size", "2"],
+                        after: Int.random(in: 5...120, using: &rng))
+                    {
+                        kills += 1
+                    }
+                } else {
+                    _ = try await OfflineStore.open(at: copies[i].path).flush()
+                }
+            }
+        }
+        // Converge: each copy refreshes, flushes to the end, gives up what the service refused.
+        var refused = 0
+        for c in copies {
+            let store = try OfflineStore.open(at: c.path)
+            _ = try await store.refresh()
+            let done = try await store.flush()
+            #expect(done.stopped == nil && done.left == 0 && done.inDoubt.isEmpty, "\(c.path): \(done)")
+            refused += try store.count(set: "ErrorArchive")
+            try store.resolveAllErrors()
+        }
+        for c in copies { _ = try await OfflineStore.open(at: c.path).refresh() }
+        #expect(await server.stop() == 0)
+        var outcomes: [String: Int] = [:]
+        var missing: [String] = []
+        let theirs = try FlushFixture.served(served)
+        let titles = (theirs["Notes"] ?? []).compactMap { n -> String? in
+            if case .string(let t)? = n["Title"] { t } else { nil }
+        }
+        for (i, c) in copies.enumerated() {
+            let store = try OfflineStore.open(at: c.path)
+            for id in c.requests {
+                guard let o = try store.outcome(ofRequest: id) else {
+                    missing.append("copy \(i) request \(id)")
+                    continue
+                }
+                outcomes[o.outcome, default: 0] += 1
+            }
+            for round in 0..<rounds {
+                #expect(titles.filter { $0 == "c\(i)r\(round)" }.count == 1, "note c\(i)r\(round) once on the service")
+            }
+            try FlushFixture.expectInSync(store, served, "copy \(i)")
+        }
+        print(
+            "serve fleet: \(stores) copies, \(rounds) rounds, \(kills) flushes killed; outcomes \(outcomes.sorted { $0.key < $1.key }); refused and given up \(refused); missing \(missing.count)"
+        )
+        #expect(missing.isEmpty, "\(missing.prefix(10))")
+        #expect(outcomes["in doubt"] == nil)
+        #expect(kills >= 1)
+    }
 }

@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import Testing
 @testable import OfflineStore
@@ -39,6 +40,38 @@ import Sync
         #expect(await server.stop() == 0)
         try FlushFixture.expectInSync(store, served)
         #expect(try FlushFixture.served(served)["Notes"]?.count == 4, "the note was created once")
+    }
+
+    /// An update whose answer was lost, sent again and answered from the service's repeatability
+    /// record after another client changed the entity: the replayed answer describes the entity
+    /// as it was then, so the store reads it back and keeps it as it is now. Before, the copy kept
+    /// its own value for good (no later delta names the entity) — found by the serve fleet test.
+    @Test func aReplayedAnswerDoesNotHideALaterChangeByAnotherClient() async throws {
+        let (served, store) = try FlushFixture.pair(notes: true)
+        try store.define(name: "notes", url: "Notes")
+        let server = try await ServerProcess.start(store: served)
+        let probe = ProbeBackend(server.url)
+        _ = try await store.refresh(backend: probe)
+        try await store.update(set: "Notes", key: [.int(1)], changes: ["Title": .string("mine")])
+        probe.loseAnswer(of: 1)
+        let lost = try await store.flush(backend: probe, batchSize: 10, reconcile: false)
+        #expect(lost.stopped != nil, "\(lost)")
+        // Another client renames it after the lost answer; this copy refreshes meanwhile.
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        let http = HTTP(client: client, base: server.url)
+        let etag = try await http.get("Notes(1)").header("ETag") ?? "*"
+        let theirs = try await http.send(
+            .PATCH, "Notes(1)", body: #"{"Title":"theirs"}"#, headers: [("If-Match", etag)])
+        try await client.shutdown()
+        #expect(theirs.status == 204, "\(theirs.text)")
+        _ = try await store.refresh(backend: probe)
+        let again = try await store.flush(backend: probe, batchSize: 10, reconcile: false)
+        #expect(again.stopped == nil && again.succeeded == 1, "\(again)")
+        #expect(try store.get(set: "Notes", key: [.int(1)])?["Title"] == .string("theirs"), "the entity as it is now")
+        _ = try await store.refresh(backend: probe)
+        await probe.shutdown()
+        #expect(await server.stop() == 0)
+        try FlushFixture.expectInSync(store, served)
     }
 
     /// The same with a child: a line whose key holds the note's local key moves onto the

@@ -154,12 +154,14 @@ extension Flush {
             read.etag = read.etag ?? answer.etag
             answer = read
         }
-        if r.attempts > 1, r.method == .update || r.method == .replace, answer.unreadable == nil {
+        if r.attempts > 1, r.method != .delete, !reconciled, answer.unreadable == nil,
+            let (key, keyText) = answeredKey(o, answer)
+        {
             // Sent before: this answer may be the service's record of the first execution
             // (repeatability), from before other clients changed the entity. What the store
             // keeps must be the entity as it is now, with its ETag: read it back.
             let read = try await backend.read(
-                .key(set: r.entitySet, key: o.change.key, keyText: r.entityKey), extra: options.headers)
+                .key(set: r.entitySet, key: key, keyText: keyText), extra: options.headers)
             if read.status == 200, read.entity != nil, read.unreadable == nil {
                 let messages = answer.messages
                 answer = read
@@ -204,6 +206,22 @@ extension Flush {
             r.method == .create && r.localKey && r.attempts > 1 && repeatability != .accepted
             && (!reconciled || twice) && !notThere
         return .success(image: image, etag: etag, reconciled: reconciled, inDoubt: inDoubt, status: answer.status)
+    }
+
+    /// The key of the entity `o`'s answer is about: the request's, or for a create whose key the
+    /// service assigns the one its answer carries (nil when it carries none that reads).
+    func answeredKey(_ o: Outgoing, _ answer: ChangeAnswer) -> (key: [Value], text: String)? {
+        let r = o.record
+        guard r.method == .create && r.localKey || o.change.parent != nil else { return (o.change.key, r.entityKey) }
+        guard let json = answer.entity, let set = try? store.set(r.entitySet) else { return nil }
+        var notes: ServerNotes? = ServerNotes()
+        guard
+            let image = try? ValueJSON(schema: store.schema).properties(
+                from: json, properties: set.type.properties.filter { set.type.key.contains($0.name) },
+                owner: r.entitySet, notes: &notes),
+            let key = try? set.keyValues(image)
+        else { return nil }
+        return (key, set.describeKey(key))
     }
 
     /// A re-sent request refused as if already applied, checked against the service: nil when it

@@ -74,6 +74,30 @@ import Sync
         try FlushFixture.expectInSync(store, served)
     }
 
+    /// The same for a create: the replayed 201 carries the entity as it was created; another
+    /// client renamed it since, and the store keeps it as it is now.
+    @Test func aReplayedCreateIsReadBackToo() async throws {
+        let (served, store) = try FlushFixture.pair(notes: true)
+        try store.define(name: "tags", url: "Tags")
+        let server = try await ServerProcess.start(store: served)
+        let probe = ProbeBackend(server.url)
+        _ = try await store.refresh(backend: probe)
+        try await store.create(set: "Tags", entity: ["TagID": .string("mine"), "Label": .string("mine")])
+        probe.loseAnswer(of: 1)
+        _ = try await store.flush(backend: probe, batchSize: 10, reconcile: false)
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        let renamed = try await HTTP(client: client, base: server.url).send(
+            .PATCH, "Tags('mine')", body: #"{"Label":"theirs"}"#)
+        try await client.shutdown()
+        #expect(renamed.status == 204, "\(renamed.text)")
+        let again = try await store.flush(backend: probe, batchSize: 10, reconcile: false)
+        #expect(again.stopped == nil && again.succeeded == 1, "\(again)")
+        #expect(try store.get(set: "Tags", key: [.string("mine")])?["Label"] == .string("theirs"))
+        await probe.shutdown()
+        #expect(await server.stop() == 0)
+        try FlushFixture.expectInSync(store, served)
+    }
+
     /// The same with a child: a line whose key holds the note's local key moves onto the
     /// service's note, and a comment that refers to it follows.
     @Test func childrenOfTheLocalCopyFollowItOntoTheServicesCopy() async throws {

@@ -115,6 +115,10 @@ import Samples
         let servedPath = try ServeTests.sampleStore(items: items)
         var configuration = SampleData.configuration
         configuration.refreshGroupRows = groupRows
+        // What is tested is the cancellation, not the idle timeout (30 s), which a whole test run
+        // on two cores has reached while serve built the first page of a large count.
+        configuration.timeouts.idleSeconds = 600
+        configuration.timeouts.requestSeconds = 1_200
         let offline = try OfflineStore.create(
             at: tempDir() + "/offline", metadata: Array(SampleData.metadata.utf8), configuration: configuration)
         try offline.define(name: "Items", url: "SalesOrderItems")

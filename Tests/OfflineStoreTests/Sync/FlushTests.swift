@@ -183,7 +183,8 @@ import Storage
             Thread {
                 _ = try? store.entities.write { _ in
                     holding.signal()
-                    _ = release.wait(timeout: .now() + 10)
+                    // Bounded, but long: a loaded run on two cores took more than 10 s to send round 2.
+                    _ = release.wait(timeout: .now() + 120)
                 }
             }.start()
             holding.wait()

@@ -99,6 +99,16 @@ enum FlushFixture {
 
     static func sets(_ store: OfflineStore) -> [String] { store.schema.serviceSetNames }
 
+    /// A copy of the notes fixture's data under `configuration`, registered for the integrity check.
+    static func notesCopy(_ configuration: StoreConfiguration, name: String) throws -> OfflineStore {
+        let path = tempDir() + "/" + name
+        let store = try OfflineStore.create(
+            at: path, metadata: Array(notesMetadata.utf8), configuration: configuration)
+        StoreRegistry.current?.add(path)
+        for (set, json) in notesData { _ = try store.load(set: set, json: Array(json.utf8)) }
+        return store
+    }
+
     /// Every entity of every service set, nulls left out, as comparable lines.
     static func contents(_ store: OfflineStore) throws -> [String: [Properties]] {
         var out: [String: [Properties]] = [:]

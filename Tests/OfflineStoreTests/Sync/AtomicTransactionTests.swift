@@ -152,12 +152,7 @@ import Sync
         var configuration = StoreConfiguration()
         configuration.contentIDReferences = contentIDReferences
         configuration.splitTransactions = split
-        let path = tempDir() + "/offline"
-        let store = try OfflineStore.create(
-            at: path, metadata: Array(FlushFixture.notesMetadata.utf8), configuration: configuration)
-        StoreRegistry.current?.add(path)
-        for (set, json) in FlushFixture.notesData { _ = try store.load(set: set, json: Array(json.utf8)) }
-        return store
+        return try FlushFixture.notesCopy(configuration, name: "offline")
     }
 
     /// Orders and their items, keys the service assigns, an association with a referential constraint.

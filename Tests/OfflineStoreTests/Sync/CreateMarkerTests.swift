@@ -15,12 +15,7 @@ import Sync
     static func markedStore(_ markers: [String: String] = ["Notes": "Title"]) throws -> OfflineStore {
         var configuration = StoreConfiguration()
         configuration.createMarkers = markers
-        let path = tempDir() + "/marked"
-        let store = try OfflineStore.create(
-            at: path, metadata: Array(FlushFixture.notesMetadata.utf8), configuration: configuration)
-        StoreRegistry.current?.add(path)
-        for (set, json) in FlushFixture.notesData { _ = try store.load(set: set, json: Array(json.utf8)) }
-        return store
+        return try FlushFixture.notesCopy(configuration, name: "marked")
     }
 
     @Test func aCreateWhoseAnswerWasLostIsFoundByItsMarkerAndNotSentAgain() async throws {

@@ -7,6 +7,9 @@ import Storage
 /// Options of a local change: custom tag, headers, transaction id, upload category, non-mergeable.
 public typealias ChangeOptions = Queue.ChangeOptions
 
+/// An entity to create with related entities under it: a deep insert (`create(set:deep:options:)`).
+public typealias NewEntity = Queue.NewEntity
+
 extension OfflineStore {
     /// A local change, for `apply(_:)`: `.create(set:entity:)`, `.update(set:key:changes:)` (PATCH:
     /// a null value removes one), `.replace(set:key:entity:)` (PUT: properties left out become
@@ -68,7 +71,49 @@ extension OfflineStore {
         return receipts
     }
 
+    /// Creates an entity and the related entities under it — a deep insert — and records their
+    /// requests, in one durable transaction: all of them, readable and queryable at once, or
+    /// none. Keys left out get local keys; each related entity's foreign key is set from its
+    /// parent's key. The next flush sends them as one POST with the related entities inline, in
+    /// both dialects, and maps the service's keys back onto every one; a change of any of them
+    /// before that merges into its create. Returns a receipt per entity: the root's first, then
+    /// depth first, navigation properties in name order.
+    @discardableResult
+    public func create(
+        set: String, deep entity: NewEntity, options: ChangeOptions = .init()
+    ) async throws
+        -> [ChangeReceipt]
+    {
+        let (queue, optimize) = (requestQueue, configuration.requestQueueOptimization)
+        let (applied, length) = try await entities.write { t in
+            (
+                try queue.applyDeep(set: set, entity, options: options, optimize: optimize, in: t),
+                try queue.length(t.reader)
+            )
+        }
+        metrics.queue(length)
+        return applied.map { ChangeReceipt(requestID: $0.requestID, entity: $0.entity) }
+    }
+
     // MARK: Blocking
+
+    @available(*, noasync, message: "use the async form from async code")
+    @discardableResult
+    public func create(
+        set: String, deep entity: NewEntity, options: ChangeOptions = .init()
+    ) throws
+        -> [ChangeReceipt]
+    {
+        let (queue, optimize) = (requestQueue, configuration.requestQueueOptimization)
+        let (applied, length) = try entities.write { t in
+            (
+                try queue.applyDeep(set: set, entity, options: options, optimize: optimize, in: t),
+                try queue.length(t.reader)
+            )
+        }
+        metrics.queue(length)
+        return applied.map { ChangeReceipt(requestID: $0.requestID, entity: $0.entity) }
+    }
 
     @available(*, noasync, message: "use the async form from async code")
     @discardableResult
@@ -185,6 +230,13 @@ extension OfflineStore {
     /// key (see `LocalBody`). Throws `JSONError` or `EntityError` naming the problem.
     public func properties(set: String, json: [UInt8]) throws -> Properties {
         try LocalBody(store: entities).properties(set: set, json: json)
+    }
+
+    /// Reads an entity to create, with the related entities it carries inline (a deep insert,
+    /// for `create(set:deep:options:)`), from an OData JSON object: `"Items": [{…}, {…}]` (V2's
+    /// `{"results": [...]}` too), one object for a single-valued navigation property.
+    public func newEntity(set: String, json: [UInt8]) throws -> NewEntity {
+        try LocalBody(store: entities).newEntity(set: set, json: json)
     }
 }
 

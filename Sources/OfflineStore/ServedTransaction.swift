@@ -279,6 +279,37 @@ package struct ServedTransaction {
         }
     }
 
+    /// A deep insert through an offline store's queue (`RequestQueue.applyDeep`): the entity and
+    /// those under it, created and queued as one POST for flush. Returns each as stored with its
+    /// ETag, in `applyDeep`'s order (the root first, then depth first, navigation properties in
+    /// name order). Only for an offline store (`queued`).
+    package func queuedCreateDeep(
+        set name: String, entity: NewEntity, options: ChangeOptions = .init()
+    ) throws -> [(entity: Properties, etag: String)] {
+        guard let queue else { throw EntityError.badInput("this store has no request queue") }
+        return try writing {
+            let applied = try queue.applyDeep(set: name, entity, options: options, optimize: optimize, in: t)
+            var out: [(entity: Properties, etag: String)] = []
+            var sets: [String] = []
+            func walk(_ set: String, _ e: NewEntity) throws {
+                sets.append(set)
+                let type = try store.set(set).type
+                for nav in e.related.keys.sorted() {
+                    guard let n = type.navigationProperties.first(where: { $0.name == nav }) else { continue }
+                    let target = try RequestQueue.deepTarget(n, of: set, schema: store.schema).set
+                    for child in e.related[nav] ?? [] { try walk(target, child) }
+                }
+            }
+            try walk(name, entity)
+            for (set, a) in zip(sets, applied) {
+                guard let created = a.entity else { continue }
+                let h = try handle(set)
+                out.append(try stored(h, try h.encodeKey(try h.keyValues(created))))
+            }
+            return out
+        }
+    }
+
     /// An update, replace or delete through the queue, after the checks an authority write makes
     /// (the entity exists; `ifMatch` matches the ETag of its local image). Returns the entity as
     /// stored and its ETag; nil after a delete.

@@ -14,7 +14,9 @@ import Storage
 /// | anything | anything else | two requests, in order |
 ///
 /// Nothing is merged when the optimization is off, when either request is non-mergeable, when
-/// the pending one was already sent (or failed), when they belong to different transactions or
+/// the pending one was already sent (or failed), when they belong to different transactions (but
+/// a create of a deep insert, which takes later changes of its entity whatever their transaction:
+/// it goes as one POST with the entities under it, and a change cannot follow it inside that) or
 /// upload categories, or when merging would move the new change ahead of a request it depends on
 /// (a merge keeps the pending request's place in the queue).
 package enum Collapse {
@@ -28,11 +30,14 @@ package enum Collapse {
         package var uploadCategory: String?
         /// Another request depends on this one (a child's create on its parent's).
         package var hasDependents: Bool
+        /// A create of a deep insert (`RequestRecord.deepInsert`).
+        package var deepInsert = false
 
         package init(
             id: Int64, method: RequestRecord.Method, status: RequestRecord.Status = .pending,
             nonMergeable: Bool = false,
-            transactionID: String? = nil, uploadCategory: String? = nil, hasDependents: Bool = false
+            transactionID: String? = nil, uploadCategory: String? = nil, hasDependents: Bool = false,
+            deepInsert: Bool = false
         ) {
             self.id = id
             self.method = method
@@ -41,6 +46,7 @@ package enum Collapse {
             self.transactionID = transactionID
             self.uploadCategory = uploadCategory
             self.hasDependents = hasDependents
+            self.deepInsert = deepInsert
         }
     }
 
@@ -60,7 +66,8 @@ package enum Collapse {
         options: ChangeOptions, optimize: Bool
     ) -> Decision {
         guard optimize, !options.nonMergeable, let p = pending, p.status == .pending, !p.nonMergeable,
-            p.transactionID == options.transactionID, p.uploadCategory == options.uploadCategory
+            p.transactionID == options.transactionID || p.deepInsert && p.method == .create && new != .create,
+            p.uploadCategory == options.uploadCategory
         else { return .append }
         // A merge puts the change at the pending request's place: only if nothing it needs comes later.
         let mayMoveUp = dependencies.allSatisfy { $0 < p.id }

@@ -8,8 +8,8 @@ import Storage
 /// `Nav@odata.bind` (OData JSON 4.01 §8.5) on a single-valued navigation property with a
 /// referential constraint sets the foreign key from the bound entity's key; the entity must
 /// exist. Anything else that would relate entities — a bind of a collection-valued or
-/// unconstrained navigation property, or a navigation property with inline content (deep
-/// insert, deep update) — is refused rather than dropped.
+/// unconstrained navigation property, or inline content where no deep insert is asked for (a
+/// PATCH, a PUT: deep update) — is refused rather than dropped.
 package struct LocalBody {
     package let store: EntityStore
     var schema: Schema { store.schema }
@@ -19,26 +19,72 @@ package struct LocalBody {
     /// Reads an entity (or a PATCH body) of `set` from an OData JSON object, checking each
     /// property against the schema. Throws `JSONError` or `EntityError` naming the problem.
     package func properties(set: String, json: [UInt8]) throws -> Properties {
+        let entity = try entity(set: set, document: try JSON.parse(json), inline: false)
+        return entity.properties
+    }
+
+    /// Reads an entity to create from an OData JSON object, with the related entities it carries
+    /// inline (a deep insert: `"Items": [{…}, {…}]`, V2's `{"results": [...]}` too, or one object
+    /// for a single-valued navigation property), each checked against its set's schema.
+    package func newEntity(set: String, json: [UInt8]) throws -> NewEntity {
+        try entity(set: set, document: try JSON.parse(json), inline: true)
+    }
+
+    private func entity(set: String, document: JSON, inline: Bool, depth: Int = 0) throws -> NewEntity {
         let h = try store.set(set)
         let navigation = h.type.navigationProperties
-        let document = try JSON.parse(json)
-        var out = try ValueJSON(schema: schema).properties(
-            from: document, properties: h.type.properties,
-            navigation: Set(navigation.map(\.name)), owner: set)
+        var out = NewEntity(
+            try ValueJSON(schema: schema).properties(
+                from: document, properties: h.type.properties,
+                navigation: Set(navigation.map(\.name)), owner: set))
         guard case .object(let members) = document else { return out }
         for (name, value) in members {
             if let nav = navigation.first(where: { $0.name == name }) {
-                throw EntityError.badInput(
-                    "'\(name)' of \(set): inline related entities (deep insert or update) are not supported; "
-                        + "create or change them with their own requests (a $batch change set keeps them atomic), "
-                        + "or link an existing one with \(nav.name)@odata.bind")
+                guard inline else {
+                    throw EntityError.badInput(
+                        "'\(name)' of \(set): inline related entities are not taken here; "
+                            + "a create takes them (a deep insert), an update does not: change them with their own requests, "
+                            + "or link an existing one with \(nav.name)@odata.bind")
+                }
+                guard depth < 8 else { throw EntityError.badInput("a deep insert nested deeper than 8 levels") }
+                guard let target = schema.targetSet(of: nav, from: set) else {
+                    throw EntityError.badInput("'\(name)' of \(set) leads to no entity set of this store")
+                }
+                var items: [JSON]
+                switch value {
+                case .array(let a): items = a
+                case .object where value["results"] != nil:
+                    guard case .array(let a)? = value["results"] else {
+                        throw EntityError.badInput("'\(name)' of \(set): results is not an array of entities")
+                    }
+                    items = a
+                case .object: items = [value]
+                case .null: items = []
+                default:
+                    throw EntityError.badInput(
+                        "'\(name)' of \(set): expected related entities (an array of objects, or an object), got \(value.text.prefix(100))"
+                    )
+                }
+                if !nav.isCollection, case .array = value {
+                    throw EntityError.badInput("'\(name)' of \(set) is single-valued: give one object, not an array")
+                }
+                items = items.filter { $0 != .null }
+                for item in items {
+                    guard case .object = item else {
+                        throw EntityError.badInput("'\(name)' of \(set): an inline entity is not a JSON object")
+                    }
+                }
+                out.related[name] = try items.map {
+                    try entity(set: target, document: $0, inline: true, depth: depth + 1)
+                }
+                continue
             }
             guard name.hasSuffix("@odata.bind") else { continue }
             let navName = String(name.dropLast("@odata.bind".count))
             guard let nav = navigation.first(where: { $0.name == navName }) else {
                 throw EntityError.unknownProperty(set: set, property: navName)
             }
-            try bind(nav, value, of: set, into: &out)
+            try bind(nav, value, of: set, into: &out.properties)
         }
         return out
     }

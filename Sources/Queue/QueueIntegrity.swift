@@ -12,13 +12,17 @@ extension RequestQueue {
     ///   and no image without requests;
     /// - a request is in state `error` exactly when ErrorArchive has an entry for it;
     /// - a request `sent` was sent at least once (`Attempts` > 0), and only one sent has a
-    ///   `FirstSentAt`.
+    ///   `FirstSentAt`;
+    /// - a request of a deep insert is a create in a transaction; those of one transaction share
+    ///   their status (they go, and are settled, as one POST), and each but the first depends on
+    ///   an earlier one of them (its parent).
     package func check(_ t: ReadView, maxProblems: Int = 100) throws -> [String] {
         var problems: [String] = []
         func problem(_ s: String) { if problems.count < maxProblems { problems.append(s) } }
         let last = try lastAllocatedID(t)
         let records = try self.records
         var chains: [[UInt8]: (set: String, keyBytes: [UInt8], ids: [Int64])] = [:]
+        var deep: [String: [RequestRecord]] = [:]
         try records.scan(t) { p in
             let r: RequestRecord
             do { r = try RequestRecord(p) } catch {
@@ -34,6 +38,13 @@ extension RequestQueue {
             }
             if r.firstSentAt != nil && r.attempts < 1 {
                 problem("RequestQueue: request \(r.id) has a FirstSentAt but was never sent")
+            }
+            if r.deepInsert {
+                if r.method != .create || r.transactionID == nil {
+                    problem("RequestQueue: request \(r.id) is of a deep insert but is not a create in a transaction")
+                } else {
+                    deep[r.transactionID!, default: []].append(r)
+                }
             }
             guard let set = try? store.set(r.entitySet), !store.schema.isSystemSet(r.entitySet) else {
                 problem("RequestQueue: request \(r.id) names an unknown entity set '\(r.entitySet)'")
@@ -61,6 +72,17 @@ extension RequestQueue {
             let prefix = Self.entityPrefix(set: r.entitySet, keyBytes: r.keyBytes)
             chains[prefix, default: (r.entitySet, r.keyBytes, [])].ids.append(r.id)
             return true
+        }
+        for (tx, members) in deep.sorted(by: { $0.key < $1.key }) {
+            if Set(members.map(\.status)).count > 1 {
+                problem(
+                    "RequestQueue: the deep insert of transaction \(tx) has requests of different states: "
+                        + members.map { "\($0.id) \($0.status.rawValue)" }.joined(separator: ", "))
+            }
+            let ids = Set(members.map(\.id))
+            for m in members.dropFirst() where !m.dependencies.contains(where: ids.contains) {
+                problem("RequestQueue: request \(m.id) of the deep insert of transaction \(tx) depends on none of it")
+            }
         }
         // ErrorArchive ↔ error records.
         var archived: Set<Int64> = []

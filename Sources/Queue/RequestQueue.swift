@@ -299,7 +299,7 @@ package struct RequestQueue: Sendable {
             Collapse.Pending(
                 id: record.id, method: record.method, status: record.status, nonMergeable: record.nonMergeable,
                 transactionID: record.transactionID, uploadCategory: record.uploadCategory,
-                hasDependents: entry.hasDependents)
+                hasDependents: entry.hasDependents, deepInsert: record.deepInsert)
         }
     }
 

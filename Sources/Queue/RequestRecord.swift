@@ -74,6 +74,9 @@ package struct RequestRecord: Sendable, Hashable {
     package var firstSentAt: EDMDateTimeOffset?
     /// A create whose entity leaves the store once it is applied (`ChangeOptions.removeAfterUpload`).
     package var removeAfterUpload = false
+    /// A create of a deep insert (`RequestQueue.applyDeep`): flush sends it with the creates under
+    /// it, in its transaction, as one POST with them inline.
+    package var deepInsert = false
 
     /// As a row of `RequestQueue`.
     package var properties: Properties {
@@ -95,6 +98,7 @@ package struct RequestRecord: Sendable, Hashable {
         if !dependencies.isEmpty { p["Dependencies"] = .collection(dependencies.map { .int($0) }) }
         if let firstSentAt { p["FirstSentAt"] = .dateTimeOffset(firstSentAt) }
         if removeAfterUpload { p["RemoveAfterUpload"] = .bool(true) }
+        if deepInsert { p["DeepInsert"] = .bool(true) }
         return p
     }
 
@@ -122,6 +126,7 @@ package struct RequestRecord: Sendable, Hashable {
         self.localKey = localKey
         self.firstSentAt = nil
         self.removeAfterUpload = options.removeAfterUpload && method == .create
+        self.deepInsert = options.deepInsert && method == .create
     }
 
     /// Reads a `RequestQueue` row back. Throws `EntityError.corruptRow`-style errors for a row that
@@ -182,6 +187,7 @@ package struct RequestRecord: Sendable, Hashable {
         self.localKey = p["LocalKey"] == .bool(true)
         if case .dateTimeOffset(let at)? = p["FirstSentAt"] { self.firstSentAt = at } else { self.firstSentAt = nil }
         self.removeAfterUpload = p["RemoveAfterUpload"] == .bool(true)
+        self.deepInsert = p["DeepInsert"] == .bool(true)
     }
 }
 
@@ -202,6 +208,8 @@ public struct ChangeOptions: Sendable, Hashable {
     /// but need not keep (a log entry, a reading). A defining request that covers it brings the
     /// service's copy back on the next refresh.
     public var removeAfterUpload: Bool
+    /// Set by `RequestQueue.applyDeep` on the creates of a deep insert (not an option of its own).
+    package var deepInsert = false
 
     public init(
         customTag: String? = nil, customHeaders: [String: String] = [:], transactionID: String? = nil,

@@ -40,15 +40,28 @@ package struct ODataBackend: Backend {
     }
 
     package func send(_ changes: [OutgoingChange], extra: [(String, String)]) async throws -> [ChangeAnswer] {
-        let requests = try changes.map { change in
+        // A change inside another (a deep insert) goes in that one's body, not as a request.
+        let children = Self.inlineChildren(changes)
+        let top = changes.filter { $0.inside == nil }
+        let requests = try top.map { change in
             var request = try dialect.request(for: change, store: store)
+            request.body = try deepBody(change, request.body, children: children)
             (request.group, request.id, request.dependsOn) = (change.group, change.id, change.dependsOn)
             return request
         }
         let responses = try await transport.batch(requests, headers: extra)
-        return zip(changes, responses).map { change, response in
-            answer(response, set: change.set, withEntity: change.kind != .delete)
+        if children.isEmpty {
+            return zip(top, responses).map { change, response in
+                answer(response, set: change.set, withEntity: change.kind != .delete)
+            }
         }
+        var answers: [String: ChangeAnswer] = [:]
+        for (change, response) in zip(top, responses) {
+            let a = answer(response, set: change.set, withEntity: change.kind != .delete)
+            answers[change.id] = a
+            try await answerInline(change, a, children: children, extra: extra, into: &answers)
+        }
+        return changes.map { answers[$0.id] ?? ChangeAnswer(status: 0) }
     }
 
     package func read(_ entity: EntityAddress, extra: [(String, String)]) async throws -> ChangeAnswer {

@@ -44,26 +44,56 @@ enum V2Dialect {
 
     /// A V2 request body as the store's body reader takes it: `__metadata` dropped, deferred
     /// navigation properties dropped, a navigation property holding only `__metadata.uri` (a
-    /// link to an existing entity) as `Nav@odata.bind`. Anything else goes through unchanged, to
-    /// be checked there (an inline entity is a deep insert, refused with its own message).
+    /// link to an existing entity) as `Nav@odata.bind`, inline entities (a deep insert) each the
+    /// same way. Anything else goes through unchanged, to be checked there.
     static func body(_ raw: [UInt8], set: String, store: OfflineStore) throws -> [UInt8] {
-        guard case .object(let members) = try JSON.parse(raw) else { return raw }
-        let navigation = Set(try store.entities.set(set).type.navigationProperties.map(\.name))
+        var text = ""
+        JSONWriter.write(try body(try JSON.parse(raw), set: set, store: store), to: &text)
+        return Array(text.utf8)
+    }
+
+    /// `body(_:set:store:)` on a parsed body, and on each entity inline in it (a deep insert:
+    /// `{"results": [...]}` or an array, or one object), with its own set's navigation properties.
+    private static func body(_ json: JSON, set: String, store: OfflineStore, depth: Int = 0) throws -> JSON {
+        guard case .object(let members) = json else { return json }
+        let type = try store.entities.set(set).type
         var out: [(String, JSON)] = []
         for (name, value) in members {
             if name == "__metadata" { continue }
-            if navigation.contains(name), case .object(let inner) = value {
-                if inner.contains(where: { $0.0 == "__deferred" }) { continue }
-                if inner.count == 1, case .string(let uri)? = value["__metadata"]?["uri"] {
-                    out.append((name + "@odata.bind", .string(uri)))
-                    continue
+            if let nav = type.navigationProperties.first(where: { $0.name == name }) {
+                if case .object(let inner) = value {
+                    if inner.contains(where: { $0.0 == "__deferred" }) { continue }
+                    if inner.count == 1, case .string(let uri)? = value["__metadata"]?["uri"] {
+                        out.append((name + "@odata.bind", .string(uri)))
+                        continue
+                    }
+                }
+                // Inline entities (a deep insert): each read as an entity of the navigation's target.
+                if depth < 8, let target = store.schema.targetSet(of: nav, from: set) {
+                    switch value {
+                    case .array(let items):
+                        out.append(
+                            (name, .array(try items.map { try body($0, set: target, store: store, depth: depth + 1) })))
+                        continue
+                    case .object where value["results"] != nil:
+                        if case .array(let items)? = value["results"] {
+                            out.append(
+                                (
+                                    name,
+                                    .array(try items.map { try body($0, set: target, store: store, depth: depth + 1) })
+                                ))
+                            continue
+                        }
+                    case .object:
+                        out.append((name, try body(value, set: target, store: store, depth: depth + 1)))
+                        continue
+                    default: break
+                    }
                 }
             }
             out.append((name, value))
         }
-        var text = ""
-        JSONWriter.write(.object(out), to: &text)
-        return Array(text.utf8)
+        return .object(out)
     }
 
     /// `{"d":{"__metadata":{…},…properties…,…deferred navigation…}}`: an entity in a write's answer.

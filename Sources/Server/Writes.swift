@@ -9,6 +9,8 @@ import Storage
 /// One write, as a request of its own or of a `$batch`.
 enum WriteOp: Sendable {
     case create(set: String, entity: Properties)
+    /// A create with related entities inline: a deep insert.
+    case createDeep(set: String, entity: NewEntity)
     case update(set: String, key: [Value], changes: Properties, ifMatch: String?)
     case replace(set: String, key: [Value], entity: Properties, ifMatch: String?)
     case delete(set: String, key: [Value], ifMatch: String?)
@@ -108,7 +110,9 @@ struct Writes {
             V2Dialect.applies(to: store) && !body.isEmpty ? try V2Dialect.body(body, set: set, store: store) : body
         switch (method, key) {
         case (.post, nil):
-            return .create(set: set, entity: try store.properties(set: set, json: body))
+            let entity = try store.newEntity(set: set, json: body)
+            return entity.related.isEmpty
+                ? .create(set: set, entity: entity.properties) : .createDeep(set: set, entity: entity)
         case (.post, _?):
             throw ODataFailure.methodNotAllowed(
                 method, "an entity (POST creates in an entity set)", allow: "GET, PATCH, PUT, DELETE")
@@ -194,6 +198,9 @@ struct Writes {
                     status: 201, headers: headers,
                     body: try entityJSON(store, set: set, entity: stored, etag: etag, root: root)), url
             )
+        case .createDeep(let set, let entity):
+            return try createDeep(
+                set: set, entity, tx, store: store, root: root, representation: representation, options: options)
         case .update(let set, let key, let changes, let ifMatch):
             let (stored, etag) = try tx.update(
                 set: set, key: key, changes: changes, ifMatch: ifMatch, options: options)

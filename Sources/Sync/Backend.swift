@@ -11,7 +11,10 @@ package protocol Backend: Sendable {
     /// What the service offers that flush's choices depend on.
     var capabilities: BackendCapabilities { get }
     /// Sends `changes` as one round trip (a `$batch`; one at a time to a service without one):
-    /// those with the same `group` are one atomicity group (a change set). One answer per change,
+    /// those with the same `group` are one atomicity group (a change set). A change `inside`
+    /// another goes inline in that create's body (a deep insert), and its answer is the entity the
+    /// create's answer holds for it (read back with the create's entity when the answer holds
+    /// none), or, when the create failed, 424 with the create's error. One answer per change,
     /// in order (a change set that failed answers every member with its one error). `extra`:
     /// pass-through headers the caller configured (an `Authorization`, say). Throws
     /// `BackendError.transport` when no answer came (the changes may or may not have been
@@ -105,6 +108,15 @@ package struct OutgoingChange: Sendable {
     /// change goes to `$<id>` (a change of that very entity) or, for a create under it, to
     /// `$<id>/<navigation>` — its foreign key to the parent left out (in `serviceAssigned`).
     package var parent: ContentIDReference?
+    /// A create that goes inline in an earlier create of the round trip (a deep insert), not as a
+    /// request of its own: that create's `id` and the navigation property it goes under. Its
+    /// answer is the part of that create's answer about it (`Backend.send`).
+    package var inside: ContentIDReference?
+
+    /// Whether the key of the entity this change makes or changes may be known only from its
+    /// answer: it names or goes under an entity an earlier create of its change set made, whose
+    /// key the service may assign (`parent`, `inside`).
+    package var keyFromAnswer: Bool { parent != nil || inside != nil }
 
     package init(
         kind: Kind, set: String, key: [Value], keyText: String, body: String?, serviceAssigned: Set<String> = [],

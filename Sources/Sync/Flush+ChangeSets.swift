@@ -71,13 +71,46 @@ extension Flush {
         return nil
     }
 
+    /// How change set `members` (in id order) goes as one deep insert: for each member but the
+    /// first, the earlier member it goes under and the navigation property from that one
+    /// (`reference`). Nil when it cannot: a member that is not a create, or not under exactly one
+    /// earlier member by a navigation property whose referential constraint is on that one's key.
+    static func deepInsertTree(_ members: [RequestRecord], schema: Schema) -> [Int64: ParentReference]? {
+        guard members.count > 1, let root = members.first, root.method == .create else { return nil }
+        var out: [Int64: ParentReference] = [:]
+        for m in members.dropFirst() {
+            guard m.method == .create else { return nil }
+            let parents = members.filter { $0.id < m.id && m.dependencies.contains($0.id) }
+            guard parents.count == 1, let ref = reference(from: m, to: parents[0], schema: schema),
+                ref.navigation != nil
+            else { return nil }
+            out[m.id] = ref
+        }
+        return out
+    }
+
+    /// Whether change set `members` (in id order) goes as one deep insert, and how
+    /// (`deepInsertTree`): when it was made as one (`RequestRecord.deepInsert`), or when the
+    /// configuration says the service takes deep inserts (`deepInsert`) and it cannot go as one
+    /// change set otherwise (`cannotGoWhole`).
+    static func deepInsert(
+        _ members: [RequestRecord], capabilities: BackendCapabilities, configuration: StoreConfiguration,
+        schema: Schema
+    ) -> [Int64: ParentReference]? {
+        guard let first = members.first, first.deepInsert || configuration.deepInsert,
+            let tree = deepInsertTree(members, schema: schema)
+        else { return nil }
+        if first.deepInsert { return tree }
+        return cannotGoWhole(members, capabilities: capabilities, schema: schema) == nil ? nil : tree
+    }
+
     /// Refuses, before anything is sent, every transaction of this flush that cannot go as one
     /// change set (`cannotGoWhole`) and would otherwise be split — unless the configuration allows
     /// splitting (`splitTransactions`): each member goes to ErrorArchive (the first with the
     /// reason, the others caused by it), nothing of it to the service. Returns the ids archived.
     func refuseChangeSetsThatCannotGoWhole() async throws -> [Int64] {
         guard !store.configuration.splitTransactions else { return [] }
-        let (queue, options, schema) = (self.queue, self.options, store.schema)
+        let (queue, options, schema, configuration) = (self.queue, self.options, store.schema, store.configuration)
         return try await store.write(usingReserve: true) { t in
             var sets: [String: [RequestRecord]] = [:]
             try queue.records.scan(t.reader) { p in
@@ -91,6 +124,9 @@ extension Flush {
             for (tx, members) in sets.sorted(by: { $0.key < $1.key }) {
                 // A change set in error or once sent goes (or waits) as it is.
                 guard members.allSatisfy({ $0.status == .pending }),
+                    Self.deepInsert(
+                        members, capabilities: options.capabilities, configuration: configuration, schema: schema)
+                        == nil,
                     let why = Self.cannotGoWhole(members, capabilities: options.capabilities, schema: schema)
                 else { continue }
                 let error = ServiceError(

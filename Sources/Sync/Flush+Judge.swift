@@ -83,7 +83,7 @@ extension Flush {
     func mismatch(_ round: [Outgoing], _ answers: [ChangeAnswer]) -> String? {
         for (o, answer) in zip(round, answers) where answer.isSuccess {
             let r = o.record
-            guard let json = answer.entity, !(r.method == .create && r.localKey), o.change.parent == nil,
+            guard let json = answer.entity, !(r.method == .create && r.localKey), o.change.keyFromAnswer == false,
                 r.method != .delete,
                 let set = try? store.set(r.entitySet)
             else { continue }
@@ -186,7 +186,7 @@ extension Flush {
                 // a representation; its key must be the request's unless the key was local.
                 let key = try set.keyValues(image!)
                 if try set.encodeKey(key) != r.keyBytes && !(r.method == .create && r.localKey)
-                    && o.change.parent == nil
+                    && o.change.keyFromAnswer == false
                 {
                     return .stop(
                         "request \(r.id): the service answered with the entity \(r.entitySet)(\(set.describeKey(key))), not \(r.entitySet)(\(r.entityKey))"
@@ -212,7 +212,7 @@ extension Flush {
     /// service assigns the one its answer carries (nil when it carries none that reads).
     func answeredKey(_ o: Outgoing, _ answer: ChangeAnswer) -> (key: [Value], text: String)? {
         let r = o.record
-        guard r.method == .create && r.localKey || o.change.parent != nil else { return (o.change.key, r.entityKey) }
+        guard r.method == .create && r.localKey || o.change.keyFromAnswer else { return (o.change.key, r.entityKey) }
         guard let json = answer.entity, let set = try? store.set(r.entitySet) else { return nil }
         var notes: ServerNotes? = ServerNotes()
         guard

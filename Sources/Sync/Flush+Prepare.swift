@@ -34,6 +34,11 @@ extension Flush {
                 change.parent = ContentIDReference(change: String(reference.parent), navigation: reference.navigation)
                 change.serviceAssigned.formUnion(reference.omit)
             }
+            if let inside = p.inside {
+                // Its foreign key to the parent is the nesting's to state (the parent's key may be local).
+                change.inside = ContentIDReference(change: String(inside.parent), navigation: inside.navigation)
+                change.serviceAssigned.formUnion(inside.omit)
+            }
             change.dependsOn = dependsOn(p, earlier: out, position: position)
             position[p.id] = out.count
             out.append(Outgoing(record: r, change: change, before: before))

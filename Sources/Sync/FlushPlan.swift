@@ -23,6 +23,9 @@ extension Flush {
         /// A create earlier in its change set whose key the service assigns, named by its
         /// Content-ID (`ContentIDReference`): nil for most.
         var reference: ParentReference? = nil
+        /// A create that goes inline in an earlier create of its change set (a deep insert): that
+        /// one and the navigation property it goes under. Nil for most.
+        var inside: ParentReference? = nil
     }
 
     /// The next round, in order (see `Flush` and `PlannedRequest`).
@@ -221,7 +224,7 @@ extension Flush {
                 stage.map {
                     PlannedRequest(
                         id: $0.id, group: group, predecessors: $0.predecessors, ifMatch: $0.ifMatch,
-                        reference: $0.reference)
+                        reference: $0.reference, inside: $0.inside)
                 })
         }
 
@@ -246,6 +249,12 @@ extension Flush {
         /// with `splitTransactions`, goes without that member, which follows after the answer.
         mutating func stage(_ members: [RequestRecord]) throws -> [PlannedRequest] {
             let memberIDs = Set(members.map(\.id))
+            let store = queue.store
+            if let tree = Flush.deepInsert(
+                members, capabilities: options.capabilities, configuration: store.configuration, schema: store.schema)
+            {
+                return try stageDeep(members, tree)
+            }
             var stage: [PlannedRequest] = []
             var staged: Set<Int64> = []
             for m in members {
@@ -273,6 +282,24 @@ extension Flush {
                 } else if !queue.store.configuration.splitTransactions && m.status == .pending {
                     return []  // never a part of it
                 }
+            }
+            return stage
+        }
+
+        /// A deep insert (`Flush.deepInsert`): every member goes, the first as the POST and the
+        /// others inline in it (`inside`), once every predecessor outside it is done or in the round.
+        mutating func stageDeep(_ members: [RequestRecord], _ tree: [Int64: ParentReference]) throws -> [PlannedRequest]
+        {
+            let memberIDs = Set(members.map(\.id))
+            var stage: [PlannedRequest] = []
+            for m in members {
+                let preds = try predecessors(of: m)
+                let outside = preds.filter { !memberIDs.contains($0) }
+                if noCrossGroupDependencies, !outside.isEmpty { return [] }
+                guard try canGo(after: outside) else { return [] }
+                stage.append(
+                    PlannedRequest(
+                        id: m.id, group: nil, predecessors: preds, ifMatch: false, inside: tree[m.id]))
             }
             return stage
         }

@@ -6,7 +6,8 @@ struct Create: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create an entity offline: it is stored and its request queued, in one durable transaction.",
         discussion:
-            "Example: offline-store create --store s Products '{\"ProductID\":\"HT-9\",\"Name\":\"Pen\"}' --tag new-pen"
+            "Example: offline-store create --store s Products '{\"ProductID\":\"HT-9\",\"Name\":\"Pen\"}' --tag new-pen. "
+            + "Related entities inline (\"Items\": [{…}, {…}]) make a deep insert: all created together, sent as one POST."
     )
     @OptionGroup var options: StoreOption
     @Argument(help: "The entity set.") var set: String
@@ -16,9 +17,15 @@ struct Create: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let store = try OfflineStore.open(at: options.store)
-            let receipt = try store.create(
-                set: set, entity: try store.properties(set: set, json: try jsonArgument(json)), options: change.options)
-            try output(describe(receipt, store: store, set: set))
+            let entity = try store.newEntity(set: set, json: try jsonArgument(json))
+            if entity.related.isEmpty {
+                let receipt = try store.create(set: set, entity: entity.properties, options: change.options)
+                try output(describe(receipt, store: store, set: set))
+            } else {
+                let receipts = try store.create(set: set, deep: entity, options: change.options)
+                let ids = receipts.compactMap(\.requestID).map(String.init).joined(separator: ", ")
+                try output("requests \(ids) queued (a deep insert of \(receipts.count) entities)")
+            }
         }
     }
 }

@@ -81,6 +81,12 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// goes after the answer that brings it — not atomic: a refusal of the second part leaves the
     /// first applied. Off, such a transaction is refused whole, never half applied.
     public var splitTransactions = false
+    /// Whether the service takes deep inserts (`"deepInsert"`, default false): a transaction that
+    /// cannot go as one change set for want of Content-ID references, made of a create and creates
+    /// under it by navigation properties with referential constraints (an order and its items),
+    /// goes as one POST with the items inline instead of being refused. A deep insert made as one
+    /// (`NewEntity`, JSON with inline entities) goes as one whatever this says.
+    public var deepInsert = false
 
     /// The `"timeouts"` member: see `timeouts`.
     public struct Timeouts: Sendable, Hashable {
@@ -262,6 +268,7 @@ public struct StoreConfiguration: Sendable, Hashable {
             case ("contentIDReferences", .bool(let b)): contentIDReferences = b
             case ("contentIDReferences", .null): contentIDReferences = nil
             case ("splitTransactions", .bool(let b)): splitTransactions = b
+            case ("deepInsert", .bool(let b)): deepInsert = b
             case ("createMarkers", _):
                 throw .badInput("configuration: createMarkers must be an object of entity sets and property names")
             default:
@@ -303,6 +310,7 @@ public struct StoreConfiguration: Sendable, Hashable {
         }
         if let contentIDReferences { members.append(("contentIDReferences", .bool(contentIDReferences))) }
         if splitTransactions { members.append(("splitTransactions", .bool(true))) }
+        if deepInsert { members.append(("deepInsert", .bool(true))) }
         if !createMarkers.isEmpty {
             members.append(
                 ("createMarkers", .object(createMarkers.keys.sorted().map { ($0, .string(createMarkers[$0]!)) })))

@@ -43,6 +43,9 @@ package enum SystemSets {
             Property(name: "FirstSentAt", type: .primitive(.dateTimeOffset)),
             // A create whose entity leaves the store once applied (SAP's RemoveAfterUpload); null: no.
             Property(name: "RemoveAfterUpload", type: .primitive(.boolean)),
+            // A create of a deep insert (the entity and those created under it go as one POST,
+            // `NewEntity`); null: no.
+            Property(name: "DeepInsert", type: .primitive(.boolean)),
         ])
 
     /// A request the service refused, with SAP's ErrorArchive fields.

@@ -122,7 +122,20 @@ extension RequestQueue {
     /// Moves an entity from key `old` to key `new`: its row, its queued requests, its server image,
     /// and every local reference to it.
     func rekey(_ t: WriteView, set: EntitySetHandle, from old: [Value], to new: [Value]) throws {
+        var moved: Set<[UInt8]> = []
+        try rekey(t, set: set, from: old, to: new, moved: &moved)
+    }
+
+    /// `rekey`, once per entity: `moved` holds the entities moved so far (`EntityStore.entityKey`
+    /// of their old keys). SAP's `$metadata` declares referential constraints both ways (S/4's
+    /// `assoc_A_SalesOrderItem_to_SalesOrder` makes the item the principal of its order), so the
+    /// references can lead back to an entity already moved.
+    private func rekey(
+        _ t: WriteView, set: EntitySetHandle, from old: [Value], to new: [Value], moved: inout Set<[UInt8]>
+    ) throws {
         let oldBytes = try set.encodeKey(old), newBytes = try set.encodeKey(new)
+        guard oldBytes != newBytes, moved.insert(EntityStore.entityKey(set: set.name, keyBytes: oldBytes)).inserted
+        else { return }
         var renamed: Properties = [:]
         for (k, v) in zip(set.type.key, new) { renamed[k] = v }
         // The row. The service's copy may be here already: a refresh brought it after the answer
@@ -169,10 +182,11 @@ extension RequestQueue {
                         // The foreign key is part of the child's key: the child moves too.
                         var newChildKey = childKey
                         for (i, k) in dep.type.key.enumerated() { if let v = replacement[k] { newChildKey[i] = v } }
-                        try rekey(t, set: dep, from: childKey, to: newChildKey)
-                        var moved = try dep.get(t.reader, key: newChildKey)!
-                        for (k, v) in replacement { moved[k] = v }
-                        try dep.upsert(t, moved, facets: false)
+                        try rekey(t, set: dep, from: childKey, to: newChildKey, moved: &moved)
+                        if var entity = try dep.get(t.reader, key: newChildKey) {
+                            for (k, v) in replacement { entity[k] = v }
+                            try dep.upsert(t, entity, facets: false)
+                        }
                     } else {
                         var updated = child
                         for (k, v) in replacement { updated[k] = v }

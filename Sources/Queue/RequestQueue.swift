@@ -322,7 +322,7 @@ package struct RequestQueue: Sendable {
         switch change {
         case .create(_, let given):
             let entity: Properties
-            (entity, localKey) = try fillLocalKey(t, set: set, given)
+            (entity, localKey) = try fillLocalKey(t, set: set, Self.withEmptyCollections(given, set))
             try set.insert(t, entity)
             keyValues = try set.keyValues(entity)
             (previous, current) = (nil, try set.get(t.reader, key: keyValues))
@@ -332,7 +332,7 @@ package struct RequestQueue: Sendable {
             (previous, current) = (r.previous, r.current)
         case .replace(_, let key, let entity):
             keyValues = key
-            let r = try set.replace(t, key: key, entity)
+            let r = try set.replace(t, key: key, Self.withEmptyCollections(entity, set))
             (previous, current) = (r.previous, r.current)
         case .delete(_, let key):
             keyValues = key
@@ -344,6 +344,17 @@ package struct RequestQueue: Sendable {
         return ChangedEntity(
             keyValues: keyValues, keyBytes: try set.encodeKey(keyValues), previous: previous, current: current,
             localKey: localKey)
+    }
+
+    /// `entity` with each collection-valued property that may not be null and is left out (or null)
+    /// as an empty collection, as a service makes it: S/4HANA's RAP services declare
+    /// `SAP__Messages` so, and a create does not send it.
+    static func withEmptyCollections(_ entity: Properties, _ set: EntitySetHandle) -> Properties {
+        var out = entity
+        for p in set.type.properties where !p.nullable {
+            if case .collection = p.type, out[p.name]?.isNull ?? true { out[p.name] = .collection([]) }
+        }
+        return out
     }
 
     /// The pending creates the changed entity refers to (an update: those its changes refer to);

@@ -11,7 +11,9 @@ enum SAPFlush {
     /// A store made from GWSAMPLE_BASIC's own `$metadata`, `SG_Sales` and `SG_Product` defined,
     /// refreshed.
     static func store(
-        _ sap: MockSAP, createMarkers: [String: String] = [:], contentIDReferences: Bool? = nil, at path: String? = nil
+        _ sap: MockSAP, createMarkers: [String: String] = [:], contentIDReferences: Bool? = nil,
+        deepInsert: Bool = false,
+        at path: String? = nil
     ) async throws -> OfflineStore {
         let metadata = try await sap.metadata(service)
         var configuration = StoreConfiguration(
@@ -24,6 +26,7 @@ enum SAPFlush {
             ])
         configuration.createMarkers = createMarkers
         configuration.contentIDReferences = contentIDReferences
+        configuration.deepInsert = deepInsert
         let store = try OfflineStore.create(
             at: path ?? tempDir() + "/sap-flush", metadata: Array(metadata.utf8), configuration: configuration)
         let report = try await store.refresh()

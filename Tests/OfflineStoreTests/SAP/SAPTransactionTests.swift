@@ -57,4 +57,26 @@ import Storage
             "SAP transaction, contentIDReferences \(references): \(report); refusal: \(SAPFlush.text(root["Message"]).prefix(300))"
         )
     }
+
+    /// Configured to take deep inserts (`deepInsert`), the same transaction goes as one POST of the
+    /// order with its item inline: both made, the order's number and the item mapped back.
+    @Test func anOrderAndItsItemGoAsOneDeepInsertWhereConfigured() async throws {
+        let sap = try await MockSAP.start()
+        defer { Task { await sap.stop() } }
+        let store = try await SAPFlush.store(sap, deepInsert: true)
+        try await Self.orderWithItem(store)
+        let report = try await store.flush()
+        #expect(report.succeeded == 2 && report.archived == 0 && report.roundTrips == 1, "\(report)")
+        let order = try #require(try store.entities("SalesOrderSet?$filter=Note eq 'transaction order'").first)
+        guard case .string(let number)? = order["SalesOrderID"], !number.hasPrefix("~") else {
+            Issue.record("not mapped: \(order)")
+            return
+        }
+        let theirs = try await sap.entities(
+            Self.service, "SalesOrderLineItemSet?$filter=SalesOrderID eq '\(number)'")
+        #expect(theirs.count == 1 && theirs.first?["Note"] as? String == "transaction item", "\(theirs)")
+        #expect(
+            try store.entities("SalesOrderLineItemSet?$filter=SalesOrderID eq '\(number)'").first?["Note"]
+                == .string("transaction item"))
+    }
 }

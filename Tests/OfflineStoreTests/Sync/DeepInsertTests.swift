@@ -31,6 +31,9 @@ import Sync
         #expect(noteID.isLocalKey, "a key the service assigns: local until the flush")
         #expect(try store.entities("Comments?$filter=NoteID eq \(noteID.literal)").count == 2)
         #expect(try store.entities("Lines?$filter=NoteID eq \(noteID.literal)").first?["Text"] == .string("deep line"))
+        var text = ""
+        try store.query("Notes?$filter=Title eq 'deep header'&$expand=Comments,Lines") { text += $0 }
+        #expect(text.contains("first comment") && text.contains("deep line"), "expanded: \(text)")
         let queued = try store.entities("RequestQueue")
         #expect(queued.count == 4 && queued.allSatisfy { $0["DeepInsert"] == .bool(true) })
         #expect(Set(queued.map { $0["TransactionID"] }).count == 1, "one transaction")

@@ -223,16 +223,18 @@ import Samples
             separator: "\n")
     }
 
-    /// Fails every call of `body` in turn on copies of `template`; returns the counts.
+    /// Fails every call of `body` in turn on copies of `template`; returns the counts. `state`:
+    /// what is compared (`state(_:)` unless given).
     static func inject(
-        template: String, name: String, _ body: (OfflineStore) throws -> Void
+        template: String, name: String, state: (OfflineStore) throws -> [String] = { try FlushFaultTests.state($0) },
+        _ body: (OfflineStore) throws -> Void
     ) throws -> (trials: Int, injected: Int) {
-        let before = try Self.state(try QueueFaultTests.copy(template))
+        let before = try state(try QueueFaultTests.copy(template))
         let probe = try QueueFaultTests.copy(template)
         FaultInjection.countCalls(in: probe.entities.environment)
         try body(probe)
         let calls = FaultInjection.stop(probe.entities.environment).calls
-        let after = try Self.state(probe)
+        let after = try state(probe)
         #expect(before != after)
         #expect(calls.count > 10, "\(name): only \(calls.count) calls seen")
         var trials = 0, injected = 0, recovered = 0
@@ -247,7 +249,7 @@ import Samples
                 let context = "\(name): call \(n) (\(calls[n - 1])) failing with \(codeName)"
                 let report = try store.check()
                 #expect(report.isConsistent, "\(context): \(report)")
-                let now = try Self.state(store)
+                let now = try state(store)
                 switch result {
                 case .success:
                     recovered += 1
@@ -257,7 +259,7 @@ import Samples
                 case .failure:
                     #expect(now == before, "\(context): failed but the store changed: \(Self.diff(before, now))")
                     try body(store)
-                    let again = try Self.state(store)
+                    let again = try state(store)
                     #expect(again == after, "\(context): run again, it did not land: \(Self.diff(after, again))")
                 }
             }

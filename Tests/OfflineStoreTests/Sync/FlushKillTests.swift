@@ -8,8 +8,8 @@ import Storage
 
 /// `offline-store flush` SIGKILLed at random instants while it uploads to a real `serve`, then
 /// started again: the service applies every change exactly once. Each round the test makes local
-/// changes (creates with keys the service assigns and their children, creates with unique keys,
-/// updates, deletes) and kills a flush; reconciliation is off (`--no-reconcile`), so a change
+/// changes (creates with keys the service assigns and their children, deep inserts, creates with
+/// unique keys, updates, deletes) and kills a flush; reconciliation is off (`--no-reconcile`), so a change
 /// applied twice would meet 409, 404 or 412 and land in ErrorArchive — which stays empty. Every
 /// few rounds a flush runs to the end: the offline store then equals the service's store, entity
 /// for entity, and the service's repeatability records are exactly the requests that left the
@@ -92,19 +92,43 @@ import Storage
         #expect(totals.sentLeft > 0, "no kill hit a request in flight: the test proves little")
     }
 
-    /// Request id → repeatability id of every queued request.
+    /// Request id → repeatability id of every queued request that goes as a request of its own
+    /// (not the children of a deep insert, which go inline in their parent's).
     static func queued(_ store: OfflineStore) throws -> [Int64: String] {
-        Dictionary(uniqueKeysWithValues: try FlushFixture.queue(store).map { ($0.id, $0.repeatabilityID.description) })
+        let records = try FlushFixture.queue(store)
+        var roots: [String: Int64] = [:]
+        for r in records where r.deepInsert {
+            roots[r.transactionID ?? ""] = min(roots[r.transactionID ?? ""] ?? .max, r.id)
+        }
+        return Dictionary(
+            uniqueKeysWithValues: records.filter { !$0.deepInsert || roots[$0.transactionID ?? ""] == $0.id }.map {
+                ($0.id, $0.repeatabilityID.description)
+            })
     }
 
     /// A few random local changes; returns how many.
     static func change(_ store: OfflineStore, round: Int, rng: inout SeededRandom) async throws -> Int {
         var n = 0
-        let note = try await store.create(
-            set: "Notes",
-            entity: ["Title": .string("r\(round)"), "Amount": .decimal(EDMDecimal("\(round).\(round % 10)5")!)])
-        let noteID = note.entity!["NoteID"]!
-        n += 1
+        let properties: Properties = [
+            "Title": .string("r\(round)"), "Amount": .decimal(EDMDecimal("\(round).\(round % 10)5")!),
+        ]
+        let noteID: Value
+        if Int.random(in: 0..<3, using: &rng) == 0 {
+            // A deep insert: the note with a comment and a line inline, one POST.
+            let made = try await store.create(
+                set: "Notes",
+                deep: NewEntity(
+                    properties,
+                    related: [
+                        "Comments": [NewEntity(["Text": .string("deep c\(round)")])],
+                        "Lines": [NewEntity(["LineNo": .int(9), "Text": .string("deep l\(round)")])],
+                    ]))
+            noteID = made[0].entity!["NoteID"]!
+            n += 3
+        } else {
+            noteID = try await store.create(set: "Notes", entity: properties).entity!["NoteID"]!
+            n += 1
+        }
         if Int.random(in: 0..<2, using: &rng) == 0 {
             try await store.create(set: "Comments", entity: ["NoteID": noteID, "Text": .string("c\(round)")])
             n += 1

@@ -53,7 +53,7 @@ done
 PUBLIC_TYPES=" AuthenticationError Authentication AuthorizedRequest CSDLError ChangeOptions CheckInterrupted ComplexType DataFileError DefiningRequest Durability EDMDate
  EDMDateTimeOffset EDMDecimal EDMDuration EDMGuid EDMPrimitive EDMTimeOfDay Element EntityError EntitySet EntityType
  EnumType EnvironmentError FlushReport IndexStats IntegrityReport Iterator JSONError LMDBError LoadError LoadProgress
- LocalChange Message Mode NavigationProperty ODataVersion PreparedQuery Properties Property QueryError QueryFormat
+ LocalChange Message Mode NavigationProperty NewEntity ODataVersion PreparedQuery Properties Property QueryError QueryFormat
  QueryLimits ReferentialConstraint RefreshError RefreshProgress RefreshReport Request RequestAuthorizer ResultOptions ResultRow ResultSummary Schema SecretSource
  SetStats StoreConfiguration StoreStats StringInterpolation Timeouts TypeRef Value ValueBound _EDMTextCodable "
 PUBLIC_TYPES=" $(echo $PUBLIC_TYPES) "

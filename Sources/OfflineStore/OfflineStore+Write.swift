@@ -232,6 +232,17 @@ extension OfflineStore {
         try LocalBody(store: entities).properties(set: set, json: json)
     }
 
+    /// The most entities one deep insert creates (`RequestQueue.maxDeepInsertEntities`).
+    package static var maxDeepInsertEntities: Int { RequestQueue.maxDeepInsertEntities }
+
+    /// The set a deep insert under `nav` of `set` creates in, and the constraint that relates the
+    /// entities there to their parent (`RequestQueue.deepTarget`); throws when there is none.
+    package static func deepInsertTarget(
+        _ nav: NavigationProperty, of set: String, schema: Schema
+    ) throws -> (set: String, constraints: [ReferentialConstraint]) {
+        try RequestQueue.deepTarget(nav, of: set, schema: schema)
+    }
+
     /// Reads an entity to create, with the related entities it carries inline (a deep insert,
     /// for `create(set:deep:options:)`), from an OData JSON object: `"Items": [{…}, {…}]` (V2's
     /// `{"results": [...]}` too), one object for a single-valued navigation property.

@@ -122,6 +122,11 @@ extension RequestQueue {
         {
             constraints = back.dependentConstraints
         }
+        if constraints.isEmpty, !nav.dependentConstraints.isEmpty {
+            throw EntityError.badInput(
+                "'\(nav.name)' of \(set) names the entity \(set) refers to: a deep insert creates only entities that refer to the new one; create it first and link it with \(nav.name)@odata.bind"
+            )
+        }
         guard !constraints.isEmpty, Set(constraints.map(\.referencedProperty)) == Set(parentType.key) else {
             throw EntityError.badInput(
                 "a deep insert under '\(nav.name)' of \(set) needs a referential constraint from \(target) to \(set)'s key, which $metadata does not declare; create the entities with their own requests and link them"

@@ -1,5 +1,4 @@
 import OfflineStore
-import Queue
 import Storage
 
 extension Writes {
@@ -14,10 +13,10 @@ extension Writes {
         set: String, _ entity: NewEntity, _ tx: ServedTransaction, store: OfflineStore, root: String,
         representation: Bool?, options: ChangeOptions
     ) throws -> (response: RecordedResponse, entityURL: String?) {
-        guard entity.count <= RequestQueue.maxDeepInsertEntities else {
+        guard entity.count <= OfflineStore.maxDeepInsertEntities else {
             throw ODataFailure(
                 .badRequest,
-                "a deep insert of \(entity.count) entities: at most \(RequestQueue.maxDeepInsertEntities) go in one")
+                "a deep insert of \(entity.count) entities: at most \(OfflineStore.maxDeepInsertEntities) go in one")
         }
         let created: Created
         if tx.queued {
@@ -60,7 +59,7 @@ extension Writes {
             guard nav.isCollection || children.count <= 1 else {
                 throw EntityError.badInput("'\(name)' of \(set) is single-valued: one entity goes under it")
             }
-            let (target, constraints) = try RequestQueue.deepTarget(nav, of: set, schema: store.schema)
+            let (target, constraints) = try OfflineStore.deepInsertTarget(nav, of: set, schema: store.schema)
             var made: [Created] = []
             for child in children {
                 var props = child.properties
@@ -91,7 +90,7 @@ extension Writes {
         let type = try store.entities.set(set).type
         for name in e.related.keys.sorted() {
             guard let nav = type.navigationProperties.first(where: { $0.name == name }) else { continue }
-            let target = try RequestQueue.deepTarget(nav, of: set, schema: store.schema).set
+            let target = try OfflineStore.deepInsertTarget(nav, of: set, schema: store.schema).set
             let made = try (e.related[name] ?? []).map { try tree(set: target, $0, store: store, next: next) }
             out.related.append((name, nav.isCollection, made))
         }

@@ -6,12 +6,14 @@ struct Create: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create an entity offline: it is stored and its request queued, in one durable transaction.",
         discussion:
-            "Example: offline-store create --store s Products '{\"ProductID\":\"HT-9\",\"Name\":\"Pen\"}' --tag new-pen. "
-            + "Related entities inline (\"Items\": [{…}, {…}]) make a deep insert: all created together, sent as one POST."
+            "Example: offline-store create --store s Products '{\"ProductID\":\"HT-9\",\"Name\":\"Pen\"}' --tag new-pen"
     )
     @OptionGroup var options: StoreOption
     @Argument(help: "The entity set.") var set: String
-    @Argument(help: "The entity as an OData JSON object (or - to read it from standard input).") var json: String
+    @Argument(
+        help:
+            "The entity as an OData JSON object (or - to read it from standard input). Related entities inline (\"Items\": [{…}]) make a deep insert: created together, sent as one POST."
+    ) var json: String
     @OptionGroup var change: ChangeFlags
 
     func run() throws {

@@ -83,9 +83,11 @@ import Samples
     }
 
     /// `Nav@odata.bind` sets a foreign key from the bound entity's key; what the service does not
-    /// do — inline related entities (deep insert), binding a collection, a bound entity that does
-    /// not exist, a bind that contradicts the body — is refused with 400 and changes nothing.
-    @Test func bindSetsForeignKeysAndDeepInsertIsRefused() async throws {
+    /// do — creating inline the entity a new one refers to (its principal), binding a collection, a
+    /// bound entity that does not exist, a bind that contradicts the body — is refused with 400 and
+    /// changes nothing. Inline entities that refer to the new one (a deep insert) are created with
+    /// it, their foreign keys set from its key.
+    @Test func bindSetsForeignKeysAndDeepInsertCreatesDependents() async throws {
         let store = try ServeTests.sampleStore()
         let partners = try OfflineStore.open(at: store, readOnly: true).entities(
             "BusinessPartners?$top=2&$orderby=BusinessPartnerID")
@@ -131,14 +133,16 @@ import Samples
             let deepOrders = try await http.send(
                 .POST, "BusinessPartners",
                 body: #"{"BusinessPartnerID":"D-1","CompanyName":"Deep","SalesOrders":[{"SalesOrderID":"D-9"}]}"#)
-            #expect(deepOrders.status == 400, "\(deepOrders.text)")
+            #expect(deepOrders.status == 201, "\(deepOrders.text)")
+            let orders = deepOrders.object["SalesOrders"] as? [[String: Any]]
+            #expect(orders?.first?["SalesOrderID"] as? String == "D-9", "\(deepOrders.text)")
             let bindMany = try await http.send(
                 .POST, "BusinessPartners",
                 body:
                     #"{"BusinessPartnerID":"D-1","CompanyName":"Deep","SalesOrders@odata.bind":["SalesOrders('0500000001')"]}"#
             )
             #expect(bindMany.status == 400 && bindMany.text.contains("collection-valued"), "\(bindMany.text)")
-            #expect(try await http.get("BusinessPartners('D-1')").status == 404)
+            #expect(try await http.get("SalesOrders('D-9')").object["CustomerID"] as? String == "D-1")
         }
         #expect(try Self.count(store, "Products") == before + 1)
     }

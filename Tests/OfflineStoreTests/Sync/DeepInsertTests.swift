@@ -48,8 +48,14 @@ import Sync
         #expect(try store.check().problems.isEmpty)
     }
 
+    /// Read back, changed, flushed once as one POST, the service's keys mapped onto every entity,
+    /// and a refresh of the store's defining requests brings back what it holds.
     @Test func aDeepInsertGoesAsOnePOSTAndTheServicesKeysMapBack() async throws {
-        let (served, store) = try FlushFixture.pair(notes: true)
+        let (served, _) = try FlushFixture.pair(notes: true)
+        let store = try FlushFixture.notesCopy(
+            StoreConfiguration(
+                definingRequests: FlushFixture.notesSets.map { DefiningRequest(name: $0, url: $0) }),
+            name: "offline-refreshed")
         let receipts = try await store.create(set: "Notes", deep: Self.note)
         try await store.update(
             set: "Lines", key: try #require(receipts[3].entity.map { [$0["NoteID"]!, $0["LineNo"]!] }),
@@ -58,12 +64,16 @@ import Sync
         let probe = ProbeBackend(server.url)
         let report = try await store.flush(backend: probe, batchSize: 10)
         await probe.shutdown()
-        #expect(await server.stop() == 0)
         #expect(report.succeeded == 4 && report.archived == 0 && report.roundTrips == 1, "\(report)")
         let sent = probe.batches.flatMap { $0 }
         #expect(sent.count == 1 && sent.first?.url == "Notes", "one POST: \(sent.map(\.url))")
         let body = try JSONSerialization.jsonObject(with: Data(sent.first?.body ?? [])) as? [String: Any]
         #expect((body?["Comments"] as? [Any])?.count == 2 && (body?["Lines"] as? [Any])?.count == 1, "inline")
+        let mine = try FlushFixture.contents(store)
+        let refresh = try await store.refresh(serviceRoot: server.url)
+        #expect(await server.stop() == 0)
+        #expect(refresh.requests.count == 4, "\(refresh)")
+        #expect(try FlushFixture.contents(store) == mine, "the refresh brought back what the store held")
         let theirs = try OfflineStore.open(at: served, readOnly: true)
         let note = try #require(try theirs.entities("Notes?$filter=Title eq 'deep header'").first?["NoteID"])
         #expect(try theirs.entities("Comments?$filter=NoteID eq \(note.literal)").count == 2)

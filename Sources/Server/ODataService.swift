@@ -158,7 +158,7 @@ extension ODataService {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         return Response(
-            status: outcome.succeeded ? .ok : .serviceUnavailable, headers: headers,
+            status: outcome.ranToTheEnd ? .ok : .serviceUnavailable, headers: headers,
             body: .init(byteBuffer: ByteBuffer(bytes: outcome.json)))
     }
 

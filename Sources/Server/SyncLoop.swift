@@ -14,11 +14,15 @@ struct SyncOutcome: Sendable {
     var seconds: Double
 
     /// Whether both halves ran to the end (a flush that stopped early, on a 5xx or a lost
-    /// connection, did not).
-    var succeeded: Bool { refreshError == nil && flushError == nil && flushed?.stopped == nil }
+    /// connection, did not) and the service refused nothing.
+    var succeeded: Bool { ranToTheEnd && (flushed?.refused.isEmpty ?? true) }
 
-    /// `{"sync":N,"succeeded":…,"seconds":…,"refresh":"…","flush":"…"}`: the reports' one-line
-    /// summaries, or `{"error":"…"}` for a half that failed.
+    /// Whether both halves ran to the end (refusals or not): the answer's status is 200 then.
+    var ranToTheEnd: Bool { refreshError == nil && flushError == nil && flushed?.stopped == nil }
+
+    /// `{"sync":N,"succeeded":…,"seconds":…,"refresh":"…","flush":"…","refused":[…]}`: the
+    /// reports' one-line summaries, or `{"error":"…"}` for a half that failed, and a line per
+    /// request the service refused (in the ErrorArchive now).
     var json: [UInt8] {
         var out = JSONBuffer()
         out.append("{\"sync\":")
@@ -41,7 +45,12 @@ struct SyncOutcome: Sendable {
                 out.appendString(summary ?? "")
             }
         }
-        out.append("}\n")
+        out.append(",\"refused\":[")
+        for (i, line) in (flushed?.refused ?? []).enumerated() {
+            if i > 0 { out.append(",") }
+            out.appendString(line)
+        }
+        out.append("]}\n")
         return out.bytes
     }
 }
@@ -134,6 +143,7 @@ actor SyncLoop {
             + (outcome.refreshError.map { "failed: \($0)" } ?? outcome.refreshed?.description ?? "-") + "; flush "
             + (outcome.flushError.map { "failed: \($0)" } ?? outcome.flushed?.description ?? "-")
         if outcome.succeeded { logger.info("\(line)") } else { logger.warning("\(line)") }
+        for refused in outcome.flushed?.refused ?? [] { logger.warning("sync \(number): refused: \(refused)") }
         return outcome
     }
 }

@@ -59,7 +59,7 @@ extension Flush {
             for m in members where m != failing {
                 guard case .dependent(let e) = verdicts[m] else { continue }
                 switch verdicts[failing] {
-                case .refused, .refusedWith:
+                case .refused, .refusedWith, .conflict:
                     verdicts[m] = .refusedWith(
                         cause: round[failing].record.id,
                         ServiceError(
@@ -124,6 +124,14 @@ extension Flush {
         case 400..<500:
             if options.reconcile, r.attempts > 1, o.change.group == nil, let v = try await reconcile(o, answer) {
                 return v
+            }
+            if answer.status == 404, r.method == .delete, o.change.group == nil {
+                // Another copy deleted it first: gone, as asked (outside a change set, whose one
+                // error answers every member).
+                return .success(image: nil, etag: nil, reconciled: true, status: 404)
+            }
+            if answer.status == 412, r.method != .create {
+                return try await conflict(o, answer)
             }
             return .refused(answer.error)
         default:
@@ -222,6 +230,29 @@ extension Flush {
             let key = try? set.keyValues(image)
         else { return nil }
         return (key, set.describeKey(key))
+    }
+
+    /// A refusal for a stale ETag (412), with the service's entity as it is now, read back: the
+    /// conflict's third version (`Verdict.conflict`). A read that gets no usable answer leaves a
+    /// plain refusal.
+    func conflict(_ o: Outgoing, _ answer: ChangeAnswer) async throws -> Verdict {
+        let r = o.record
+        let read = try await backend.read(
+            .key(set: r.entitySet, key: o.change.key, keyText: r.entityKey), extra: options.headers)
+        if read.status == 404 || read.status == 410 {
+            return .conflict(answer.error, server: nil, etag: nil)
+        }
+        guard read.status == 200, let json = read.entity, read.unreadable == nil,
+            let set = try? store.set(r.entitySet)
+        else { return .refused(answer.error) }
+        var notes: ServerNotes? = ServerNotes()
+        guard
+            let there = try? ValueJSON(schema: store.schema).properties(
+                from: json, properties: set.type.properties,
+                navigation: Set(set.type.navigationProperties.map(\.name)), owner: r.entitySet, notes: &notes),
+            let key = try? set.keyValues(there), (try? set.encodeKey(key)) == r.keyBytes
+        else { return .refused(answer.error) }
+        return .conflict(answer.error, server: there, etag: read.etag ?? read.entityETag)
     }
 
     /// A re-sent request refused as if already applied, checked against the service: nil when it

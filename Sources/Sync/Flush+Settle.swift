@@ -35,6 +35,7 @@ extension Flush {
         report.succeeded += settled.succeeded.count
         report.reconciled += settled.reconciled.count
         report.archived += settled.archived.count
+        for o in round { if let line = settled.refusals[o.record.id] { report.refused.append(line) } }
         for o in round {
             guard let line = settled.inDoubt[o.record.id] else { continue }
             report.inDoubt.append(line)
@@ -126,6 +127,14 @@ extension Flush {
                 }
             case .refused(let error):
                 for id in try queue.archive(t, id: r.id, error: error) { archived.insert(id) }
+                out.refusals[r.id] = refusal(r, error)
+            case .conflict(let error, let server, let etag):
+                for id in try queue.archive(t, id: r.id, error: error) { archived.insert(id) }
+                try queue.recordConflict(t, id: r.id, server: server, serverETag: etag)
+                if let etag, server != nil, ServerETags.isHeaderValue(etag) {
+                    try etags.put(t, set: r.entitySet, keyBytes: r.keyBytes, etag: etag)
+                }
+                out.refusals[r.id] = refusal(r, error) + " (a conflict: both versions kept)"
             case .refusedWith(let cause, let error):
                 for id in try queue.archive(t, id: r.id, error: error, causedBy: cause) { archived.insert(id) }
             case .dependent(let error):
@@ -138,6 +147,11 @@ extension Flush {
         }
         out.archived = archived.sorted()
         return out
+    }
+
+    /// The line that says request `r` was refused with `error`.
+    static func refusal(_ r: RequestRecord, _ error: ServiceError) -> String {
+        "request \(r.id) (\(r.method.rawValue) \(r.entitySet)(\(r.entityKey))): \(error.httpStatus) \(error.code.map { $0 + ": " } ?? "")\(error.message.prefix(300))"
     }
 
     /// A success, in `t`: the request leaves the queue with the service's image applied, and the

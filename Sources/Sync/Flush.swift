@@ -29,6 +29,9 @@ public struct FlushReport: Sendable, Hashable, CustomStringConvertible {
     /// `InDoubt`), written in the transaction that settles the request, so a flush killed after
     /// it leaves the flag.
     public var inDoubt: [String] = []
+    /// The requests the service refused, one line each — `request 7 (PATCH Products('HT-1000')):
+    /// 412 …: the service's message` — also in the ErrorArchive (`offline-store errors --show 7`).
+    public var refused: [String] = []
     /// Messages the service sent with successful answers (SAP's `sap-message` header: warnings,
     /// information), one line each — `request 7 (POST A_SalesOrder('~1')): warning V1/302: …`.
     /// Each is also in the EventLog (type `Message`).
@@ -74,6 +77,9 @@ public struct FlushReport: Sendable, Hashable, CustomStringConvertible {
 ///    was not applied and goes again in the next round, with the ETag (a service may require
 ///    one on every change; odatapy does). So is a 424 for a request whose predecessor in
 ///    the round the service took as failed but the client found applied (reconciliation).
+///    A delete meeting 404 outside a change set is done (another copy deleted the entity first).
+///    A change meeting 412 is a **conflict**: the service's entity is read back and kept with
+///    the refusal (`RequestQueue.recordConflict`), and becomes the one a retry goes against.
 /// 4. **settle** (one write transaction): a success leaves the queue with the service's answer
 ///    applied (`acknowledge`: its key — a local key is rewritten everywhere —, its properties)
 ///    and its new ETag recorded; a refusal goes to ErrorArchive with its dependents; a request
@@ -144,6 +150,10 @@ package struct Flush: Sendable {
         case success(image: Properties?, etag: String?, reconciled: Bool, inDoubt: Bool = false, status: Int? = nil)
         /// Refused (a 4xx): archive it and its dependents.
         case refused(ServiceError)
+        /// Refused for a stale ETag (412): archived as `refused`, with the service's entity as it
+        /// is now (nil: gone there) and its ETag, read back when the refusal came — the conflict's
+        /// third version (`RequestQueue.recordConflict`).
+        case conflict(ServiceError, server: Properties?, etag: String?)
         /// Not applied because request `cause` of its atomicity group was refused: archive it as a
         /// dependent of that one.
         case refusedWith(cause: Int64, ServiceError)
@@ -166,6 +176,9 @@ package struct Flush: Sendable {
         /// `inDoubt`), each with the line that says so (`FlushReport.inDoubt`).
         package var inDoubt: [Int64: String] = [:]
         package var archived: [Int64] = []
+        /// Of `archived`: the requests the service refused, each with the line that says so
+        /// (`FlushReport.refused`).
+        package var refusals: [Int64: String] = [:]
         /// Requests answered but left queued (their reason, the first one).
         package var left: [Int64] = []
         package var stop: String?

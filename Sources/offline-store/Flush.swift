@@ -54,6 +54,12 @@ struct FlushCommand: ParsableCommand {
         try output("flush: \(report)")
         // Each create that may have been applied twice, on stderr: a person must look.
         for line in report.inDoubt { Output.note("flush: in doubt: \(line)\n") }
+        // Each refusal, and the service's messages, on stderr: what was refused, and how to see it.
+        for line in report.refused {
+            let id = line.dropFirst("request ".count).prefix { $0.isNumber }
+            Output.note("flush: refused: \(line) — offline-store errors --store \(options.store) --show \(id)\n")
+        }
+        for line in report.messages { Output.note("flush: message: \(line)\n") }
         if report.stopped != nil || report.archived > 0 { throw ExitCode.failure }
     }
 

@@ -64,6 +64,16 @@ package enum SystemSets {
             string("AffectedEntity"),
             Property(name: "CausedBy", type: .primitive(.int64)),  // for a dependent: the request that failed
             Property(name: "ArchivedAt", type: .primitive(.dateTimeOffset), nullable: false),
+            // A conflict (the service refused the change for a stale ETag, 412): the three versions
+            // as OData JSON — the service's image the change was made on, the entity as changed
+            // here, and the service's entity when the refusal came (null: gone there) — its
+            // ETag, and the properties where this store's and the service's differ. Added after
+            // the others: entries written before read them as null.
+            string("BaseEntity"),
+            string("LocalEntity"),
+            string("ServerEntity"),
+            string("ServerETag"),
+            string("Differences"),  // comma-separated property names
         ])
 
     /// One upload or download.

@@ -89,10 +89,13 @@ import Samples
                 #expect(tracked.object["@odata.deltaLink"] == nil)
                 #expect(try await http.get("Products?$deltatoken=1").status == 501)
 
-                // Sync: refresh, then flush. The refused create is archived, not a failure.
+                // Sync: refresh, then flush. Both ran to the end (200), but the service refused the
+                // create: not a success, and the answer names it (issue 38).
                 let sync = try await http.send(.POST, "$sync")
                 #expect(sync.status == 200, "\(sync.text)")
-                #expect(sync.object["succeeded"] as? Bool == true)
+                #expect(sync.object["succeeded"] as? Bool == false)
+                let refusedLines = sync.object["refused"] as? [String]
+                #expect(refusedLines?.count == 1 && refusedLines?.first?.contains("POST Products") == true, "\(sync.text)")
                 #expect((sync.object["flush"] as? String)?.contains("sent 4") == true, "\(sync.text)")
                 let onService = try await upstream.get("Products('T-1')")
                 #expect(onService.status == 200 && "\(onService.object["Price"]!)" == "11")

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CommandSupport
 import OfflineStore
+import Storage
 
 struct QueueCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -100,7 +101,7 @@ extension Errors {
         func show(_ v: Value?) -> String {
             guard let v, !v.isNull else { return "null" }
             if case .string(let s) = v { return s }
-            return "\(v)".replacingOccurrences(of: "int(", with: "").replacingOccurrences(of: ")", with: "")
+            return EntitySetHandle.literal(v)
         }
         var rows = [("", "base", "mine", "theirs")]
         for p in set.type.properties {

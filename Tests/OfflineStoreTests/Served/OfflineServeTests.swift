@@ -95,7 +95,8 @@ import Samples
                 #expect(sync.status == 200, "\(sync.text)")
                 #expect(sync.object["succeeded"] as? Bool == false)
                 let refusedLines = sync.object["refused"] as? [String]
-                #expect(refusedLines?.count == 1 && refusedLines?.first?.contains("POST Products") == true, "\(sync.text)")
+                #expect(
+                    refusedLines?.count == 1 && refusedLines?.first?.contains("POST Products") == true, "\(sync.text)")
                 #expect((sync.object["flush"] as? String)?.contains("sent 4") == true, "\(sync.text)")
                 let onService = try await upstream.get("Products('T-1')")
                 #expect(onService.status == 200 && "\(onService.object["Price"]!)" == "11")

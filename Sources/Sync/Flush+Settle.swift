@@ -35,6 +35,7 @@ extension Flush {
         report.succeeded += settled.succeeded.count
         report.reconciled += settled.reconciled.count
         report.archived += settled.archived.count
+        report.resolvedByPolicy += settled.resolved.count
         for o in round { if let line = settled.refusals[o.record.id] { report.refused.append(line) } }
         for o in round {
             guard let line = settled.inDoubt[o.record.id] else { continue }
@@ -42,7 +43,7 @@ extension Flush {
         }
         options.progress?(report)
         if let stop = settled.stop { return stop }
-        if settled.succeeded.isEmpty && settled.archived.isEmpty {
+        if settled.succeeded.isEmpty && settled.archived.isEmpty && settled.resolved.isEmpty && settled.left.isEmpty {
             return "no request of the last round trip could be settled"
         }
         return nil
@@ -55,7 +56,9 @@ extension Flush {
         now: EDMDateTimeOffset = .now, excluding: Set<Int64> = []
     ) throws -> (Settled, [Outgoing]?) {
         let settled = try settle(t, queue: queue, work)
-        guard goOn, settled.stop == nil, !(settled.succeeded.isEmpty && settled.archived.isEmpty) else {
+        guard goOn, settled.stop == nil,
+            !(settled.succeeded.isEmpty && settled.archived.isEmpty && settled.resolved.isEmpty && settled.left.isEmpty)
+        else {
             return (settled, nil)
         }
         return (settled, try prepare(t, queue: queue, options: options, now: now, excluding: excluding))
@@ -129,12 +132,28 @@ extension Flush {
                 for id in try queue.archive(t, id: r.id, error: error) { archived.insert(id) }
                 out.refusals[r.id] = refusal(r, error)
             case .conflict(let error, let server, let etag):
-                for id in try queue.archive(t, id: r.id, error: error) { archived.insert(id) }
+                let ids = try queue.archive(t, id: r.id, error: error)
                 try queue.recordConflict(t, id: r.id, server: server, serverETag: etag)
                 if let etag, server != nil, ServerETags.isHeaderValue(etag) {
                     try etags.put(t, set: r.entitySet, keyBytes: r.keyBytes, etag: etag)
                 }
-                out.refusals[r.id] = refusal(r, error) + " (a conflict: both versions kept)"
+                // The set's policy decides without a person, in this transaction.
+                let policy = queue.store.configuration.conflictPolicies[r.entitySet] ?? .manual
+                switch policy {
+                case .serverWins:
+                    try queue.resolveError(t, id: r.id)
+                    try queue.recordOutcome(
+                        t, r, .givenUp, status: error.httpStatus,
+                        message: "a conflict, resolved by the set's policy (server-wins): the service's version kept")
+                    out.resolved.append(r.id)
+                case .clientWins
+                where server != nil && r.attempts < StoreConfiguration.maxClientWinsAttempts:
+                    try queue.retryError(t, id: r.id)
+                    out.left.append(r.id)
+                default:
+                    for id in ids { archived.insert(id) }
+                    out.refusals[r.id] = refusal(r, error) + " (a conflict: both versions kept)"
+                }
             case .refusedWith(let cause, let error):
                 for id in try queue.archive(t, id: r.id, error: error, causedBy: cause) { archived.insert(id) }
             case .dependent(let error):

@@ -29,6 +29,9 @@ public struct FlushReport: Sendable, Hashable, CustomStringConvertible {
     /// `InDoubt`), written in the transaction that settles the request, so a flush killed after
     /// it leaves the flag.
     public var inDoubt: [String] = []
+    /// Conflicts resolved by a `server-wins` policy: the changes given up, the service's
+    /// versions kept (the outcome record says so for each).
+    public var resolvedByPolicy = 0
     /// The requests the service refused, one line each — `request 7 (PATCH Products('HT-1000')):
     /// 412 …: the service's message` — also in the ErrorArchive (`offline-store errors --show 7`).
     public var refused: [String] = []
@@ -43,7 +46,9 @@ public struct FlushReport: Sendable, Hashable, CustomStringConvertible {
         var s = "sent \(sent), succeeded \(succeeded)"
         if reconciled > 0 { s += " (\(reconciled) reconciled)" }
         if !inDoubt.isEmpty { s += " (\(inDoubt.count) in doubt: may have been applied twice)" }
-        s += ", archived \(archived), left \(left), round trips \(roundTrips)"
+        s += ", archived \(archived)"
+        if resolvedByPolicy > 0 { s += " (\(resolvedByPolicy) conflicts resolved by policy)" }
+        s += ", left \(left), round trips \(roundTrips)"
         if !messages.isEmpty { s += ", \(messages.count) message\(messages.count == 1 ? "" : "s") from the service" }
         if let stopped { s += "; stopped: \(stopped)" }
         return s
@@ -179,6 +184,8 @@ package struct Flush: Sendable {
         /// Of `archived`: the requests the service refused, each with the line that says so
         /// (`FlushReport.refused`).
         package var refusals: [Int64: String] = [:]
+        /// Conflicts a `server-wins` policy resolved (the change given up, the service's version kept).
+        package var resolved: [Int64] = []
         /// Requests answered but left queued (their reason, the first one).
         package var left: [Int64] = []
         package var stop: String?

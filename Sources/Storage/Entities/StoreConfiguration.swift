@@ -87,6 +87,23 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// goes as one POST with the items inline instead of being refused. A deep insert made as one
     /// (`NewEntity`, JSON with inline entities) goes as one whatever this says.
     public var deepInsert = false
+    /// What flush does, without a person, when the service refuses a change of an entity of a set
+    /// because it changed there first (412) (`"conflictPolicies": {"Products": "server-wins"}`;
+    /// a set not named: `manual`). `manual`: the conflict waits in the ErrorArchive, both
+    /// versions kept; `server-wins`: the change is given up and the service's version adopted;
+    /// `client-wins`: the change is sent again against the service's version (at most
+    /// `maxClientWinsAttempts` attempts; then it waits as `manual`).
+    public var conflictPolicies: [String: ConflictPolicy] = [:]
+
+    /// See `conflictPolicies`.
+    public enum ConflictPolicy: String, Sendable, Hashable, CaseIterable {
+        case manual
+        case serverWins = "server-wins"
+        case clientWins = "client-wins"
+    }
+
+    /// The attempts after which a `client-wins` change that keeps meeting conflicts waits for a person.
+    public static let maxClientWinsAttempts = 5
 
     /// The `"timeouts"` member: see `timeouts`.
     public struct Timeouts: Sendable, Hashable {
@@ -269,6 +286,19 @@ public struct StoreConfiguration: Sendable, Hashable {
             case ("contentIDReferences", .null): contentIDReferences = nil
             case ("splitTransactions", .bool(let b)): splitTransactions = b
             case ("deepInsert", .bool(let b)): deepInsert = b
+            case ("conflictPolicies", .object(let members)):
+                var out: [String: ConflictPolicy] = [:]
+                for (set, v) in members {
+                    guard case .string(let text) = v, let policy = ConflictPolicy(rawValue: text) else {
+                        throw .badInput(
+                            "configuration: conflictPolicies.\(set) must be one of \(ConflictPolicy.allCases.map(\.rawValue).joined(separator: ", "))"
+                        )
+                    }
+                    out[set] = policy
+                }
+                conflictPolicies = out
+            case ("conflictPolicies", _):
+                throw .badInput("configuration: conflictPolicies must be an object of entity sets and policies")
             case ("createMarkers", _):
                 throw .badInput("configuration: createMarkers must be an object of entity sets and property names")
             default:
@@ -311,6 +341,13 @@ public struct StoreConfiguration: Sendable, Hashable {
         if let contentIDReferences { members.append(("contentIDReferences", .bool(contentIDReferences))) }
         if splitTransactions { members.append(("splitTransactions", .bool(true))) }
         if deepInsert { members.append(("deepInsert", .bool(true))) }
+        if !conflictPolicies.isEmpty {
+            members.append(
+                (
+                    "conflictPolicies",
+                    .object(conflictPolicies.keys.sorted().map { ($0, .string(conflictPolicies[$0]!.rawValue)) })
+                ))
+        }
         if !createMarkers.isEmpty {
             members.append(
                 ("createMarkers", .object(createMarkers.keys.sorted().map { ($0, .string(createMarkers[$0]!)) })))
@@ -471,6 +508,10 @@ extension StoreConfiguration {
     /// carry a request's identity: absent, a key, computed, not a string or a GUID, or a string
     /// shorter than 32 characters.
     package func checkCreateMarkers(_ schema: Schema) throws(EntityError) {
+        for set in conflictPolicies.keys.sorted() where schema.entityType(ofSet: set) == nil || schema.isSystemSet(set)
+        {
+            throw .badInput("configuration: conflictPolicies names '\(set)', which is not an entity set of the service")
+        }
         for (setName, name) in createMarkers.sorted(by: { $0.key < $1.key }) {
             guard let type = schema.entityType(ofSet: setName), !schema.isSystemSet(setName) else {
                 throw .badInput(

@@ -158,23 +158,28 @@ import Storage
 
     /// The same against `serve` (the notes fixture, OData V4): the service deduplicates repeated
     /// requests (`Repeatability-Request-ID`) and holds ETags, so the hot notes every copy renames
-    /// meet 412s — each refused change lands in its copy's ErrorArchive (and `RequestHistory` as
-    /// `refused`), and is given up there, the way out a person would take after reading it.
-    @Test func manyCopiesOfAServedStoreConvergeWithConflictsArchived() async throws {
+    /// meet 412s. With no policy (`manual`) each conflict lands in its copy's ErrorArchive (and
+    /// `RequestHistory` as `refused`), and a person fixes it the documented way, without a
+    /// refresh: keep mine (retry) or take theirs (resolve), alternately; every copy converges
+    /// with no refusal left. With `server-wins` or `client-wins` on the hot set, no person at all:
+    /// no conflict reaches an ErrorArchive.
+    @Test(arguments: StoreConfiguration.ConflictPolicy.allCases)
+    func manyCopiesOfAServedStoreConverge(policy: StoreConfiguration.ConflictPolicy) async throws {
         let env = ProcessInfo.processInfo.environment
         let stores = env["FLEET_STORES"].flatMap(Int.init) ?? 8
         let rounds = env["FLEET_ROUNDS"].flatMap(Int.init) ?? 4
-        var rng = SeededRandom(seed: testSeed("manyCopiesOfAServedStoreConvergeWithConflictsArchived"))
+        var rng = SeededRandom(seed: testSeed("manyCopiesOfAServedStoreConverge"))
         let (served, _) = try FlushFixture.pair(notes: true)
         let server = try await ServerProcess.start(store: served)
         var copies: [Copy] = []
         for i in 0..<stores {
             let path = tempDir() + "/serve-fleet-\(i)"
+            var configuration = StoreConfiguration(
+                serviceRoot: server.url,
+                definingRequests: FlushFixture.notesSets.map { DefiningRequest(name: $0, url: $0) })
+            configuration.conflictPolicies = ["Notes": policy]
             let store = try OfflineStore.create(
-                at: path, metadata: Array(FlushFixture.notesMetadata.utf8),
-                configuration: StoreConfiguration(
-                    serviceRoot: server.url,
-                    definingRequests: FlushFixture.notesSets.map { DefiningRequest(name: $0, url: $0) }))
+                at: path, metadata: Array(FlushFixture.notesMetadata.utf8), configuration: configuration)
             StoreRegistry.current?.add(path)
             _ = try await store.refresh()
             copies.append(Copy(path: path))
@@ -217,16 +222,34 @@ import Storage
                 }
             }
         }
-        // Converge: each copy refreshes, flushes to the end, gives up what the service refused.
-        var refused = 0
+        // Converge: each copy flushes to the end; a person fixes each conflict left, without a
+        // refresh: keep mine and take theirs, alternately; then the copy flushes again.
+        var refused = 0, keptMine = 0, tookTheirs = 0, unresolved = 0
         for c in copies {
             let store = try OfflineStore.open(at: c.path)
-            _ = try await store.refresh()
-            let done = try await store.flush()
+            var done = try await store.flush()
+            for _ in 0..<5 {
+                let roots = try store.entities("ErrorArchive?$filter=CausedBy eq null")
+                if roots.isEmpty { break }
+                refused += roots.count
+                for row in roots {
+                    guard case .int(let id)? = row["RequestID"] else { continue }
+                    if try store.conflict(requestID: id) != nil, (keptMine + tookTheirs) % 2 == 0 {
+                        try store.retryError(requestID: id)
+                        keptMine += 1
+                    } else {
+                        try store.resolveError(requestID: id)
+                        tookTheirs += 1
+                    }
+                }
+                done = try await store.flush()
+            }
             #expect(done.stopped == nil && done.left == 0 && done.inDoubt.isEmpty, "\(c.path): \(done)")
-            refused += try store.count(set: "ErrorArchive")
+            unresolved += try store.count(set: "ErrorArchive")
             try store.resolveAllErrors()
         }
+        #expect(unresolved == 0, "refusals left after the documented ways out")
+        if policy != .manual { #expect(refused == 0, "\(policy.rawValue): a conflict reached a person") }
         for c in copies { _ = try await OfflineStore.open(at: c.path).refresh() }
         #expect(await server.stop() == 0)
         var outcomes: [String: Int] = [:]
@@ -250,7 +273,7 @@ import Storage
             try FlushFixture.expectInSync(store, served, "copy \(i)")
         }
         print(
-            "serve fleet: \(stores) copies, \(rounds) rounds, \(kills) flushes killed; outcomes \(outcomes.sorted { $0.key < $1.key }); refused and given up \(refused); missing \(missing.count)"
+            "serve fleet, policy \(policy.rawValue): \(stores) copies, \(rounds) rounds, \(kills) flushes killed; outcomes \(outcomes.sorted { $0.key < $1.key }); refusals \(refused) (kept mine \(keptMine), took theirs \(tookTheirs)), unresolved \(unresolved); missing \(missing.count)"
         )
         #expect(missing.isEmpty, "\(missing.prefix(10))")
         #expect(outcomes["in doubt"] == nil)

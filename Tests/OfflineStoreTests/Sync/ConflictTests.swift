@@ -14,14 +14,16 @@ import Storage
     /// A served store and two offline copies that have refreshed from it (so they hold ETags);
     /// `body` runs while it serves.
     static func twoCopies(
+        policy: StoreConfiguration.ConflictPolicy? = nil,
         _ body: (_ http: HTTP, _ url: String, _ served: String, _ mine: OfflineStore, _ theirs: OfflineStore)
             async throws -> Void
     ) async throws {
         let (served, _) = try FlushFixture.pair(notes: true)
-        let configuration = StoreConfiguration(
+        var configuration = StoreConfiguration(
             definingRequests: FlushFixture.notesSets.map { DefiningRequest(name: $0, url: $0) })
-        let mine = try FlushFixture.notesCopy(configuration, name: "mine")
         let theirs = try FlushFixture.notesCopy(configuration, name: "theirs")
+        if let policy { configuration.conflictPolicies = ["Notes": policy] }
+        let mine = try FlushFixture.notesCopy(configuration, name: "mine")
         try await withServer(served) { http, server in
             _ = try await mine.refresh(serviceRoot: server.url)
             _ = try await theirs.refresh(serviceRoot: server.url)
@@ -32,6 +34,16 @@ import Storage
 
     /// Both change note 1's title; theirs reaches the service first. Returns my refused request.
     static func conflict(_ url: String, _ mine: OfflineStore, _ theirs: OfflineStore) async throws -> Int64 {
+        let (id, report) = try await Self.race(url, mine, theirs)
+        #expect(report.archived == 1 && report.refused.count == 1, "\(report)")
+        #expect(report.refused.first?.contains("412") == true && report.refused.first?.contains("conflict") == true)
+        return id
+    }
+
+    /// Both change note 1; theirs is flushed first, then mine. Returns my request and my flush's report.
+    static func race(
+        _ url: String, _ mine: OfflineStore, _ theirs: OfflineStore
+    ) async throws -> (Int64, FlushReport) {
         try await theirs.update(set: "Notes", key: [.int(1)], changes: ["Title": .string("theirs")])
         let id = try #require(
             try await mine.update(
@@ -39,10 +51,7 @@ import Storage
                 changes: ["Title": .string("mine"), "Amount": .decimal(EDMDecimal("3.00")!)]
             ).requestID)
         #expect(try await theirs.flush(serviceRoot: url).succeeded == 1)
-        let report = try await mine.flush(serviceRoot: url)
-        #expect(report.archived == 1 && report.refused.count == 1, "\(report)")
-        #expect(report.refused.first?.contains("412") == true && report.refused.first?.contains("conflict") == true)
-        return id
+        return (id, try await mine.flush(serviceRoot: url))
     }
 
     @Test func theLoserSeesBothVersionsEverywhere() async throws {
@@ -114,6 +123,30 @@ import Storage
             #expect(report.succeeded == 1 && report.archived == 0, "\(report)")
             let outcome = try mine.requestHistory().first
             #expect(outcome?.outcome == "found applied" && outcome?.httpStatus == 404, "\(String(describing: outcome))")
+            try FlushFixture.expectInSync(mine, served)
+        }
+    }
+
+    /// `server-wins` on the set: the conflict resolves itself — mine given up, theirs kept.
+    @Test func serverWinsNeedsNoPerson() async throws {
+        try await Self.twoCopies(policy: .serverWins) { http, url, served, mine, theirs in
+            let (id, report) = try await Self.race(url, mine, theirs)
+            #expect(report.archived == 0 && report.resolvedByPolicy == 1 && report.refused.isEmpty, "\(report)")
+            #expect(try await http.get("Notes(1)").object["Title"] as? String == "theirs")
+            #expect(try mine.get(set: "Notes", key: [.int(1)])?["Title"] == .string("theirs"))
+            #expect(try mine.outcome(ofRequest: id)?.outcome == "given up")
+            try FlushFixture.expectInSync(mine, served)
+        }
+    }
+
+    /// `client-wins` on the set: mine is sent again against theirs in the same flush.
+    @Test func clientWinsNeedsNoPerson() async throws {
+        try await Self.twoCopies(policy: .clientWins) { http, url, served, mine, theirs in
+            let (id, report) = try await Self.race(url, mine, theirs)
+            #expect(report.archived == 0 && report.succeeded == 1 && report.refused.isEmpty, "\(report)")
+            let there = try await http.get("Notes(1)").object
+            #expect(there["Title"] as? String == "mine", "\(there)")
+            #expect(try mine.outcome(ofRequest: id)?.outcome == "applied")
             try FlushFixture.expectInSync(mine, served)
         }
     }

@@ -13,6 +13,7 @@ extension RequestQueue {
     /// - a request is in state `error` exactly when ErrorArchive has an entry for it;
     /// - a request `sent` was sent at least once (`Attempts` > 0), and only one sent has a
     ///   `FirstSentAt`;
+    /// - a conflict's versions in the ErrorArchive are JSON objects;
     /// - a request of a deep insert is a create in a transaction; those of one transaction share
     ///   their status (they go, and are settled, as one POST), and each but the first depends on
     ///   an earlier one of them (its parent).
@@ -87,7 +88,17 @@ extension RequestQueue {
         // ErrorArchive ↔ error records.
         var archived: Set<Int64> = []
         try errorArchive.scan(t) { p in
-            if case .int(let id)? = p["RequestID"] { archived.insert(id) }
+            if case .int(let id)? = p["RequestID"] {
+                archived.insert(id)
+                // A conflict's versions are entities as OData JSON.
+                for name in ["BaseEntity", "LocalEntity", "ServerEntity"] {
+                    guard case .string(let text)? = p[name] else { continue }
+                    guard case .object? = try? JSON.parse(Array(text.utf8)) else {
+                        problem("ErrorArchive: the \(name) of request \(id)'s conflict is not a JSON object")
+                        continue
+                    }
+                }
+            }
             return true
         }
         try records.scan(t) { p in

@@ -83,9 +83,12 @@ import Samples
                     image: ["NoteID": .int(900), "Title": .string("new")], etag: #"W/"n900""#, reconciled: false,
                     inDoubt: true)
             case ("Notes", .update) where r.entityKey == "3":
+                // A conflict: kept whole (the service's version read back), rebased onto it.
                 verdict =
                     r.body!.contains("refused")
-                    ? .refused(ServiceError(httpStatus: 412, code: "PreconditionFailed", message: "changed"))
+                    ? .conflict(
+                        ServiceError(httpStatus: 412, code: "PreconditionFailed", message: "changed"),
+                        server: ["NoteID": .int(3), "Title": .string("theirs")], etag: #"W/"n3-theirs""#)
                     : .dependent(ServiceError(httpStatus: 424, message: "failed dependency"))
             case ("Notes", .update): verdict = .success(image: nil, etag: #"W/"n1""#, reconciled: false)
             case ("Notes", .delete): verdict = .success(image: nil, etag: nil, reconciled: false)
@@ -150,6 +153,8 @@ import Samples
             "the local key rewritten in a foreign key")
         #expect(try probe.serverETag(set: "Notes", key: [.int(900)]) == #"W/"n900""#)
         #expect(try probe.serverETag(set: "Notes", key: [.int(2)]) == nil)
+        #expect(try probe.conflict(requestID: 7)?.server?["Title"] == .string("theirs"), "the conflict kept")
+        #expect(try probe.serverETag(set: "Notes", key: [.int(3)]) == #"W/"n3-theirs""#)
         #expect(try FlushFixture.queue(probe).map(\.id) == [2, 7, 8])
         #expect(settled.inDoubt.count == 1 && settled.inDoubt.values.first?.contains("Notes(900)") == true)
         #expect(try probe.entities("EventLog?$filter=Type eq 'InDoubt'").count == 1, "the flag, in the settlement")

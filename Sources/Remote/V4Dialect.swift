@@ -12,8 +12,8 @@ package struct V4Dialect: Dialect {
 
     package var countOption: String { "$count=true" }
 
-    /// A create sends the whole entity (nulls where unset) but the properties the service
-    /// assigns; an update or a replacement sends the body as queued; every change carries
+    /// A create sends the properties the entity sets (not nulls) but those the service assigns;
+    /// an update or a replacement sends the body as queued; every change carries
     /// `Repeatability-Request-ID` and `Repeatability-First-Sent` (OData 4.01 §11.4.12) and the
     /// ETag to match as `If-Match`.
     package func request(for change: OutgoingChange, store: EntityStore) throws -> WireRequest {
@@ -25,9 +25,14 @@ package struct V4Dialect: Dialect {
             let set = try store.set(change.set)
             var props = try Wire.properties(change, store: store)
             for name in change.serviceAssigned { props[name] = nil }
-            let select =
-                change.serviceAssigned.isEmpty
-                ? nil : Set(set.type.properties.map(\.name)).subtracting(change.serviceAssigned)
+            // What the entity sets, not every declared property as null: a property left out takes
+            // the service's default, and a service that dropped one from its `$metadata` still
+            // takes a create that never set it. Keys are sent whatever their value.
+            let select = Set(
+                set.type.properties.map(\.name).filter { name in
+                    !change.serviceAssigned.contains(name)
+                        && (set.type.key.contains(name) || !(props[name]?.isNull ?? true))
+                })
             var text = ""
             ValueJSON(schema: store.schema).write(props, properties: set.type.properties, select: select, to: &text)
             body = Array(text.utf8)

@@ -41,8 +41,9 @@ package struct BackendCapabilities: Sendable, Hashable {
     /// atomicity group (V4 JSON `$batch` `dependsOn`; a V2 `$batch` cannot).
     package var dependenciesAcrossGroups: Bool
     /// Whether a create carries only the properties it sets, the service giving the others their
-    /// defaults (V2: SAP Gateway refuses what it computes) — rather than the whole entity with
-    /// nulls where unset (V4).
+    /// defaults (both dialects: V2's SAP Gateway refuses what it computes; a V4 service that
+    /// dropped a property from its `$metadata` refuses it even as null) — rather than the whole
+    /// entity with nulls where unset.
     package var createCarriesOnlySetProperties: Bool
     /// Whether a request in a change set can name the entity an earlier create of the same change
     /// set made, by its `Content-ID` (`$1`, `$1/Items`): a create whose key the service assigns
@@ -58,7 +59,7 @@ package struct BackendCapabilities: Sendable, Hashable {
     /// An OData V4 service (OData 4.01 Part 1 §11.7.7.1: a change set's requests may reference
     /// an entity an earlier one created by `$` and its Content-ID).
     package static let v4 = BackendCapabilities(
-        dependenciesAcrossGroups: true, createCarriesOnlySetProperties: false, contentIDReferences: true)
+        dependenciesAcrossGroups: true, createCarriesOnlySetProperties: true, contentIDReferences: true)
     /// An OData V2 service (SAP Gateway): Content-ID references only where configured.
     package static let v2 = BackendCapabilities(
         dependenciesAcrossGroups: false, createCarriesOnlySetProperties: true, contentIDReferences: false)

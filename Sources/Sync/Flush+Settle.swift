@@ -43,7 +43,8 @@ extension Flush {
         }
         options.progress?(report)
         if let stop = settled.stop { return stop }
-        if settled.succeeded.isEmpty && settled.archived.isEmpty && settled.resolved.isEmpty && settled.left.isEmpty {
+        if settled.succeeded.isEmpty && settled.archived.isEmpty && settled.resolved.isEmpty && settled.retried.isEmpty
+        {
             return "no request of the last round trip could be settled"
         }
         return nil
@@ -57,7 +58,8 @@ extension Flush {
     ) throws -> (Settled, [Outgoing]?) {
         let settled = try settle(t, queue: queue, work)
         guard goOn, settled.stop == nil,
-            !(settled.succeeded.isEmpty && settled.archived.isEmpty && settled.resolved.isEmpty && settled.left.isEmpty)
+            !(settled.succeeded.isEmpty && settled.archived.isEmpty && settled.resolved.isEmpty
+                && settled.retried.isEmpty)
         else {
             return (settled, nil)
         }
@@ -149,7 +151,7 @@ extension Flush {
                 case .clientWins
                 where server != nil && r.attempts < StoreConfiguration.maxClientWinsAttempts:
                     try queue.retryError(t, id: r.id)
-                    out.left.append(r.id)
+                    out.retried.append(r.id)
                 default:
                     for id in ids { archived.insert(id) }
                     out.refusals[r.id] = refusal(r, error) + " (a conflict: both versions kept)"

@@ -186,6 +186,8 @@ package struct Flush: Sendable {
         package var refusals: [Int64: String] = [:]
         /// Conflicts a `server-wins` policy resolved (the change given up, the service's version kept).
         package var resolved: [Int64] = []
+        /// Conflicts a `client-wins` policy sent again (pending, against the service's version).
+        package var retried: [Int64] = []
         /// Requests answered but left queued (their reason, the first one).
         package var left: [Int64] = []
         package var stop: String?

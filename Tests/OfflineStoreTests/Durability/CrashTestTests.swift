@@ -94,7 +94,7 @@ import Samples
     /// reuse); with another process holding the store open, LMDB does not reset the table, so
     /// the next process to open the store clears it (`mdb_reader_check`) — no manual step.
     @Test func aKilledProcesssReaderSlotIsClearedAtTheNextOpen() async throws {
-        let path = try ServeTests.sampleStore()
+        let path = try await ServeTests.sampleStore()
         // This process holds the environment open throughout, as a live peer would.
         var env: OpaquePointer?
         #expect(mdb_env_create(&env) == 0)
@@ -111,7 +111,7 @@ import Samples
         #expect(
             Self.readerPIDs(env!).contains(server.pid),
             "the killed server held no reader slot: \(Self.readerPIDs(env!))")
-        let stats = try ChildProcess.run(["stats", "--store", path], timeout: 60)
+        let stats = try await ChildProcess.run(["stats", "--store", path], timeout: 60)
         #expect(stats.status == 0, "\(stats.stderr)")
         #expect(
             !Self.readerPIDs(env!).contains(server.pid),

@@ -46,7 +46,7 @@ import TestSupport
             let damage = FileDamage.make(FileDamage.Kind.allCases.randomElement(using: &r)!, map, &r)
             try Data(damage.bytes).write(to: URL(fileURLWithPath: store + "/data.mdb"))
             try? FileManager.default.removeItem(atPath: store + "/lock.mdb")
-            let o = try ChildProcess.run(["check", "--store", store], timeout: 60)
+            let o = try await ChildProcess.run(["check", "--store", store], timeout: 60)
             var t = tally[damage.kind, default: Tally()]
             t.trials += 1
             var failure: String?

@@ -77,7 +77,7 @@ import Samples
     /// logs a cancelled download, leaves a consistent store holding that group and no delta link;
     /// the next refresh reads in full and gives the service's data.
     @Test func refreshReportsDownloadingAndCanBeCancelled() async throws {
-        let servedPath = try ServeTests.sampleStore()
+        let servedPath = try await ServeTests.sampleStore()
         let request = DefiningRequest(name: "AllProducts", url: "Products")
         let offline = try RefreshTests.offlineStore([request])
         let recorder = Recorder(offline.lifecycle.events())
@@ -112,7 +112,7 @@ import Samples
     /// cancelled once its first group is written: the items it then holds (`check` passes), and
     /// the refresh after it must bring the rest.
     static func itemsAfterFirstGroup(items: Int, groupRows: Int, pageSize: Int) async throws -> (OfflineStore, Int) {
-        let servedPath = try ServeTests.sampleStore(items: items)
+        let servedPath = try await ServeTests.sampleStore(items: items)
         var configuration = SampleData.configuration
         configuration.refreshGroupRows = groupRows
         // What is tested is the cancellation, not the idle timeout (30 s), which a whole test run

@@ -147,7 +147,7 @@ import Storage
     /// written 16 pages to a transaction: `Refresher.groupParts`): the groups before it are kept
     /// whole, nothing of that group is; after the cap is raised the next refresh completes.
     @Test func refreshIntoACappedStoreStopsAtAWholePageAndCompletesAfterRaising() async throws {
-        let servedPath = try ServeTests.sampleStore(items: 4000)
+        let servedPath = try await ServeTests.sampleStore(items: 4000)
         let items = DefiningRequest(name: "Items", url: "SalesOrderItems")
         let path = tempDir() + "/offline"
         var configuration = SampleData.configuration
@@ -183,7 +183,7 @@ import Storage
     /// `serve` on a capped store answers a write that does not fit with 507 and an OData error;
     /// after a DELETE, writes are accepted again.
     @Test func serveAnswers507AtTheCapAndAcceptsWritesAfterADelete() async throws {
-        let servedPath = try ServeTests.sampleStore()
+        let servedPath = try await ServeTests.sampleStore()
         let cap = max(Self.dataFileSize(servedPath) + (128 << 10), 256 << 10) & ~4095
         try await withServer(servedPath, extra: ["--max-size", "\(cap)"]) { http, _ in
             var created: [Int] = []

@@ -63,7 +63,7 @@ import TestSupport
                 let p = products[Int(random.next() % UInt64(products.count))]
                 guard case .string(let key) = p else { continue }
                 let cents = Int(random.next() % 200_000)
-                let r = try ChildProcess.run(
+                let r = try await ChildProcess.run(
                     [
                         "update", "--store", store.path, "Products('\(key)')",
                         #"{"Price":\#(cents / 100).\#(cents % 100)}"#,
@@ -179,7 +179,7 @@ import TestSupport
         let (seen, task) = Self.watch(try store.observe(url, otherProcessesEvery: .milliseconds(20)))
         defer { task.cancel() }
         #expect(try await eventually { seen.count == 1 })
-        let r = try ChildProcess.run(
+        let r = try await ChildProcess.run(
             ["update", "--store", store.path, "Products('HT-1000')", #"{"Name":"from another process"}"#], timeout: 60)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(try await eventually { seen.latest?.first?["Name"] == .string("from another process") })

@@ -71,7 +71,7 @@ import Samples
     /// measures something.
     @Test func aReaderThatNeverReadsDoesNotGrowTheFile() async throws {
         let patches = Self.knob("SERVE_SNAPSHOT_PATCHES", 2_000)
-        let dir = try ServeTests.sampleStore(items: 60_000)
+        let dir = try await ServeTests.sampleStore(items: 60_000)
         let file = dir + "/data.mdb"
         func size() -> Int { ((try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? Int) ?? 0 }
         var growth: [String: Int] = [:]
@@ -119,7 +119,7 @@ import Samples
     @Test func longScansDoNotDelayShortRequests() async throws {
         let items = Self.knob("SERVE_SCAN_ITEMS", 150_000)
         let seconds = Double(Self.knob("SERVE_SCAN_SECONDS", 12))
-        let dir = try ServeTests.sampleStore(items: items)
+        let dir = try await ServeTests.sampleStore(items: items)
         try await withServer(dir) { http, server in
             let scan = "SalesOrderItems?$filter=contains(CurrencyCode,'ZZZ') or Quantity eq -7&$count=true&$top=1"
             let t0 = Date()

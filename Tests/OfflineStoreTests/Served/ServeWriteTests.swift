@@ -16,7 +16,7 @@ import Samples
     }
 
     @Test func writesAnswerWithTheRightStatus() async throws {
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         let before = try Self.count(store, "Products")
         try await withServer(store) { http, _ in
             let created = try await http.send(.POST, "Products", body: Self.product)
@@ -86,7 +86,7 @@ import Samples
     /// do — inline related entities (deep insert), binding a collection, a bound entity that does
     /// not exist, a bind that contradicts the body — is refused with 400 and changes nothing.
     @Test func bindSetsForeignKeysAndDeepInsertIsRefused() async throws {
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         let partners = try OfflineStore.open(at: store, readOnly: true).entities(
             "BusinessPartners?$top=2&$orderby=BusinessPartnerID")
         let (a, b) = (partners[0]["BusinessPartnerID"]!, partners[1]["BusinessPartnerID"]!)
@@ -144,7 +144,7 @@ import Samples
     }
 
     @Test func aFailingAtomicityGroupLeavesNothing() async throws {
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         let before = try Self.count(store, "Products")
         try await withServer(store) { http, _ in
             let batch = """
@@ -189,7 +189,7 @@ import Samples
     }
 
     @Test func aRepeatedRequestIsAnsweredOnceAndAppliedOnce() async throws {
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         let before = try Self.count(store, "Products")
         try await withServer(store) { http, _ in
             let id = UUID().uuidString
@@ -229,7 +229,7 @@ import Samples
     }
 
     @Test func deltaLinksReportCreatesUpdatesAndDeletes() async throws {
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         try await withServer(store) { http, _ in
             let track = [("Prefer", "odata.track-changes")]
             let url = "Products?$filter=Category%20eq%20'Tablets'&$select=Name,Price"

@@ -172,7 +172,7 @@ import Sync
     }
 
     @Test func aDeltaEntryOfASetOutsideTheExpandTreeIsRefusedAndNothingApplied() async throws {
-        let path = try ServeTests.sampleStore(items: 200)
+        let path = try await ServeTests.sampleStore(items: 200)
         let offline = try RefreshTests.offlineStore([Self.sales])
         try await withServer(path) { http, server in
             try await Self.refresh(offline, server.url)
@@ -282,7 +282,7 @@ import Sync
     }
 
     @Test func aDeltaLinkThatDoesNotSayItFollowsTheExpansionIsNotKept() async throws {
-        let path = try ServeTests.sampleStore(items: 200)
+        let path = try await ServeTests.sampleStore(items: 200)
         let plain = DefiningRequest(name: "Plain", url: "Products?$filter=Price gt 500")
         let offline = try RefreshTests.offlineStore([Self.sales, plain])
         try await withServer(path) { http, server in

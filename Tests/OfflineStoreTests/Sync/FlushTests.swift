@@ -496,9 +496,9 @@ import Storage
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         #expect(try await HTTP(client: client, base: server.url).send(.DELETE, "Products('HT-1002')").status == 204)
         try await client.shutdown()
-        let bad = try CLI.run(["flush", "--store", path, "--service", server.url, "--header", "no colon"])
+        let bad = try await CLI.run(["flush", "--store", path, "--service", server.url, "--header", "no colon"])
         #expect(bad.status == 1 && bad.stderr.contains("Name: value"))
-        let run = try CLI.run([
+        let run = try await CLI.run([
             "flush", "--store", path, "--service", server.url, "--batch-size", "1", "--header",
             "Authorization: Basic dTpw",
         ])
@@ -506,11 +506,11 @@ import Storage
         #expect(
             run.stdout == "flush: sent 2, succeeded 1, archived 1, left 0, round trips 2\n",
             "\(run.stdout)\(run.stderr)")
-        let again = try CLI.run(["flush", "--store", path, "--service", server.url])
+        let again = try await CLI.run(["flush", "--store", path, "--service", server.url])
         #expect(again.status == 0 && again.stdout.hasPrefix("flush: sent 0, succeeded 0"))
-        let noService = try CLI.run(["flush", "--store", path])
+        let noService = try await CLI.run(["flush", "--store", path])
         #expect(noService.status == 1 && noService.stderr.contains("no service"))
-        let events = try CLI.run(["events", "--store", path])
+        let events = try await CLI.run(["events", "--store", path])
         #expect(events.status == 0)
         let json = try JSONSerialization.jsonObject(with: Data(events.stdout.utf8)) as? [String: Any]
         let value = json?["value"] as? [[String: Any]]

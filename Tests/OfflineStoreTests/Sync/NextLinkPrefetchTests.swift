@@ -59,7 +59,7 @@ import Sync
     }
 
     @Test func aWrongGuessIsAskedForAndDroppedAndTheReadIsWhole() async throws {
-        let path = try ServeTests.sampleStore(items: 300)
+        let path = try await ServeTests.sampleStore(items: 300)
         let items = DefiningRequest(name: "Items", url: "SalesOrderItems")
         let misled = try RefreshTests.offlineStore([items])
         let plain = try RefreshTests.offlineStore([items])

@@ -110,7 +110,7 @@ import TestSupport
     }
 
     @Test func everyCallOfARefreshFailsCleanly() async throws {
-        let servedPath = try ServeTests.sampleStore()
+        let servedPath = try await ServeTests.sampleStore()
         try await withServer(servedPath) { http, server in
             let template = try await Self.template(servedPath: servedPath, server: server, http: http)
             func refresh(_ store: OfflineStore) async throws {

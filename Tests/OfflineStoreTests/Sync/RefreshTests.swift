@@ -98,7 +98,7 @@ import Storage
     static func served(_ path: String) throws -> OfflineStore { try OfflineStore.open(at: path, readOnly: true) }
 
     @Test func overlappingRequestsGiveTheUnionThroughFullAndDeltaReadsAndUndefine() async throws {
-        let servedPath = try ServeTests.sampleStore()
+        let servedPath = try await ServeTests.sampleStore()
         let requests = [Self.notebooks, Self.pricey, Self.partners, Self.newOrders]
         let offline = try Self.offlineStore(requests)
         try await withServer(servedPath) { http, server in
@@ -178,7 +178,7 @@ import Storage
     }
 
     @Test func rebaseKeepsPendingChangesOnTheNewServerImage() async throws {
-        let servedPath = try ServeTests.sampleStore()
+        let servedPath = try await ServeTests.sampleStore()
         let offline = try Self.offlineStore([Self.notebooks, Self.pricey])
         try await withServer(servedPath) { http, server in
             try await offline.refresh(serviceRoot: server.url)
@@ -241,7 +241,7 @@ import Storage
     }
 
     @Test func aServerDeleteOfALocallyUpdatedEntityKeepsItUntilItsChangesGo() async throws {
-        let servedPath = try ServeTests.sampleStore()
+        let servedPath = try await ServeTests.sampleStore()
         let offline = try Self.offlineStore([Self.notebooks])
         try await withServer(servedPath) { http, server in
             try await offline.refresh(serviceRoot: server.url)
@@ -260,7 +260,7 @@ import Storage
     }
 
     @Test func anExpiredDeltaLinkFallsBackToAFullRead() async throws {
-        let servedPath = try ServeTests.sampleStore()
+        let servedPath = try await ServeTests.sampleStore()
         let fresh = tempDir() + "/fresh"
         try FileManager.default.copyItem(atPath: servedPath, toPath: fresh)
         let offline = try Self.offlineStore([Self.notebooks, Self.pricey])
@@ -288,7 +288,7 @@ import Storage
     }
 
     @Test func compactionFoldsChainsAndDropsObsoleteRequests() async throws {
-        let servedPath = try ServeTests.sampleStore()
+        let servedPath = try await ServeTests.sampleStore()
         let offline = try Self.offlineStore([Self.notebooks], optimize: false)
         var k1: [Value] = []
         try await withServer(servedPath) { _, server in
@@ -318,7 +318,7 @@ import Storage
     }
 
     @Test func theToolDefinesRefreshesAndUndefines() async throws {
-        let servedPath = try ServeTests.sampleStore()
+        let servedPath = try await ServeTests.sampleStore()
         let dir = tempDir()
         try write(SampleData.metadata, to: dir + "/metadata.xml")
         try await withServer(servedPath) { _, server in

@@ -95,7 +95,7 @@ import Storage
             path: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration,
             roles: OfflineStore.roles)
         for verb in ["refresh", "flush"] {
-            let r = try CLI.run([verb, "--store", path])
+            let r = try await CLI.run([verb, "--store", path])
             #expect(r.status == 1 && !r.signaled, "\(verb): status \(r.status) \(r.stderr.suffix(300))")
             #expect(r.stderr.contains("99999"), "\(verb): \(r.stderr.suffix(300))")
         }

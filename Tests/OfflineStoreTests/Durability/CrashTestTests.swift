@@ -24,7 +24,7 @@ import Samples
         return nil
     }
 
-    @Test func crashTestPassesWithEveryPhase() throws {
+    @Test(.runsOffThePool) func crashTestPassesWithEveryPhase() throws {
         let kills = Self.env("CRASHTEST_KILLS", 20), seconds = Self.env("CRASHTEST_SECONDS", 60)
         let seed = testSeed("crashTestPassesWithEveryPhase") % 1_000_000_000
         let dir = tempDir() + "/crashtest"
@@ -51,7 +51,7 @@ import Samples
 
     /// A worker that reports a change it never made: the crash test finds it lost, says so with
     /// the seed, and fails.
-    @Test func crashTestReportsALoss() throws {
+    @Test(.runsOffThePool) func crashTestReportsALoss() throws {
         let dir = tempDir() + "/crashtest"
         let r = try ChildProcess.run(
             [
@@ -64,7 +64,7 @@ import Samples
         #expect((Self.summary(r.stdout)?.lost ?? 0) >= 1, "\(r.stdout.suffix(2000))")
     }
 
-    @Test func crashTestRefusesBadArguments() throws {
+    @Test(.runsOffThePool) func crashTestRefusesBadArguments() throws {
         for args in [
             ["--phase", "everything"], ["--kills", "0"], ["--workers", "0"], ["--seconds=-1"],
             ["--durability", "never"],

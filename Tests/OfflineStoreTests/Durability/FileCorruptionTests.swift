@@ -96,7 +96,7 @@ import TestSupport
     /// (PowerLossTests' noSync run crashed opening a store so damaged). Damage LMDB asserts on
     /// itself (a page of the wrong type met while walking a tree) still aborts: `get` and
     /// `query` do not audit, `check` does.
-    @Test func aRootPastTheEndOfTheFileThrowsInProcess() throws {
+    @Test(.runsOffThePool) func aRootPastTheEndOfTheFileThrowsInProcess() throws {
         let pristine = try Self.buildStore(seed: testSeed("aRootPastTheEndOfTheFileThrowsInProcess"))
         let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: pristine + "/data.mdb")))
         let map = DataFileMap(bytes)

@@ -44,7 +44,7 @@ import Storage
         return limit
     }
 
-    @Test func localWritesAtTheCapFailCleanlyAndResumeAfterDeletes() throws {
+    @Test(.runsOffThePool) func localWritesAtTheCapFailCleanlyAndResumeAfterDeletes() throws {
         let path = tempDir() + "/store"
         var configuration = SampleData.configuration
         configuration.maxSizeBytes = 256 << 10
@@ -126,7 +126,7 @@ import Storage
         #expect(try OfflineStore.open(at: served, readOnly: true).count(set: "BusinessPartners") >= fitted)
     }
 
-    @Test func badCapsAreRefused() throws {
+    @Test(.runsOffThePool) func badCapsAreRefused() throws {
         #expect(throws: EntityError.self) { try StoreConfiguration(json: Array(#"{"maxSizeBytes":1000}"#.utf8)) }
         #expect(throws: EntityError.self) { try StoreConfiguration(json: Array(#"{"maxSizeBytes":"1M"}"#.utf8)) }
         #expect(try StoreConfiguration(json: Array(#"{"maxSizeBytes":1048576}"#.utf8)).maxSizeBytes == 1 << 20)

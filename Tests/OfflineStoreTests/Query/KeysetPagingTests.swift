@@ -51,7 +51,7 @@ import TestSupport
         return (keys, tokens)
     }
 
-    @Test func pagesInKeyOrderAreTheWholeResultOnAQuietSet() throws {
+    @Test(.runsOffThePool) func pagesInKeyOrderAreTheWholeResultOnAQuietSet() throws {
         let store = try Self.store()
         // A full scan, one with a residual filter, a key range (the key's first component), a
         // navigation to a parent's items: keyset tokens. An index scan (Quantity's): offsets.
@@ -82,7 +82,7 @@ import TestSupport
         #expect(byOffset == Array(try Self.page(store, "SalesOrderItems", pageSize: nil).keys[10..<15]))
     }
 
-    @Test func aKeysetTokenElsewhereOrMalformedIsRefused() throws {
+    @Test(.runsOffThePool) func aKeysetTokenElsewhereOrMalformedIsRefused() throws {
         let store = try Self.store()
         let first = try Self.page(store, "SalesOrderItems", pageSize: 3)
         let token = try #require(first.next.map { String($0.split(separator: "$skiptoken=").last!) })

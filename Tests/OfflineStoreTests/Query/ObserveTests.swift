@@ -287,7 +287,7 @@ import TestSupport
         #expect(try await iterator.next() == [Product(ProductID: "HT-1000", Name: "typed")])
     }
 
-    @Test func aURLThatDoesNotBindThrowsAtOnce() throws {
+    @Test(.runsOffThePool) func aURLThatDoesNotBindThrowsAtOnce() throws {
         let (_, store) = try FlushFixture.pair()
         #expect(throws: (any Error).self) { _ = try store.observe("Products?$filter=Nope eq 1") }
         #expect(throws: (any Error).self) { _ = try store.observe("NoSuchSet") }

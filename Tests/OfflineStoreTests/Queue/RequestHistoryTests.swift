@@ -104,7 +104,7 @@ import Sync
     }
 
     /// A request history that is not a whole number, or out of range, is refused at `init`.
-    @Test func badBoundsAreRefused() throws {
+    @Test(.runsOffThePool) func badBoundsAreRefused() throws {
         for bad in [#"{"requestHistory":-1}"#, #"{"requestHistory":"10"}"#, #"{"requestHistory":20000000}"#] {
             #expect(throws: EntityError.self) { try StoreConfiguration(json: Array(bad.utf8)) }
         }

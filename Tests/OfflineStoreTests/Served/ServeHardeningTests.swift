@@ -169,7 +169,7 @@ import Samples
     }
 
     /// The defaults are finite, and `serve --help` names every timeout and limit.
-    @Test func defaultsAreBoundedAndDocumented() throws {
+    @Test(.runsOffThePool) func defaultsAreBoundedAndDocumented() throws {
         let help = try CLI.run(["serve", "--help"]).stdout
         for option in [
             "--header-timeout", "--request-timeout", "--idle-timeout", "--write-timeout", "--public-url",

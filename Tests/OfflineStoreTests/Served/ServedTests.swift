@@ -84,7 +84,7 @@ extension OfflineStore {
     /// Reading the clock costs the same the millionth time as the first. (It once grew: the
     /// closure came out of its `Mutex` through `withLock`'s `inout` and went back in wrapped in
     /// two more reabstraction thunks, so every served write took longer than the one before.)
-    @Test func readingTheClockDoesNotSlowDown() throws {
+    @Test(.runsOffThePool) func readingTheClockDoesNotSlowDown() throws {
         let clock = ServedClock()
         func timeReads(_ n: Int) -> Duration {
             let start = ContinuousClock.now
@@ -448,7 +448,7 @@ extension OfflineStore {
         #expect(try store.repeatRecords().keys.sorted() == ["new"])
     }
 
-    @Test func theWindowIsAConfigurationField() throws {
+    @Test(.runsOffThePool) func theWindowIsAConfigurationField() throws {
         let c = try StoreConfiguration(json: Array(#"{"repeatabilityWindowSeconds": 3600}"#.utf8))
         #expect(c.repeatabilityWindowSeconds == 3600)
         #expect(try StoreConfiguration(json: c.json).repeatabilityWindowSeconds == 3600)

@@ -67,7 +67,7 @@ import Sync
         #expect(title.count == 32 && title.allSatisfy(\.isHexDigit), "the marker replaced the Title: \(title)")
     }
 
-    @Test func markersThatCannotCarryAnIdentityAreRefusedAtInit() throws {
+    @Test(.runsOffThePool) func markersThatCannotCarryAnIdentityAreRefusedAtInit() throws {
         let cases: [([String: String], String)] = [
             (["Nope": "Title"], "not an entity set"),
             (["Notes": "Nope"], "has no property"),
@@ -91,7 +91,7 @@ import Sync
     }
 
     /// The sets whose creates may be applied twice are named (`init` and `define` warn with them).
-    @Test func setsWhoseKeyTheServiceAssignsWithoutAMarkerAreNamed() throws {
+    @Test(.runsOffThePool) func setsWhoseKeyTheServiceAssignsWithoutAMarkerAreNamed() throws {
         var configuration = StoreConfiguration(serviceRoot: "http://127.0.0.1:9/")
         let path = tempDir() + "/unmarked"
         let plain = try OfflineStore.create(

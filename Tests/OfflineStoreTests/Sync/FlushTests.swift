@@ -604,7 +604,7 @@ import Storage
 
     /// A request's path is percent-encoded exactly as Foundation's `urlPathAllowed` would: paths
     /// that need nothing come back as they are, the others encoded.
-    @Test func pathsAreEncodedAsFoundationEncodesThem() {
+    @Test(.runsOffThePool) func pathsAreEncodedAsFoundationEncodesThem() {
         let paths = [
             "Products", "Products('HT-1000')", "SalesOrderItems(SalesOrderID='0500000001',ItemPosition=10)",
             "Products('a b')", "Products('100%')", "Products('é')", "Products('x#y?z')", "Products('\u{7F}')", "",

@@ -361,7 +361,7 @@ import Storage
         }
     }
 
-    @Test func defineChecksNamesAndURLs() throws {
+    @Test(.runsOffThePool) func defineChecksNamesAndURLs() throws {
         let offline = try Self.offlineStore([])
         for (name, url) in [
             ("bad name", "Products"), ("", "Products"), ("A", "Products('HT-1000')"), ("A", "Products?$top=3"),

@@ -73,7 +73,7 @@ import Storage
 
     /// Extreme intervals: zero and negative ones are taken as `shortestInterval`, a `maxBackoff`
     /// below the interval as the interval, and the longest waits do not overflow.
-    @Test func extremeIntervalsAreBounded() throws {
+    @Test(.runsOffThePool) func extremeIntervalsAreBounded() throws {
         let (_, store) = try FlushFixture.pair()
         for bad in [Duration.zero, .seconds(-5), .nanoseconds(1)] {
             let s = SyncService(store: store, interval: bad)

@@ -21,7 +21,7 @@ import Storage
         return ((status >> 8) & 0xFF, (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
     }
 
-    @Test func aFailedInitLeavesADanglingSymlinkAlone() throws {
+    @Test(.runsOffThePool) func aFailedInitLeavesADanglingSymlinkAlone() throws {
         let dir = tempDir()
         try SampleData.metadata.write(toFile: dir + "/metadata.xml", atomically: true, encoding: .utf8)
         for target in [dir + "/nowhere/store", dir + "/missing"] {

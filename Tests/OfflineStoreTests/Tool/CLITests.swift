@@ -64,7 +64,7 @@ func write(_ text: String, to path: String) throws {
     try Data(text.utf8).write(to: URL(fileURLWithPath: path))
 }
 
-@Suite(.checksStores) struct CLITests {
+@Suite(.checksStores, .runsOffThePool) struct CLITests {
     /// A store made by `init` from the sample metadata and configuration, loaded with the sample data.
     func sampleStore() throws -> String {
         let dir = tempDir()
@@ -167,7 +167,7 @@ func write(_ text: String, to path: String) throws {
     }
 }
 
-@Suite(.checksStores) struct V2LoadTests {
+@Suite(.checksStores, .runsOffThePool) struct V2LoadTests {
     static let edmx = """
         <?xml version="1.0" encoding="utf-8"?>
         <edmx:Edmx Version="1.0" xmlns:edmx="http://schemas.microsoft.com/ado/2007/06/edmx" xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata" xmlns:sap="http://www.sap.com/Protocols/SAPData">

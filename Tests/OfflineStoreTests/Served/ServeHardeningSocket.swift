@@ -229,24 +229,29 @@ func openSocketCount(_ pid: pid_t) -> Int {
 /// failed or did not answer 200.
 func timeRequestsOnAThread(_ url: String, paths: [String], until deadline: Date, pause: Double) async -> [Double?] {
     await withCheckedContinuation { (done: CheckedContinuation<[Double?], Never>) in
-        let thread = Thread {
-            var times: [Double?] = []
-            while Date() < deadline {
-                for path in paths { times.append(blockingGet(url, path)) }
-                Thread.sleep(forTimeInterval: pause)
-            }
-            done.resume(returning: times)
-        }
+        let thread = Thread { done.resume(returning: timeRequests(url, paths: paths, until: deadline, pause: pause)) }
         thread.start()
     }
 }
 
-/// One `GET path` on a blocking socket, its time in seconds, or nil unless it answered 200.
-private func blockingGet(_ url: String, _ path: String) -> Double? {
+/// `timeRequestsOnAThread`'s loop, on the calling thread (which must not be one of the
+/// concurrency pool's: each request blocks it).
+func timeRequests(_ url: String, paths: [String], until deadline: Date, pause: Double) -> [Double?] {
+    var times: [Double?] = []
+    while Date() < deadline {
+        for path in paths { times.append(blockingGet(url, path)) }
+        Thread.sleep(forTimeInterval: pause)
+    }
+    return times
+}
+
+/// One `GET path` on a blocking socket (`timeout` seconds to receive), its time in seconds, or
+/// nil unless it answered 200.
+func blockingGet(_ url: String, _ path: String, timeout seconds: Int = 30) -> Double? {
     let start = Date()
     guard let s = try? RawConnection.connected(url) else { return nil }
     defer { Glibc.close(s) }
-    var timeout = timeval(tv_sec: 30, tv_usec: 0)
+    var timeout = timeval(tv_sec: seconds, tv_usec: 0)
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     let request = Array("GET /\(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
     guard request.withUnsafeBytes({ Glibc.send(s, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count

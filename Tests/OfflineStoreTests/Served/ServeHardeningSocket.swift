@@ -88,6 +88,26 @@ final class RawConnection: @unchecked Sendable {
     @discardableResult
     func send(_ text: String) async -> Bool { await send(Array(text.utf8)) }
 
+    /// Sends `text` whole, for a thread of the test's own (not a task: it waits with
+    /// `Thread.sleep` while the socket is full, at most 10 s). False when the connection is gone.
+    @discardableResult
+    func sendNow(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        var offset = 0
+        let start = Date()
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n > 0 {
+                offset += n
+            } else if n < 0, errno == EAGAIN || errno == EWOULDBLOCK, Date().timeIntervalSince(start) < 10 {
+                Thread.sleep(forTimeInterval: 0.005)
+            } else {
+                return false
+            }
+        }
+        return true
+    }
+
     /// Reads what is there now, without waiting. Notes the end of the stream (or a reset).
     func drain() {
         var buffer = [UInt8](repeating: 0, count: 65_536)

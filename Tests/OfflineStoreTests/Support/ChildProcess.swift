@@ -60,8 +60,11 @@ struct ChildProcess {
 
     /// Runs `executable` (a path) with `args` as `run(_:timeout:)` runs the tool.
     static func run(executable: String, _ args: [String], timeout: Double) throws -> Outcome {
-        let (dir, out, err) = try outputFiles()
+        let dir = TestScratch.directory("os-child")
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
+        let out = dir + "/out", err = dir + "/err"
+
         let start = Date()
         let pid = try spawn(executable, args, stdout: out, stderr: err, environment: quiet)
         var outcome = Outcome()
@@ -75,47 +78,6 @@ struct ChildProcess {
             }
             usleep(2_000)
         }
-        return ended(outcome, status: status, since: start, out: out, err: err)
-    }
-
-    /// The same as `run(_:timeout:)`, for an `async` caller (which the compiler picks): it waits
-    /// for the child with `Task.sleep`, so the test holds no thread of the concurrency pool while
-    /// the tool runs.
-    static func run(_ args: [String], timeout: Double) async throws -> Outcome {
-        try await run(executable: CLI.executable, args, timeout: timeout)
-    }
-
-    /// The same as `run(executable:_:timeout:)`, waiting for the child with `Task.sleep`.
-    static func run(executable: String, _ args: [String], timeout: Double) async throws -> Outcome {
-        let (dir, out, err) = try outputFiles()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let start = Date()
-        let pid = try spawn(executable, args, stdout: out, stderr: err, environment: quiet)
-        var outcome = Outcome()
-        var status: Int32 = 0
-        while waitpid(pid, &status, WNOHANG) == 0 {
-            if Date().timeIntervalSince(start) > timeout {
-                outcome.hung = true
-                kill(pid, SIGKILL)
-                waitpid(pid, &status, 0)
-                break
-            }
-            try? await Task.sleep(nanoseconds: 2_000_000)
-        }
-        return ended(outcome, status: status, since: start, out: out, err: err)
-    }
-
-    /// A new directory for a child's output, and the paths of its stdout and stderr files there.
-    private static func outputFiles() throws -> (dir: String, out: String, err: String) {
-        let dir = TestScratch.directory("os-child")
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        return (dir, dir + "/out", dir + "/err")
-    }
-
-    /// `outcome` completed from the child's wait status and output files.
-    private static func ended(_ outcome: Outcome, status: Int32, since start: Date, out: String, err: String) -> Outcome
-    {
-        var outcome = outcome
         outcome.seconds = Date().timeIntervalSince(start)
         // The <sys/wait.h> macros: the low 7 bits are the signal, or 0 for an exit with its code above.
         if status & 0x7F == 0 {
@@ -126,6 +88,18 @@ struct ChildProcess {
         outcome.stdout = String(decoding: FileManager.default.contents(atPath: out) ?? Data(), as: UTF8.self)
         outcome.stderr = String(decoding: FileManager.default.contents(atPath: err) ?? Data(), as: UTF8.self)
         return outcome
+    }
+
+    /// The same as `run(_:timeout:)`, for an `async` caller (which the compiler picks): it waits
+    /// for the child on a thread of its own (`offThePool`), so the test holds no thread of the
+    /// concurrency pool while the tool runs, and the child's end is seen as promptly.
+    static func run(_ args: [String], timeout: Double) async throws -> Outcome {
+        try await offThePool { try run(args, timeout: timeout) }
+    }
+
+    /// The same as `run(executable:_:timeout:)`, waiting on a thread of its own.
+    static func run(executable: String, _ args: [String], timeout: Double) async throws -> Outcome {
+        try await offThePool { try run(executable: executable, args, timeout: timeout) }
     }
 }
 

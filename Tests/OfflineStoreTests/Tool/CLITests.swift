@@ -38,8 +38,8 @@ struct CLI {
         result(try ChildProcess.run(args, timeout: 600))
     }
 
-    /// The same as `run(_:)`, for an `async` caller (which the compiler picks): the test waits for
-    /// the tool with `Task.sleep`, holding no thread of the concurrency pool while it runs.
+    /// The same as `run(_:)`, for an `async` caller (which the compiler picks): the tool is waited
+    /// for on a thread of its own, not on one of the concurrency pool's.
     @discardableResult
     static func run(_ args: [String]) async throws -> Result {
         result(try await ChildProcess.run(args, timeout: 600))
@@ -83,7 +83,7 @@ func write(_ text: String, to path: String) throws {
     }
 
     /// The same as `sampleStore()`, for an `async` caller (which the compiler picks): the tool's
-    /// runs are waited for with `Task.sleep`.
+    /// runs are waited for off the concurrency pool.
     func sampleStore() async throws -> String {
         let dir = tempDir()
         try write(SampleData.metadata, to: dir + "/metadata.xml")

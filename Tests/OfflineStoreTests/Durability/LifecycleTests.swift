@@ -79,7 +79,7 @@ import Samples
     @Test func refreshReportsDownloadingAndCanBeCancelled() async throws {
         let servedPath = try await ServeTests.sampleStore()
         let request = DefiningRequest(name: "AllProducts", url: "Products")
-        let offline = try RefreshTests.offlineStore([request])
+        let offline = try await RefreshTests.offlineStore([request])
         let recorder = Recorder(offline.lifecycle.events())
         try await withServer(servedPath) { _, server in
             let cancelled = Task {
@@ -176,7 +176,7 @@ import Samples
     /// queued, none of it marked sent, and a cancelled upload logged; the next flush sends the
     /// rest and the two stores agree.
     @Test func flushReportsUploadingAndCanBeCancelled() async throws {
-        let (served, offline) = try FlushFixture.pair()
+        let (served, offline) = try await FlushFixture.pair()
         for (n, p) in try offline.entities("Products?$top=6").enumerated() {
             try await offline.update(
                 set: "Products", key: [p["ProductID"]!], changes: ["Name": .string("renamed \(n)")])

@@ -106,7 +106,7 @@ import Storage
     /// (marking requests sent, settling their answers) may use the reserve above the cap, and the
     /// settled queue frees room, so writes fit again. Before, every flush failed at the cap.
     @Test func aFullOfflineStoreFlushesAndWritesFitAfterIt() async throws {
-        let (served, _) = try FlushFixture.pair()
+        let (served, _) = try await FlushFixture.pair()
         let path = tempDir() + "/capped"
         var configuration = SampleData.configuration
         configuration.maxSizeBytes = 256 << 10

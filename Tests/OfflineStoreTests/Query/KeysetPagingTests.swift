@@ -19,6 +19,10 @@ import TestSupport
         return store
     }
 
+    /// The same as `store()`, for an `async` caller (which the compiler picks): built
+    /// off the concurrency pool, so the tests beside this one do not wait for a thread meanwhile.
+    static func store() async throws -> OfflineStore { try await offThePool { try store() } }
+
     /// One page: its entities' keys (as JSON text of the key properties) and its next link.
     static func page(_ store: OfflineStore, _ url: String, pageSize: Int?) throws -> (keys: [String], next: String?) {
         var body: [UInt8] = []
@@ -99,7 +103,7 @@ import TestSupport
         let seed = testSeed("pagesOfASetWrittenBetweenThemLoseAndRepeatNothing")
         var random = SeededRandom(seed: seed)
         for round in 0..<8 {
-            let store = try Self.store()
+            let store = try await Self.store()
             let before = Set(try Self.page(store, "SalesOrderItems", pageSize: nil).keys)
             var deleted = Set<String>()
             var created = 0

@@ -89,7 +89,7 @@ import Samples
     }
 
     @Test func batchIsOneTransaction() async throws {
-        let store = try makeSampleStore()
+        let store = try await makeSampleStore()
         let commits = store.entities.environment.commitCount
         let receipts = try await store.apply(
             (0..<100).map { .create(set: "Products", entity: ["ProductID": .string("B-\($0)")]) })
@@ -322,7 +322,7 @@ import Samples
     /// Many tasks change data at once: every acknowledged change is there, each task's own order
     /// is kept in the queue, and the writer shows it grouped them (fewer commits than changes).
     @Test func concurrentWritersAreGroupCommittedInOrder() async throws {
-        let store = try makeSampleStore(optimize: false)
+        let store = try await makeSampleStore(optimize: false)
         let tasks = 12, perTask = 40
         let commitsBefore = store.entities.environment.commitCount
         let acknowledged = try await withThrowingTaskGroup(of: [(Int, Int64)].self) { group in
@@ -498,7 +498,7 @@ import Samples
 @Suite(.checksStores) struct IndexWhileWritingTests {
     @Test func addIndexDuringConcurrentWrites() async throws {
         for round in 0..<5 {
-            let store = try makeSampleStore(optimize: false)
+            let store = try await makeSampleStore(optimize: false)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for w in 0..<4 {
                     group.addTask {

@@ -238,7 +238,7 @@ import TestSupport
     @Test func aRefreshReadsALargeDeltaInPages() async throws {
         let path = try await ServeTests.sampleStore(items: 3_000)
         let request = DefiningRequest(name: "SG_Items", url: "SalesOrderItems")
-        let offline = try RefreshTests.offlineStore([request])
+        let offline = try await RefreshTests.offlineStore([request])
         try await withServer(path) { _, server in
             let first = try await offline.refresh(serviceRoot: server.url, pageSize: 1_000)
             #expect(first.requests.map(\.mode) == [.full])
@@ -247,7 +247,7 @@ import TestSupport
             #expect(delta.requests.map(\.mode) == [.delta])
             #expect(delta.requests.first?.pages == 3, "\(delta)")
             #expect(delta.received == 2_500, "\(delta)")
-            let full = try RefreshTests.offlineStore([request])
+            let full = try await RefreshTests.offlineStore([request])
             try await full.refresh(serviceRoot: server.url, pageSize: 1_000)
             RefreshTests.expectSame(
                 try RefreshTests.contents(offline), try RefreshTests.contents(full), "after the paged delta")

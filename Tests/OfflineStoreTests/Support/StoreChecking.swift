@@ -98,3 +98,10 @@ func makeSampleStore(optimize: Bool = true, data: Bool = true, covering: Bool = 
     StoreRegistry.register(path)
     return store
 }
+
+/// The same as `makeSampleStore(optimize:data:covering:)`, for an `async` caller (which the compiler
+/// picks): made off the concurrency pool, so the tests beside this one do not wait for a thread
+/// meanwhile.
+func makeSampleStore(optimize: Bool = true, data: Bool = true, covering: Bool = false) async throws -> OfflineStore {
+    try await offThePool { try makeSampleStore(optimize: optimize, data: data, covering: covering) }
+}

@@ -19,7 +19,7 @@ import Sync
     }
 
     @Test func aCreateWhoseAnswerWasLostIsFoundByItsMarkerAndNotSentAgain() async throws {
-        let (served, _) = try FlushFixture.pair(notes: true)
+        let (served, _) = try await FlushFixture.pair(notes: true)
         let store = try Self.markedStore()
         let created = try await store.create(
             set: "Notes", entity: ["Title": .string("mine"), "Amount": .decimal(EDMDecimal("1")!)])
@@ -51,7 +51,7 @@ import Sync
 
     /// A create sent once, answered: its marker is set on the service and locally; no look-up.
     @Test func aCreateAnsweredTheFirstTimeIsNotLookedUp() async throws {
-        let (served, _) = try FlushFixture.pair(notes: true)
+        let (served, _) = try await FlushFixture.pair(notes: true)
         let store = try Self.markedStore()
         let created = try await store.create(set: "Notes", entity: ["Title": .string("mine")])
         let server = try await ServerProcess.start(store: served)

@@ -61,8 +61,8 @@ import Sync
     @Test func aWrongGuessIsAskedForAndDroppedAndTheReadIsWhole() async throws {
         let path = try await ServeTests.sampleStore(items: 300)
         let items = DefiningRequest(name: "Items", url: "SalesOrderItems")
-        let misled = try RefreshTests.offlineStore([items])
-        let plain = try RefreshTests.offlineStore([items])
+        let misled = try await RefreshTests.offlineStore([items])
+        let plain = try await RefreshTests.offlineStore([items])
         try await withServer(path) { _, server in
             let backend = MisleadingBackend(inner: HTTPTransport(serviceRoot: server.url, retries: 0))
             do {

@@ -73,7 +73,7 @@ import TestSupport
     /// A refreshed offline store with pending local changes, while the service changed the same
     /// entities and others; returns its path. `server` runs over `servedPath`.
     static func template(servedPath: String, server: ServerProcess, http: HTTP) async throws -> String {
-        let offline = try RefreshTests.offlineStore([
+        let offline = try await RefreshTests.offlineStore([
             RefreshTests.notebooks, RefreshTests.pricey, RefreshTests.partners, Self.suppliers,
         ])
         try await offline.refresh(serviceRoot: server.url, pageSize: 3)

@@ -42,7 +42,7 @@ import TestSupport
         let kills = Self.env("REFRESH_KILLS", 20)
         let budget = Double(Self.env("REFRESH_KILL_SECONDS", 60))
         let servedPath = try await ServeTests.sampleStore(items: items)
-        let offline = try RefreshTests.offlineStore(Self.requests)
+        let offline = try await RefreshTests.offlineStore(Self.requests)
         let offlinePath = offline.path
         let logDir = tempDir() + "/logs"
         try FileManager.default.createDirectory(atPath: logDir, withIntermediateDirectories: true)
@@ -118,7 +118,7 @@ import TestSupport
             "generate", "--store", servedPath, "--set", "SalesOrderItems", "--count", String(count), "--seed", "3",
         ])
         #expect(generate.status == 0, "\(generate.stderr)")
-        let offline = try RefreshTests.offlineStore([DefiningRequest(name: "Items", url: "SalesOrderItems")])
+        let offline = try await RefreshTests.offlineStore([DefiningRequest(name: "Items", url: "SalesOrderItems")])
         let offlinePath = offline.path
         try await withServer(servedPath) { _, server in
             let start = Date()

@@ -27,6 +27,12 @@ import Storage
         return store
     }
 
+    /// The same as `offlineStore(_:optimize:)`, for an `async` caller (which the compiler picks): built
+    /// off the concurrency pool, so the tests beside this one do not wait for a thread meanwhile.
+    static func offlineStore(_ requests: [DefiningRequest], optimize: Bool = true) async throws -> OfflineStore {
+        try await offThePool { try offlineStore(requests, optimize: optimize) }
+    }
+
     typealias Contents = [String: [[UInt8]: Properties]]
 
     /// Every service set's entities, by key bytes.
@@ -100,7 +106,7 @@ import Storage
     @Test func overlappingRequestsGiveTheUnionThroughFullAndDeltaReadsAndUndefine() async throws {
         let servedPath = try await ServeTests.sampleStore()
         let requests = [Self.notebooks, Self.pricey, Self.partners, Self.newOrders]
-        let offline = try Self.offlineStore(requests)
+        let offline = try await Self.offlineStore(requests)
         try await withServer(servedPath) { http, server in
             // 1. The first refresh: full reads, pages of 3 entities.
             let first = try await offline.refresh(serviceRoot: server.url, pageSize: 3)
@@ -179,7 +185,7 @@ import Storage
 
     @Test func rebaseKeepsPendingChangesOnTheNewServerImage() async throws {
         let servedPath = try await ServeTests.sampleStore()
-        let offline = try Self.offlineStore([Self.notebooks, Self.pricey])
+        let offline = try await Self.offlineStore([Self.notebooks, Self.pricey])
         try await withServer(servedPath) { http, server in
             try await offline.refresh(serviceRoot: server.url)
             let served = try Self.served(servedPath)
@@ -242,7 +248,7 @@ import Storage
 
     @Test func aServerDeleteOfALocallyUpdatedEntityKeepsItUntilItsChangesGo() async throws {
         let servedPath = try await ServeTests.sampleStore()
-        let offline = try Self.offlineStore([Self.notebooks])
+        let offline = try await Self.offlineStore([Self.notebooks])
         try await withServer(servedPath) { http, server in
             try await offline.refresh(serviceRoot: server.url)
             let key = try #require(try offline.entities("Products").first).keyValues(of: "ProductID")
@@ -263,7 +269,7 @@ import Storage
         let servedPath = try await ServeTests.sampleStore()
         let fresh = tempDir() + "/fresh"
         try FileManager.default.copyItem(atPath: servedPath, toPath: fresh)
-        let offline = try Self.offlineStore([Self.notebooks, Self.pricey])
+        let offline = try await Self.offlineStore([Self.notebooks, Self.pricey])
         try await withServer(servedPath) { http, server in
             try await offline.refresh(serviceRoot: server.url)
             #expect(
@@ -289,7 +295,7 @@ import Storage
 
     @Test func compactionFoldsChainsAndDropsObsoleteRequests() async throws {
         let servedPath = try await ServeTests.sampleStore()
-        let offline = try Self.offlineStore([Self.notebooks], optimize: false)
+        let offline = try await Self.offlineStore([Self.notebooks], optimize: false)
         var k1: [Value] = []
         try await withServer(servedPath) { _, server in
             try await offline.refresh(serviceRoot: server.url)

@@ -100,19 +100,21 @@ import Samples
     // MARK: Collapse, end to end
 
     /// Every row of the collapse table, on a real store: the queue after two changes of one entity.
-    @Test(arguments: [
-        // (first, second, methods left in the queue, which bodies)
-        ("create", "update", ["POST"]),
-        ("create", "replace", ["POST"]),
-        ("create", "delete", []),
-        ("update", "update", ["PATCH"]),
-        ("update", "replace", ["PUT"]),
-        ("update", "delete", ["DELETE"]),
-        ("replace", "update", ["PUT"]),
-        ("replace", "replace", ["PUT"]),
-        ("replace", "delete", ["DELETE"]),
-        ("delete", "create", ["PUT"]),
-    ])
+    @Test(
+        .runsOffThePool,
+        arguments: [
+            // (first, second, methods left in the queue, which bodies)
+            ("create", "update", ["POST"]),
+            ("create", "replace", ["POST"]),
+            ("create", "delete", []),
+            ("update", "update", ["PATCH"]),
+            ("update", "replace", ["PUT"]),
+            ("update", "delete", ["DELETE"]),
+            ("replace", "update", ["PUT"]),
+            ("replace", "replace", ["PUT"]),
+            ("replace", "delete", ["DELETE"]),
+            ("delete", "create", ["PUT"]),
+        ])
     func collapseTable(first: String, second: String, expected: [String]) throws {
         for optimize in [true, false] {
             let store = try makeSampleStore(optimize: optimize)

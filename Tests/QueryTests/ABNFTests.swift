@@ -2,7 +2,7 @@ import Testing
 import Query
 
 /// Runs the ported OASIS ABNF cases (see `ABNFTestCases.swift`).
-struct ABNFTests {
+@Suite(.runsOffThePool) struct ABNFTests {
     @Test(arguments: abnfCases)
     func abnfCase(_ c: ABNFCase) {
         let result = parseError(c.url)

@@ -2,7 +2,7 @@ import Testing
 import Query
 
 /// Binding errors against the test schema: exact messages, options and columns.
-struct BinderErrorTests {
+@Suite(.runsOffThePool) struct BinderErrorTests {
     @Test(arguments: [
         // $filter
         ("BusinessPartners?$filter=Countr eq 'US'", "unknown property 'Countr' in $filter at column 1"),

@@ -3,7 +3,7 @@ import Query
 import Storage
 
 /// Binding against the test schema: typed trees, numeric promotion, literal conversion, paths.
-struct BinderTests {
+@Suite(.runsOffThePool) struct BinderTests {
     @Test(arguments: [
         ("Country eq 'US'", "(eq Country 'US')"),
         ("Rating gt 3", "(gt Rating 3)"),

@@ -5,7 +5,7 @@ import Storage
 
 /// `QueryEngine.delta(_:entityChanges:…)`: the delta of a request with `$expand`, from changes of
 /// every set its expand tree reaches, on the result store's orders and items.
-struct DeltaExpandTests {
+@Suite(.runsOffThePool) struct DeltaExpandTests {
     static func delta(_ s: ResultStore, _ url: String, _ changes: [QueryEngine.DeltaChange]) throws -> JSON {
         var text = ""
         try s.engine.delta(

@@ -2,7 +2,7 @@ import Testing
 import Query
 
 /// Positive parses of the `$filter` grammar, checked through the S-expression description.
-struct ExpressionParserTests {
+@Suite(.runsOffThePool) struct ExpressionParserTests {
     @Test(arguments: [
         ("Country eq 'US'", "(eq Country 'US')"),
         ("Price ne 5", "(ne Price 5)"),

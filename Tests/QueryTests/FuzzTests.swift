@@ -6,7 +6,7 @@ import TestSupport
 
 /// Seeded random mutation of valid URLs: parsing and binding must only ever succeed or throw a
 /// `QueryError` (a crash fails the run). Set `QUERY_FUZZ_SEED` to replay a printed seed.
-struct FuzzTests {
+@Suite(.runsOffThePool) struct FuzzTests {
     static let corpus = [
         "BusinessPartners?$filter=Country eq 'US' and Rating gt 3&$orderby=CompanyName desc&$top=20&$skip=5",
         "BusinessPartners('0100')/SalesOrders?$filter=GrossAmount gt 1.5 or Items/any(i:i/Quantity ge 2)&$count=true",

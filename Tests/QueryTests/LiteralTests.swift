@@ -3,7 +3,7 @@ import Query
 import Storage
 
 /// V4 and V2 literal forms: the parsed value and type.
-struct LiteralTests {
+@Suite(.runsOffThePool) struct LiteralTests {
     /// The literal on the right of `x eq <text>`.
     func literal(_ text: String, version: ODataVersion = .v4) throws -> Literal? {
         let url = try ODataURL.parse("S?$filter=x eq " + text, version: version)

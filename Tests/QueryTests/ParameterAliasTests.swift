@@ -3,7 +3,7 @@ import Query
 import Storage
 
 /// Parameter aliases (OData URL Conventions 5.1.1.13) in plain URLs, and prepared statements.
-struct ParameterAliasTests {
+@Suite(.runsOffThePool) struct ParameterAliasTests {
     @Test(arguments: [
         // An alias binds as its value would where the alias stands.
         ("Country eq @c&@c='US'", "(eq Country 'US')"),

@@ -5,7 +5,7 @@ import Storage
 /// A prepared point read by the full key (`PreparedStatement.PointRead`) skips binding and
 /// planning: it must give what the general path gives for the bound query — the entity, nothing
 /// for a missing key, `$select`'s properties — and the same errors.
-struct PreparedPointReadTests {
+@Suite(.runsOffThePool) struct PreparedPointReadTests {
     /// Runs `statement` with `values` both ways; each result as text: the entities or the error.
     static func both(
         _ r: ResultStore, _ statement: PreparedQuery, _ values: [String: Value]

@@ -2,7 +2,7 @@ import Testing
 @testable import Query
 
 /// QueryError quotes every value interpolated into its message; nothing else is changed.
-struct QueryErrorQuotingTests {
+@Suite(.runsOffThePool) struct QueryErrorQuotingTests {
     @Test func interpolatedValuesAreCutAndEscaped() {
         let long = String(repeating: "9", count: 100_000)
         let e = QueryError("invalid number literal '\(long)'", option: "$filter", column: 3)

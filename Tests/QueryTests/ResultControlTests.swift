@@ -6,7 +6,7 @@ import Storage
 
 /// What the result writer puts around entities for an OData server: `@odata.id` when the keys are
 /// not all selected, `@odata.etag`, absolute links with a service root, the delta link.
-@Suite struct ResultControlTests {
+@Suite(.runsOffThePool) struct ResultControlTests {
     // MARK: @odata.id
 
     @Test func odataIDExactlyWhenAKeyIsNotSelected() throws {

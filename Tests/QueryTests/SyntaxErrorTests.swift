@@ -2,7 +2,7 @@ import Testing
 import Query
 
 /// Syntax errors: exact messages, options and 1-based columns within the decoded option text.
-struct SyntaxErrorTests {
+@Suite(.runsOffThePool) struct SyntaxErrorTests {
     @Test(arguments: [
         ("P?$filter=Country eq 'US')", "unexpected ')' in $filter at column 16"),
         ("P?$filter=Name eq 'abc", "unterminated string literal in $filter at column 9"),

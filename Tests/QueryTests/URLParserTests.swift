@@ -2,7 +2,7 @@ import Testing
 import Query
 
 /// Resource paths, query options, percent-decoding, `$expand`/`$select`/`$orderby` forms.
-struct URLParserTests {
+@Suite(.runsOffThePool) struct URLParserTests {
     @Test(arguments: [
         ("BusinessPartners", "BusinessPartners"),
         ("/BusinessPartners", "BusinessPartners"),

@@ -1,7 +1,7 @@
 import Testing
 @testable import Storage
 
-@Suite struct CSDLErrorTests {
+@Suite(.runsOffThePool) struct CSDLErrorTests {
     /// The error parsing `text` throws, or nil when it parses.
     func error(_ text: String) -> CSDLError? {
         do {

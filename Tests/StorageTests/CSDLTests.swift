@@ -1,7 +1,7 @@
 import Testing
 @testable import Storage
 
-@Suite struct CSDLTests {
+@Suite(.runsOffThePool) struct CSDLTests {
     // MARK: V4
 
     @Test func v4TypesAndInheritance() throws {

@@ -5,7 +5,7 @@ import Testing
 
 /// Covering indexes (`INCLUDE`): the definition's syntax, the carried values under `check`, and
 /// what a changed INCLUDE list does to a store.
-struct CoveringIndexTests {
+@Suite(.runsOffThePool) struct CoveringIndexTests {
     static func items(_ store: EntityStore, count: Int = 30) throws {
         let set = try store.set("SalesOrderItems")
         try store.write { t in

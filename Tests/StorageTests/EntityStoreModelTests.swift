@@ -43,7 +43,7 @@ struct EntityStoreModelTests {
         return p
     }
 
-    @Test func randomOperationsMatchTheModel() throws {
+    @Test(.runsOffThePool) func randomOperationsMatchTheModel() throws {
         let seed = testSeed("randomOperationsMatchTheModel")
         var r = SeededRandom(seed: seed)
         let dir = temporaryDirectory()
@@ -160,7 +160,7 @@ struct EntityStoreModelTests {
         }
     }
 
-    @Test func rangeAndPrefixLookupsFollowValueOrder() throws {
+    @Test(.runsOffThePool) func rangeAndPrefixLookupsFollowValueOrder() throws {
         let store = try Fixtures.openStore(
             temporaryDirectory(), indexes: ["SalesOrderItems": ["Quantity DESC", "ProductID"]])
         let set = try store.set("SalesOrderItems")
@@ -202,7 +202,7 @@ struct EntityStoreModelTests {
         _ = try expectConsistent(store)
     }
 
-    @Test func badWritesNameTheProblemAndChangeNothing() throws {
+    @Test(.runsOffThePool) func badWritesNameTheProblemAndChangeNothing() throws {
         let store = try Fixtures.openStore(temporaryDirectory())
         let set = try store.set("BusinessPartners")
         let ok: Properties = ["PartnerID": .string("P1"), "CompanyName": .string("SAP")]
@@ -235,7 +235,7 @@ struct EntityStoreModelTests {
         _ = try expectConsistent(store)
     }
 
-    @Test func addingAnIndexBackfillsAndDroppingRemovesIt() throws {
+    @Test(.runsOffThePool) func addingAnIndexBackfillsAndDroppingRemovesIt() throws {
         let dir = temporaryDirectory()
         let store = try Fixtures.openStore(dir)
         let set = try store.set("BusinessPartners")
@@ -271,7 +271,7 @@ struct EntityStoreModelTests {
     /// A backfill sorts its entries before it writes them (`EntityStore.backfillSorted`): in one
     /// batch appended to the empty index, in many put in order. Either way the index holds exactly
     /// the entries — keys and carried values — that maintenance writes as entities are inserted.
-    @Test func aBackfillWritesWhatMaintenanceWrites() throws {
+    @Test(.runsOffThePool) func aBackfillWritesWhatMaintenanceWrites() throws {
         let definition = "Country INCLUDE CompanyName"
         let maintained = try Fixtures.openStore(temporaryDirectory())
         try maintained.addIndex(IndexDefinition(entitySet: "BusinessPartners", definition: definition))
@@ -323,14 +323,14 @@ struct EntityStoreModelTests {
         #expect(try entries(backfilled, "i/scratch") == expected)
     }
 
-    @Test func foreignKeysAreIndexedAutomatically() throws {
+    @Test(.runsOffThePool) func foreignKeysAreIndexedAutomatically() throws {
         let store = try Fixtures.openStore(temporaryDirectory())
         #expect(try store.set("SalesOrders").index(named: "PartnerID")?.definition.automatic == true)
         // SalesOrderItems' foreign key SalesOrderID is the key's prefix: the key order serves it.
         #expect(try store.set("SalesOrderItems").indexes.isEmpty)
     }
 
-    @Test func theMapGrowsByItself() throws {
+    @Test(.runsOffThePool) func theMapGrowsByItself() throws {
         let store = try Fixtures.openStore(temporaryDirectory(), mapSize: 1 << 16)
         let set = try store.set("BusinessPartners")
         for batch in 0..<20 {
@@ -372,7 +372,7 @@ struct EntityStoreModelTests {
     }
 }
 
-struct CorruptionTests {
+@Suite(.runsOffThePool) struct CorruptionTests {
     /// Garbage under an entity key: reads throw a clear error, `check` names it, nothing crashes.
     @Test func corruptRowsAreReportedNotFatal() throws {
         let store = try Fixtures.openStore(temporaryDirectory(), indexes: ["BusinessPartners": ["Country"]])
@@ -400,7 +400,7 @@ struct CorruptionTests {
     }
 }
 
-struct IndexRecoveryTests {
+@Suite(.runsOffThePool) struct IndexRecoveryTests {
     /// An index whose backfill never committed (its database exists, its ready marker does not,
     /// as after a crash between the two) is rebuilt from the entities when the store opens.
     @Test func unfinishedBackfillIsRebuiltOnOpen() throws {

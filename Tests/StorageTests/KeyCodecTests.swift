@@ -25,7 +25,7 @@ func valueLess(_ a: Value, _ b: Value) -> Bool {
 
 func valueEqual(_ a: Value, _ b: Value) -> Bool { !valueLess(a, b) && !valueLess(b, a) }
 
-struct KeyCodecTests {
+@Suite(.runsOffThePool) struct KeyCodecTests {
     static func randomValue(kind: Int, _ r: inout SeededRandom) -> Value {
         if Int.random(in: 0..<12, using: &r) == 0 { return .null }
         switch kind {

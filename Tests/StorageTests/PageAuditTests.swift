@@ -6,7 +6,7 @@ import Testing
 /// The structural audit of `data.mdb` and the check at open, on a healthy store and on copies
 /// damaged in known ways. Damaged files are never opened here: the audit reads them with
 /// `pread`, and `EntityStore.check(path:)` must not hand them to LMDB.
-struct PageAuditTests {
+@Suite(.runsOffThePool) struct PageAuditTests {
     /// A store with trees several levels deep, rows too long for a page (overflow runs), and
     /// free pages from rows replaced and deleted; closed before it is returned.
     static func healthyStore() throws -> String {

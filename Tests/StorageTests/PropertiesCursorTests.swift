@@ -4,7 +4,7 @@ import TestSupport
 
 /// `Properties.value(_:cursor:)`, which validation and encoding walk a type's properties with: it
 /// finds what the subscript finds, whatever the order of the properties, extra names or gaps.
-struct PropertiesCursorTests {
+@Suite(.runsOffThePool) struct PropertiesCursorTests {
     @Test func aWalkFindsWhatTheSubscriptFinds() {
         var r = SeededRandom(seed: testSeed("aWalkFindsWhatTheSubscriptFinds"))
         let declared = (0..<14).map { "P\($0)" }

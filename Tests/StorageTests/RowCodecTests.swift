@@ -1,7 +1,7 @@
 import Testing
 @testable import Storage
 
-struct RowCodecTests {
+@Suite(.runsOffThePool) struct RowCodecTests {
     static let schema = Fixtures.schema
     static var partnerCodec: RowCodec {
         RowCodec(schema: schema, entityType: schema.entityType(ofSet: "BusinessPartners")!)
@@ -92,7 +92,7 @@ struct RowCodecTests {
     }
 }
 
-struct JSONTests {
+@Suite(.runsOffThePool) struct JSONTests {
     @Test func parsesAndKeepsNumbersExact() throws {
         let j = try JSON.parse(
             #"{"a":1249.000,"b":[true,false,null],"c":"x\"\u00e9\ud83d\ude00","d":12345678901234567890}"#)
@@ -138,7 +138,7 @@ struct JSONTests {
     }
 }
 
-struct ValueLayoutTests {
+@Suite(.runsOffThePool) struct ValueLayoutTests {
     /// Scalars are stored inline and a value is small: rows decode into arrays of these.
     @Test func valueIsSmall() {
         #expect(MemoryLayout<Value>.stride <= 32, "Value stride \(MemoryLayout<Value>.stride)")
@@ -146,7 +146,7 @@ struct ValueLayoutTests {
     }
 }
 
-struct JSONBufferTests {
+@Suite(.runsOffThePool) struct JSONBufferTests {
     /// A GUID's text is the canonical lower-case form whatever case it was parsed from, and its
     /// bytes are big-endian in text order; both round-trip.
     @Test func guidTextAndBytes() {

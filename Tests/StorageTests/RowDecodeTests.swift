@@ -4,7 +4,7 @@ import TestSupport
 
 /// The row decoder's fast paths: its table of primitive types, the name array it shares for rows
 /// without nulls, word loads, and strings checked by decoding and comparing.
-struct RowDecodeTests {
+@Suite(.runsOffThePool) struct RowDecodeTests {
     /// A type with one property of every primitive kind, then an enum, a complex value and a collection.
     static let schema: Schema = {
         let box = ComplexType(

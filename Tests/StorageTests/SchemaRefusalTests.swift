@@ -6,7 +6,7 @@ import Testing
 /// the type, and leave nothing behind. Before, each was accepted and failed later: a complex-type
 /// cycle made `generate` recurse until SIGSEGV, a complex key failed at the first write, 10,000
 /// entity sets gave a raw MDB_DBS_FULL.
-struct SchemaRefusalTests {
+@Suite(.runsOffThePool) struct SchemaRefusalTests {
     static func document(_ types: String, sets: String) -> String {
         """
         <?xml version="1.0" encoding="utf-8"?>

@@ -4,7 +4,7 @@ import TestSupport
 
 /// The value types at their bounds: parsing and arithmetic on text from a URL or a payload return
 /// nil (or throw) instead of trapping.
-struct ValueEdgeTests {
+@Suite(.runsOffThePool) struct ValueEdgeTests {
     @Test func decimalExponentsAtIntBounds() {
         #expect(EDMDecimal("1e-9223372036854775808") == nil)  // abs(Int.min) trapped
         #expect(EDMDecimal("1e9223372036854775807") == nil)

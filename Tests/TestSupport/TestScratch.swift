@@ -17,6 +17,7 @@ public enum TestScratch {
 
     /// This process's root, made (and its removal at exit arranged) on first use.
     public static let root: String = {
+        _ = PoolWatchdog.start  // POOL_WATCHDOG=1: how late the pool runs a task
         let base = FileManager.default.temporaryDirectory.path
         removeOrphans(in: base)
         let dir = base + "/\(prefix)\(getpid())"

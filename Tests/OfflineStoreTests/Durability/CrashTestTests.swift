@@ -24,7 +24,7 @@ import Samples
         return nil
     }
 
-    @Test func crashTestPassesWithEveryPhase() throws {
+    @Test(.runsOffThePool) func crashTestPassesWithEveryPhase() throws {
         let kills = Self.env("CRASHTEST_KILLS", 20), seconds = Self.env("CRASHTEST_SECONDS", 60)
         let seed = testSeed("crashTestPassesWithEveryPhase") % 1_000_000_000
         let dir = tempDir() + "/crashtest"
@@ -51,7 +51,7 @@ import Samples
 
     /// A worker that reports a change it never made: the crash test finds it lost, says so with
     /// the seed, and fails.
-    @Test func crashTestReportsALoss() throws {
+    @Test(.runsOffThePool) func crashTestReportsALoss() throws {
         let dir = tempDir() + "/crashtest"
         let r = try ChildProcess.run(
             [
@@ -64,7 +64,7 @@ import Samples
         #expect((Self.summary(r.stdout)?.lost ?? 0) >= 1, "\(r.stdout.suffix(2000))")
     }
 
-    @Test func crashTestRefusesBadArguments() throws {
+    @Test(.runsOffThePool) func crashTestRefusesBadArguments() throws {
         for args in [
             ["--phase", "everything"], ["--kills", "0"], ["--workers", "0"], ["--seconds=-1"],
             ["--durability", "never"],
@@ -94,7 +94,7 @@ import Samples
     /// reuse); with another process holding the store open, LMDB does not reset the table, so
     /// the next process to open the store clears it (`mdb_reader_check`) — no manual step.
     @Test func aKilledProcesssReaderSlotIsClearedAtTheNextOpen() async throws {
-        let path = try ServeTests.sampleStore()
+        let path = try await ServeTests.sampleStore()
         // This process holds the environment open throughout, as a live peer would.
         var env: OpaquePointer?
         #expect(mdb_env_create(&env) == 0)
@@ -111,7 +111,7 @@ import Samples
         #expect(
             Self.readerPIDs(env!).contains(server.pid),
             "the killed server held no reader slot: \(Self.readerPIDs(env!))")
-        let stats = try ChildProcess.run(["stats", "--store", path], timeout: 60)
+        let stats = try await ChildProcess.run(["stats", "--store", path], timeout: 60)
         #expect(stats.status == 0, "\(stats.stderr)")
         #expect(
             !Self.readerPIDs(env!).contains(server.pid),

@@ -6,7 +6,7 @@ import TestSupport
 /// The tool on stores damaged in ways that killed it by a signal before the structural audit:
 /// each test ran into SIGBUS, SIGABRT or SIGFPE on the old code and must now get a report or a
 /// clear error. Every command runs in a child process with a time limit.
-struct DamagedStoreTests {
+@Suite(.runsOffThePool) struct DamagedStoreTests {
     /// One healthy store for all the tests here (built once), and its file's layout.
     static let pristine: Result<(dir: String, map: DataFileMap), any Error> = Result {
         let dir = try FileCorruptionTests.buildStore(seed: 1)

@@ -55,7 +55,9 @@ final class SmallFileSystem {
     }
 }
 
-@Suite(.soak, .serialized, .checksStores, .enabled(if: SmallFileSystem.available, "needs root to mount a small tmpfs"))
+@Suite(
+    .soak, .serialized, .checksStores, .enabled(if: SmallFileSystem.available, "needs root to mount a small tmpfs"),
+    .runsOffThePool)
 struct DiskFullTests {
     /// Regression: `init` on a full file system died by SIGBUS in mdb_env_open (LMDB writes its
     /// sparse lock file through a shared map) and left a half-made directory.

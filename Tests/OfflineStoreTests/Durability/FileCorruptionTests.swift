@@ -46,7 +46,7 @@ import TestSupport
             let damage = FileDamage.make(FileDamage.Kind.allCases.randomElement(using: &r)!, map, &r)
             try Data(damage.bytes).write(to: URL(fileURLWithPath: store + "/data.mdb"))
             try? FileManager.default.removeItem(atPath: store + "/lock.mdb")
-            let o = try ChildProcess.run(["check", "--store", store], timeout: 60)
+            let o = try await ChildProcess.run(["check", "--store", store], timeout: 60)
             var t = tally[damage.kind, default: Tally()]
             t.trials += 1
             var failure: String?
@@ -96,7 +96,7 @@ import TestSupport
     /// (PowerLossTests' noSync run crashed opening a store so damaged). Damage LMDB asserts on
     /// itself (a page of the wrong type met while walking a tree) still aborts: `get` and
     /// `query` do not audit, `check` does.
-    @Test func aRootPastTheEndOfTheFileThrowsInProcess() throws {
+    @Test(.runsOffThePool) func aRootPastTheEndOfTheFileThrowsInProcess() throws {
         let pristine = try Self.buildStore(seed: testSeed("aRootPastTheEndOfTheFileThrowsInProcess"))
         let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: pristine + "/data.mdb")))
         let map = DataFileMap(bytes)

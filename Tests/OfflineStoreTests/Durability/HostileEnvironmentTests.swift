@@ -6,7 +6,7 @@ import Samples
 /// The tool in the environments daemons and careless scripts give it: standard descriptors closed,
 /// output that cannot be written, a full disk, a read-only file system, hostile bytes in arguments.
 /// Each ends in one clear line on stderr and a non-zero exit, never a signal, and changes nothing.
-@Suite(.soak, .serialized, .checksStores) struct HostileEnvironmentTests {
+@Suite(.soak, .serialized, .checksStores, .runsOffThePool) struct HostileEnvironmentTests {
     /// Runs the tool through `posix_spawn` so the test decides exactly which descriptors the child
     /// has: `closed` are closed in the child; `stdout`, when given, becomes its descriptor 1.
     /// SIGPIPE is ignored in the child when `ignoreSIGPIPE` (a disposition a spawned child inherits).

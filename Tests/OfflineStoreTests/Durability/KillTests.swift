@@ -6,7 +6,7 @@ import Samples
 
 /// SIGKILL a writing process at random instants: the store reopens consistent, and every batch
 /// (one transaction) is there whole or not at all.
-@Suite(.soak, .checksStores) struct KillTests {
+@Suite(.soak, .checksStores, .runsOffThePool) struct KillTests {
     @Test func killedWriterLeavesAConsistentStore() throws {
         var r = SeededRandom(seed: testSeed("killedWriterLeavesAConsistentStore"))
         let dir = tempDir()

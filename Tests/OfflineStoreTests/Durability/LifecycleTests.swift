@@ -77,9 +77,9 @@ import Samples
     /// logs a cancelled download, leaves a consistent store holding that group and no delta link;
     /// the next refresh reads in full and gives the service's data.
     @Test func refreshReportsDownloadingAndCanBeCancelled() async throws {
-        let servedPath = try ServeTests.sampleStore()
+        let servedPath = try await ServeTests.sampleStore()
         let request = DefiningRequest(name: "AllProducts", url: "Products")
-        let offline = try RefreshTests.offlineStore([request])
+        let offline = try await RefreshTests.offlineStore([request])
         let recorder = Recorder(offline.lifecycle.events())
         try await withServer(servedPath) { _, server in
             let cancelled = Task {
@@ -112,7 +112,7 @@ import Samples
     /// cancelled once its first group is written: the items it then holds (`check` passes), and
     /// the refresh after it must bring the rest.
     static func itemsAfterFirstGroup(items: Int, groupRows: Int, pageSize: Int) async throws -> (OfflineStore, Int) {
-        let servedPath = try ServeTests.sampleStore(items: items)
+        let servedPath = try await ServeTests.sampleStore(items: items)
         var configuration = SampleData.configuration
         configuration.refreshGroupRows = groupRows
         // What is tested is the cancellation, not the idle timeout (30 s), which a whole test run
@@ -176,7 +176,7 @@ import Samples
     /// queued, none of it marked sent, and a cancelled upload logged; the next flush sends the
     /// rest and the two stores agree.
     @Test func flushReportsUploadingAndCanBeCancelled() async throws {
-        let (served, offline) = try FlushFixture.pair()
+        let (served, offline) = try await FlushFixture.pair()
         for (n, p) in try offline.entities("Products?$top=6").enumerated() {
             try await offline.update(
                 set: "Products", key: [p["ProductID"]!], changes: ["Name": .string("renamed \(n)")])

@@ -16,7 +16,7 @@ import Samples
 /// Bounded by `POWER_CUTS` (default 20) and `POWER_CUT_SECONDS` (default 45); `POWER_CUTS_NOSYNC`
 /// (default 6) for the `noSync` measurement. `POWER_LOSS_VENV` names the venv (default
 /// `.venv-power/`, made by `scripts/power-loss-setup.sh`, which installs fuse3 when missing).
-@Suite(.soak, .serialized) struct PowerLossTests {
+@Suite(.soak, .serialized, .runsOffThePool) struct PowerLossTests {
     static func env(_ name: String, _ fallback: Int) -> Int {
         ProcessInfo.processInfo.environment[name].flatMap(Int.init) ?? fallback
     }

@@ -44,7 +44,7 @@ import Storage
         return limit
     }
 
-    @Test func localWritesAtTheCapFailCleanlyAndResumeAfterDeletes() throws {
+    @Test(.runsOffThePool) func localWritesAtTheCapFailCleanlyAndResumeAfterDeletes() throws {
         let path = tempDir() + "/store"
         var configuration = SampleData.configuration
         configuration.maxSizeBytes = 256 << 10
@@ -106,7 +106,7 @@ import Storage
     /// (marking requests sent, settling their answers) may use the reserve above the cap, and the
     /// settled queue frees room, so writes fit again. Before, every flush failed at the cap.
     @Test func aFullOfflineStoreFlushesAndWritesFitAfterIt() async throws {
-        let (served, _) = try FlushFixture.pair()
+        let (served, _) = try await FlushFixture.pair()
         let path = tempDir() + "/capped"
         var configuration = SampleData.configuration
         configuration.maxSizeBytes = 256 << 10
@@ -126,7 +126,7 @@ import Storage
         #expect(try OfflineStore.open(at: served, readOnly: true).count(set: "BusinessPartners") >= fitted)
     }
 
-    @Test func badCapsAreRefused() throws {
+    @Test(.runsOffThePool) func badCapsAreRefused() throws {
         #expect(throws: EntityError.self) { try StoreConfiguration(json: Array(#"{"maxSizeBytes":1000}"#.utf8)) }
         #expect(throws: EntityError.self) { try StoreConfiguration(json: Array(#"{"maxSizeBytes":"1M"}"#.utf8)) }
         #expect(try StoreConfiguration(json: Array(#"{"maxSizeBytes":1048576}"#.utf8)).maxSizeBytes == 1 << 20)
@@ -147,7 +147,7 @@ import Storage
     /// written 16 pages to a transaction: `Refresher.groupParts`): the groups before it are kept
     /// whole, nothing of that group is; after the cap is raised the next refresh completes.
     @Test func refreshIntoACappedStoreStopsAtAWholePageAndCompletesAfterRaising() async throws {
-        let servedPath = try ServeTests.sampleStore(items: 4000)
+        let servedPath = try await ServeTests.sampleStore(items: 4000)
         let items = DefiningRequest(name: "Items", url: "SalesOrderItems")
         let path = tempDir() + "/offline"
         var configuration = SampleData.configuration
@@ -183,7 +183,7 @@ import Storage
     /// `serve` on a capped store answers a write that does not fit with 507 and an OData error;
     /// after a DELETE, writes are accepted again.
     @Test func serveAnswers507AtTheCapAndAcceptsWritesAfterADelete() async throws {
-        let servedPath = try ServeTests.sampleStore()
+        let servedPath = try await ServeTests.sampleStore()
         let cap = max(Self.dataFileSize(servedPath) + (128 << 10), 256 << 10) & ~4095
         try await withServer(servedPath, extra: ["--max-size", "\(cap)"]) { http, _ in
             var created: [Int] = []

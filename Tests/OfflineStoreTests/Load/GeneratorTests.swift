@@ -3,7 +3,7 @@ import Testing
 import OfflineStore
 import Samples
 
-@Suite(.checksStores) struct GeneratorTests {
+@Suite(.checksStores, .runsOffThePool) struct GeneratorTests {
     static let counts = [
         ("BusinessPartners", 50), ("Products", 300), ("SalesOrders", 1_000), ("SalesOrderItems", 4_000),
     ]

@@ -7,7 +7,7 @@ import Testing
 /// What a parse builds of the service's data or a file (finding 8 of the second hardening round):
 /// members nobody reads are checked and dropped as they are read, so megabytes of small values in
 /// an annotation, an unknown property or a document member cost no tree.
-@Suite struct JSONShapeTests {
+@Suite(.runsOffThePool) struct JSONShapeTests {
     static let schema = try! CSDL.parse(Array(SampleData.metadata.utf8))
     static let shapes = schema.entityShapes()
 

@@ -10,7 +10,7 @@ import TestSupport
 /// over all of them, each with one of the codes in rotation). All or nothing, the store is as
 /// before; with a batch size, it holds whole batches. `check` passes either way, and loading the
 /// file again lands it all.
-@Suite(.soak, .checksStores) struct LoadFaultTests {
+@Suite(.soak, .checksStores, .runsOffThePool) struct LoadFaultTests {
     @Test(arguments: [nil, 100] as [Int?])
     func everyKindOfCallOfALoadFailsCleanly(batchSize: Int?) throws {
         let dir = try CLITests().sampleStore()

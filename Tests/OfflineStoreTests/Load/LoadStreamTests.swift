@@ -8,7 +8,7 @@ import TestSupport
 
 /// `load` from a file streams it: the entity objects are found a chunk at a time, whatever the
 /// chunk boundaries, with the same entities and the same errors as parsing the whole document.
-@Suite(.soak, .checksStores) struct LoadStreamTests {
+@Suite(.soak, .checksStores, .runsOffThePool) struct LoadStreamTests {
     static let chunkSizes = [1, 2, 3, 5, 7, 16, 64, 1 << 20]
 
     /// The objects a stream emits, parsed; or the error it threw.

@@ -8,7 +8,7 @@ import Testing
 
 /// Both forms of `load` write through one path: one transaction per call, nothing queued,
 /// expanded children in their own sets, progress that only moves forward.
-@Suite(.checksStores) struct LoadTests {
+@Suite(.checksStores, .runsOffThePool) struct LoadTests {
     func sampleStore(mapSize: Int = 1 << 26) throws -> OfflineStore {
         let metadata = Array(SampleData.metadata.utf8)
         let env = try Environment(path: tempDir(), durability: .noSync, mapSize: mapSize)

@@ -9,7 +9,7 @@ import TestSupport
 /// checks one by one only when it says no. The two must agree on every entity: random ones, in
 /// any order, with unknown names, wrong types, nulls, missing keys, whole and partial — and on a
 /// schema whose key property the metadata leaves nullable.
-@Suite struct ValidationFastPathTests {
+@Suite(.runsOffThePool) struct ValidationFastPathTests {
     @Test func acceptsAgreesWithTheChecksOneByOne() throws {
         var r = SeededRandom(seed: testSeed("ValidationFastPathTests"))
         func below(_ n: Int) -> Int { Int.random(in: 0..<n, using: &r) }

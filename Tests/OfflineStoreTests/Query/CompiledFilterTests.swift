@@ -9,7 +9,7 @@ import TestSupport
 /// the same three-valued result on every row, for the differential test's random queries and for
 /// comparisons of every type with edge values; and `RowJSON` (JSON straight from row bytes) against
 /// the `Value` path it replaced, byte for byte.
-@Suite(.checksStores) struct CompiledFilterTests {
+@Suite(.checksStores, .runsOffThePool) struct CompiledFilterTests {
     /// Every row of `set` against `url`'s `$filter`, compiled and interpreted; returns how many
     /// filters had compiled nodes and how many rows were compared.
     static func compare(

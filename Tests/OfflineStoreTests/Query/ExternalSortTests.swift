@@ -9,7 +9,7 @@ import Storage
 /// The `.sort` strategy's external merge sort (`ExternalSort`): many small runs, merged in more
 /// than one pass, must give what one in-memory sort gives; and its scratch file must never be seen
 /// nor outlive the query.
-@Suite(.checksStores) struct ExternalSortTests {
+@Suite(.checksStores, .runsOffThePool) struct ExternalSortTests {
     /// 2,000 items whose sort properties repeat a lot (few distinct values, some nulls), with a
     /// covering index.
     static func makeStore(_ r: inout SeededRandom) throws -> OfflineStore {

@@ -4,7 +4,7 @@ import Testing
 import OfflineStore
 
 /// `find(set:index:where:)`'s three conditions against a filter over a scan.
-@Suite(.checksStores) struct FindTests {
+@Suite(.checksStores, .runsOffThePool) struct FindTests {
     func sampleStore() throws -> OfflineStore {
         let store = try OfflineStore.create(
             at: tempDir() + "/store", metadata: Array(SampleData.metadata.utf8),

@@ -14,7 +14,7 @@ import Storage
 /// expectation. To be sure the cases really ran (and were not all refused by the binder before
 /// reaching the evaluator), each test counts its cases, how many answered and how many were
 /// refused, prints them, and expects both to be many.
-@Suite(.soak, .checksStores) struct HostileQueryPropertyTests {
+@Suite(.soak, .checksStores, .runsOffThePool) struct HostileQueryPropertyTests {
     /// Literal operands by kind: the bounds of each type, one past them, and values that overflow
     /// when combined.
     static let literals: [(kind: String, values: [String])] = [

@@ -19,6 +19,10 @@ import TestSupport
         return store
     }
 
+    /// The same as `store()`, for an `async` caller (which the compiler picks): built
+    /// off the concurrency pool, so the tests beside this one do not wait for a thread meanwhile.
+    static func store() async throws -> OfflineStore { try await offThePool { try store() } }
+
     /// One page: its entities' keys (as JSON text of the key properties) and its next link.
     static func page(_ store: OfflineStore, _ url: String, pageSize: Int?) throws -> (keys: [String], next: String?) {
         var body: [UInt8] = []
@@ -51,7 +55,7 @@ import TestSupport
         return (keys, tokens)
     }
 
-    @Test func pagesInKeyOrderAreTheWholeResultOnAQuietSet() throws {
+    @Test(.runsOffThePool) func pagesInKeyOrderAreTheWholeResultOnAQuietSet() throws {
         let store = try Self.store()
         // A full scan, one with a residual filter, a key range (the key's first component), a
         // navigation to a parent's items: keyset tokens. An index scan (Quantity's): offsets.
@@ -82,7 +86,7 @@ import TestSupport
         #expect(byOffset == Array(try Self.page(store, "SalesOrderItems", pageSize: nil).keys[10..<15]))
     }
 
-    @Test func aKeysetTokenElsewhereOrMalformedIsRefused() throws {
+    @Test(.runsOffThePool) func aKeysetTokenElsewhereOrMalformedIsRefused() throws {
         let store = try Self.store()
         let first = try Self.page(store, "SalesOrderItems", pageSize: 3)
         let token = try #require(first.next.map { String($0.split(separator: "$skiptoken=").last!) })
@@ -99,7 +103,7 @@ import TestSupport
         let seed = testSeed("pagesOfASetWrittenBetweenThemLoseAndRepeatNothing")
         var random = SeededRandom(seed: seed)
         for round in 0..<8 {
-            let store = try Self.store()
+            let store = try await Self.store()
             let before = Set(try Self.page(store, "SalesOrderItems", pageSize: nil).keys)
             var deleted = Set<String>()
             var created = 0

@@ -43,7 +43,7 @@ import TestSupport
     }
 
     @Test func everyLiveAnswerIsAFreshQueryAfterRandomWritesToWhatItReads() async throws {
-        let store = try OfflineStore.open(at: try ServeTests.sampleStore())
+        let store = try await OfflineStore.open(at: try ServeTests.sampleStore())
         var random = SeededRandom(seed: testSeed("LiveQueryModelTests"))
         let steps = Int(ProcessInfo.processInfo.environment["LIVE_MODEL_STEPS"] ?? "") ?? 40
         let partners = try store.entities("BusinessPartners").map { $0["BusinessPartnerID"]! }

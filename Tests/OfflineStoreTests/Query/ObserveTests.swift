@@ -43,7 +43,7 @@ import TestSupport
     }
 
     @Test func anObserverGivesWhatAFreshQueryGivesAfterEveryWrite() async throws {
-        let (_, store) = try FlushFixture.pair()
+        let (_, store) = try await FlushFixture.pair()
         // The observer polls for other processes' commits every 20 ms.
         var random = SeededRandom(seed: testSeed("ObserveTests"))
         let url =
@@ -63,7 +63,7 @@ import TestSupport
                 let p = products[Int(random.next() % UInt64(products.count))]
                 guard case .string(let key) = p else { continue }
                 let cents = Int(random.next() % 200_000)
-                let r = try ChildProcess.run(
+                let r = try await ChildProcess.run(
                     [
                         "update", "--store", store.path, "Products('\(key)')",
                         #"{"Price":\#(cents / 100).\#(cents % 100)}"#,
@@ -108,7 +108,7 @@ import TestSupport
     }
 
     @Test func commitsThatCannotChangeTheResultBringNoElement() async throws {
-        let (_, store) = try FlushFixture.pair()
+        let (_, store) = try await FlushFixture.pair()
         // In key order: without `$orderby` the order is the index's (Category, Price desc), and a
         // new price moves an entity in it — a change of the result.
         let url = "Products?$filter=Category eq 'Notebooks'&$select=Name&$orderby=ProductID"
@@ -144,7 +144,7 @@ import TestSupport
     /// A query of one entity (`Set(key)`) runs again only for a commit that may have written that
     /// entity: it did, or it wrote too many keys to keep (`WrittenKeys.limit`).
     @Test func aQueryOfOneEntityRunsOnlyForCommitsThatMayHaveWrittenIt() async throws {
-        let (_, store) = try FlushFixture.pair()
+        let (_, store) = try await FlushFixture.pair()
         let (seen, task) = Self.watch(try store.observe("Products('HT-1000')"))
         defer { task.cancel() }
         #expect(try await eventually { seen.count == 1 })
@@ -174,12 +174,12 @@ import TestSupport
     }
 
     @Test func anotherProcessesCommitIsNoticed() async throws {
-        let (_, store) = try FlushFixture.pair()
+        let (_, store) = try await FlushFixture.pair()
         let url = "Products?$filter=ProductID eq 'HT-1000'"
         let (seen, task) = Self.watch(try store.observe(url, otherProcessesEvery: .milliseconds(20)))
         defer { task.cancel() }
         #expect(try await eventually { seen.count == 1 })
-        let r = try ChildProcess.run(
+        let r = try await ChildProcess.run(
             ["update", "--store", store.path, "Products('HT-1000')", #"{"Name":"from another process"}"#], timeout: 60)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(try await eventually { seen.latest?.first?["Name"] == .string("from another process") })
@@ -187,7 +187,7 @@ import TestSupport
     }
 
     @Test func oneCommitOfManyChangesIsOneElement() async throws {
-        let (_, store) = try FlushFixture.pair()
+        let (_, store) = try await FlushFixture.pair()
         let url = "Products?$orderby=ProductID&$select=Name"
         let (seen, task) = Self.watch(try store.observe(url))
         defer { task.cancel() }
@@ -202,7 +202,7 @@ import TestSupport
     }
 
     @Test func aConsumerThatDoesNotReadHoldsOnlyTheNewestResult() async throws {
-        let (_, store) = try FlushFixture.pair()
+        let (_, store) = try await FlushFixture.pair()
         let url = "Products('HT-1000')"
         let stream = try store.observe(url)
         for n in 0..<300 {
@@ -222,7 +222,7 @@ import TestSupport
     }
 
     @Test func cancellingStopsIt() async throws {
-        let (_, store) = try FlushFixture.pair()
+        let (_, store) = try await FlushFixture.pair()
         let (seen, task) = Self.watch(try store.observe("Products"))
         #expect(try await eventually { seen.count == 1 })
         #expect(store.observationCounts.observers == 1)
@@ -239,7 +239,7 @@ import TestSupport
     /// every result. One that joins just after a write gets that write in its first element, not
     /// the shared query's result from before it. The query stops with its last observer.
     @Test func observersOfOneURLShareItsRuns() async throws {
-        let (_, store) = try FlushFixture.pair()
+        let (_, store) = try await FlushFixture.pair()
         let url = "Products?$filter=Price gt 500&$orderby=ProductID&$select=Name,Price"
         let watchers = try (0..<50).map { _ in Self.watch(try store.observe(url)) }
         let now = try store.entities(url)
@@ -279,7 +279,7 @@ import TestSupport
             var ProductID: String
             var Name: String?
         }
-        let (_, store) = try FlushFixture.pair()
+        let (_, store) = try await FlushFixture.pair()
         let products = try store.collection(Product.self, set: "Products")
         var iterator = try products.observe("$filter=ProductID eq 'HT-1000'").makeAsyncIterator()
         #expect(try await iterator.next()?.map(\.ProductID) == ["HT-1000"])
@@ -287,7 +287,7 @@ import TestSupport
         #expect(try await iterator.next() == [Product(ProductID: "HT-1000", Name: "typed")])
     }
 
-    @Test func aURLThatDoesNotBindThrowsAtOnce() throws {
+    @Test(.runsOffThePool) func aURLThatDoesNotBindThrowsAtOnce() throws {
         let (_, store) = try FlushFixture.pair()
         #expect(throws: (any Error).self) { _ = try store.observe("Products?$filter=Nope eq 1") }
         #expect(throws: (any Error).self) { _ = try store.observe("NoSuchSet") }

@@ -8,7 +8,7 @@ import Storage
 /// A prepared query reuses its last plan choice while the alias values cannot change it
 /// (`PlanCache`): every run's plan must be the plan a fresh planner makes for the same values, and
 /// its result what the same URL with the values as alias options (`&@p='…'`) returns.
-@Suite(.checksStores) struct PlanReuseTests {
+@Suite(.checksStores, .runsOffThePool) struct PlanReuseTests {
     /// Templates with aliases in every sargable position: index and key equalities, ranges,
     /// `startswith`, `in`, a nullable property (an alias of null changes the shape), and the key.
     static let templates = [

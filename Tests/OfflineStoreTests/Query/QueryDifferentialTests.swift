@@ -8,7 +8,7 @@ import Samples
 
 /// Random data and thousands of random `$filter`/`$orderby`/`$top`/`$skip` queries (seeded): the
 /// planner's answer must equal a naive evaluation that scans and sorts everything.
-@Suite(.checksStores) struct QueryDifferentialTests {
+@Suite(.checksStores, .runsOffThePool) struct QueryDifferentialTests {
     static let products = (0..<12).map { "HT-\(1000 + $0)" }
     static let companies = ["Alpha", "beta", "Gamma Co", "O'Neil", "Ünïcode", "zeta", "Alpha2", "Delta %"]
 

@@ -8,7 +8,7 @@ import Storage
 
 /// Regression tests for the hostile-input findings: unbounded work from a short URL, refused
 /// options, skip tokens, page sizes, overflow semantics and error messages.
-@Suite(.checksStores) struct QueryEdgeTests {
+@Suite(.checksStores, .runsOffThePool) struct QueryEdgeTests {
     /// The error `url` fails with (nil when it answers), and what it wrote.
     static func failure(
         _ engine: QueryEngine, _ url: String, pageSize: Int? = nil

@@ -6,7 +6,7 @@ import Samples
 import Storage
 
 /// Features of the query engine end to end, on the built-in sample.
-@Suite(.checksStores) struct QueryEngineTests {
+@Suite(.checksStores, .runsOffThePool) struct QueryEngineTests {
     static func sampleStore() throws -> OfflineStore {
         let dir = TestScratch.directory("os-q")
         let store = try OfflineStore.create(

@@ -6,7 +6,7 @@ import Samples
 
 /// A read that starts after a write returned sees it, also through reused read transactions.
 @Suite(.checksStores) struct ReadAfterWriteTests {
-    @Test func readsSeeEveryCommittedWrite() throws {
+    @Test(.runsOffThePool) func readsSeeEveryCommittedWrite() throws {
         let dir = TestScratch.directory("os-raw")
         let s = try OfflineStore.create(
             at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
@@ -20,7 +20,7 @@ import Samples
 }
 
 extension ReadAfterWriteTests {
-    @Test func jsonLoadThenGet() throws {
+    @Test(.runsOffThePool) func jsonLoadThenGet() throws {
         let dir = TestScratch.directory("os-raw")
         let s = try OfflineStore.create(
             at: dir, metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)

@@ -7,7 +7,7 @@ import Storage
 /// `forEach` and a prepared query's `forEachRow` hand out what `entities` returns, one entity at a
 /// time: the same entities in the same order, each `ResultRow` column equal to the property of
 /// that name (null where `entities` leaves the property out), on plain and covering indexes.
-@Suite(.checksStores) struct ResultRowTests {
+@Suite(.checksStores, .runsOffThePool) struct ResultRowTests {
     static let templates = [
         "SalesOrderItems?$filter=ProductID eq @p&$select=Quantity,NetAmount",
         "SalesOrderItems?$filter=ProductID eq @p&$select=Quantity&$orderby=NetAmount desc",

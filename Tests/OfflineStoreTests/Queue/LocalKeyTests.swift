@@ -9,7 +9,7 @@ import Samples
 /// Entities created without the key the service assigns: local keys that cannot clash, and what a
 /// (simulated) service answer does — the entity, its queued requests and every local reference
 /// move to the service's key.
-@Suite(.checksStores) struct LocalKeyTests {
+@Suite(.checksStores, .runsOffThePool) struct LocalKeyTests {
     func requests(_ store: OfflineStore) throws -> [RequestRecord] {
         try store.entities("RequestQueue?$orderby=RequestID").map { try RequestRecord($0) }
     }

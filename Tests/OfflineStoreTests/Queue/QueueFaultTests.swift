@@ -14,7 +14,7 @@ import Samples
 /// `check`, and its entities and queue are exactly as before the change or exactly as after it —
 /// never one without the other. The store's indexes on the changed sets are covering (`INCLUDE`),
 /// so `check` also proves their carried values exact after every fault.
-@Suite(.soak, .checksStores) struct QueueFaultTests {
+@Suite(.soak, .checksStores, .runsOffThePool) struct QueueFaultTests {
     static let codes: [(String, Int32)] = [
         ("MDB_MAP_FULL", LMDBError.mapFull.code), ("EIO", EIO), ("ENOSPC", ENOSPC),
         ("MDB_TXN_FULL", LMDBError.txnFull.code), ("MDB_READERS_FULL", LMDBError.readersFull.code),

@@ -7,7 +7,7 @@ import Samples
 /// SIGKILL a process that is making local changes, at random instants, hundreds of times: every
 /// change it was told was saved is in the store and in the queue; the one in flight is there
 /// whole or not at all; `check` passes and the queue replays to the local state after every kill.
-@Suite(.soak, .checksStores) struct QueueKillTests {
+@Suite(.soak, .checksStores, .runsOffThePool) struct QueueKillTests {
     @Test func killedWriterLosesNothingAcknowledged() throws {
         var rng = SeededRandom(seed: testSeed("killedWriterLosesNothingAcknowledged"))
         let rounds = ProcessInfo.processInfo.environment["KILL_ROUNDS"].flatMap(Int.init) ?? 200

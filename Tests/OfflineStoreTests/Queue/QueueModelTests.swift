@@ -17,7 +17,7 @@ import Samples
 ///   exactly the local state (the queue is a faithful log), and never sends a request before a
 ///   parent it refers to exists (collapse never moves a change ahead of what it depends on);
 /// - the collapsed queue is no longer than the uncollapsed one.
-@Suite(.checksStores) struct QueueModelTests {
+@Suite(.checksStores, .runsOffThePool) struct QueueModelTests {
     static let products = (1001...1004).map { "HT-\($0)" } + ["N-1", "N-2", "N-3"]
     static let partners = ["0100000001", "0100000002", "P-1", "P-2"]
 

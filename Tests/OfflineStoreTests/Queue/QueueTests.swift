@@ -18,7 +18,7 @@ import Samples
         try store.entities("RequestQueue?$orderby=RequestID").map { try RequestRecord($0) }
     }
 
-    @Test func changesAreStoredAndQueuedTogether() throws {
+    @Test(.runsOffThePool) func changesAreStoredAndQueuedTogether() throws {
         let store = try makeSampleStore(optimize: false)
         let created = try store.create(set: "Products", entity: Self.pen, options: .init(customTag: "new"))
         let updated = try store.update(
@@ -49,7 +49,7 @@ import Samples
                 == 2)
     }
 
-    @Test func requestIDsOnlyGrowEvenAfterTheQueueEmpties() throws {
+    @Test(.runsOffThePool) func requestIDsOnlyGrowEvenAfterTheQueueEmpties() throws {
         let store = try makeSampleStore()
         #expect(try store.create(set: "Products", entity: Self.pen).requestID == 1)
         #expect(try store.delete(set: "Products", key: [.string("N-1")]).requestID == nil)  // cancelled
@@ -57,7 +57,7 @@ import Samples
         #expect(try store.create(set: "Products", entity: Self.pen).requestID == 2)
     }
 
-    @Test func badInputChangesNothingAndQueuesNothing() throws {
+    @Test(.runsOffThePool) func badInputChangesNothingAndQueuesNothing() throws {
         let store = try makeSampleStore()
         try store.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("x")])
         let before = try store.stats().sets.map(\.entities)
@@ -89,7 +89,7 @@ import Samples
     }
 
     @Test func batchIsOneTransaction() async throws {
-        let store = try makeSampleStore()
+        let store = try await makeSampleStore()
         let commits = store.entities.environment.commitCount
         let receipts = try await store.apply(
             (0..<100).map { .create(set: "Products", entity: ["ProductID": .string("B-\($0)")]) })
@@ -100,19 +100,21 @@ import Samples
     // MARK: Collapse, end to end
 
     /// Every row of the collapse table, on a real store: the queue after two changes of one entity.
-    @Test(arguments: [
-        // (first, second, methods left in the queue, which bodies)
-        ("create", "update", ["POST"]),
-        ("create", "replace", ["POST"]),
-        ("create", "delete", []),
-        ("update", "update", ["PATCH"]),
-        ("update", "replace", ["PUT"]),
-        ("update", "delete", ["DELETE"]),
-        ("replace", "update", ["PUT"]),
-        ("replace", "replace", ["PUT"]),
-        ("replace", "delete", ["DELETE"]),
-        ("delete", "create", ["PUT"]),
-    ])
+    @Test(
+        .runsOffThePool,
+        arguments: [
+            // (first, second, methods left in the queue, which bodies)
+            ("create", "update", ["POST"]),
+            ("create", "replace", ["POST"]),
+            ("create", "delete", []),
+            ("update", "update", ["PATCH"]),
+            ("update", "replace", ["PUT"]),
+            ("update", "delete", ["DELETE"]),
+            ("replace", "update", ["PUT"]),
+            ("replace", "replace", ["PUT"]),
+            ("replace", "delete", ["DELETE"]),
+            ("delete", "create", ["PUT"]),
+        ])
     func collapseTable(first: String, second: String, expected: [String]) throws {
         for optimize in [true, false] {
             let store = try makeSampleStore(optimize: optimize)
@@ -151,7 +153,7 @@ import Samples
         }
     }
 
-    @Test func collapseNeverTouchesSentNonMergeableOrOtherTransactions() throws {
+    @Test(.runsOffThePool) func collapseNeverTouchesSentNonMergeableOrOtherTransactions() throws {
         let store = try makeSampleStore()
         let key: [Value] = [.string("HT-1001")]
         try store.update(set: "Products", key: key, changes: ["Name": .string("1")], options: .init(nonMergeable: true))
@@ -171,7 +173,7 @@ import Samples
 
     // MARK: Dependencies
 
-    @Test func childCreatesDependOnTheirParentsCreate() throws {
+    @Test(.runsOffThePool) func childCreatesDependOnTheirParentsCreate() throws {
         let store = try makeSampleStore()
         let parent = try store.create(
             set: "BusinessPartners", entity: ["BusinessPartnerID": .string("P-1"), "CompanyName": .string("New")])
@@ -195,7 +197,7 @@ import Samples
 
     // MARK: Undo
 
-    @Test func undoRestoresTheServerImage() throws {
+    @Test(.runsOffThePool) func undoRestoresTheServerImage() throws {
         let store = try makeSampleStore()
         let original = try store.get(set: "Products", key: [.string("HT-1001")])!
         try store.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("x")])
@@ -219,7 +221,7 @@ import Samples
         #expect(try store.undo(set: "Products", key: [.string("HT-1001")]).isEmpty)
     }
 
-    @Test func undoTakesDependentsAlongAndRefusesSentRequests() throws {
+    @Test(.runsOffThePool) func undoTakesDependentsAlongAndRefusesSentRequests() throws {
         let store = try makeSampleStore()
         try store.create(
             set: "BusinessPartners", entity: ["BusinessPartnerID": .string("P-1"), "CompanyName": .string("New")])
@@ -234,7 +236,7 @@ import Samples
 
     // MARK: Local state, ErrorArchive, EventLog
 
-    @Test func localStateFunctionsInFilter() throws {
+    @Test(.runsOffThePool) func localStateFunctionsInFilter() throws {
         let store = try makeSampleStore()
         try store.create(set: "Products", entity: Self.pen)
         try store.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("x")])
@@ -262,7 +264,7 @@ import Samples
         #expect(throws: QueryError.self) { try store.entities("Products?$filter=offline.isLocal(1)") }
     }
 
-    @Test func errorArchiveHoldsRefusalsAndTheirDependentsUntilResolved() throws {
+    @Test(.runsOffThePool) func errorArchiveHoldsRefusalsAndTheirDependentsUntilResolved() throws {
         let store = try makeSampleStore()
         let parent = try store.create(
             set: "BusinessPartners", entity: ["BusinessPartnerID": .string("P-1"), "CompanyName": .string("New")],
@@ -302,7 +304,7 @@ import Samples
         #expect(try store.get(set: "Products", key: [.string("HT-1002")]) == original)
     }
 
-    @Test func eventLogKeepsTheLastHundred() throws {
+    @Test(.runsOffThePool) func eventLogKeepsTheLastHundred() throws {
         let store = try makeSampleStore(data: false)
         let queue = store.requestQueue
         try store.entities.write { t in
@@ -322,7 +324,7 @@ import Samples
     /// Many tasks change data at once: every acknowledged change is there, each task's own order
     /// is kept in the queue, and the writer shows it grouped them (fewer commits than changes).
     @Test func concurrentWritersAreGroupCommittedInOrder() async throws {
-        let store = try makeSampleStore(optimize: false)
+        let store = try await makeSampleStore(optimize: false)
         let tasks = 12, perTask = 40
         let commitsBefore = store.entities.environment.commitCount
         let acknowledged = try await withThrowingTaskGroup(of: [(Int, Int64)].self) { group in
@@ -370,7 +372,7 @@ import Samples
     /// The record's `EntityKey`, built without Foundation for plain keys, is exactly what
     /// `describeKey` writes, for random keys: strings with quotes, combining marks after a quote,
     /// non-ASCII, integers at their extremes, and the other key types (which take `describeKey`).
-    @Test func entityKeyIsDescribeKey() throws {
+    @Test(.runsOffThePool) func entityKeyIsDescribeKey() throws {
         let store = try makeSampleStore(data: false)
         let items = try store.entities.set("SalesOrderItems"), products = try store.entities.set("Products")
         var rng = SeededRandom(seed: testSeed("entityKeyIsDescribeKey"))
@@ -401,7 +403,7 @@ import Samples
 
     // MARK: Format
 
-    @Test func formatOneStoresAreUpgradedAndNewerOnesRefused() throws {
+    @Test(.runsOffThePool) func formatOneStoresAreUpgradedAndNewerOnesRefused() throws {
         let store = try makeSampleStore(data: false)
         let path = store.path
         let meta = store.entities.meta
@@ -426,7 +428,7 @@ import Samples
 @Suite(.checksStores) struct CollapseRuleTests {
     typealias M = RequestRecord.Method
 
-    @Test func everyPair() {
+    @Test(.runsOffThePool) func everyPair() {
         let p = { (m: M) in Collapse.Pending(id: 10, method: m) }
         let expected: [M: [M: Collapse.Decision]] = [
             .create: [
@@ -459,7 +461,7 @@ import Samples
             Collapse.decide(pending: nil, new: .update, dependencies: [], options: .init(), optimize: true) == .append)
     }
 
-    @Test func reasonsNotToMerge() {
+    @Test(.runsOffThePool) func reasonsNotToMerge() {
         let base = Collapse.Pending(id: 10, method: .update)
         func decide(_ p: Collapse.Pending, _ o: ChangeOptions = .init(), deps: [Int64] = []) -> Collapse.Decision {
             Collapse.decide(pending: p, new: .update, dependencies: deps, options: o, optimize: true)
@@ -484,7 +486,7 @@ import Samples
                 == .append)
     }
 
-    @Test func tags() {
+    @Test(.runsOffThePool) func tags() {
         #expect(Collapse.joinTags(nil, "b") == "b")
         #expect(Collapse.joinTags("a", nil) == "a")
         #expect(Collapse.joinTags("a", "b") == "a#b")
@@ -498,7 +500,7 @@ import Samples
 @Suite(.checksStores) struct IndexWhileWritingTests {
     @Test func addIndexDuringConcurrentWrites() async throws {
         for round in 0..<5 {
-            let store = try makeSampleStore(optimize: false)
+            let store = try await makeSampleStore(optimize: false)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for w in 0..<4 {
                     group.addTask {

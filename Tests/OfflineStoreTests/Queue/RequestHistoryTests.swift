@@ -12,7 +12,7 @@ import Sync
 /// after each test.
 @Suite(.checksStores) struct RequestHistoryTests {
     @Test func everyRequestThatLeavesTheQueueSaysWhatBecameOfIt() async throws {
-        let (served, store) = try FlushFixture.pair(notes: true, optimize: true)
+        let (served, store) = try await FlushFixture.pair(notes: true, optimize: true)
         // Another copy deleted note 3 on the service: an update of it is refused (404).
         _ = try await OfflineStore.open(at: served).delete(set: "Notes", key: [.int(3)])
         let create = try await store.create(
@@ -55,7 +55,7 @@ import Sync
 
     /// The record keeps the newest `requestHistory` rows; the oldest go.
     @Test func theRecordKeepsOnlyTheConfiguredNumberOfRequests() async throws {
-        let (served, _) = try FlushFixture.pair(notes: true)
+        let (served, _) = try await FlushFixture.pair(notes: true)
         var configuration = StoreConfiguration()
         configuration.requestHistory = 5
         let path = tempDir() + "/bounded"
@@ -79,7 +79,7 @@ import Sync
     /// `check` finds a row that says a request is done while it is still queued, and one that
     /// says refused while it is not.
     @Test func checkFindsARecordThatContradictsTheQueue() async throws {
-        let (_, store) = try FlushFixture.pair(notes: true)
+        let (_, store) = try await FlushFixture.pair(notes: true)
         let pending = try #require(
             try await store.create(set: "Tags", entity: ["TagID": .string("x"), "Label": .string("x")]).requestID)
         let history = try store.entities.set(SystemSets.requestHistory)
@@ -104,7 +104,7 @@ import Sync
     }
 
     /// A request history that is not a whole number, or out of range, is refused at `init`.
-    @Test func badBoundsAreRefused() throws {
+    @Test(.runsOffThePool) func badBoundsAreRefused() throws {
         for bad in [#"{"requestHistory":-1}"#, #"{"requestHistory":"10"}"#, #"{"requestHistory":20000000}"#] {
             #expect(throws: EntityError.self) { try StoreConfiguration(json: Array(bad.utf8)) }
         }

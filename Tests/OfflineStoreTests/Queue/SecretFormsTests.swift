@@ -4,7 +4,7 @@ import Testing
 
 /// `SecretForms` (issue 37, F7 and F8): every form in which a secret is sent is replaced with
 /// `***`, a form shorter than 4 bytes is not, and a text cut inside a form loses the form's start.
-@Suite struct SecretFormsTests {
+@Suite(.runsOffThePool) struct SecretFormsTests {
     static func base64(_ text: String) -> String { Data(text.utf8).base64EncodedString() }
 
     @Test func everyFormIsReplaced() {

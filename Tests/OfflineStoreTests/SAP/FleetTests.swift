@@ -169,7 +169,7 @@ import Storage
         let stores = env["FLEET_STORES"].flatMap(Int.init) ?? 8
         let rounds = env["FLEET_ROUNDS"].flatMap(Int.init) ?? 4
         var rng = SeededRandom(seed: testSeed("manyCopiesOfAServedStoreConverge"))
-        let (served, _) = try FlushFixture.pair(notes: true)
+        let (served, _) = try await FlushFixture.pair(notes: true)
         let server = try await ServerProcess.start(store: served)
         var copies: [Copy] = []
         for i in 0..<stores {

@@ -6,7 +6,7 @@ import Sync
 /// The V2 `$batch` encoder and parser (the `Multipart` module), without a server: change sets per
 /// atomicity group and per lone modifying request, `Content-ID`s, and answers read part by part —
 /// a change set applied, a change set rolled back (one error part for all its members), a GET.
-@Suite struct MultipartTests {
+@Suite(.runsOffThePool) struct MultipartTests {
     static let requests = [
         Multipart.Request(method: "GET", url: "ProductSet('A')"),
         Multipart.Request(

@@ -18,7 +18,7 @@ import Testing
         let path = store.path
         let productsBefore = try await sap.entities(SAPFlush.service, "ProductSet").count
         try await withServer(path) { http, server in
-            let run = try ChildProcess.run(
+            let run = try await ChildProcess.run(
                 executable: "/bin/sh", [repositoryRoot + "/scripts/pyodata-check.sh", "--service", server.url],
                 timeout: 400)
             let lines = run.stdout.split(separator: "\n")

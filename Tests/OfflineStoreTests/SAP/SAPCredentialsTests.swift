@@ -120,17 +120,17 @@ import Storage
         try write(
             #"{"serviceRoot":"\#(sap.root(Self.service))","definingRequests":[{"name":"SG_Product","url":"ProductSet"}],"authentication":{"type":"basic","user":"sapuser","passwordEnv":"\#(variable)"}}"#,
             to: cliDir + "/config.json")
-        let made = try CLI.run([
+        let made = try await CLI.run([
             "init", "--store", cliDir + "/store", "--metadata", cliDir + "/metadata.xml", "--config",
             cliDir + "/config.json",
         ])
         #expect(made.status == 0, "\(made.stderr)")
-        let refreshed = try CLI.run(["refresh", "--store", cliDir + "/store"])
+        let refreshed = try await CLI.run(["refresh", "--store", cliDir + "/store"])
         #expect(refreshed.status == 0, "\(refreshed.stderr)")
         #expect(
             try OfflineStore.open(at: cliDir + "/store", readOnly: true).entities("ProductSet").count == theirs.count)
         unsetenv(variable)
-        let unset = try CLI.run(["refresh", "--store", cliDir + "/store"])
+        let unset = try await CLI.run(["refresh", "--store", cliDir + "/store"])
         #expect(
             unset.status != 0 && unset.stderr.contains("environment variable \(variable) is not set"), "\(unset.stderr)"
         )
@@ -200,7 +200,7 @@ import Storage
         let report = try await store.refresh()
         #expect(try store.entities("ProductSet").count == refreshed.received + 2, "\(report)")
         try await store.create(set: "ProductSet", entity: Self.product("HT-9922"))
-        let cli = try CLI.run(["flush", "--store", dir])
+        let cli = try await CLI.run(["flush", "--store", dir])
         #expect(cli.status == 0 && cli.stdout.contains("succeeded 1"), "\(cli.stdout) \(cli.stderr)")
         #expect(try await Self.log(sap, after: mark, Self.tokenPath) == ["POST 200", "POST 200"])
 

@@ -32,7 +32,7 @@ import Storage
         try StoreConfiguration(json: Array(json.utf8))
     }
 
-    @Test func authenticationIsReadWrittenAndRefusedAsDocumented() throws {
+    @Test(.runsOffThePool) func authenticationIsReadWrittenAndRefusedAsDocumented() throws {
         let basic = try Self.configuration(
             #"{"serviceRoot":"http://h:1/","authentication":{"type":"basic","user":"U","passwordEnv":"PW_VAR"}}"#)
         #expect(basic.authentication == .basic(user: "U", password: .environment("PW_VAR")))
@@ -67,7 +67,7 @@ import Storage
         }
     }
 
-    @Test func secretsAreReadFromTheVariableOrTheFileWithErrorsNamingThem() throws {
+    @Test(.runsOffThePool) func secretsAreReadFromTheVariableOrTheFileWithErrorsNamingThem() throws {
         let dir = tempDir()
         try write("pa55 word\n", to: dir + "/lf")
         try write("pa55 word\r\n", to: dir + "/crlf")
@@ -97,7 +97,7 @@ import Storage
 
     /// The configuration's credentials go only to its serviceRoot's origin: a flush or refresh
     /// given another root is refused before anything is read or sent.
-    @Test func configuredCredentialsAreRefusedForAnotherServiceRoot() throws {
+    @Test(.runsOffThePool) func configuredCredentialsAreRefusedForAnotherServiceRoot() throws {
         let configuration = try Self.configuration(
             #"{"serviceRoot":"http://127.0.0.1:8080/sap/","authentication":{"type":"basic","user":"U","passwordEnv":"OFFLINE_STORE_TEST_SECRET_SET"}}"#
         )

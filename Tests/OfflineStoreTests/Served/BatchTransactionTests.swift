@@ -20,7 +20,7 @@ import Testing
     static func transactionIDs(_ rows: [[String: Any]]) -> [String?] { rows.map { $0["TransactionID"] as? String } }
 
     @Test func aJSONAtomicityGroupIsQueuedUnderTheOneIdAMemberGave() async throws {
-        let upstreamPath = try ServeTests.sampleStore()
+        let upstreamPath = try await ServeTests.sampleStore()
         try await withServer(upstreamPath) { upstream, _ in
             let offline = try await OfflineServeTests.offlineStore(upstream: upstream.base)
             try await withServer(offline) { http, _ in

@@ -67,7 +67,7 @@ import Glibc
     @Test func moreIdleConnectionsThanDescriptorsNeitherSpinNorTrap() async throws {
         let limit = Self.knob("SERVE_FD_LIMIT", 256)
         let count = Self.knob("SERVE_FD_CONNECTIONS", 400)
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         let server = try await ServerProcess.launch(
             "/bin/sh",
             [

@@ -85,7 +85,7 @@ import Testing
     }
 
     @Test func readsAndAChangeSetAreAnsweredInOrder() async throws {
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         let before = try Self.count(store)
         try await withServer(store) { http, _ in
             let body = Self.batch([
@@ -154,7 +154,7 @@ import Testing
     }
 
     @Test func aFailingChangeSetAppliesNothingAndAnswersOneErrorPart() async throws {
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         let before = try Self.count(store)
         try await withServer(store) { http, _ in
             let etag = try #require(try await http.get("Products('HT-1001')").header("ETag"))
@@ -197,7 +197,7 @@ import Testing
     }
 
     @Test func malformedBatchesAreRefusedWholeAndChangeNothing() async throws {
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         let before = try Self.count(store)
         try await withServer(store) { http, _ in
             let create = Self.request("POST", "Products", contentID: "1", body: #"{"ProductID":"M-9"}"#)
@@ -283,7 +283,7 @@ import Testing
     /// What a V2 client (SAPUI5's ODataModel, Gateway's own samples) sends: GUID boundaries, a
     /// preamble and an epilogue, LF line ends, absolute URLs, the Content-ID inside the request.
     @Test func aV2StyleBodyWithLFLineEndsIsServed() async throws {
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         let before = try Self.count(store)
         try await withServer(store) { http, _ in
             let b = "batch_36522ad7-fc75-4b56-8c71-56071383e77b"
@@ -341,7 +341,7 @@ import Testing
     }
 
     @Test func aRepeatedBatchIsReplayedAndTheAnswerBudgetHolds() async throws {
-        let store = try ServeTests.sampleStore(items: 3_000)
+        let store = try await ServeTests.sampleStore(items: 3_000)
         let before = try Self.count(store)
         try await withServer(store, extra: ["--max-batch-response", "256K"]) { http, _ in
             let body = Self.batch([
@@ -386,7 +386,7 @@ import Testing
     @Test(.enabled(if: pythonRequests, "needs python3 with requests")) func anIndependentClientReadsTheAnswer()
         async throws
     {
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         let before = try Self.count(store)
         try await withServer(store) { http, _ in
             let script = #"""

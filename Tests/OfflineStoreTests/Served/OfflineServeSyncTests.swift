@@ -53,7 +53,7 @@ import TestSupport
     @Test func writesReachAnUpstreamThatIsKilledAndStartedAgainExactlyOnce() async throws {
         let seed = testSeed("writesReachAnUpstreamThatIsKilledAndStartedAgainExactlyOnce")
         var random = SeededRandom(seed: seed)
-        let upstreamPath = try ServeTests.sampleStore()
+        let upstreamPath = try await ServeTests.sampleStore()
         var upstream = try await ServerProcess.start(store: upstreamPath, lifetime: 600)
         let port = try #require(URL(string: upstream.url)?.port)
         let offline = try await OfflineServeTests.offlineStore(upstream: upstream.url)
@@ -128,7 +128,7 @@ import TestSupport
     @Test func aKilledOfflineServeLosesAndDoublesNothing() async throws {
         let seed = testSeed("aKilledOfflineServeLosesAndDoublesNothing")
         var random = SeededRandom(seed: seed)
-        let upstreamPath = try ServeTests.sampleStore()
+        let upstreamPath = try await ServeTests.sampleStore()
         let upstream = try await ServerProcess.start(store: upstreamPath, lifetime: 600)
         let offline = try await OfflineServeTests.offlineStore(upstream: upstream.url)
         let client = HTTPClient(eventLoopGroupProvider: .singleton)

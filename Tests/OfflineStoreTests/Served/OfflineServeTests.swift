@@ -30,7 +30,7 @@ import Samples
     static func rows(_ reply: HTTP.Reply) -> [[String: Any]] { reply.object["value"] as? [[String: Any]] ?? [] }
 
     @Test func writesAreQueuedAndASyncPutsThemOnTheServiceExactlyOnce() async throws {
-        let upstreamPath = try ServeTests.sampleStore()
+        let upstreamPath = try await ServeTests.sampleStore()
         try await withServer(upstreamPath) { upstream, _ in
             let offline = try await Self.offlineStore(upstream: upstream.base)
             try await withServer(offline) { http, server in
@@ -140,7 +140,7 @@ import Samples
     }
 
     @Test func anAtomicityGroupIsOneTransactionOfTheQueue() async throws {
-        let upstreamPath = try ServeTests.sampleStore()
+        let upstreamPath = try await ServeTests.sampleStore()
         try await withServer(upstreamPath) { upstream, _ in
             let offline = try await Self.offlineStore(upstream: upstream.base)
             try await withServer(offline) { http, _ in
@@ -173,7 +173,7 @@ import Samples
 
     @Test func aServiceThatIsAwayFailsTheSyncNotTheService() async throws {
         // The upstream is started to build the store, then stopped.
-        let upstreamPath = try ServeTests.sampleStore()
+        let upstreamPath = try await ServeTests.sampleStore()
         let server = try await ServerProcess.start(store: upstreamPath)
         let offline = try await Self.offlineStore(upstream: server.url)
         #expect(await server.stop() == 0)
@@ -195,13 +195,13 @@ import Samples
     }
 
     @Test func syncIsRefusedWhereItHasNoMeaning() async throws {
-        let authority = try ServeTests.sampleStore()
+        let authority = try await ServeTests.sampleStore()
         try await withServer(authority) { http, _ async throws in
             #expect(try await http.send(.POST, "$sync").status == 404, "an authority store has no service")
             // An authority store's ErrorArchive is not for deleting either.
             #expect(try await http.send(.DELETE, "ErrorArchive(1)").status == 405)
         }
-        let refused = try CLI.run(["serve", "--store", authority, "--port", "0", "--sync-interval", "1"])
+        let refused = try await CLI.run(["serve", "--store", authority, "--port", "0", "--sync-interval", "1"])
         #expect(refused.status != 0 && refused.stderr.contains("authority"), "\(refused.stderr)")
         let upstream = try await ServerProcess.start(store: authority)
         let offline = try await Self.offlineStore(upstream: upstream.url)
@@ -209,7 +209,7 @@ import Samples
         try await withServer(offline) { http, _ async throws in
             #expect(try await http.get("$sync").status == 405)
         }
-        let zero = try CLI.run(["serve", "--store", offline, "--port", "0", "--sync-interval", "0"])
+        let zero = try await CLI.run(["serve", "--store", offline, "--port", "0", "--sync-interval", "0"])
         #expect(zero.status != 0 && zero.stderr.contains("--sync-interval"), "\(zero.stderr)")
     }
 }

@@ -57,7 +57,7 @@ import TestSupport
         }
     }
 
-    @Test func queryCommandUsesAliases() throws {
+    @Test(.runsOffThePool) func queryCommandUsesAliases() throws {
         let store = try ServeTests.sampleStore()
         let r = try CLI.run([
             "query", "--store", store, "Products?$filter=ProductID eq @p&@p='HT-1001'", "--format", "jsonl",
@@ -70,7 +70,7 @@ import TestSupport
 
     /// A prepared query run with random values answers what the literal URL with those values
     /// answers. Bounded by count (PREPARED_ROUNDS, default 150) and time (20 s).
-    @Test func preparedMatchesLiteralURLsOnRandomValues() throws {
+    @Test(.runsOffThePool) func preparedMatchesLiteralURLsOnRandomValues() throws {
         let store = try OfflineStore.open(at: try ServeTests.sampleStore(items: 600))
         let items = try store.entities("SalesOrderItems")
         let products = try store.entities("Products").compactMap { string($0["ProductID"]) }

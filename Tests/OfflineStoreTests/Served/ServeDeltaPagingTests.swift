@@ -70,7 +70,7 @@ import TestSupport
     }
 
     @Test func aDeltaOf2500ChangesComesInThreePagesOfAtMost1000() async throws {
-        let path = try ServeTests.sampleStore(items: 3_000)
+        let path = try await ServeTests.sampleStore(items: 3_000)
         let (token, ids) = try await Self.changeItems(path, count: 2_500)
         try await withServer(path) { http, _ in
             let url = "SalesOrderItems?$select=Quantity&$deltatoken=\(token)"
@@ -98,7 +98,7 @@ import TestSupport
     @Test func changesBetweenPagesAreDeliveredByTheNextDelta() async throws {
         let seed = testSeed("changesBetweenPagesAreDeliveredByTheNextDelta")
         var random = SeededRandom(seed: seed)
-        let path = try ServeTests.sampleStore(items: 1_500)
+        let path = try await ServeTests.sampleStore(items: 1_500)
         // The client's picture: every item's Quantity, as read before the changes.
         var picture: [String: Int] = [:]
         var alive: [String] = []
@@ -193,7 +193,7 @@ import TestSupport
     }
 
     @Test func badSkipTokensAnswer400AndChangeNothing() async throws {
-        let path = try ServeTests.sampleStore(items: 100)
+        let path = try await ServeTests.sampleStore(items: 100)
         let (token, _) = try await Self.changeItems(path, count: 30)
         try await withServer(path) { http, server in
             let prefer = [("Prefer", "odata.maxpagesize=10")]
@@ -236,9 +236,9 @@ import TestSupport
     /// `OfflineStore.refresh(serviceRoot:pageSize:)` after 2,500 changes reads the delta in three
     /// pages and ends equal to a full read.
     @Test func aRefreshReadsALargeDeltaInPages() async throws {
-        let path = try ServeTests.sampleStore(items: 3_000)
+        let path = try await ServeTests.sampleStore(items: 3_000)
         let request = DefiningRequest(name: "SG_Items", url: "SalesOrderItems")
-        let offline = try RefreshTests.offlineStore([request])
+        let offline = try await RefreshTests.offlineStore([request])
         try await withServer(path) { _, server in
             let first = try await offline.refresh(serviceRoot: server.url, pageSize: 1_000)
             #expect(first.requests.map(\.mode) == [.full])
@@ -247,7 +247,7 @@ import TestSupport
             #expect(delta.requests.map(\.mode) == [.delta])
             #expect(delta.requests.first?.pages == 3, "\(delta)")
             #expect(delta.received == 2_500, "\(delta)")
-            let full = try RefreshTests.offlineStore([request])
+            let full = try await RefreshTests.offlineStore([request])
             try await full.refresh(serviceRoot: server.url, pageSize: 1_000)
             RefreshTests.expectSame(
                 try RefreshTests.contents(offline), try RefreshTests.contents(full), "after the paged delta")

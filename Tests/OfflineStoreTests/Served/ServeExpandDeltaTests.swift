@@ -23,7 +23,7 @@ import Sync
     }
 
     @Test func serveReportsChangesOfEverySetTheExpandReaches() async throws {
-        let path = try ServeTests.sampleStore(items: 200)
+        let path = try await ServeTests.sampleStore(items: 200)
         try await withServer(path) { http, _ in
             let track = [("Prefer", "odata.track-changes")]
             let url =

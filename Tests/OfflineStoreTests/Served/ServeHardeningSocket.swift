@@ -88,6 +88,26 @@ final class RawConnection: @unchecked Sendable {
     @discardableResult
     func send(_ text: String) async -> Bool { await send(Array(text.utf8)) }
 
+    /// Sends `text` whole, for a thread of the test's own (not a task: it waits with
+    /// `Thread.sleep` while the socket is full, at most 10 s). False when the connection is gone.
+    @discardableResult
+    func sendNow(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        var offset = 0
+        let start = Date()
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n > 0 {
+                offset += n
+            } else if n < 0, errno == EAGAIN || errno == EWOULDBLOCK, Date().timeIntervalSince(start) < 10 {
+                Thread.sleep(forTimeInterval: 0.005)
+            } else {
+                return false
+            }
+        }
+        return true
+    }
+
     /// Reads what is there now, without waiting. Notes the end of the stream (or a reset).
     func drain() {
         var buffer = [UInt8](repeating: 0, count: 65_536)
@@ -229,24 +249,29 @@ func openSocketCount(_ pid: pid_t) -> Int {
 /// failed or did not answer 200.
 func timeRequestsOnAThread(_ url: String, paths: [String], until deadline: Date, pause: Double) async -> [Double?] {
     await withCheckedContinuation { (done: CheckedContinuation<[Double?], Never>) in
-        let thread = Thread {
-            var times: [Double?] = []
-            while Date() < deadline {
-                for path in paths { times.append(blockingGet(url, path)) }
-                Thread.sleep(forTimeInterval: pause)
-            }
-            done.resume(returning: times)
-        }
+        let thread = Thread { done.resume(returning: timeRequests(url, paths: paths, until: deadline, pause: pause)) }
         thread.start()
     }
 }
 
-/// One `GET path` on a blocking socket, its time in seconds, or nil unless it answered 200.
-private func blockingGet(_ url: String, _ path: String) -> Double? {
+/// `timeRequestsOnAThread`'s loop, on the calling thread (which must not be one of the
+/// concurrency pool's: each request blocks it).
+func timeRequests(_ url: String, paths: [String], until deadline: Date, pause: Double) -> [Double?] {
+    var times: [Double?] = []
+    while Date() < deadline {
+        for path in paths { times.append(blockingGet(url, path)) }
+        Thread.sleep(forTimeInterval: pause)
+    }
+    return times
+}
+
+/// One `GET path` on a blocking socket (`timeout` seconds to receive), its time in seconds, or
+/// nil unless it answered 200.
+func blockingGet(_ url: String, _ path: String, timeout seconds: Int = 30) -> Double? {
     let start = Date()
     guard let s = try? RawConnection.connected(url) else { return nil }
     defer { Glibc.close(s) }
-    var timeout = timeval(tv_sec: 30, tv_usec: 0)
+    var timeout = timeval(tv_sec: seconds, tv_usec: 0)
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     let request = Array("GET /\(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
     guard request.withUnsafeBytes({ Glibc.send(s, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count

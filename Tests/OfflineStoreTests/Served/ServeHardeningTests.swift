@@ -67,7 +67,7 @@ import Samples
     /// A body that never arrives, arrives in part, trickles, or a chunked body with no last chunk:
     /// 408 and closed within the request timeout; nothing written.
     @Test func aBodyThatDoesNotArriveIsAnswered408AndClosed() async throws {
-        let dir = try ServeTests.sampleStore()
+        let dir = try await ServeTests.sampleStore()
         let before = try OfflineStore.open(at: dir, readOnly: true).count(set: "Products")
         try await withServer(dir, extra: Self.quick) { _, server in
             let entity = #"{"ProductID":"HX-1","Name":"x","Category":"c","Price":1,"CurrencyCode":"EUR"}"#
@@ -169,7 +169,7 @@ import Samples
     }
 
     /// The defaults are finite, and `serve --help` names every timeout and limit.
-    @Test func defaultsAreBoundedAndDocumented() throws {
+    @Test(.runsOffThePool) func defaultsAreBoundedAndDocumented() throws {
         let help = try CLI.run(["serve", "--help"]).stdout
         for option in [
             "--header-timeout", "--request-timeout", "--idle-timeout", "--write-timeout", "--public-url",
@@ -223,7 +223,7 @@ import Samples
     /// the write among them, which is not applied (write answers count against the bound too,
     /// `ServeLoadLimitTests`); the server's memory stays bounded.
     @Test func aBatchsAnswersAreBounded() async throws {
-        let dir = try ServeTests.sampleStore(items: 6_000)
+        let dir = try await ServeTests.sampleStore(items: 6_000)
         func batch(_ url: String, write id: String) -> String {
             var requests = (0..<400).map { #"{"id":"r\#($0)","method":"GET","url":"\#(url)"}"# }
             requests.insert(
@@ -278,7 +278,7 @@ import Samples
     /// Links, `@odata.context`, `Location` and `OData-EntityId` never carry the client's `Host`:
     /// a well-formed foreign one is ignored (the bound address is named), a malformed one is 400.
     @Test func linksNeverComeFromTheHostHeader() async throws {
-        let dir = try ServeTests.sampleStore()
+        let dir = try await ServeTests.sampleStore()
         try await withServer(dir, extra: ["--page-size", "2"]) { _, server in
             let root = server.url
             for host in ["evil.example:666", "evil.example", "10.0.0.1:80", "[::1]:8080", "localhost"] {
@@ -341,7 +341,7 @@ import Samples
     /// Every malformed chunked body answers 400 (a client error, never 500) and closes the
     /// connection; nothing is written; a well-formed chunked body still creates.
     @Test func aMalformedChunkedBodyIs400() async throws {
-        let dir = try ServeTests.sampleStore()
+        let dir = try await ServeTests.sampleStore()
         let before = try OfflineStore.open(at: dir, readOnly: true).count(set: "Products")
         try await withServer(dir) { _, server in
             let head =

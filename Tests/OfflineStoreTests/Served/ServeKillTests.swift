@@ -67,7 +67,7 @@ import TestSupport
         let env = ProcessInfo.processInfo.environment
         let rounds = env["SERVE_KILLS"].flatMap(Int.init) ?? 30
         let budget = env["SERVE_KILL_SECONDS"].flatMap(Double.init) ?? 90
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         do {
             try await run(client, store: store, rounds: rounds, budget: budget, seed: seed, random: &random)

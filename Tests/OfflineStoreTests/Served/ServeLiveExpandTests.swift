@@ -39,7 +39,7 @@ import Testing
     }
 
     @Test func aWriteToAnExpandedSetIsStreamed() async throws {
-        let (served, _) = try FlushFixture.pair()
+        let (served, _) = try await FlushFixture.pair()
         let server = try await ServerProcess.start(store: served)
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         let http = HTTP(client: client, base: server.url)
@@ -78,7 +78,7 @@ import Testing
     }
 
     @Test func anETagTheStreamCarriesIsKeptCurrent() async throws {
-        let (served, _) = try FlushFixture.pair()
+        let (served, _) = try await FlushFixture.pair()
         let server = try await ServerProcess.start(store: served)
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         let http = HTTP(client: client, base: server.url)

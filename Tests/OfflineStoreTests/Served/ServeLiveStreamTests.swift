@@ -25,7 +25,7 @@ import Storage
     }
 
     @Test func aLiveQueryStreamsEachChangedResultAndEndsOnShutdown() async throws {
-        let (served, _) = try FlushFixture.pair()
+        let (served, _) = try await FlushFixture.pair()
         let server = try await ServerProcess.start(store: served)
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         let http = HTTP(client: client, base: server.url)
@@ -62,7 +62,7 @@ import Storage
     }
 
     @Test func aLiveQueryThatDoesNotBindIsRefusedAsAGetIs() async throws {
-        let (served, _) = try FlushFixture.pair()
+        let (served, _) = try await FlushFixture.pair()
         let server = try await ServerProcess.start(store: served)
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         let http = HTTP(client: client, base: server.url)
@@ -78,7 +78,7 @@ import Storage
     /// `Accept` values a hostile client may send never take the live-query path by mistake nor
     /// crash it (the fuzz corpus found `,,`): they are answered as a plain GET answers them.
     @Test func oddAcceptHeadersAreAnsweredAsAPlainGet() async throws {
-        let (_, store) = try FlushFixture.pair()
+        let (_, store) = try await FlushFixture.pair()
         let server = InMemoryServer(store: store)
         for accept in [",", ";", ",;,", " ", ";text/event-stream", "text/event-streams", "application/json,,"] {
             let r = await server.respond(

@@ -83,7 +83,7 @@ import Samples
     /// form across change sets and top-level parts — is refused 413 before anything of it runs;
     /// one of exactly that many is served. So is a JSON batch of more than 1,000 reads.
     @Test func aBatchOfTooManyWritesOrReadsIsRefusedWhole() async throws {
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         let before = try Self.products(store)
         try await withServer(store, extra: ["--max-batch-writes", "5"]) { http, _ in
             func json(_ n: Int, _ tag: String) -> String {
@@ -130,7 +130,7 @@ import Samples
     /// answers would pass it is undone and answers 507, and so does every unit after it, without
     /// running; what was answered 201 is what was created, and the answers that ran fit the bound.
     @Test func writeAnswersCountAgainstTheBatchResponseBound() async throws {
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         let before = try Self.products(store)
         let limit = 256 << 10
         var created = 0

@@ -30,7 +30,7 @@ import Glibc
     @Test func liveQueriesDoNotStarveMetadata() async throws {
         let items = Self.knob("SERVE_LIVE_SCAN_ITEMS", 150_000)
         let seconds = Double(Self.knob("SERVE_LIVE_SCAN_SECONDS", 12))
-        let dir = try ServeTests.sampleStore(items: items)
+        let dir = try await ServeTests.sampleStore(items: items)
         let scans = (1...4).map { "SalesOrderItems?$filter=contains(CurrencyCode,'ZZ\($0)')%20or%20Quantity%20eq%20-7" }
         var figures: [String: (median: Double, p90: Double, count: Int)] = [:]
         for mode in ["plain GETs", "live queries"] {
@@ -125,7 +125,7 @@ import Glibc
     @Test func streamsThatNeverReadDoNotStopWrites() async throws {
         let count = Self.knob("SERVE_FANOUT_STREAMS", 300)
         let seconds = Double(Self.knob("SERVE_FANOUT_SECONDS", 10))
-        let dir = try ServeTests.sampleStore(items: 3_000)
+        let dir = try await ServeTests.sampleStore(items: 3_000)
         try await withServer(dir) { http, server in
             let live = "SalesOrderItems?$select=ProductID"
             let size = try await http.get(live).body.count
@@ -261,7 +261,7 @@ import Glibc
     /// within 600 s before), after its body is parsed: the figure is printed.
     @Test func theLargestBatchOfCreatesTakesBoundedMemory() async throws {
         let limit = Self.knob("SERVE_BATCH_WRITES", 10_000)
-        let dir = try ServeTests.sampleStore()
+        let dir = try await ServeTests.sampleStore()
         let before = try OfflineStore.open(at: dir, readOnly: true).count(set: "Products")
         let extra = limit == 10_000 ? [] : ["--max-batch-writes", String(limit)]
         try await withServer(dir, extra: extra) { http, server in

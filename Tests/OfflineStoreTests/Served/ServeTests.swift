@@ -19,6 +19,13 @@ import Samples
         return dir
     }
 
+    /// The same as `sampleStore(items:)`, for an `async` caller (which the compiler picks): built
+    /// off the concurrency pool (150,000 items take seconds in a debug build, and the tests beside
+    /// this one would wait for a thread that long).
+    static func sampleStore(items: Int = 0) async throws -> String {
+        try await offThePool { try sampleStore(items: items) }
+    }
+
     @Test func readsAnswerWithTheRightStatusAndContentType() async throws {
         try await withServer(try Self.sampleStore()) { http, server in
             let root = try await http.get("")
@@ -88,7 +95,7 @@ import Samples
     }
 
     @Test func serverDrivenPagingDeliversEveryEntityOnce() async throws {
-        let store = try Self.sampleStore(items: 5_000)
+        let store = try await Self.sampleStore(items: 5_000)
         let expected = try OfflineStore.open(at: store, readOnly: true).entities(
             "SalesOrderItems?$filter=Quantity ge 0"
         ).count
@@ -136,7 +143,7 @@ import Samples
     }
 
     @Test func aLargeResponseStreamsInBoundedMemory() async throws {
-        let store = try Self.sampleStore(items: 60_000)
+        let store = try await Self.sampleStore(items: 60_000)
         // This test is about memory, not the write timeout (120 s), which a parallel test run on
         // two cores can come near while the client reads a 20 MB body.
         try await withServer(store, extra: ["--write-timeout", "900"]) { http, server in

@@ -16,7 +16,7 @@ import Samples
     }
 
     @Test func writesAnswerWithTheRightStatus() async throws {
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         let before = try Self.count(store, "Products")
         try await withServer(store) { http, _ in
             let created = try await http.send(.POST, "Products", body: Self.product)
@@ -88,7 +88,7 @@ import Samples
     /// changes nothing. Inline entities that refer to the new one (a deep insert) are created with
     /// it, their foreign keys set from its key.
     @Test func bindSetsForeignKeysAndDeepInsertCreatesDependents() async throws {
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         let partners = try OfflineStore.open(at: store, readOnly: true).entities(
             "BusinessPartners?$top=2&$orderby=BusinessPartnerID")
         let (a, b) = (partners[0]["BusinessPartnerID"]!, partners[1]["BusinessPartnerID"]!)
@@ -148,7 +148,7 @@ import Samples
     }
 
     @Test func aFailingAtomicityGroupLeavesNothing() async throws {
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         let before = try Self.count(store, "Products")
         try await withServer(store) { http, _ in
             let batch = """
@@ -193,7 +193,7 @@ import Samples
     }
 
     @Test func aRepeatedRequestIsAnsweredOnceAndAppliedOnce() async throws {
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         let before = try Self.count(store, "Products")
         try await withServer(store) { http, _ in
             let id = UUID().uuidString
@@ -233,7 +233,7 @@ import Samples
     }
 
     @Test func deltaLinksReportCreatesUpdatesAndDeletes() async throws {
-        let store = try ServeTests.sampleStore()
+        let store = try await ServeTests.sampleStore()
         try await withServer(store) { http, _ in
             let track = [("Prefer", "odata.track-changes")]
             let url = "Products?$filter=Category%20eq%20'Tablets'&$select=Name,Price"

@@ -130,7 +130,7 @@ import Samples
     }
 
     @Test func everyDamageIsReported() async throws {
-        let store = try makeSampleStore()
+        let store = try await makeSampleStore()
         let clock = TestClock()
         store.now = { clock.now }
         _ = try await store.served(repeatabilityID: "r", fingerprint: [1]) { tx in

@@ -122,7 +122,7 @@ import Samples
 
     @Test(arguments: scenarios)
     func everyCallOfAServedWriteFailsCleanly(scenario: Scenario) async throws {
-        let template = try makeSampleStore()
+        let template = try await makeSampleStore()
         template.now = { Self.start }
         for (n, write) in scenario.before.enumerated() {
             _ = try await template.served(repeatabilityID: "before-\(n)", fingerprint: scenario.fingerprint) { tx in
@@ -213,7 +213,7 @@ import Samples
     }
 
     @Test func everyCallOfAGroupCommitLeavesEachUnitWholeOrAbsent() async throws {
-        let template = try makeSampleStore()
+        let template = try await makeSampleStore()
         let probe = try QueueFaultTests.copy(template.path)
         FaultInjection.countCalls(in: probe.entities.environment)
         let outcome = await Self.runGroup(on: probe)

@@ -84,7 +84,7 @@ extension OfflineStore {
     /// Reading the clock costs the same the millionth time as the first. (It once grew: the
     /// closure came out of its `Mutex` through `withLock`'s `inout` and went back in wrapped in
     /// two more reabstraction thunks, so every served write took longer than the one before.)
-    @Test func readingTheClockDoesNotSlowDown() throws {
+    @Test(.runsOffThePool) func readingTheClockDoesNotSlowDown() throws {
         let clock = ServedClock()
         func timeReads(_ n: Int) -> Duration {
             let start = ContinuousClock.now
@@ -101,7 +101,7 @@ extension OfflineStore {
     }
 
     @Test func writesApplyDirectlyWithTheirETags() async throws {
-        let store = try makeSampleStore()
+        let store = try await makeSampleStore()
         let (created, tag) = try await store.servedWrite { tx in try tx.create(set: "Products", entity: Self.pen) }
         #expect(created == Self.pen)
         #expect(tag == (try store.storedETag(set: "Products", key: [.string("N-1")])) && tag.hasPrefix("W/\""))
@@ -139,7 +139,7 @@ extension OfflineStore {
     }
 
     @Test func ifMatchIsCheckedAgainstTheCurrentTag() async throws {
-        let store = try makeSampleStore()
+        let store = try await makeSampleStore()
         let key: [Value] = [.string("HT-1001")]
         let first = try #require(try store.storedETag(set: "Products", key: key))
         var n = 0
@@ -177,7 +177,7 @@ extension OfflineStore {
     }
 
     @Test func refusalsNameTheProblemAndChangeNothing() async throws {
-        let store = try makeSampleStore()
+        let store = try await makeSampleStore()
         let log = try store.changeLog()
         let missing: [Value] = [.string("nope")]
         await #expect(throws: ServedError.alreadyExists(set: "Products", key: "'HT-1000'")) {
@@ -224,7 +224,7 @@ extension OfflineStore {
     // MARK: The change log
 
     @Test func theChangeLogKeepsOneEntryPerEntityAndNeverReusesANumber() async throws {
-        let store = try makeSampleStore()
+        let store = try await makeSampleStore()
         #expect(try store.changeToken() == 0)  // loaded data is not logged
         let a: [Value] = [.string("A")], b: [Value] = [.string("B")]
         // Write A, then write it again: its entry is the last one, deleted as the new one is made.
@@ -257,7 +257,7 @@ extension OfflineStore {
     /// counted) above the page before's last and at most the first page's bound; an entity
     /// changed again after the bound was fixed leaves the pages (its entry moves above it).
     @Test func changesComeInPagesUnderTheFirstPagesBound() async throws {
-        let store = try makeSampleStore()
+        let store = try await makeSampleStore()
         let ids = (1...7).map { "P-\($0)" }
         try await store.servedWrite { tx in
             for (i, id) in ids.enumerated() {
@@ -295,7 +295,7 @@ extension OfflineStore {
     }
 
     @Test func changesSinceATokenAreTheNewestStateOfEachEntity() async throws {
-        let store = try makeSampleStore()
+        let store = try await makeSampleStore()
         try await store.servedWrite { tx in
             _ = try tx.create(set: "Products", entity: ["ProductID": .string("P-1")])
             _ = try tx.create(set: "Products", entity: ["ProductID": .string("P-2")])
@@ -334,7 +334,7 @@ extension OfflineStore {
     // MARK: Repeatability
 
     @Test func aRepeatedRequestIsAnsweredFromItsRecordAndAppliedOnce() async throws {
-        let store = try makeSampleStore()
+        let store = try await makeSampleStore()
         let clock = TestClock()
         store.now = { clock.now }
         let runs = Counter()
@@ -373,7 +373,7 @@ extension OfflineStore {
     }
 
     @Test func aRefusedWriteIsNotRecordedSoItsRepeatRunsAgain() async throws {
-        let store = try makeSampleStore()
+        let store = try await makeSampleStore()
         let runs = Counter()
         let update: @Sendable (ServedTransaction) throws -> RecordedResponse = { tx in
             runs.bump()
@@ -391,7 +391,7 @@ extension OfflineStore {
     }
 
     @Test func repeatabilityIDsAreOneTo200Bytes() async throws {
-        let store = try makeSampleStore()
+        let store = try await makeSampleStore()
         for bad in ["", String(repeating: "x", count: 201), String(repeating: "🙂", count: 51)] {
             await #expect(throws: ServedError.self, "\(bad.utf8.count) bytes") {
                 try await store.served(repeatabilityID: bad, fingerprint: []) { _ in Self.ok }
@@ -448,7 +448,7 @@ extension OfflineStore {
         #expect(try store.repeatRecords().keys.sorted() == ["new"])
     }
 
-    @Test func theWindowIsAConfigurationField() throws {
+    @Test(.runsOffThePool) func theWindowIsAConfigurationField() throws {
         let c = try StoreConfiguration(json: Array(#"{"repeatabilityWindowSeconds": 3600}"#.utf8))
         #expect(c.repeatabilityWindowSeconds == 3600)
         #expect(try StoreConfiguration(json: c.json).repeatabilityWindowSeconds == 3600)
@@ -476,7 +476,7 @@ extension OfflineStore {
     // MARK: Atomicity
 
     @Test func aBodyThatThrowsLeavesNothingAtAll() async throws {
-        let store = try makeSampleStore()
+        let store = try await makeSampleStore()
         try await store.servedWrite { tx in _ = try tx.create(set: "Products", entity: ["ProductID": .string("Z-0")]) }
         let log = try store.changeLog()
         let products = try store.count(set: "Products")
@@ -516,7 +516,7 @@ extension OfflineStore {
     /// 8 tasks write at once: every write is there with its log entry and record, and the writer
     /// grouped them (fewer commits than writes).
     @Test func concurrentServedWritesAreAllThereAndGroupCommitted() async throws {
-        let store = try makeSampleStore()
+        let store = try await makeSampleStore()
         let tasks = 8, perTask = 30
         let commitsBefore = store.entities.environment.commitCount
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -558,7 +558,7 @@ extension OfflineStore {
     // MARK: Format
 
     @Test func formatTwoStoresAreUpgradedWhenOpenedWritable() async throws {
-        let store = try makeSampleStore()
+        let store = try await makeSampleStore()
         let path = store.path, env = store.entities.environment
         let meta = store.entities.meta
         _ = try await store.entities.write { t in try t.put(meta, EntityStore.formatKey, Array("offline-store 2".utf8))

@@ -175,7 +175,7 @@ import Testing
             let made = try await http.send(.POST, "Orders", body: #"{"OrderID":"O7"}"#)
             #expect(made.status == 201, "--csrf off: \(made.text)")
         }
-        let bad = try CLI.run(["serve", "--store", path, "--port", "0", "--csrf", "maybe"])
+        let bad = try await CLI.run(["serve", "--store", path, "--port", "0", "--csrf", "maybe"])
         #expect(bad.status != 0 && bad.stderr.contains("--csrf"))
     }
 }

@@ -89,6 +89,18 @@ struct ChildProcess {
         outcome.stderr = String(decoding: FileManager.default.contents(atPath: err) ?? Data(), as: UTF8.self)
         return outcome
     }
+
+    /// The same as `run(_:timeout:)`, for an `async` caller (which the compiler picks): it waits
+    /// for the child on a thread of its own (`offThePool`), so the test holds no thread of the
+    /// concurrency pool while the tool runs, and the child's end is seen as promptly.
+    static func run(_ args: [String], timeout: Double) async throws -> Outcome {
+        try await offThePool { try run(args, timeout: timeout) }
+    }
+
+    /// The same as `run(executable:_:timeout:)`, waiting on a thread of its own.
+    static func run(executable: String, _ args: [String], timeout: Double) async throws -> Outcome {
+        try await offThePool { try run(executable: executable, args, timeout: timeout) }
+    }
 }
 
 extension ChildProcess {

@@ -97,6 +97,13 @@ enum FlushFixture {
         return (dir + "/served", stores[1])
     }
 
+    /// The same as `pair(notes:optimize:)`, for an `async` caller (which the compiler picks): built
+    /// off the concurrency pool, so the tests beside this one do not wait for a thread meanwhile.
+    static func pair(notes: Bool = false, optimize: Bool = true) async throws -> (served: String, offline: OfflineStore)
+    {
+        try await offThePool { try pair(notes: notes, optimize: optimize) }
+    }
+
     static func sets(_ store: OfflineStore) -> [String] { store.schema.serviceSetNames }
 
     /// A copy of the notes fixture's data under `configuration`, registered for the integrity check.

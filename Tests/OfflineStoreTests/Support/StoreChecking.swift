@@ -30,15 +30,24 @@ struct CheckStoresTrait: SuiteTrait, TestTrait, TestScoping {
         guard !test.isSuite else { return try await function() }
         let registry = StoreRegistry()
         try await StoreRegistry.$current.withValue(registry) { try await function() }
-        for path in Set(registry.all.flatMap(Self.stores(under:))).sorted() {
-            let store: OfflineStore
-            do {
-                store = try OfflineStore.open(at: path, readOnly: true)
-            } catch let e as EntityError where "\(e)".contains("is not an OfflineStore store") {
-                continue  // a bare LMDB environment a test made, not a store
+        // Off the concurrency pool: checking a store of 150,000 items takes seconds, which the
+        // tests running beside this one would wait for.
+        let reports = try await offThePool { () -> [(String, String?)] in
+            var reports: [(String, String?)] = []
+            for path in Set(registry.all.flatMap(Self.stores(under:))).sorted() {
+                let store: OfflineStore
+                do {
+                    store = try OfflineStore.open(at: path, readOnly: true)
+                } catch let e as EntityError where "\(e)".contains("is not an OfflineStore store") {
+                    continue  // a bare LMDB environment a test made, not a store
+                }
+                let report = try store.check()
+                reports.append((path, report.isConsistent ? nil : "\(report)"))
             }
-            let report = try store.check()
-            #expect(report.isConsistent, "integrity check of \(path) after \(test.name):\n\(report)")
+            return reports
+        }
+        for (path, problems) in reports {
+            #expect(problems == nil, "integrity check of \(path) after \(test.name):\n\(problems ?? "")")
         }
     }
 }
@@ -88,4 +97,11 @@ func makeSampleStore(optimize: Bool = true, data: Bool = true, covering: Bool = 
     }
     StoreRegistry.register(path)
     return store
+}
+
+/// The same as `makeSampleStore(optimize:data:covering:)`, for an `async` caller (which the compiler
+/// picks): made off the concurrency pool, so the tests beside this one do not wait for a thread
+/// meanwhile.
+func makeSampleStore(optimize: Bool = true, data: Bool = true, covering: Bool = false) async throws -> OfflineStore {
+    try await offThePool { try makeSampleStore(optimize: optimize, data: data, covering: covering) }
 }

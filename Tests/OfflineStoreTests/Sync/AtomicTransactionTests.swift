@@ -26,7 +26,7 @@ import Sync
     }
 
     @Test func aHeaderAndItsItemsGoAsOneChangeSetNamingTheHeaderByItsContentID() async throws {
-        let (served, store) = try FlushFixture.pair(notes: true)
+        let (served, store) = try await FlushFixture.pair(notes: true)
         try await Self.noteWithChildren(store)
         let server = try await ServerProcess.start(store: served)
         let probe = ProbeBackend(server.url)
@@ -45,7 +45,7 @@ import Sync
     }
 
     @Test func oneRefusedMemberLeavesNothingOfTheTransactionOnTheService() async throws {
-        let (served, store) = try FlushFixture.pair(notes: true)
+        let (served, store) = try await FlushFixture.pair(notes: true)
         // Tag 'blue' is made on the service meanwhile: the transaction's create of it is refused.
         try await Self.noteWithChildren(
             store, extra: [.create(set: "Tags", entity: ["TagID": .string("blue"), "Label": .string("mine")])])
@@ -66,7 +66,7 @@ import Sync
     /// A service that does not resolve Content-ID references (configured so): the transaction is
     /// archived whole before anything is sent, with the reason and what to configure.
     @Test func withoutReferencesTheTransactionIsRefusedWholeNotSplit() async throws {
-        let (served, _) = try FlushFixture.pair(notes: true)
+        let (served, _) = try await FlushFixture.pair(notes: true)
         let store = try Self.offline(contentIDReferences: false, split: false)
         try await Self.noteWithChildren(store)
         let server = try await ServerProcess.start(store: served)
@@ -88,7 +88,7 @@ import Sync
 
     /// Splitting, chosen in the configuration: the header goes first, the items after its answer.
     @Test func splittingIsAChoiceTheConfigurationMakes() async throws {
-        let (served, _) = try FlushFixture.pair(notes: true)
+        let (served, _) = try await FlushFixture.pair(notes: true)
         let store = try Self.offline(contentIDReferences: false, split: true)
         try await Self.noteWithChildren(store)
         let server = try await ServerProcess.start(store: served)
@@ -135,7 +135,7 @@ import Sync
     /// new entity's foreign key comes from the path, whatever the body says; a navigation without
     /// a referential constraint is refused (501), nothing made.
     @Test func serveCreatesUnderAnEntityByItsNavigation() async throws {
-        let (served, _) = try FlushFixture.pair(notes: true)
+        let (served, _) = try await FlushFixture.pair(notes: true)
         try await withServer(served) { http, _ in
             let made = try await http.send(.POST, "Notes(2)/Comments", body: #"{"NoteID":3,"Text":"under two"}"#)
             #expect(made.status == 201, "\(made.text)")

@@ -8,7 +8,7 @@ import Storage
 /// the creates of an offline store made before it, which never set that property.
 @Suite(.checksStores) struct ChangingBackEndTests {
     @Test func aCreateThatNeverSetADroppedPropertyStillGoes() async throws {
-        let (served, _) = try FlushFixture.pair(notes: true)
+        let (served, _) = try await FlushFixture.pair(notes: true)
         // The offline copy's $metadata is the old one: notes had a Legacy property then.
         let old = FlushFixture.notesMetadata.replacingOccurrences(
             of: #"<Property Name="Title" Type="Edm.String" MaxLength="80"/>"#,

@@ -13,7 +13,7 @@ import Storage
 @Suite(.checksStores, .serialized) struct ConcurrentRefreshTests {
     @Test func twoRefreshProcessesAtOnceNeverLoseEntities() async throws {
         var r = SeededRandom(seed: testSeed("twoRefreshProcessesAtOnceNeverLoseEntities"))
-        let (served, _) = try FlushFixture.pair()
+        let (served, _) = try await FlushFixture.pair()
         let dir = tempDir()
         let offline = try OfflineStore.create(
             at: dir + "/offline", metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)

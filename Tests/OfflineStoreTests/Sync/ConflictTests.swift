@@ -18,7 +18,7 @@ import Storage
         _ body: (_ http: HTTP, _ url: String, _ served: String, _ mine: OfflineStore, _ theirs: OfflineStore)
             async throws -> Void
     ) async throws {
-        let (served, _) = try FlushFixture.pair(notes: true)
+        let (served, _) = try await FlushFixture.pair(notes: true)
         var configuration = StoreConfiguration(
             definingRequests: FlushFixture.notesSets.map { DefiningRequest(name: $0, url: $0) })
         let theirs = try FlushFixture.notesCopy(configuration, name: "theirs")
@@ -64,7 +64,7 @@ import Storage
             let kept = try mine.serverETag(set: "Notes", key: [.int(1)])
             #expect(c.serverETag != nil && c.serverETag == kept, "the service's ETag, which a retry sends")
             // The CLI, side by side.
-            let shown = try CLI.run(["errors", "--store", mine.path, "--show", String(id)])
+            let shown = try await CLI.run(["errors", "--store", mine.path, "--show", String(id)])
             #expect(shown.status == 0, "\(shown.stderr)")
             #expect(
                 shown.stdout.contains("* Title") && shown.stdout.contains("mine") && shown.stdout.contains("theirs"),

@@ -19,7 +19,7 @@ import Sync
     }
 
     @Test func aCreateWhoseAnswerWasLostIsFoundByItsMarkerAndNotSentAgain() async throws {
-        let (served, _) = try FlushFixture.pair(notes: true)
+        let (served, _) = try await FlushFixture.pair(notes: true)
         let store = try Self.markedStore()
         let created = try await store.create(
             set: "Notes", entity: ["Title": .string("mine"), "Amount": .decimal(EDMDecimal("1")!)])
@@ -51,7 +51,7 @@ import Sync
 
     /// A create sent once, answered: its marker is set on the service and locally; no look-up.
     @Test func aCreateAnsweredTheFirstTimeIsNotLookedUp() async throws {
-        let (served, _) = try FlushFixture.pair(notes: true)
+        let (served, _) = try await FlushFixture.pair(notes: true)
         let store = try Self.markedStore()
         let created = try await store.create(set: "Notes", entity: ["Title": .string("mine")])
         let server = try await ServerProcess.start(store: served)
@@ -67,7 +67,7 @@ import Sync
         #expect(title.count == 32 && title.allSatisfy(\.isHexDigit), "the marker replaced the Title: \(title)")
     }
 
-    @Test func markersThatCannotCarryAnIdentityAreRefusedAtInit() throws {
+    @Test(.runsOffThePool) func markersThatCannotCarryAnIdentityAreRefusedAtInit() throws {
         let cases: [([String: String], String)] = [
             (["Nope": "Title"], "not an entity set"),
             (["Notes": "Nope"], "has no property"),
@@ -91,7 +91,7 @@ import Sync
     }
 
     /// The sets whose creates may be applied twice are named (`init` and `define` warn with them).
-    @Test func setsWhoseKeyTheServiceAssignsWithoutAMarkerAreNamed() throws {
+    @Test(.runsOffThePool) func setsWhoseKeyTheServiceAssignsWithoutAMarkerAreNamed() throws {
         var configuration = StoreConfiguration(serviceRoot: "http://127.0.0.1:9/")
         let path = tempDir() + "/unmarked"
         let plain = try OfflineStore.create(

@@ -12,7 +12,7 @@ import Testing
 /// acknowledged) is made to fail in turn with each error LMDB can give on a write path. After
 /// each: `check` passes, and the store is exactly as before the transaction or exactly as after
 /// it — and the transaction run again lands (`FlushFaultTests.inject`).
-@Suite(.soak, .checksStores, .serialized) struct DeepInsertFaultTests {
+@Suite(.soak, .checksStores, .serialized, .runsOffThePool) struct DeepInsertFaultTests {
     @Test func everyCallOfADeepInsertsCreateFailsCleanly() throws {
         let (_, store) = try FlushFixture.pair(notes: true)
         let result = try FlushFaultTests.inject(template: store.path, name: "deep insert, create", state: Self.state) {

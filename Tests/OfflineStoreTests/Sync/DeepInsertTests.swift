@@ -22,7 +22,7 @@ import Sync
         ])
 
     @Test func aDeepInsertIsStoredAtOnceAndQueuedAsOneTransaction() async throws {
-        let (_, store) = try FlushFixture.pair(notes: true)
+        let (_, store) = try await FlushFixture.pair(notes: true)
         let receipts = try await store.create(set: "Notes", deep: Self.note)
         #expect(receipts.count == 4)
         let header = try #require(
@@ -51,7 +51,7 @@ import Sync
     /// Read back, changed, flushed once as one POST, the service's keys mapped onto every entity,
     /// and a refresh of the store's defining requests brings back what it holds.
     @Test func aDeepInsertGoesAsOnePOSTAndTheServicesKeysMapBack() async throws {
-        let (served, _) = try FlushFixture.pair(notes: true)
+        let (served, _) = try await FlushFixture.pair(notes: true)
         let store = try FlushFixture.notesCopy(
             StoreConfiguration(
                 definingRequests: FlushFixture.notesSets.map { DefiningRequest(name: $0, url: $0) }),
@@ -88,7 +88,7 @@ import Sync
     /// deep insert is on the service, and all of it is in the ErrorArchive, the note with the
     /// service's reason and the others caused by it; giving it up removes it all here.
     @Test func oneRefusedEntityLeavesNothingOfTheDeepInsertOnTheService() async throws {
-        let (served, store) = try FlushFixture.pair(notes: true)
+        let (served, store) = try await FlushFixture.pair(notes: true)
         try await store.create(
             set: "Notes",
             deep: NewEntity(
@@ -115,7 +115,7 @@ import Sync
     /// does not resolve Content-ID references but takes deep inserts (configured): it goes as one
     /// deep insert instead of being refused.
     @Test func aTransactionGoesAsADeepInsertWhereConfigured() async throws {
-        let (served, _) = try FlushFixture.pair(notes: true)
+        let (served, _) = try await FlushFixture.pair(notes: true)
         var configuration = StoreConfiguration()
         configuration.contentIDReferences = false
         configuration.deepInsert = true
@@ -161,7 +161,7 @@ import Sync
     /// `serve` takes a deep insert directly (authority, V4): 201 with the children expanded, all
     /// or nothing; an offline store's `serve` queues it as one deep insert.
     @Test func serveTakesDeepInsertsInBothRoles() async throws {
-        let (served, _) = try FlushFixture.pair(notes: true)
+        let (served, _) = try await FlushFixture.pair(notes: true)
         let offline = try FlushFixture.notesCopy(
             StoreConfiguration(serviceRoot: "http://127.0.0.1:9/"), name: "offline-served")
         let body = #"{"Title":"served deep","Comments":[{"Text":"c1"}],"Lines":[{"LineNo":5,"Text":"l5"}]}"#

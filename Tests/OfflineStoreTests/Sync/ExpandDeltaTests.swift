@@ -24,6 +24,10 @@ import Sync
         return path
     }
 
+    /// The same as `bigStore()`, for an `async` caller (which the compiler picks): built
+    /// off the concurrency pool, so the tests beside this one do not wait for a thread meanwhile.
+    static func bigStore() async throws -> String { try await offThePool { try bigStore() } }
+
     /// `refresh(serviceRoot:)`, through a client that waits up to 300 s for a byte (30 s by
     /// default): in a loaded CI run the debug `serve` once sent nothing for 30 s while it made the
     /// first page of `sales` (about 11,000 entities under the partners).
@@ -42,8 +46,8 @@ import Sync
     }
 
     @Test func deltaRefreshOfAnExpandRequestMovesOnlyTheChangesAndEqualsAFullRead() async throws {
-        let path = try Self.bigStore()
-        let offline = try RefreshTests.offlineStore([Self.sales])
+        let path = try await Self.bigStore()
+        let offline = try await RefreshTests.offlineStore([Self.sales])
         try await withServer(path) { http, server in
             let first = try await Self.refresh(offline, server.url, pageSize: 50)
             #expect(first.requests.map(\.mode) == [.full])
@@ -115,7 +119,7 @@ import Sync
             #expect(local["Quantity"] == .int(77) && local["NetAmount"] == .decimal(EDMDecimal("4.25")!))
 
             // The same request read in full by a second store: the same entities, but for the local change.
-            let full = try RefreshTests.offlineStore([Self.sales])
+            let full = try await RefreshTests.offlineStore([Self.sales])
             try await full.refresh(serviceRoot: server.url, pageSize: 500)
             var expected = try RefreshTests.contents(full)
             let items = try full.entities.set("SalesOrderItems")
@@ -172,8 +176,8 @@ import Sync
     }
 
     @Test func aDeltaEntryOfASetOutsideTheExpandTreeIsRefusedAndNothingApplied() async throws {
-        let path = try ServeTests.sampleStore(items: 200)
-        let offline = try RefreshTests.offlineStore([Self.sales])
+        let path = try await ServeTests.sampleStore(items: 200)
+        let offline = try await RefreshTests.offlineStore([Self.sales])
         try await withServer(path) { http, server in
             try await Self.refresh(offline, server.url)
             let served = try RefreshTests.served(path)
@@ -193,7 +197,7 @@ import Sync
             backend.taint = false
             let report = try await offline.refresh(backend: backend)
             #expect(report.requests.map(\.mode) == [.delta] && report.received >= 1, "\(report)")
-            let full = try RefreshTests.offlineStore([Self.sales])
+            let full = try await RefreshTests.offlineStore([Self.sales])
             try await full.refresh(serviceRoot: server.url)
             RefreshTests.expectSame(
                 try RefreshTests.contents(offline), try RefreshTests.contents(full), "after the delta")
@@ -217,9 +221,9 @@ import Sync
             guard case .string(let id)? = p["BusinessPartnerID"] else { return nil }
             return id
         }
-        let offline = try RefreshTests.offlineStore([Self.sales])
+        let offline = try await RefreshTests.offlineStore([Self.sales])
         // A second client that will ask for the delta without a page size: refused, it reads in full.
-        let unpagedClient = try RefreshTests.offlineStore([Self.sales])
+        let unpagedClient = try await RefreshTests.offlineStore([Self.sales])
         try await withServer(path) { http, server in
             let first = try await Self.refresh(offline, server.url, pageSize: 1)
             #expect(first.received > 300, "\(first)")
@@ -247,7 +251,7 @@ import Sync
             let report = try await Self.refresh(offline, server.url, pageSize: 1)
             #expect(report.requests.map(\.mode) == [.delta], "\(report)")
             #expect(report.requests.first?.pages == partners.count, "\(report)")
-            let full = try RefreshTests.offlineStore([Self.sales])
+            let full = try await RefreshTests.offlineStore([Self.sales])
             try await full.refresh(serviceRoot: server.url, pageSize: 1)
             RefreshTests.expectSame(
                 try RefreshTests.contents(offline), try RefreshTests.contents(full), "after the paged delta")
@@ -282,9 +286,9 @@ import Sync
     }
 
     @Test func aDeltaLinkThatDoesNotSayItFollowsTheExpansionIsNotKept() async throws {
-        let path = try ServeTests.sampleStore(items: 200)
+        let path = try await ServeTests.sampleStore(items: 200)
         let plain = DefiningRequest(name: "Plain", url: "Products?$filter=Price gt 500")
-        let offline = try RefreshTests.offlineStore([Self.sales, plain])
+        let offline = try await RefreshTests.offlineStore([Self.sales, plain])
         try await withServer(path) { http, server in
             let backend = UnmarkedBackend(inner: HTTPTransport(serviceRoot: server.url, retries: 0))
             let first = try await offline.refresh(backend: backend)

@@ -15,7 +15,7 @@ import Storage
     /// A create refused because the service has the key (409), with a dependent that needs it;
     /// the key freed on the service; `retryError` sends both again: applied once each.
     @Test func aRefusedRequestRetriedGoesThroughOnce() async throws {
-        let (served, store) = try FlushFixture.pair(optimize: false)
+        let (served, store) = try await FlushFixture.pair(optimize: false)
         try await store.create(
             set: "BusinessPartners", entity: ["BusinessPartnerID": .string("BP-R"), "CompanyName": .string("Mine")])
         try await store.create(set: "Products", entity: ["ProductID": .string("P-R"), "SupplierID": .string("BP-R")])
@@ -50,7 +50,7 @@ import Storage
     /// which leaves the ErrorArchive; the store passes `check` in between; the next flush sends
     /// the merged request, once.
     @Test func changingTheEntityInErrorMergesIntoTheRefusedRequest() async throws {
-        let (served, store) = try FlushFixture.pair()
+        let (served, store) = try await FlushFixture.pair()
         try store.define(name: "Products", url: "Products")
         try await withServer(served) { http, server in
             _ = try await store.refresh(serviceRoot: server.url)

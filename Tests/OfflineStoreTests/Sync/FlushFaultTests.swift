@@ -20,7 +20,7 @@ import Samples
 /// template stayed open together — 574 at once for three of them, 953 for four, each mapping 64
 /// GiB of address space — and a full CI run, with every other suite beside them, ran out of
 /// address space (`mdb_env_open`: ENOMEM). One at a time, the suite held at most 21 (measured).
-@Suite(.soak, .checksStores, .serialized) struct FlushFaultTests {
+@Suite(.soak, .checksStores, .serialized, .runsOffThePool) struct FlushFaultTests {
     static let now = EDMDateTimeOffset(ticks: 1_700_000_000 * ticksPerSecond)
 
     /// The notes fixture with changes of every kind queued: a create with a local key and a change

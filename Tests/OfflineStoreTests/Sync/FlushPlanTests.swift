@@ -13,7 +13,7 @@ import TestSupport
 /// changes, requests already sent, archived ones — for every batch size from 1 to 12, with and
 /// without a category, round after round as the queue is settled.
 /// `FLUSH_PLAN_TRIALS` (default 25) sets the number of random queues.
-@Suite(.checksStores) struct FlushPlanTests {
+@Suite(.checksStores, .runsOffThePool) struct FlushPlanTests {
     @Test func planningAsFarAsNeededEqualsPlanningFromTheWholeQueue() throws {
         var random = SeededRandom(seed: testSeed("FlushPlanTests"))
         let trials = ProcessInfo.processInfo.environment["FLUSH_PLAN_TRIALS"].flatMap(Int.init) ?? 25

@@ -18,7 +18,7 @@ import Storage
 
     @Test(arguments: [true, false])
     func everyKindOfChangeReachesTheService(optimize: Bool) async throws {
-        let (served, store) = try FlushFixture.pair(optimize: optimize)
+        let (served, store) = try await FlushFixture.pair(optimize: optimize)
         // create, update, replace, delete, create-then-update, create-then-delete, a parent and
         // its child created together, an order and its item, a change set.
         try await store.create(
@@ -129,7 +129,7 @@ import Storage
     }
 
     @Test func localKeysAreReplacedByTheKeysTheServiceAssigns() async throws {
-        let (served, store) = try FlushFixture.pair(notes: true, optimize: false)
+        let (served, store) = try await FlushFixture.pair(notes: true, optimize: false)
         // A note without its key (the service computes it), its comment (a foreign key to it),
         // its line (its key holds the note's), a tag pointing at it, and a change to the note.
         let note = try await store.create(set: "Notes", entity: ["Title": .string("new"), "Amount": Self.dec("3.30")])
@@ -164,7 +164,7 @@ import Storage
     /// still go in request-id order, and a request that waits for the round on its way (a later
     /// change of its entity) waits for the next planning, not going ahead of its turn.
     @Test func eachRoundGoesBeforeTheOneBeforeItIsSettled() async throws {
-        let (served, store) = try FlushFixture.pair(optimize: false)
+        let (served, store) = try await FlushFixture.pair(optimize: false)
         for i in 0..<6 {
             try await store.create(set: "Products", entity: ["ProductID": .string("R-\(i)"), "Name": .string("n\(i)")])
         }
@@ -218,7 +218,7 @@ import Storage
     /// A round marked sent while the one before it was on its way does not go when that one is
     /// not all applied: its marking is taken back in the settlement, and it is planned again.
     @Test func aRoundMarkedAheadIsTakenBackWhenTheOneBeforeIsRefused() async throws {
-        let (served, store) = try FlushFixture.pair(optimize: false)
+        let (served, store) = try await FlushFixture.pair(optimize: false)
         try await store.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("gone there")])
         for i in 0..<5 {
             try await store.create(set: "Products", entity: ["ProductID": .string("K-\(i)"), "Name": .string("n\(i)")])
@@ -244,7 +244,7 @@ import Storage
     }
 
     @Test func aRefusedRequestIsArchivedWithItsDependentsAndTheRestGoesThrough() async throws {
-        let (served, store) = try FlushFixture.pair(optimize: false)
+        let (served, store) = try await FlushFixture.pair(optimize: false)
         try await store.update(
             set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("deleted on the server")],
             options: .init(customTag: "a"))
@@ -289,7 +289,7 @@ import Storage
     }
 
     @Test func aServerThatIsDownOrDiesMidFlushLosesNothing() async throws {
-        let (served, store) = try FlushFixture.pair()
+        let (served, store) = try await FlushFixture.pair()
         for i in 0..<7 {
             try await store.create(
                 set: "Products",
@@ -332,7 +332,7 @@ import Storage
     }
 
     @Test func aBatchRefusedAsAWholeStopsTheFlushAndArchivesNothing() async throws {
-        let (served, store) = try FlushFixture.pair()
+        let (served, store) = try await FlushFixture.pair()
         try await store.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("x")])
         try await store.update(set: "Products", key: [.string("HT-1002")], changes: ["Name": .string("y")])
         let report = try await withServerFlush(served) { url in
@@ -348,7 +348,7 @@ import Storage
     }
 
     @Test func anAnswerLostIsReplayedByTheServiceNotAppliedTwice() async throws {
-        let (served, store) = try FlushFixture.pair(notes: true)
+        let (served, store) = try await FlushFixture.pair(notes: true)
         try await store.create(set: "Notes", entity: ["Title": .string("once")])  // a key the service assigns
         try await store.create(set: "Tags", entity: ["TagID": .string("green"), "Label": .string("G")])
         try await store.delete(set: "Notes", key: [.int(3)])
@@ -387,7 +387,7 @@ import Storage
     /// reading the entity back. (Simulated with `serve`: the first attempts are made without the
     /// header, then the records are marked sent as a lost attempt leaves them.)
     @Test func reSentRequestsAreReconciledWithAServiceThatDoesNotHonourRepeatability() async throws {
-        let (served, store) = try FlushFixture.pair()
+        let (served, store) = try await FlushFixture.pair()
         try await store.create(
             set: "Products", entity: ["ProductID": .string("R-1"), "Name": .string("same"), "Price": Self.dec("5.00")])
         try await store.delete(set: "Products", key: [.string("HT-1010")])
@@ -432,7 +432,7 @@ import Storage
     }
 
     @Test func aCategoryFlushesAloneAndWaitsForWhatItNeeds() async throws {
-        let (served, store) = try FlushFixture.pair()
+        let (served, store) = try await FlushFixture.pair()
         try await store.create(
             set: "BusinessPartners", entity: ["BusinessPartnerID": .string("BP-A"), "CompanyName": .string("A")],
             options: .init(uploadCategory: "a"))
@@ -458,7 +458,7 @@ import Storage
     }
 
     @Test func aChangeSetIsAllOrNothing() async throws {
-        let (served, store) = try FlushFixture.pair()
+        let (served, store) = try await FlushFixture.pair()
         try await store.apply(
             [
                 .update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("one")]),
@@ -496,9 +496,9 @@ import Storage
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         #expect(try await HTTP(client: client, base: server.url).send(.DELETE, "Products('HT-1002')").status == 204)
         try await client.shutdown()
-        let bad = try CLI.run(["flush", "--store", path, "--service", server.url, "--header", "no colon"])
+        let bad = try await CLI.run(["flush", "--store", path, "--service", server.url, "--header", "no colon"])
         #expect(bad.status == 1 && bad.stderr.contains("Name: value"))
-        let run = try CLI.run([
+        let run = try await CLI.run([
             "flush", "--store", path, "--service", server.url, "--batch-size", "1", "--header",
             "Authorization: Basic dTpw",
         ])
@@ -506,11 +506,11 @@ import Storage
         #expect(
             run.stdout == "flush: sent 2, succeeded 1, archived 1, left 0, round trips 2\n",
             "\(run.stdout)\(run.stderr)")
-        let again = try CLI.run(["flush", "--store", path, "--service", server.url])
+        let again = try await CLI.run(["flush", "--store", path, "--service", server.url])
         #expect(again.status == 0 && again.stdout.hasPrefix("flush: sent 0, succeeded 0"))
-        let noService = try CLI.run(["flush", "--store", path])
+        let noService = try await CLI.run(["flush", "--store", path])
         #expect(noService.status == 1 && noService.stderr.contains("no service"))
-        let events = try CLI.run(["events", "--store", path])
+        let events = try await CLI.run(["events", "--store", path])
         #expect(events.status == 0)
         let json = try JSONSerialization.jsonObject(with: Data(events.stdout.utf8)) as? [String: Any]
         let value = json?["value"] as? [[String: Any]]
@@ -520,7 +520,7 @@ import Storage
     }
 
     @Test func serveAnswersARepeatedRequestOfABatchFromItsRecordAndAssignsComputedKeys() async throws {
-        let (served, _) = try FlushFixture.pair(notes: true)
+        let (served, _) = try await FlushFixture.pair(notes: true)
         try await withServer(served) { http, _ in
             let id = UUID().uuidString
             let batch = """
@@ -543,7 +543,7 @@ import Storage
     }
 
     @Test func checkFindsDamagedETagsAndRecords() async throws {
-        let store = try makeSampleStore()
+        let store = try await makeSampleStore()
         let etags = ServerETags(store: store.entities)
         let h = try store.entities.set("Products")
         let good = try h.encodeKey([.string("HT-1000")])
@@ -584,7 +584,7 @@ import Storage
     }
 
     @Test func aRecordWrittenBeforeFirstSentAtReadsAsNeverSent() async throws {
-        let store = try makeSampleStore()
+        let store = try await makeSampleStore()
         try await store.update(set: "Products", key: [.string("HT-1000")], changes: ["Name": .string("x")])
         let records = try store.entities.set(SystemSets.requestQueue)
         // The row as the previous format wrote it: without the last property.
@@ -604,7 +604,7 @@ import Storage
 
     /// A request's path is percent-encoded exactly as Foundation's `urlPathAllowed` would: paths
     /// that need nothing come back as they are, the others encoded.
-    @Test func pathsAreEncodedAsFoundationEncodesThem() {
+    @Test(.runsOffThePool) func pathsAreEncodedAsFoundationEncodesThem() {
         let paths = [
             "Products", "Products('HT-1000')", "SalesOrderItems(SalesOrderID='0500000001',ItemPosition=10)",
             "Products('a b')", "Products('100%')", "Products('é')", "Products('x#y?z')", "Products('\u{7F}')", "",

@@ -47,7 +47,7 @@ final class LockingBackend: Transport, @unchecked Sendable {
 /// the next flush, once the lock is gone, sends it — once.
 @Suite(.checksStores) struct LockedRequestTests {
     @Test func aLockedRequestStaysQueuedAndTheRestGoesThrough() async throws {
-        let (served, store) = try FlushFixture.pair()
+        let (served, store) = try await FlushFixture.pair()
         try await store.update(set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("locked one")])
         try await store.update(set: "Products", key: [.string("HT-1002")], changes: ["Name": .string("free one")])
         try await withServer(served) { http, server in

@@ -17,7 +17,7 @@ import Sync
 
     @Test func aCreateARefreshBroughtMeanwhileSettlesOntoTheServicesCopy() async throws {
         // No collapse: the change on top of the create stays a request of its own.
-        let (served, store) = try FlushFixture.pair(notes: true, optimize: false)
+        let (served, store) = try await FlushFixture.pair(notes: true, optimize: false)
         try store.define(name: "notes", url: "Notes")
         try await store.create(set: "Notes", entity: ["Title": .string("lost answer")])
         let local = try #require(try store.entities("Notes?$filter=Title eq 'lost answer'").first?["NoteID"])
@@ -47,7 +47,7 @@ import Sync
     /// as it was then, so the store reads it back and keeps it as it is now. Before, the copy kept
     /// its own value for good (no later delta names the entity) — found by the serve fleet test.
     @Test func aReplayedAnswerDoesNotHideALaterChangeByAnotherClient() async throws {
-        let (served, store) = try FlushFixture.pair(notes: true)
+        let (served, store) = try await FlushFixture.pair(notes: true)
         try store.define(name: "notes", url: "Notes")
         let server = try await ServerProcess.start(store: served)
         let probe = ProbeBackend(server.url)
@@ -77,7 +77,7 @@ import Sync
     /// The same for a create: the replayed 201 carries the entity as it was created; another
     /// client renamed it since, and the store keeps it as it is now.
     @Test func aReplayedCreateIsReadBackToo() async throws {
-        let (served, store) = try FlushFixture.pair(notes: true)
+        let (served, store) = try await FlushFixture.pair(notes: true)
         try store.define(name: "tags", url: "Tags")
         let server = try await ServerProcess.start(store: served)
         let probe = ProbeBackend(server.url)
@@ -101,7 +101,7 @@ import Sync
     /// The same with a child: a line whose key holds the note's local key moves onto the
     /// service's note, and a comment that refers to it follows.
     @Test func childrenOfTheLocalCopyFollowItOntoTheServicesCopy() async throws {
-        let (served, store) = try FlushFixture.pair(notes: true, optimize: false)
+        let (served, store) = try await FlushFixture.pair(notes: true, optimize: false)
         try store.define(name: "notes", url: "Notes")
         try await store.create(set: "Notes", entity: ["Title": .string("parent")])
         let local = try #require(try store.entities("Notes?$filter=Title eq 'parent'").first?["NoteID"])
@@ -126,7 +126,7 @@ import Sync
     /// same settlement is settled all the same. Before, the settlement threw and the flush stopped
     /// there on every attempt.
     @Test func anAnswerThatCannotBeTakenInIsArchivedAndTheRestSettles() async throws {
-        let (_, store) = try FlushFixture.pair(notes: true, optimize: false)
+        let (_, store) = try await FlushFixture.pair(notes: true, optimize: false)
         try await store.create(set: "Tags", entity: ["TagID": .string("one"), "Label": .string("1")])
         try await store.create(set: "Tags", entity: ["TagID": .string("two"), "Label": .string("2")])
         let queue = store.requestQueue

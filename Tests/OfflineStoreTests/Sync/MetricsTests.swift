@@ -20,7 +20,7 @@ import Storage
 
     @Test func aStoreReportsCommitsTheQueueRefreshAndFlush() async throws {
         let m = Self.metrics
-        let (served, store) = try FlushFixture.pair()
+        let (served, store) = try await FlushFixture.pair()
         let dims = [("store", store.path)]
         let commitsBefore = try m.expectCounter("offline_store_commits", dims).totalValue
         try store.define(name: "Products", url: "Products")
@@ -57,7 +57,7 @@ import Storage
 
     @Test func servedRequestsAreTimed() async throws {
         let m = Self.metrics
-        let (_, store) = try FlushFixture.pair()
+        let (_, store) = try await FlushFixture.pair()
         let server = InMemoryServer(store: store)
         let before =
             m.timers(label: "offline_store_served_request_duration")

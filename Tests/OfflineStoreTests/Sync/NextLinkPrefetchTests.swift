@@ -10,7 +10,7 @@ import Sync
 /// A full read asks for the next page while it parses the last one, the link read from the end of
 /// the body (`NextLinkGuess`); the parse's own link decides which answer is read.
 @Suite(.checksStores) struct NextLinkPrefetchTests {
-    @Test func theLinkIsTheLastNextLinkMemberAtTheEndOfTheBody() {
+    @Test(.runsOffThePool) func theLinkIsTheLastNextLinkMemberAtTheEndOfTheBody() {
         func guess(_ s: String) -> String? { NextLinkGuess.guess(Array(s.utf8)) }
         #expect(guess(#"{"value":[{"A":1}],"@odata.nextLink":"Set?$skiptoken=5"}"#) == "Set?$skiptoken=5")
         // V2 (Gateway): an expanded collection's own __next comes earlier; slashes escaped.
@@ -59,10 +59,10 @@ import Sync
     }
 
     @Test func aWrongGuessIsAskedForAndDroppedAndTheReadIsWhole() async throws {
-        let path = try ServeTests.sampleStore(items: 300)
+        let path = try await ServeTests.sampleStore(items: 300)
         let items = DefiningRequest(name: "Items", url: "SalesOrderItems")
-        let misled = try RefreshTests.offlineStore([items])
-        let plain = try RefreshTests.offlineStore([items])
+        let misled = try await RefreshTests.offlineStore([items])
+        let plain = try await RefreshTests.offlineStore([items])
         try await withServer(path) { _, server in
             let backend = MisleadingBackend(inner: HTTPTransport(serviceRoot: server.url, retries: 0))
             do {

@@ -122,7 +122,7 @@ struct SampleBackend: Transport {
         let entities = store.entities
         _ = try await entities.write { t in try t.delete(entities.membershipByEntity, Self.product + Array("P".utf8)) }
         let path = store.path
-        let result = try CLI.run(["check", "--store", path])
+        let result = try await CLI.run(["check", "--store", path])
         #expect(result.status == 1 && result.stdout.contains("membership"), "\(result.stdout)")
     }
 }

@@ -73,7 +73,7 @@ import TestSupport
     /// A refreshed offline store with pending local changes, while the service changed the same
     /// entities and others; returns its path. `server` runs over `servedPath`.
     static func template(servedPath: String, server: ServerProcess, http: HTTP) async throws -> String {
-        let offline = try RefreshTests.offlineStore([
+        let offline = try await RefreshTests.offlineStore([
             RefreshTests.notebooks, RefreshTests.pricey, RefreshTests.partners, Self.suppliers,
         ])
         try await offline.refresh(serviceRoot: server.url, pageSize: 3)
@@ -110,7 +110,7 @@ import TestSupport
     }
 
     @Test func everyCallOfARefreshFailsCleanly() async throws {
-        let servedPath = try ServeTests.sampleStore()
+        let servedPath = try await ServeTests.sampleStore()
         try await withServer(servedPath) { http, server in
             let template = try await Self.template(servedPath: servedPath, server: server, http: http)
             func refresh(_ store: OfflineStore) async throws {

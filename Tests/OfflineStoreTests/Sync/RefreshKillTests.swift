@@ -41,8 +41,8 @@ import TestSupport
         let items = Self.env("REFRESH_KILL_ITEMS", 5_000)
         let kills = Self.env("REFRESH_KILLS", 20)
         let budget = Double(Self.env("REFRESH_KILL_SECONDS", 60))
-        let servedPath = try ServeTests.sampleStore(items: items)
-        let offline = try RefreshTests.offlineStore(Self.requests)
+        let servedPath = try await ServeTests.sampleStore(items: items)
+        let offline = try await RefreshTests.offlineStore(Self.requests)
         let offlinePath = offline.path
         let logDir = tempDir() + "/logs"
         try FileManager.default.createDirectory(atPath: logDir, withIntermediateDirectories: true)
@@ -113,12 +113,12 @@ import TestSupport
     /// size of the data.
     @Test func aLargeRefreshStreamsInBoundedMemory() async throws {
         let count = Self.env("REFRESH_BIG_COUNT", 100_000)
-        let servedPath = try ServeTests.sampleStore()
-        let generate = try CLI.run([
+        let servedPath = try await ServeTests.sampleStore()
+        let generate = try await CLI.run([
             "generate", "--store", servedPath, "--set", "SalesOrderItems", "--count", String(count), "--seed", "3",
         ])
         #expect(generate.status == 0, "\(generate.stderr)")
-        let offline = try RefreshTests.offlineStore([DefiningRequest(name: "Items", url: "SalesOrderItems")])
+        let offline = try await RefreshTests.offlineStore([DefiningRequest(name: "Items", url: "SalesOrderItems")])
         let offlinePath = offline.path
         try await withServer(servedPath) { _, server in
             let start = Date()

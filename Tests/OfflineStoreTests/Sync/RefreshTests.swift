@@ -27,6 +27,12 @@ import Storage
         return store
     }
 
+    /// The same as `offlineStore(_:optimize:)`, for an `async` caller (which the compiler picks): built
+    /// off the concurrency pool, so the tests beside this one do not wait for a thread meanwhile.
+    static func offlineStore(_ requests: [DefiningRequest], optimize: Bool = true) async throws -> OfflineStore {
+        try await offThePool { try offlineStore(requests, optimize: optimize) }
+    }
+
     typealias Contents = [String: [[UInt8]: Properties]]
 
     /// Every service set's entities, by key bytes.
@@ -98,9 +104,9 @@ import Storage
     static func served(_ path: String) throws -> OfflineStore { try OfflineStore.open(at: path, readOnly: true) }
 
     @Test func overlappingRequestsGiveTheUnionThroughFullAndDeltaReadsAndUndefine() async throws {
-        let servedPath = try ServeTests.sampleStore()
+        let servedPath = try await ServeTests.sampleStore()
         let requests = [Self.notebooks, Self.pricey, Self.partners, Self.newOrders]
-        let offline = try Self.offlineStore(requests)
+        let offline = try await Self.offlineStore(requests)
         try await withServer(servedPath) { http, server in
             // 1. The first refresh: full reads, pages of 3 entities.
             let first = try await offline.refresh(serviceRoot: server.url, pageSize: 3)
@@ -178,8 +184,8 @@ import Storage
     }
 
     @Test func rebaseKeepsPendingChangesOnTheNewServerImage() async throws {
-        let servedPath = try ServeTests.sampleStore()
-        let offline = try Self.offlineStore([Self.notebooks, Self.pricey])
+        let servedPath = try await ServeTests.sampleStore()
+        let offline = try await Self.offlineStore([Self.notebooks, Self.pricey])
         try await withServer(servedPath) { http, server in
             try await offline.refresh(serviceRoot: server.url)
             let served = try Self.served(servedPath)
@@ -241,8 +247,8 @@ import Storage
     }
 
     @Test func aServerDeleteOfALocallyUpdatedEntityKeepsItUntilItsChangesGo() async throws {
-        let servedPath = try ServeTests.sampleStore()
-        let offline = try Self.offlineStore([Self.notebooks])
+        let servedPath = try await ServeTests.sampleStore()
+        let offline = try await Self.offlineStore([Self.notebooks])
         try await withServer(servedPath) { http, server in
             try await offline.refresh(serviceRoot: server.url)
             let key = try #require(try offline.entities("Products").first).keyValues(of: "ProductID")
@@ -260,10 +266,10 @@ import Storage
     }
 
     @Test func anExpiredDeltaLinkFallsBackToAFullRead() async throws {
-        let servedPath = try ServeTests.sampleStore()
+        let servedPath = try await ServeTests.sampleStore()
         let fresh = tempDir() + "/fresh"
         try FileManager.default.copyItem(atPath: servedPath, toPath: fresh)
-        let offline = try Self.offlineStore([Self.notebooks, Self.pricey])
+        let offline = try await Self.offlineStore([Self.notebooks, Self.pricey])
         try await withServer(servedPath) { http, server in
             try await offline.refresh(serviceRoot: server.url)
             #expect(
@@ -288,8 +294,8 @@ import Storage
     }
 
     @Test func compactionFoldsChainsAndDropsObsoleteRequests() async throws {
-        let servedPath = try ServeTests.sampleStore()
-        let offline = try Self.offlineStore([Self.notebooks], optimize: false)
+        let servedPath = try await ServeTests.sampleStore()
+        let offline = try await Self.offlineStore([Self.notebooks], optimize: false)
         var k1: [Value] = []
         try await withServer(servedPath) { _, server in
             try await offline.refresh(serviceRoot: server.url)
@@ -318,7 +324,7 @@ import Storage
     }
 
     @Test func theToolDefinesRefreshesAndUndefines() async throws {
-        let servedPath = try ServeTests.sampleStore()
+        let servedPath = try await ServeTests.sampleStore()
         let dir = tempDir()
         try write(SampleData.metadata, to: dir + "/metadata.xml")
         try await withServer(servedPath) { _, server in
@@ -361,7 +367,7 @@ import Storage
         }
     }
 
-    @Test func defineChecksNamesAndURLs() throws {
+    @Test(.runsOffThePool) func defineChecksNamesAndURLs() throws {
         let offline = try Self.offlineStore([])
         for (name, url) in [
             ("bad name", "Products"), ("", "Products"), ("A", "Products('HT-1000')"), ("A", "Products?$top=3"),

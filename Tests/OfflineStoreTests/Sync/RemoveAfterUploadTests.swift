@@ -10,7 +10,7 @@ import Storage
 /// next refresh. Every store passes `check` after each test.
 @Suite(.checksStores) struct RemoveAfterUploadTests {
     @Test func anEntityCreatedWithItLeavesTheStoreOnceApplied() async throws {
-        let (served, store) = try FlushFixture.pair(notes: true)
+        let (served, store) = try await FlushFixture.pair(notes: true)
         let gone = ChangeOptions(removeAfterUpload: true)
         let tag = try await store.create(
             set: "Tags", entity: ["TagID": .string("log"), "Label": .string("sent, not kept")], options: gone)
@@ -45,7 +45,7 @@ import Storage
 
     /// Over `serve` (the sidecar), the header sets it on a create and is refused on anything else.
     @Test func theSidecarTakesTheHeaderOnACreate() async throws {
-        let (_, store) = try FlushFixture.pair(notes: true)
+        let (_, store) = try await FlushFixture.pair(notes: true)
         try store.define(name: "tags", url: "Tags")  // an offline store: serve queues its writes
         let path = store.path
         _ = consume store

@@ -21,7 +21,7 @@ import Sync
     }
 
     @Test func answersInAnotherOrderSettleNothingAndTheNextFlushSettlesEach() async throws {
-        let (served, store) = try FlushFixture.pair()
+        let (served, store) = try await FlushFixture.pair()
         let server = try await ServerProcess.start(store: served)
         // Another copy created D-1 on the service meanwhile.
         let client = HTTPClient(eventLoopGroupProvider: .singleton)

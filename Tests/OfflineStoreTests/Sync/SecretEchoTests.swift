@@ -68,7 +68,7 @@ import Storage
         try await store.create(
             set: "Products", entity: ["ProductID": .string("E-1"), "Name": .string("e"), "Category": .string("c")])
         for verb in ["refresh", "flush"] {
-            let r = try CLI.run([verb, "--store", path])
+            let r = try await CLI.run([verb, "--store", path])
             #expect(r.status == 1 && !r.signaled, "\(verb): \(r.status) \(r.stderr)")
             out += [("\(verb) stdout", r.stdout), ("\(verb) stderr", r.stderr)]
         }

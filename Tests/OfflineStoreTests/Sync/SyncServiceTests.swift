@@ -15,7 +15,7 @@ import Storage
     static let logger = Logger(label: "SyncServiceTests")
 
     @Test func roundsRefreshAndFlushUntilAGracefulShutdown() async throws {
-        let (served, store) = try FlushFixture.pair()
+        let (served, store) = try await FlushFixture.pair()
         try store.define(name: "Products", url: "Products")
         try await store.update(
             set: "Products", key: [.string("HT-1001")], changes: ["Name": .string("from the service")])
@@ -39,7 +39,7 @@ import Storage
     }
 
     @Test func aServiceThatIsAwayIsTriedLessOften() async throws {
-        let (_, store) = try FlushFixture.pair()
+        let (_, store) = try await FlushFixture.pair()
         try store.define(name: "Products", url: "Products")
         let sync = SyncService(
             store: store, serviceRoot: "http://127.0.0.1:9/", interval: .milliseconds(20),
@@ -56,7 +56,7 @@ import Storage
     }
 
     @Test func syncNowRunsARoundWithoutWaitingForTheInterval() async throws {
-        let (served, store) = try FlushFixture.pair()
+        let (served, store) = try await FlushFixture.pair()
         try store.define(name: "Products", url: "Products")
         let server = try await ServerProcess.start(store: served)
         let sync = SyncService(store: store, serviceRoot: server.url, interval: .seconds(3600), logger: Self.logger)
@@ -73,7 +73,7 @@ import Storage
 
     /// Extreme intervals: zero and negative ones are taken as `shortestInterval`, a `maxBackoff`
     /// below the interval as the interval, and the longest waits do not overflow.
-    @Test func extremeIntervalsAreBounded() throws {
+    @Test(.runsOffThePool) func extremeIntervalsAreBounded() throws {
         let (_, store) = try FlushFixture.pair()
         for bad in [Duration.zero, .seconds(-5), .nanoseconds(1)] {
             let s = SyncService(store: store, interval: bad)

@@ -5,7 +5,7 @@ import Testing
 /// SAP's offline application configuration file (`.ini`) read into a `StoreConfiguration`
 /// (`StoreConfiguration.readINI`, `init --config app.ini`): what maps, what warns (naming the key,
 /// its section and its line), what is an error (with its line).
-@Suite(.checksStores) struct AppConfigurationINITests {
+@Suite(.checksStores, .runsOffThePool) struct AppConfigurationINITests {
     /// A Gateway V2 `$metadata` shaped like GWSAMPLE_BASIC's (its names, a complex address,
     /// partner → orders → items), cut down to what the tests need.
     static let metadata = """

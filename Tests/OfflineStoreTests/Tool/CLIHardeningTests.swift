@@ -21,7 +21,7 @@ import Storage
         return ((status >> 8) & 0xFF, (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
     }
 
-    @Test func aFailedInitLeavesADanglingSymlinkAlone() throws {
+    @Test(.runsOffThePool) func aFailedInitLeavesADanglingSymlinkAlone() throws {
         let dir = tempDir()
         try SampleData.metadata.write(toFile: dir + "/metadata.xml", atomically: true, encoding: .utf8)
         for target in [dir + "/nowhere/store", dir + "/missing"] {
@@ -45,20 +45,20 @@ import Storage
         let (status, stderr) = try await Self.toFullDisk(args)
         #expect(status == 1, "\(args): exit \(status)")
         #expect(stderr.contains("standard output"), "\(args): \(stderr)")
-        let ok = try CLI.run(args)
+        let ok = try await CLI.run(args)
         #expect(ok.status == 0 && !ok.stdout.isEmpty, "\(args): \(ok.stderr)")
     }
 
     @Test func headersThatCannotGoOnTheWireAreRefused() async throws {
         let dir = tempDir()
         try SampleData.metadata.write(toFile: dir + "/metadata.xml", atomically: true, encoding: .utf8)
-        let made = try CLI.run(["init", "--store", dir + "/s", "--metadata", dir + "/metadata.xml"])
+        let made = try await CLI.run(["init", "--store", dir + "/s", "--metadata", dir + "/metadata.xml"])
         #expect(made.status == 0, "\(made.stderr)")
         // (A NUL cannot be in an argument; the API's check below has one.)
         for header in [": x", "Bad Name: x", "X-A: a\r\nInjected: 1", "X-B: a\u{7}b", "no colon"] {
             for verb in ["refresh", "flush"] {
                 let started = Date()
-                let r = try CLI.run([
+                let r = try await CLI.run([
                     verb, "--store", dir + "/s", "--service", "http://127.0.0.1:9/", "--header", header,
                 ])
                 #expect(r.status == 1, "\(verb) --header \(header.debugDescription): \(r.stderr)")

@@ -5,7 +5,7 @@ import Testing
 
 /// `offline-store help <verb>` shows an example for every verb a user sees, the example parses
 /// with the verb's real options, and the shell completion script generates.
-@Suite struct CLIHelpTests {
+@Suite(.runsOffThePool) struct CLIHelpTests {
     /// The verbs `offline-store --help` lists (hidden ones, the crash test's workers, left out).
     static let verbs: [ParsableCommand.Type] = OfflineStoreCommand.configuration.subcommands.filter {
         $0.configuration.shouldDisplay

@@ -3,7 +3,7 @@ import Testing
 
 /// `offline-store demo` as CI runs it: off a terminal, at a small `--size`. Its output must be
 /// plain lines, every step in order, and what each step prints must agree with the others.
-@Suite(.soak) struct DemoTests {
+@Suite(.soak, .runsOffThePool) struct DemoTests {
     /// Business partners in the test's data set (`DEMO_TEST_SIZE` changes it).
     static let size = ProcessInfo.processInfo.environment["DEMO_TEST_SIZE"].flatMap(Int.init) ?? 40
     /// The demo's time limit (`DEMO_TEST_SECONDS` raises it).

@@ -112,7 +112,7 @@ import Samples
         _ = try OfflineStore.create(
             at: dir + "/served", metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
         for set in ["BusinessPartners", "Products"] {
-            let r = try ChildProcess.run(
+            let r = try await ChildProcess.run(
                 ["generate", "--store", dir + "/served", "--set", set, "--count", set == "Products" ? "60000" : "100"],
                 timeout: Self.seconds)
             #expect(r.status == 0, "\(r.stderr)")
@@ -141,7 +141,7 @@ import Samples
             throw error
         }
         #expect(await server.stop() == 0)
-        let check = try ChildProcess.run(["check", "--store", dir + "/offline"], timeout: Self.seconds)
+        let check = try await ChildProcess.run(["check", "--store", dir + "/offline"], timeout: Self.seconds)
         #expect(check.status == 0, "\(check.stdout) \(check.stderr)")
     }
 }

@@ -6,7 +6,7 @@ import Samples
 /// The nastiest requests of the hostile-input probe through the built `offline-store` binary: each
 /// must end with exit status 1 and one clear line on stderr (or answer, exit 0) — never a signal,
 /// which is how Swift's overflow trap ends a process.
-@Suite(.soak, .checksStores) struct HostileCLITests {
+@Suite(.soak, .checksStores, .runsOffThePool) struct HostileCLITests {
     @Test func nastyRequestsExitCleanly() throws {
         let dir = try CLITests().sampleStore()
         let store = dir + "/store"

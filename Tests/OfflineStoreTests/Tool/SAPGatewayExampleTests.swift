@@ -4,7 +4,7 @@ import Testing
 /// `Examples/SAPGateway/run.sh` as a user runs it, against mock-sap (external tier): the script
 /// starts its own server, tells the whole offline story and exits 0 only when every step did what
 /// it should.
-@Suite(.external, .serialized) struct SAPGatewayExampleTests {
+@Suite(.external, .serialized, .runsOffThePool) struct SAPGatewayExampleTests {
     @Test func theExampleRunsToTheEnd() throws {
         let dir = tempDir()
         // timeout(1) bounds it (SIGTERM, which the script's trap answers by stopping mock-sap);

@@ -29,7 +29,7 @@ import Storage
         return (r, FileManager.default.fileExists(atPath: dir + "/s/data.mdb"))
     }
 
-    @Test func initRefusesAnOutOfRangePortInTheJSONConfiguration() throws {
+    @Test(.runsOffThePool) func initRefusesAnOutOfRangePortInTheJSONConfiguration() throws {
         for url in Self.badPorts {
             let (r, made) = try Self.initStore(#"{"serviceRoot": "\#(url)"}"#)
             #expect(r.status == 1 && !r.signaled && !made, "\(url): \(r.status) \(r.stderr)")
@@ -42,7 +42,7 @@ import Storage
         #expect(r.status == 1 && !made && r.stderr.contains("tokenURL"), "\(r.stderr)")
     }
 
-    @Test func initRefusesAnOutOfRangePortInAnINI() throws {
+    @Test(.runsOffThePool) func initRefusesAnOutOfRangePortInAnINI() throws {
         for (lines, key, line) in [
             (["name=http://127.0.0.1:99999/sap/"], "name", 2),
             (["name=gw", "service_root=http://h:70000/"], "service_root", 3),
@@ -54,7 +54,7 @@ import Storage
     }
 
     /// The password is refused, never stored, and never repeated in the error.
-    @Test func aUserAndPasswordInTheServiceRootAreRefused() throws {
+    @Test(.runsOffThePool) func aUserAndPasswordInTheServiceRootAreRefused() throws {
         let url = "http://alice:s3cr3t-pw@127.0.0.1:8080/sap/"
         for (text, name) in [(#"{"serviceRoot": "\#(url)"}"#, "config.json"), ("[endpoint]\nname=\(url)\n", "app.ini")]
         {
@@ -71,7 +71,7 @@ import Storage
         }
     }
 
-    @Test func refreshAndFlushRefuseAnOutOfRangeService() throws {
+    @Test(.runsOffThePool) func refreshAndFlushRefuseAnOutOfRangeService() throws {
         let dir = try Self.directory()
         let made = try CLI.run(["init", "--store", dir + "/s", "--metadata", dir + "/metadata.xml"])
         #expect(made.status == 0, "\(made.stderr)")
@@ -95,7 +95,7 @@ import Storage
             path: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration,
             roles: OfflineStore.roles)
         for verb in ["refresh", "flush"] {
-            let r = try CLI.run([verb, "--store", path])
+            let r = try await CLI.run([verb, "--store", path])
             #expect(r.status == 1 && !r.signaled, "\(verb): status \(r.status) \(r.stderr.suffix(300))")
             #expect(r.stderr.contains("99999"), "\(verb): \(r.stderr.suffix(300))")
         }

@@ -5,7 +5,7 @@ import Testing
 /// that is away, about 10 s): a Python service reads and writes through an offline store's
 /// `serve --sync-interval 1`, keeps working while the back end is stopped, and its writes reach
 /// the back end once it is back; both stores pass `check`.
-@Suite(.soak, .serialized) struct SidecarExampleTests {
+@Suite(.soak, .serialized, .runsOffThePool) struct SidecarExampleTests {
     @Test func theExampleRunsToTheEnd() throws {
         let dir = tempDir()
         let status = try SAPGatewayExampleTests.shell(

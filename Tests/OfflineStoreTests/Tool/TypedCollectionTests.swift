@@ -164,7 +164,7 @@ import Testing
         #expect(try briefs.findBy(\.name, "six").map(\.id) == [6])
     }
 
-    @Test func mismatchesAreReportedWhenTheCollectionIsOpened() throws {
+    @Test(.runsOffThePool) func mismatchesAreReportedWhenTheCollectionIsOpened() throws {
         let store = try Self.store()
         struct WrongTypes: Codable, Sendable { var ID: Int; var Name: Int; var Price: Double?; var Uid: String? }
         struct NotOptional: Codable, Sendable { var ID: Int; var Name: String; var Flag: Bool }

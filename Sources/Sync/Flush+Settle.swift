@@ -171,8 +171,12 @@ extension Flush {
     }
 
     /// The line that says request `r` was refused with `error`.
+    /// The configured secrets are scrubbed from it, as from the ErrorArchive: a service may echo them.
     static func refusal(_ r: RequestRecord, _ error: ServiceError) -> String {
-        "request \(r.id) (\(r.method.rawValue) \(r.entitySet)(\(r.entityKey))): \(error.httpStatus) \(error.code.map { $0 + ": " } ?? "")\(error.message.prefix(300))"
+        let secrets = SecretForms.known
+        return secrets.scrub(
+            "request \(r.id) (\(r.method.rawValue) \(r.entitySet)(\(r.entityKey))): \(error.httpStatus) \(error.code.map { $0 + ": " } ?? "")\(error.message.prefix(300))"
+        )
     }
 
     /// A success, in `t`: the request leaves the queue with the service's image applied, and the

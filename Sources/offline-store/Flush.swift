@@ -57,9 +57,11 @@ struct FlushCommand: ParsableCommand {
         // Each refusal, and the service's messages, on stderr: what was refused, and how to see it.
         for line in report.refused {
             let id = line.dropFirst("request ".count).prefix { $0.isNumber }
-            Output.note("flush: refused: \(line) — offline-store errors --store \(options.store) --show \(id)\n")
+            Output.note(
+                "flush: refused: \(OfflineStore.redacted(line)) — offline-store errors --store \(options.store) --show \(id)\n"
+            )
         }
-        for line in report.messages { Output.note("flush: message: \(line)\n") }
+        for line in report.messages { Output.note("flush: message: \(OfflineStore.redacted(line))\n") }
         if report.stopped != nil || report.archived > 0 { throw ExitCode.failure }
     }
 

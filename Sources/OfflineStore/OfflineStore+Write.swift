@@ -84,15 +84,23 @@ extension OfflineStore {
     ) async throws
         -> [ChangeReceipt]
     {
+        let body = deepCreate(set: set, entity, options: options)
+        let (receipts, length) = try await entities.write { t in try body(t) }
+        metrics.queue(length)
+        return receipts
+    }
+
+    /// The write body of a deep insert: its receipts and the queue's length after it.
+    private func deepCreate(
+        set: String, _ entity: NewEntity, options: ChangeOptions
+    ) -> @Sendable (WriteView) throws -> ([ChangeReceipt], Int) {
         let (queue, optimize) = (requestQueue, configuration.requestQueueOptimization)
-        let (applied, length) = try await entities.write { t in
-            (
-                try queue.applyDeep(set: set, entity, options: options, optimize: optimize, in: t),
-                try queue.length(t.reader)
+        return { t in
+            let applied = try queue.applyDeep(set: set, entity, options: options, optimize: optimize, in: t)
+            return (
+                applied.map { ChangeReceipt(requestID: $0.requestID, entity: $0.entity) }, try queue.length(t.reader)
             )
         }
-        metrics.queue(length)
-        return applied.map { ChangeReceipt(requestID: $0.requestID, entity: $0.entity) }
     }
 
     // MARK: Blocking
@@ -104,15 +112,9 @@ extension OfflineStore {
     ) throws
         -> [ChangeReceipt]
     {
-        let (queue, optimize) = (requestQueue, configuration.requestQueueOptimization)
-        let (applied, length) = try entities.write { t in
-            (
-                try queue.applyDeep(set: set, entity, options: options, optimize: optimize, in: t),
-                try queue.length(t.reader)
-            )
-        }
+        let (receipts, length) = try entities.write(deepCreate(set: set, entity, options: options))
         metrics.queue(length)
-        return applied.map { ChangeReceipt(requestID: $0.requestID, entity: $0.entity) }
+        return receipts
     }
 
     @available(*, noasync, message: "use the async form from async code")
@@ -241,6 +243,14 @@ extension OfflineStore {
         _ nav: NavigationProperty, of set: String, schema: Schema
     ) throws -> (set: String, constraints: [ReferentialConstraint]) {
         try RequestQueue.deepTarget(nav, of: set, schema: schema)
+    }
+
+    /// `child` with its foreign key to `parent` set by `constraints` (`RequestQueue.relate`).
+    package static func relateInDeepInsert(
+        _ child: Properties, to parent: Properties, by constraints: [ReferentialConstraint], under name: String,
+        of set: String
+    ) throws -> Properties {
+        try RequestQueue.relate(child, to: parent, by: constraints, under: name, of: set)
     }
 
     /// Reads an entity to create, with the related entities it carries inline (a deep insert,

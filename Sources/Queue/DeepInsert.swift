@@ -87,21 +87,31 @@ extension RequestQueue {
             }
             let (target, constraints) = try Self.deepTarget(nav, of: set, schema: store.schema)
             for child in children {
-                var props = child.properties
-                for c in constraints {
-                    let v = entity[c.referencedProperty] ?? .null
-                    if let given = props[c.property], !given.isNull, given != v {
-                        throw EntityError.badInput(
-                            "an entity under '\(name)' of \(set) gives \(c.property) \(given), but its parent's \(c.referencedProperty) is \(v)"
-                        )
-                    }
-                    props[c.property] = v
-                }
+                let props = try Self.relate(child.properties, to: entity, by: constraints, under: name, of: set)
                 try createDeep(
                     set: target, NewEntity(props, related: child.related), parent: applied, options: options,
                     optimize: optimize, in: t, into: &out)
             }
         }
+    }
+
+    /// `child` with its foreign key to `parent` set from `parent`'s key, by `constraints`
+    /// (`deepTarget`'s); throws when `child` gives another value for it.
+    package static func relate(
+        _ child: Properties, to parent: Properties, by constraints: [ReferentialConstraint], under name: String,
+        of set: String
+    ) throws -> Properties {
+        var props = child
+        for c in constraints {
+            let v = parent[c.referencedProperty] ?? .null
+            if let given = props[c.property], !given.isNull, given != v {
+                throw EntityError.badInput(
+                    "an entity under '\(name)' of \(set) gives \(c.property) \(given), but its parent's \(c.referencedProperty) is \(v)"
+                )
+            }
+            props[c.property] = v
+        }
+        return props
     }
 
     /// The set `nav` of `set` leads to and the referential constraint that relates an entity there

@@ -62,16 +62,8 @@ extension Writes {
             let (target, constraints) = try OfflineStore.deepInsertTarget(nav, of: set, schema: store.schema)
             var made: [Created] = []
             for child in children {
-                var props = child.properties
-                for c in constraints {
-                    let v = stored[c.referencedProperty] ?? .null
-                    if let given = props[c.property], !given.isNull, given != v {
-                        throw EntityError.badInput(
-                            "an entity under '\(name)' of \(set) gives \(c.property) \(given), but its parent's \(c.referencedProperty) is \(v)"
-                        )
-                    }
-                    props[c.property] = v
-                }
+                let props = try OfflineStore.relateInDeepInsert(
+                    child.properties, to: stored, by: constraints, under: name, of: set)
                 made.append(
                     try createInAuthority(
                         set: target, NewEntity(props, related: child.related), tx, store: store))

@@ -142,6 +142,16 @@ import Samples
             (["flush", "--store", store, "--batch-size=-9223372036854775808"], 1, "--batch-size must be at least 1"),
             (["flush", "--store", store, "--batch-size", "9223372036854775807", "--service", unreachable], 0, ""),
             (["refresh", "--store", store, "--page-size", "0"], 1, "--page-size must be at least 1"),
+            (
+                ["errors", "--store", store, "--show", "9223372036854775807"], 1,
+                "no entry for request 9223372036854775807"
+            ),
+            (
+                ["errors", "--store", store, "--show=-9223372036854775808"], 1,
+                "no entry for request -9223372036854775808"
+            ),
+            (["errors", "--store", store, "--show", "0"], 1, "no entry for request 0"),
+            (["errors", "--store", store, "--show", "99999999999999999999"], 64, "show"),
             (["generate", "--store", store, "--set", "Products", "--count", "0"], 0, ""),
             (["generate", "--store", store, "--set", "Products", "--count=-5"], 64, "count"),
             (["generate", "--store", store, "--set", "Products", "--count", "1", "--batch", "0"], 64, "batch"),

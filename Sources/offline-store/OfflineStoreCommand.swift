@@ -37,7 +37,8 @@ struct OfflineStoreCommand: ParsableCommand {
         subcommands: [
             Init.self, Load.self, Get.self, QueryCommand.self, Create.self, Update.self, Delete.self, QueueCommand.self,
             Errors.self, Undo.self, Define.self, Undefine.self, Refresh.self, FlushCommand.self, Events.self,
-            Check.self, Stats.self, Generate.self, Serve.self, Demo.self, CrashTest.self, ChangeWorker.self,
+            Check.self, Migrate.self, Stats.self, Generate.self, Serve.self, Demo.self, CrashTest.self,
+            ChangeWorker.self,
             CrashWorker.self,
         ])
 }

@@ -28,6 +28,10 @@ package final class EntityStore: Sendable {
     /// `schema.entityShapes()`, made once: what a parse of the service's data or a file builds.
     package let entityShapes: [String: JSONShape]
     private let state: Mutex<State>
+    /// How many times the store's `$metadata` was migrated when this process opened it (`meta`
+    /// key `schema-generation`, absent: 0). Every write checks it first: a process that opened
+    /// the store before another migrated it must not write rows in the old layout.
+    package let generation: UInt64
     /// Held while the configuration text in `meta` is written, so the text written last is
     /// always made from the newest configuration.
     private let configurationWriter = Mutex(())
@@ -43,6 +47,25 @@ package final class EntityStore: Sendable {
     static let formatKey = Array("format".utf8)
     static let metadataKey = Array("metadata".utf8)
     static let configKey = Array("config".utf8)
+    static let generationKey = Array("schema-generation".utf8)
+
+    static func generationNumber(_ bytes: some Collection<UInt8>) -> UInt64 {
+        bytes.reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    static func generationBytes(_ n: UInt64) -> [UInt8] {
+        (0..<8).map { UInt8(truncatingIfNeeded: n >> (56 - 8 * $0)) }
+    }
+
+    /// Throws when another process migrated the store's `$metadata` since this one opened it.
+    func checkGeneration(_ t: WriteView) throws {
+        let now = try t.get(meta, Self.generationKey).map(Self.generationNumber) ?? 0
+        guard now == generation else {
+            throw EntityError.badInput(
+                "the store in '\(environment.path)' was migrated to a new $metadata by another process since this one opened it; open it again"
+            )
+        }
+    }
     /// The on-disk format this code writes (`meta` key `format`, text `offline-store N`).
     /// 1: entity sets and indexes. 2: the request queue (`q`, `q/by-entity`, `base/…`),
     /// `errors`, `events`. 3: the served role's `changes`, `changes/by-entity`, `repeat`,
@@ -67,7 +90,44 @@ package final class EntityStore: Sendable {
         self.environment = environment
         self.schema = schema
         self.metadata = metadata
-        // Indexes: the configuration's, then one per navigation foreign key not already covered.
+        let definitions = try Self.indexDefinitions(schema: schema, configuration: configuration)
+        let setNames = schema.entitySetNames
+        let roleNames = roles.flatMap { $0.databaseNames(schema: schema) }
+        let names = ["meta"] + roleNames + setNames.map(Self.databaseName(ofSet:)) + definitions.map(\.databaseName)
+        let opened = try environment.databases(named: names, create: !environment.isReadOnly)
+        var byName: [String: Database] = [:]
+        for (name, db) in zip(names, opened) {
+            // Index databases may be missing in a read-only store (their backfill never ran).
+            if let db {
+                byName[name] = db
+            } else if !name.hasPrefix("i/") {
+                throw EntityError.badInput(
+                    "the store in '\(environment.path)' has no database '\(name)'; open it writable once to create it")
+            }
+        }
+        self.meta = byName["meta"]!
+        let meta = self.meta
+        generation =
+            try environment.read { t in try t.view.get(meta, Self.generationKey).map(Self.generationNumber) } ?? 0
+        self.roles = roles
+        self.localStateRole = roles.lazy.compactMap { $0 as? any LocalStateRole.Type }.first
+        self.foreignKeys = Dictionary(uniqueKeysWithValues: setNames.map { ($0, schema.foreignKeys(ofSet: $0)) })
+        self.entityShapes = schema.entityShapes()
+        let declared = Set(roleNames)
+        self.roleDatabases = byName.filter { declared.contains($0.key) }
+        var handles: [String: EntitySetHandle] = [:]
+        for name in setNames {
+            guard let type = schema.entityType(ofSet: name) else { throw EntityError.unknownEntitySet(name) }
+            handles[name] = EntitySetHandle(
+                name: name, type: type, schema: schema, entities: byName[Self.databaseName(ofSet: name)]!, indexes: [])
+        }
+        state = Mutex(State(configuration: configuration, handles: handles))
+        for d in definitions { try addIndex(d, persist: false) }
+    }
+
+    /// The store's indexes: the configuration's, then one per navigation foreign key not already
+    /// covered (`foreignKeyIndexes`).
+    static func indexDefinitions(schema: Schema, configuration: StoreConfiguration) throws -> [IndexDefinition] {
         var definitions: [IndexDefinition] = []
         for (set, defs) in configuration.indexes.sorted(by: { $0.key < $1.key }) {
             guard schema.entitySet(set) != nil else { throw EntityError.unknownEntitySet(set) }
@@ -89,35 +149,7 @@ package final class EntityStore: Sendable {
         }) {
             definitions.append(fk)
         }
-        let setNames = schema.entitySetNames
-        let roleNames = roles.flatMap { $0.databaseNames(schema: schema) }
-        let names = ["meta"] + roleNames + setNames.map(Self.databaseName(ofSet:)) + definitions.map(\.databaseName)
-        let opened = try environment.databases(named: names, create: !environment.isReadOnly)
-        var byName: [String: Database] = [:]
-        for (name, db) in zip(names, opened) {
-            // Index databases may be missing in a read-only store (their backfill never ran).
-            if let db {
-                byName[name] = db
-            } else if !name.hasPrefix("i/") {
-                throw EntityError.badInput(
-                    "the store in '\(environment.path)' has no database '\(name)'; open it writable once to create it")
-            }
-        }
-        self.meta = byName["meta"]!
-        self.roles = roles
-        self.localStateRole = roles.lazy.compactMap { $0 as? any LocalStateRole.Type }.first
-        self.foreignKeys = Dictionary(uniqueKeysWithValues: setNames.map { ($0, schema.foreignKeys(ofSet: $0)) })
-        self.entityShapes = schema.entityShapes()
-        let declared = Set(roleNames)
-        self.roleDatabases = byName.filter { declared.contains($0.key) }
-        var handles: [String: EntitySetHandle] = [:]
-        for name in setNames {
-            guard let type = schema.entityType(ofSet: name) else { throw EntityError.unknownEntitySet(name) }
-            handles[name] = EntitySetHandle(
-                name: name, type: type, schema: schema, entities: byName[Self.databaseName(ofSet: name)]!, indexes: [])
-        }
-        state = Mutex(State(configuration: configuration, handles: handles))
-        for d in definitions { try addIndex(d, persist: false) }
+        return definitions
     }
 
     /// One index per set and foreign key (the dependent properties of a referential constraint).
@@ -162,10 +194,16 @@ package final class EntityStore: Sendable {
     /// half of `RequestHistory` (`giveWay`) and runs once more.
     package func write<R: Sendable>(_ body: @escaping @Sendable (WriteView) throws -> R) throws -> R {
         do {
-            return try environment.write { txn in try body(txn.view) }
+            return try environment.write { txn in
+                try self.checkGeneration(txn.view)
+                return try body(txn.view)
+            }
         } catch EnvironmentError.sizeCapReached(let path, let cap) {
             guard try giveWay() else { throw EnvironmentError.sizeCapReached(path: path, capBytes: cap) }
-            return try environment.write { txn in try body(txn.view) }
+            return try environment.write { txn in
+                try self.checkGeneration(txn.view)
+                return try body(txn.view)
+            }
         }
     }
 
@@ -178,12 +216,18 @@ package final class EntityStore: Sendable {
         usingReserve: Bool, _ body: @escaping @Sendable (WriteView) throws -> R
     ) async throws -> R {
         do {
-            return try await environment.write(usingReserve: usingReserve) { txn in try body(txn.view) }
+            return try await environment.write(usingReserve: usingReserve) { txn in
+                try self.checkGeneration(txn.view)
+                return try body(txn.view)
+            }
         } catch EnvironmentError.sizeCapReached(let path, let cap) {
             let history = try? set(SystemSets.requestHistory)
             let gave = try await environment.write(usingReserve: true) { txn in try Self.giveWay(history, txn.view) }
             guard gave else { throw EnvironmentError.sizeCapReached(path: path, capBytes: cap) }
-            return try await environment.write(usingReserve: usingReserve) { txn in try body(txn.view) }
+            return try await environment.write(usingReserve: usingReserve) { txn in
+                try self.checkGeneration(txn.view)
+                return try body(txn.view)
+            }
         }
     }
 
@@ -211,7 +255,13 @@ package final class EntityStore: Sendable {
     /// `bodies` in order, each in a nested transaction of its own, in one group commit
     /// (`Environment.writeAll`): each body's outcome, in order.
     package func writeAll<R: Sendable>(_ bodies: [@Sendable (WriteView) throws -> R]) async -> [Result<R, Error>] {
-        await environment.writeAll(bodies.map { body in { txn in try body(txn.view) } })
+        await environment.writeAll(
+            bodies.map { body in
+                { txn in
+                    try self.checkGeneration(txn.view)
+                    return try body(txn.view)
+                }
+            })
     }
 
     // MARK: Indexes

@@ -17,6 +17,11 @@ package protocol StoreRole: Sendable {
     /// The role's invariants, in `check`'s read transaction, after the entity sets and indexes;
     /// each problem one sentence.
     static func check(_ store: EntityStore, _ t: ReadView, problem: (String) -> Void) throws
+    /// The role's part of a `$metadata` migration (`EntityStore.migrate`), in its transaction:
+    /// see the default in `EntityStore+Migrate.swift`.
+    static func migrate(
+        _ store: EntityStore, _ migration: SchemaMigration, _ t: WriteView, outcome: inout MigrationOutcome
+    ) throws
 }
 
 /// The role that answers SAP's local-state functions (`offline.isLocal()`,

@@ -233,21 +233,17 @@ package struct WriteView {
     /// Deletes `db` with its entries (`mdb_drop` with del = 1) as this transaction commits. The
     /// environment's handle of it must not be used again: a migration's, which closes the
     /// environment after.
-    package func drop(_ db: Database) throws(LMDBError) {
-        reader.assertLive()
-        let rc = _lmdb.drop(raw, db.dbi, delete: true)
-        state.touched.insert(db.dbi)
-        state.keys.overflow()
-        if rc != 0 { try fail(rc, "mdb_drop (delete) on \(db.name)") }
-    }
+    package func drop(_ db: Database) throws(LMDBError) { try drop(db, delete: true) }
 
     /// Removes every entry of `db` (`mdb_drop` with del = 0), keeping the database.
-    package func clear(_ db: Database) throws(LMDBError) {
+    package func clear(_ db: Database) throws(LMDBError) { try drop(db, delete: false) }
+
+    private func drop(_ db: Database, delete: Bool) throws(LMDBError) {
         reader.assertLive()
-        let rc = _lmdb.drop(raw, db.dbi, delete: false)
+        let rc = _lmdb.drop(raw, db.dbi, delete: delete)
         state.touched.insert(db.dbi)
         state.keys.overflow()
-        if rc != 0 { try fail(rc, "mdb_drop on \(db.name)") }
+        if rc != 0 { try fail(rc, "mdb_drop\(delete ? " (delete)" : "") on \(db.name)") }
     }
 }
 

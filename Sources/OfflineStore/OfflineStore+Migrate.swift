@@ -1,6 +1,7 @@
 import Foundation
 import Query
 import Storage
+import Remote
 import Sync
 
 /// What `OfflineStore.migrate(at:metadata:dryRun:)` did (or, dry, would do).
@@ -89,16 +90,75 @@ extension OfflineStore {
                 }
             }
         }
+        var report = MigrationReport(m, dryRun: dryRun)
+        report.unchanged = outcome.unchanged
+        report.rewrittenRows = outcome.rewrittenRows
+        report.rebuiltIndexes = outcome.rebuiltIndexes
+        report.droppedIndexes = outcome.droppedIndexes
+        report.warnings = warnings
+        return report
+    }
+}
+
+/// What `OfflineStore.checkMetadata(serviceRoot:)` found: the service's `$metadata` now, and how
+/// it differs from the store's.
+public struct MetadataCheck: Sendable, CustomStringConvertible {
+    /// The service's document as it answered.
+    public var metadata: [UInt8]
+    /// The service's entity sets or types differ from the store's (a byte-for-byte different
+    /// document that means the same, annotations or order, is not a change).
+    public var changed: Bool
+    /// The differences, as `migrate` would report them (with `dryRun`, nothing written).
+    public var differences: MigrationReport?
+    /// Why `migrate` would refuse the document (a changed key), if it would.
+    public var refusal: String?
+
+    public var description: String {
+        if let refusal { return "the service's $metadata changed in a way a store cannot follow: \(refusal)" }
+        guard changed, let differences else { return "the service's $metadata is this store's" }
+        return "the service's $metadata changed:\n\(differences.changes)"
+    }
+}
+
+extension MigrationReport {
+    /// The schema's differences, one line each (what `description` says before its row count).
+    var changes: String { description.split(separator: "\n").dropLast().joined(separator: "\n") }
+
+    init(_ m: SchemaMigration, dryRun: Bool) {
         func each(_ pick: (SchemaMigration.SetChange) -> [String]) -> [String] {
             m.sets.keys.sorted().flatMap { set in pick(m.sets[set]!).map { "\(set).\($0)" } }
         }
-        return MigrationReport(
-            unchanged: outcome.unchanged, addedSets: m.addedSets, droppedSets: m.droppedSets,
-            addedProperties: each(\.added), droppedProperties: each(\.dropped),
+        self.init(
+            unchanged: m.isEmpty, addedSets: m.addedSets, droppedSets: m.droppedSets, addedProperties: each(\.added),
+            droppedProperties: each(\.dropped),
             retypedProperties: m.sets.keys.sorted().flatMap { set in
                 m.sets[set]!.retyped.map { "\(set).\($0.name): \($0.from) → \($0.to)" }
-            },
-            rewrittenRows: outcome.rewrittenRows, rebuiltIndexes: outcome.rebuiltIndexes,
-            droppedIndexes: outcome.droppedIndexes, warnings: warnings, dryRun: dryRun)
+            }, rewrittenRows: 0, rebuiltIndexes: [], droppedIndexes: [], warnings: [], dryRun: dryRun)
+    }
+}
+
+extension OfflineStore {
+    /// Reads the service's `$metadata` now and compares it with the store's: whether the service
+    /// changed (an upgrade of the back end) and how, before a refresh or flush meets it. Writes
+    /// nothing. To follow it, save `metadata` and run `OfflineStore.migrate(at:metadata:)`.
+    public func checkMetadata(
+        serviceRoot: String? = nil, headers: [(String, String)] = [], authorizer: (any RequestAuthorizer)? = nil
+    ) async throws -> MetadataCheck {
+        let transport = try readingTransport(serviceRoot: serviceRoot, headers: headers, authorizer: authorizer)
+        let bytes: [UInt8]
+        do {
+            bytes = try await ODataBackend(transport: transport, store: entities).metadata()
+            try await transport.shutdown()
+        } catch {
+            try? await transport.shutdown()
+            throw error
+        }
+        let theirs = try CSDL.parse(bytes).withSystemSets()
+        do {
+            let m = try SchemaMigration(old: schema, new: theirs)
+            return MetadataCheck(metadata: bytes, changed: !m.isEmpty, differences: MigrationReport(m, dryRun: true))
+        } catch {
+            return MetadataCheck(metadata: bytes, changed: true, differences: nil, refusal: "\(error)")
+        }
     }
 }

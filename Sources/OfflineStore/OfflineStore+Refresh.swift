@@ -88,17 +88,7 @@ extension OfflineStore {
         serviceRoot: String? = nil, subset: [String]? = nil, headers: [(String, String)] = [], pageSize: Int? = nil,
         authorizer: (any RequestAuthorizer)? = nil, progress: (@Sendable (RefreshProgress) -> Void)? = nil
     ) async throws -> RefreshReport {
-        guard let root = serviceRoot ?? configuration.serviceRoot, !root.isEmpty else {
-            throw RefreshError.noServiceRoot
-        }
-        try ServiceURL.check(root, option: "the service root")
-        try HTTPTransport.validate(headers: headers)
-        let authorizer = try authorizer ?? Credentials.authorizer(for: configuration, serviceRoot: root)
-        let t = configuration.timeouts
-        let backend = HTTPTransport(
-            serviceRoot: root, headers: headers, timeout: .seconds(Int64(t.requestSeconds)),
-            connectTimeout: .seconds(Int64(t.connectSeconds)), idleTimeout: .seconds(Int64(t.idleSeconds)),
-            version: schema.version, authorizer: authorizer, queryParameters: configuration.queryParameters)
+        let backend = try readingTransport(serviceRoot: serviceRoot, headers: headers, authorizer: authorizer)
         do {
             let report = try await refresh(backend: backend, subset: subset, pageSize: pageSize, progress: progress)
             try await backend.shutdown()
@@ -107,6 +97,25 @@ extension OfflineStore {
             try? await backend.shutdown()
             throw error
         }
+    }
+
+    /// The HTTP transport a read of the service goes over (a refresh, a check of its
+    /// `$metadata`): the service root given or configured, checked; the headers checked; the
+    /// configuration's credentials and timeouts.
+    func readingTransport(
+        serviceRoot: String?, headers: [(String, String)], authorizer: (any RequestAuthorizer)?
+    ) throws -> HTTPTransport {
+        guard let root = serviceRoot ?? configuration.serviceRoot, !root.isEmpty else {
+            throw RefreshError.noServiceRoot
+        }
+        try ServiceURL.check(root, option: "the service root")
+        try HTTPTransport.validate(headers: headers)
+        let authorizer = try authorizer ?? Credentials.authorizer(for: configuration, serviceRoot: root)
+        let t = configuration.timeouts
+        return HTTPTransport(
+            serviceRoot: root, headers: headers, timeout: .seconds(Int64(t.requestSeconds)),
+            connectTimeout: .seconds(Int64(t.connectSeconds)), idleTimeout: .seconds(Int64(t.idleSeconds)),
+            version: schema.version, authorizer: authorizer, queryParameters: configuration.queryParameters)
     }
 
     /// `refresh` over any `Transport` (tests put their own around `HTTPTransport`).

@@ -76,6 +76,22 @@ package struct ODataBackend: Backend {
         return answer(response, set: set, withEntity: response.status == 200)
     }
 
+    /// The service's `$metadata` document as it answers it now; throws for any answer but 200
+    /// (its status and the start of its body), and for a body larger than `limit` bytes.
+    package func metadata(extra: [(String, String)] = [], limit: Int = 64 << 20) async throws -> [UInt8] {
+        let response = try await transport.send(
+            WireRequest(method: "GET", url: "$metadata", headers: [("Accept", "application/xml")] + extra))
+        guard response.status == 200 else {
+            throw EntityError.badInput(
+                "GET $metadata answered \(response.status): \(String(decoding: response.body.prefix(300), as: UTF8.self))"
+            )
+        }
+        guard response.body.count <= limit else {
+            throw EntityError.badInput("the service's $metadata is \(response.body.count) bytes, more than \(limit)")
+        }
+        return response.body
+    }
+
     package func read(_ page: PageRequest, extra: [(String, String)]) async throws -> PageAnswer {
         let url = page.count ? page.url + (page.url.contains("?") ? "&" : "?") + dialect.countOption : page.url
         var request = WireRequest(method: "GET", url: url, headers: extra + dialect.pageHeaders(page))

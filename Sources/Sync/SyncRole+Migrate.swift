@@ -3,11 +3,17 @@ import Storage
 
 extension SyncRole {
     /// Sync's part of a `$metadata` migration: the ETags and defining-request memberships of the
-    /// entities of each dropped set go with them. Nothing else depends on a set's properties.
+    /// entities of each dropped set go with them; and when any set's properties changed, every
+    /// defining request forgets its delta link, so the next refresh reads it in full and fills
+    /// the properties added (a delta sends only entities changed since, and the new values of
+    /// the others would stay null until each happened to change).
     package static func migrate(
         _ store: EntityStore, _ migration: SchemaMigration, _ t: WriteView, outcome: inout MigrationOutcome
     ) throws {
         let membership = Membership(store: store)
+        if !migration.sets.isEmpty {
+            for r in store.configuration.definingRequests { try membership.setDeltaLink(t, name: r.name, nil) }
+        }
         for name in migration.droppedSets {
             let set = try store.set(name)
             let prefix = EntityStore.entityKey(set: name, keyBytes: [])

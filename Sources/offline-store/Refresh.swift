@@ -66,9 +66,47 @@ struct Refresh: ParsableCommand {
         Int?
     @Option(name: .customLong("header"), help: "A header sent with every request, 'Name: value' (repeatable).")
     var headers: [String] = []
+    @Flag(
+        help:
+            "Refresh nothing: read the service's $metadata and say whether (and how) it differs from the store's; exit 1 when it does."
+    )
+    var checkMetadata = false
+    @Option(help: "With --check-metadata: write the service's $metadata to this file (for 'offline-store migrate').")
+    var saveMetadata: String?
 
     func run() throws {
-        try runReportingErrors { try redactingSecrets(refresh) }
+        try runReportingErrors { try redactingSecrets(checkMetadata ? metadataCheck : refresh) }
+    }
+
+    /// `--check-metadata`: the service's `$metadata` against the store's.
+    func metadataCheck() throws {
+        if subset != nil || pageSize != nil {
+            throw CLIError("--check-metadata refreshes nothing: leave out --subset and --page-size")
+        }
+        if let service { try ServiceURL.check(service, option: "--service") }
+        var hs: [(String, String)] = []
+        for h in headers { hs.append(try FlushCommand.header(h)) }
+        let store = try OfflineStore.open(at: options.store, readOnly: true)
+        let (service, sendHeaders) = (self.service, hs)
+        let found = Mutex<MetadataCheck?>(nil)
+        try blocking {
+            let c = try await store.checkMetadata(serviceRoot: service, headers: sendHeaders)
+            found.withLock { $0 = c }
+        }
+        guard let check = found.withLock({ $0 }) else { return }
+        if let saveMetadata {
+            guard FileManager.default.createFile(atPath: saveMetadata, contents: Data(check.metadata)) else {
+                throw CLIError("cannot write \(saveMetadata)")
+            }
+        }
+        try output(check.description)
+        if check.changed {
+            let file = saveMetadata ?? "FILE"
+            Output.note(
+                "offline-store: to follow it: \(saveMetadata == nil ? "refresh --check-metadata --save-metadata FILE, then " : "")offline-store migrate --store \(options.store) --metadata \(file)\n"
+            )
+            throw ExitCode.failure
+        }
     }
 
     /// A progress line on stderr, at most five times a second.
@@ -106,6 +144,12 @@ struct Refresh: ParsableCommand {
                 serviceRoot: service, subset: names, headers: sendHeaders, pageSize: pageSize, progress: progress)
             report.withLock { $0 = r }
         }
-        if let r = report.withLock({ $0 }) { try output(r.description) }
+        guard let r = report.withLock({ $0 }) else { return }
+        try output(r.description)
+        if r.skippedProperties > 0 {
+            Output.note(
+                "offline-store: warning: the service sent \(r.skippedProperties) values of properties this store's $metadata does not declare: its $metadata may have changed; 'offline-store refresh --store \(options.store) --check-metadata' compares them\n"
+            )
+        }
     }
 }

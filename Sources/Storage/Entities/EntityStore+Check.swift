@@ -73,6 +73,7 @@ extension EntityStore {
     /// The logical half of `check`, in read transaction `t` of a structurally sound file.
     private func checkLogically(_ t: ReadView, into report: inout IntegrityReport, maxProblems: Int) throws {
         func problem(_ s: String) { report.problem(s, max: maxProblems) }
+        try checkSchemaRecords(t, problem: problem)
         for name in setNames {
             let set = try self.set(name)
             var rows = 0
@@ -182,4 +183,37 @@ public struct StoreStats: Sendable {
     public var sets: [SetStats]
     public var fileSize: Int
     public var mapSize: Int
+}
+
+extension EntityStore {
+    /// `meta`'s records of the schema (`migrate`): the `$metadata` is the one this check reads
+    /// the rows with and its generation the one it opened with (else another process migrated
+    /// the store since, and the rows would be judged by the old schema); the generation is 8
+    /// bytes; every `ready/` marker is of an index the store has (a marker left by a dropped
+    /// index would let a later index of the same name be trusted without its backfill).
+    private func checkSchemaRecords(_ t: ReadView, problem: (String) -> Void) throws {
+        if let g = try t.get(meta, Self.generationKey) {
+            if g.count != 8 { problem("meta: schema-generation is \(g.count) bytes, not 8") }
+            if Self.generationNumber(g) != generation {
+                problem("meta: the store was migrated to a new $metadata since this check opened it; run check again")
+            }
+        } else if generation != 0 {
+            problem("meta: schema-generation is missing, but the store was opened at generation \(generation)")
+        }
+        if let stored = try t.get(meta, Self.metadataKey), !stored.elementsEqual(metadata) {
+            problem("meta: the $metadata is not the one this check opened the store with; run check again")
+        }
+        let indexes = Set(setNames.flatMap { name in ((try? set(name))?.indexes ?? []).map(\.definition.databaseName) })
+        let prefix = Array("ready/".utf8)
+        try t.withCursor(meta) { c in
+            var e = try c.seek(prefix)
+            while let (k, _) = e, k.starts(with: prefix) {
+                let name = String(decoding: k.dropFirst(prefix.count), as: UTF8.self)
+                if !indexes.contains(name) {
+                    problem("meta: a ready/ marker for index database '\(name)', which the store does not have")
+                }
+                e = try c.next()
+            }
+        }
+    }
 }

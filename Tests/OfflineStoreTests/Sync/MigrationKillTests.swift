@@ -26,14 +26,17 @@ import TestSupport
                 at: template, metadata: Array(MigrationTests.before.utf8), configuration: configuration)
             var json = #"{"value":["#
             for n in 1...notes {
-                json += (n > 1 ? "," : "") + #"{"NoteID":\#(n),"Title":"note \#(n)","Legacy":"l\#(n)","Priority":\#(n % 100)}"#
+                json +=
+                    (n > 1 ? "," : "")
+                    + #"{"NoteID":\#(n),"Title":"note \#(n)","Legacy":"l\#(n)","Priority":\#(n % 100)}"#
             }
             json += "]}"
             _ = try store.load(set: "Notes", json: Array(json.utf8))
             for n in stride(from: 1, through: min(notes, 200), by: 2) {
                 try await store.update(set: "Notes", key: [.int(Int64(n))], changes: ["Legacy": .string("changed")])
             }
-            try await store.create(set: "Notes", entity: ["Title": .string("new"), "Legacy": .string("x"), "Priority": .int(5)])
+            try await store.create(
+                set: "Notes", entity: ["Title": .string("new"), "Legacy": .string("x"), "Priority": .int(5)])
         }
         let metadataPath = tempDir() + "/after.xml"
         try Data(MigrationTests.after.utf8).write(to: URL(fileURLWithPath: metadataPath))
@@ -47,7 +50,8 @@ import TestSupport
         }
         func migrate(_ path: String) throws -> pid_t {
             try ChildProcess.spawnDetached(
-                ["migrate", "--store", path, "--metadata", metadataPath], stdout: logDir + "/out", stderr: logDir + "/err")
+                ["migrate", "--store", path, "--metadata", metadataPath], stdout: logDir + "/out",
+                stderr: logDir + "/err")
         }
         // One migration to completion: how long one takes.
         let whole = try copy(0)

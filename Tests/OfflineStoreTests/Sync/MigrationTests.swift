@@ -103,6 +103,45 @@ import TestSupport
         #expect(try there.get(set: "Notes", key: [.int(2)])?["Title"] == .string("renamed"))
     }
 
+    /// The user's way through, with the CLI: a refresh against the upgraded service warns of
+    /// properties it does not know; `refresh --check-metadata` says what changed and saves the
+    /// service's document; `migrate` follows it; the next check finds nothing, the next refresh
+    /// skips nothing and fills the new property.
+    @Test func theCLINoticesAChangedServiceAndFollowsIt() async throws {
+        let served = try Self.store("served")
+        _ = try OfflineStore.migrate(at: served, metadata: Array(Self.after.utf8))
+        do {
+            let theirs = try OfflineStore.open(at: served)
+            try await theirs.update(set: "Notes", key: [.int(2)], changes: ["Category": .string("work")])
+        }
+        var configuration = StoreConfiguration()
+        configuration.definingRequests = [.init(name: "notes", url: "Notes")]
+        let offline = try Self.store("offline", configuration: configuration)
+        let saved = tempDir() + "/service-metadata.xml"
+        try await withServer(served) { _, server in
+            let refresh = try await CLI.run(["refresh", "--store", offline, "--service", server.url])
+            #expect(refresh.status == 0, "\(refresh.stderr)")
+            #expect(refresh.stderr.contains("its $metadata may have changed"), "\(refresh.stderr)")
+            let check = try await CLI.run([
+                "refresh", "--store", offline, "--service", server.url, "--check-metadata", "--save-metadata", saved,
+            ])
+            print(check.stdout + check.stderr)
+            #expect(check.status == 1, "\(check.stderr)")
+            #expect(check.stdout.contains("properties dropped: Notes.Legacy"), "\(check.stdout)")
+            #expect(check.stdout.contains("properties retyped: Notes.Priority: Edm.Int16 → Edm.Int32"))
+            #expect(check.stderr.contains("offline-store migrate --store \(offline) --metadata \(saved)"))
+            let migrate = try await CLI.run(["migrate", "--store", offline, "--metadata", saved])
+            print(migrate.stdout + migrate.stderr)
+            #expect(migrate.status == 0 && migrate.stdout.contains("migrated \(offline)"), "\(migrate.stderr)")
+            let again = try await CLI.run(["refresh", "--store", offline, "--service", server.url, "--check-metadata"])
+            #expect(again.status == 0 && again.stdout.contains("is this store's"), "\(again.stdout)\(again.stderr)")
+            let next = try await CLI.run(["refresh", "--store", offline, "--service", server.url])
+            #expect(next.status == 0 && !next.stderr.contains("may have changed"), "\(next.stderr)")
+        }
+        let store = try OfflineStore.open(at: offline, readOnly: true)
+        #expect(try store.get(set: "Notes", key: [.int(2)])?["Category"] == .string("work"))
+    }
+
     /// What a store cannot move across is refused with a clear message, and nothing changes.
     @Test func whatCannotMoveIsRefusedAndChangesNothing() async throws {
         let path = try Self.store("refused")
@@ -148,6 +187,32 @@ import TestSupport
         let store = try OfflineStore.open(at: path, readOnly: true)
         #expect(try store.check().isConsistent)
         #expect(store.schema.entityType(ofSet: "Notes")?.property("Legacy") != nil)
+    }
+
+    /// `check` holds the records a migration writes: a `ready/` marker without its index, a
+    /// schema generation of the wrong size.
+    @Test func checkFindsBrokenSchemaRecords() throws {
+        let path = try Self.store("records")
+        do {
+            let store = try EntityStore.open(path: path, roles: OfflineStore.roles)
+            let meta = store.meta
+            try store.write { t in
+                try t.put(meta, Array("ready/i/Notes/Gone".utf8), [])
+                try t.put(meta, Array("schema-generation".utf8), [1])
+            }
+        }
+        let report = try OfflineStore.check(at: path)
+        #expect(!report.isConsistent)
+        let text = "\(report)"
+        #expect(text.contains("a ready/ marker for index database 'i/Notes/Gone'"), "\(text)")
+        #expect(text.contains("schema-generation is 1 bytes, not 8"), "\(text)")
+        // Put right again for the suite's own check.
+        let store = try EntityStore.open(path: path, roles: OfflineStore.roles)
+        let meta = store.meta
+        try store.write { t in
+            _ = try t.delete(meta, Array("ready/i/Notes/Gone".utf8))
+            try t.put(meta, Array("schema-generation".utf8), Array(repeating: 0, count: 7) + [1])
+        }
     }
 
     /// A process that opened the store before another migrated it may not write in the old layout.

@@ -86,4 +86,22 @@ extension OfflineStore {
         return
             "the service assigns the keys of \(sets.joined(separator: ", ")): a create whose answer is lost is sent again, and a service that does not deduplicate repeated requests may apply it twice (flush then flags it in doubt); name a property each create can carry its identity in (configuration createMarkers, e.g. {\"\(sets[0])\": \"Note\"}) so flush finds it instead"
     }
+
+    /// The entity sets the defining requests read whose `$metadata` declares no concurrency
+    /// control (`Schema.declaresConcurrencyControl(ofSet:)`: V2 `ConcurrencyMode="Fixed"`, V4
+    /// `Core.OptimisticConcurrency`). Unless the service sends ETags anyway, a change flushed to
+    /// one of them is not checked against changes others made since this store's last refresh:
+    /// the last writer wins, and no conflict ever reaches the ErrorArchive. `init` and `define`
+    /// warn.
+    public var setsWithoutConcurrencyControl: [String] {
+        let read = Set(definingRequests.map { String($0.url.prefix { $0 != "?" && $0 != "(" && $0 != "/" }) })
+        return schema.serviceSetNames.filter { read.contains($0) && !schema.declaresConcurrencyControl(ofSet: $0) }
+    }
+
+    /// The warning `init` and `define` print for `sets` (some of `setsWithoutConcurrencyControl`), or nil.
+    public static func concurrencyWarning(_ sets: [String]) -> String? {
+        guard !sets.isEmpty else { return nil }
+        return
+            "the $metadata declares no concurrency control for \(sets.joined(separator: ", ")) (V2 ConcurrencyMode=\"Fixed\", V4 Core.OptimisticConcurrency): unless the service sends ETags anyway, a change flushed there overwrites what others changed since the last refresh (the last writer wins, no conflict is reported)"
+    }
 }

@@ -52,6 +52,9 @@ struct Init: ParsableCommand {
             if let warning = OfflineStore.createMarkerWarning(store.setsWithoutCreateMarker) {
                 Output.note("offline-store: warning: " + Output.sanitized(warning, limit: 2_000) + "\n")
             }
+            if let warning = OfflineStore.concurrencyWarning(store.setsWithoutConcurrencyControl) {
+                Output.note("offline-store: warning: " + Output.sanitized(warning, limit: 2_000) + "\n")
+            }
             try output("created \(options.store): \(store.schema.serviceSetNames.count) entity sets")
         }
     }

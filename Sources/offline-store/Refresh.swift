@@ -27,6 +27,10 @@ struct Define: ParsableCommand {
             if let warning = OfflineStore.createMarkerWarning(store.setsWithoutCreateMarker.filter { $0 == read }) {
                 Output.note("offline-store: warning: " + Output.sanitized(warning, limit: 2_000) + "\n")
             }
+            if let warning = OfflineStore.concurrencyWarning(store.setsWithoutConcurrencyControl.filter { $0 == read })
+            {
+                Output.note("offline-store: warning: " + Output.sanitized(warning, limit: 2_000) + "\n")
+            }
             try output(
                 existed == nil
                     ? "defined \(name)" : existed?.url == url ? "\(name) is already defined so" : "redefined \(name)")

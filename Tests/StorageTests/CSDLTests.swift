@@ -4,6 +4,21 @@ import Testing
 @Suite(.runsOffThePool) struct CSDLTests {
     // MARK: V4
 
+    /// Issue 38: which sets the `$metadata` gives concurrency control — V4
+    /// `Core.OptimisticConcurrency` inside the set or targeting it, V2 `ConcurrencyMode="Fixed"`
+    /// on a property — and which it does not (their updates are last-writer-wins).
+    @Test func concurrencyControlIsRead() throws {
+        let v4 = try CSDL.parse(CSDLFixtures.v4)
+        #expect(v4.declaresConcurrencyControl(ofSet: "Customers"))
+        #expect(v4.declaresConcurrencyControl(ofSet: "Orders"))
+        #expect(!v4.declaresConcurrencyControl(ofSet: "OrderItems"))
+        #expect(!v4.declaresConcurrencyControl(ofSet: "Nope"))
+        let v2 = try CSDL.parse(CSDLFixtures.gwsample)
+        #expect(v2.entityType(ofSet: "BusinessPartnerSet")?.property("ChangedAt")?.concurrencyToken == true)
+        #expect(v2.declaresConcurrencyControl(ofSet: "BusinessPartnerSet"))
+        #expect(!v2.declaresConcurrencyControl(ofSet: "SalesOrderSet"))
+    }
+
     @Test func v4TypesAndInheritance() throws {
         let schema = try CSDL.parse(CSDLFixtures.v4)
         #expect(schema.version == .v4)

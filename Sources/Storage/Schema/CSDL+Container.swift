@@ -29,6 +29,12 @@ extension CSDLReader {
                     throw CSDLError("unknown entity type '\(typeName)'", at: node)
                 }
                 var set = EntitySet(name: name, entityType: type, isSingleton: isSingleton)
+                set.optimisticConcurrency =
+                    Self.annotated(node, "OptimisticConcurrency")
+                    || targeted.contains { target, annotations in
+                        Self.stripContainer(target, containerNames) == name
+                            && Self.annotated(annotations, "OptimisticConcurrency")
+                    }
                 for binding in node.children("NavigationPropertyBinding") {
                     let path = try Self.required(binding, "Path")
                     let target = try Self.required(binding, "Target")

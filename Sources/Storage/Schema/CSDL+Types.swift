@@ -129,6 +129,11 @@ extension CSDLReader {
         }
     }
 
+    /// Whether `node` holds an annotation with a term named `term` (any alias of its vocabulary).
+    static func annotated(_ node: CSDLNode, _ term: String) -> Bool {
+        node.children("Annotation").contains { $0["Term"]?.hasSuffix("." + term) == true }
+    }
+
     /// A structural property, or nil for a stream property.
     func property(_ node: CSDLNode) throws(CSDLError) -> Property? {
         let name = try Self.required(node, "Name")
@@ -137,7 +142,8 @@ extension CSDLReader {
         return Property(
             name: name, type: type, nullable: Self.flag(node, "Nullable", default: true),
             maxLength: Self.integer(node["MaxLength"]), precision: Self.integer(node["Precision"]),
-            scale: Self.integer(node["Scale"]), computed: Self.computed(node))
+            scale: Self.integer(node["Scale"]), computed: Self.computed(node),
+            concurrencyToken: node["ConcurrencyMode"] == "Fixed")
     }
 
     /// The type of a property: primitive, complex, enum, type definition or a collection; nil for streams.

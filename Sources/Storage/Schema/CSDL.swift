@@ -76,6 +76,8 @@ struct CSDLReader {
     var typeDefinitions: [String: CSDLNode] = [:]
     var associationDecls: [String: CSDLNode] = [:]
     var containers: [(namespace: String, node: CSDLNode)] = []
+    /// `Annotations` elements by their `Target` (annotations of a model element from outside it).
+    var targeted: [(target: String, node: CSDLNode)] = []
 
     var associations: [String: CSDLAssociation] = [:]
     var complexTypes: [String: ComplexType] = [:]
@@ -145,6 +147,10 @@ struct CSDLReader {
                 let declared = ["EntityType", "ComplexType", "EnumType", "TypeDefinition", "Association"]
                 if node.name == "EntityContainer" {
                     containers.append((ns, node))
+                    continue
+                }
+                if node.name == "Annotations", let target = node["Target"] {
+                    targeted.append((target, node))
                     continue
                 }
                 guard declared.contains(node.name) else { continue }

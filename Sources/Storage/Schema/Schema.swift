@@ -17,10 +17,12 @@ public struct Property: Sendable, Hashable {
     /// The service computes the value (`Core.Computed`, V2 `sap:creatable="false"`): a create
     /// may leave it out; for a key property the store then makes a local key.
     public var computed: Bool
+    /// V2 `ConcurrencyMode="Fixed"`: the service makes the entity's ETag from this property.
+    public var concurrencyToken: Bool
 
     public init(
         name: String, type: TypeRef, nullable: Bool = true, maxLength: Int? = nil,
-        precision: Int? = nil, scale: Int? = nil, computed: Bool = false
+        precision: Int? = nil, scale: Int? = nil, computed: Bool = false, concurrencyToken: Bool = false
     ) {
         self.name = name
         self.type = type
@@ -29,6 +31,7 @@ public struct Property: Sendable, Hashable {
         self.precision = precision
         self.scale = scale
         self.computed = computed
+        self.concurrencyToken = concurrencyToken
     }
 }
 
@@ -170,15 +173,19 @@ public struct EntitySet: Sendable, Hashable {
     /// Navigation property path → name of the entity set it binds to.
     public var navigationBindings: [String: String]
     public var isSingleton: Bool
+    /// V4 `Core.OptimisticConcurrency` on the set (inside it, or in an `Annotations` element
+    /// targeting it): the service gives its entities ETags and checks `If-Match`.
+    public var optimisticConcurrency: Bool
 
     public init(
         name: String, entityType: String, navigationBindings: [String: String] = [:],
-        isSingleton: Bool = false
+        isSingleton: Bool = false, optimisticConcurrency: Bool = false
     ) {
         self.name = name
         self.entityType = entityType
         self.navigationBindings = navigationBindings
         self.isSingleton = isSingleton
+        self.optimisticConcurrency = optimisticConcurrency
     }
 }
 
@@ -206,6 +213,16 @@ public struct Schema: Sendable, Hashable {
     }
 
     public func entitySet(_ name: String) -> EntitySet? { entitySets[name] }
+
+    /// Whether the `$metadata` declares concurrency control for the set's entities: V4
+    /// `Core.OptimisticConcurrency` on the set, or V2 `ConcurrencyMode="Fixed"` on a property of
+    /// its type. A set without it is last-writer-wins for concurrent updates, unless the
+    /// service sends ETags anyway.
+    public func declaresConcurrencyControl(ofSet name: String) -> Bool {
+        guard let set = entitySets[name] else { return false }
+        return set.optimisticConcurrency
+            || (entityType(ofSet: name)?.properties.contains(where: \.concurrencyToken) ?? false)
+    }
 
     /// The entity type of an entity set.
     public func entityType(ofSet name: String) -> EntityType? {

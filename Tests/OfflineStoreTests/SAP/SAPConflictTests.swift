@@ -29,6 +29,7 @@ import Storage
                 set: "BusinessPartnerSet", key: Self.key, changes: ["CompanyName": .string("mine \(round)")]
             ).requestID)
         let first = try await theirs.flush()
+        #expect(first.succeeded == 1 && first.archived == 0, "\(first)")
         let report = try await mine.flush()
         #expect(report.archived == 1 && report.refused.first?.contains("412") == true, "\(report)")
         return id

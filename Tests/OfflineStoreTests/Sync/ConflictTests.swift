@@ -150,4 +150,29 @@ import Storage
             try FlushFixture.expectInSync(mine, served)
         }
     }
+
+    /// A set whose `$metadata` declares no concurrency control is warned of at `init` and
+    /// `define` (its updates are last-writer-wins); one that declares it is not.
+    @Test func aSetWithoutConcurrencyControlIsWarnedOf() async throws {
+        let dir = tempDir()
+        let annotated = FlushFixture.notesMetadata.replacingOccurrences(
+            of: #"<EntitySet Name="Comments" EntityType="Notes.Comment">"#,
+            with:
+                #"<EntitySet Name="Comments" EntityType="Notes.Comment"><Annotation Term="Org.OData.Core.V1.OptimisticConcurrency"><Collection/></Annotation>"#
+        )
+        #expect(annotated != FlushFixture.notesMetadata)
+        try Data(annotated.utf8).write(to: URL(fileURLWithPath: dir + "/metadata.xml"))
+        try Data(#"{"definingRequests":[{"name":"notes","url":"Notes"},{"name":"comments","url":"Comments"}]}"#.utf8)
+            .write(to: URL(fileURLWithPath: dir + "/config.json"))
+        let made = try await CLI.run([
+            "init", "--store", dir + "/s", "--metadata", dir + "/metadata.xml", "--config", dir + "/config.json",
+        ])
+        #expect(made.status == 0, "\(made.stderr)")
+        #expect(made.stderr.contains("declares no concurrency control for Notes ("), "\(made.stderr)")
+        #expect(!made.stderr.contains("Comments"), "\(made.stderr)")
+        let tags = try await CLI.run(["define", "--store", dir + "/s", "tags", "Tags"])
+        #expect(tags.status == 0 && tags.stderr.contains("no concurrency control for Tags"), "\(tags.stderr)")
+        let again = try await CLI.run(["define", "--store", dir + "/s", "comments2", "Comments"])
+        #expect(again.status == 0 && !again.stderr.contains("concurrency"), "\(again.stderr)")
+    }
 }

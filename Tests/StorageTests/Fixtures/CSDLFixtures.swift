@@ -90,6 +90,7 @@ enum CSDLFixtures {
               <EntityContainer Name="Service">
                 <EntitySet Name="Customers" EntityType="self.Customer">
                   <NavigationPropertyBinding Path="Orders" Target="Orders"/>
+                  <Annotation Term="Core.OptimisticConcurrency"><Collection><PropertyPath>Name</PropertyPath></Collection></Annotation>
                 </EntitySet>
                 <EntitySet Name="Orders" EntityType="Demo.Model.Order">
                   <NavigationPropertyBinding Path="Customer" Target="Demo.Model.Service/Customers"/>
@@ -106,6 +107,9 @@ enum CSDLFixtures {
               </EntityContainer>
               <Annotations Target="self.Order">
                 <Annotation Term="Core.Description" String="An order"/>
+              </Annotations>
+              <Annotations Target="Demo.Model.Service/Orders">
+                <Annotation Term="Org.OData.Core.V1.OptimisticConcurrency"><Collection/></Annotation>
               </Annotations>
             </Schema>
           </edmx:DataServices>

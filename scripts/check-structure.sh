@@ -50,7 +50,7 @@ done
 # typealias: EDM values, the schema, configuration, reports, errors, and the reports of flush,
 # refresh and load, a prepared query and the rows it hands out (ResultRow). A new public type below
 # the facade fails here until it is argued into this list.
-PUBLIC_TYPES=" AuthenticationError Authentication AuthorizedRequest CSDLError ChangeOptions CheckInterrupted ConflictPolicy ComplexType DataFileError DefiningRequest Durability EDMDate
+PUBLIC_TYPES=" AuthenticationError Authentication AuthorizedRequest CSDLError ChangeOptions CheckInterrupted ConflictPolicy ConflictResolution ComplexType DataFileError DefiningRequest Durability EDMDate
  EDMDateTimeOffset EDMDecimal EDMDuration EDMGuid EDMPrimitive EDMTimeOfDay Element EntityError EntitySet EntityType
  EnumType EnvironmentError FlushReport IndexStats IntegrityReport Iterator JSONError LMDBError LoadError LoadProgress
  LocalChange Message Mode NavigationProperty NewEntity ODataVersion PreparedQuery Properties Property QueryError QueryFormat

@@ -55,3 +55,41 @@ extension OfflineStore {
             differences: differences)
     }
 }
+
+/// Decides conflicts in code, without a person (issue 38): flush and refresh give it each
+/// conflict of its set — the three versions — in the transaction that records it, and do what
+/// it returns. It must be quick and must not use the store (it runs inside a write).
+///
+/// ```swift
+/// struct LongerTitleWins: ConflictResolver {
+///     func resolve(_ c: OfflineStore.Conflict) -> ConflictResolution {
+///         let mine = "\(c.local?["Title"] ?? .null)", theirs = "\(c.server?["Title"] ?? .null)"
+///         return mine.count >= theirs.count ? .keepMine : .takeTheirs
+///     }
+/// }
+/// store.setConflictResolver(LongerTitleWins(), forSet: "Notes")
+/// ```
+public protocol ConflictResolver: Sendable {
+    func resolve(_ conflict: OfflineStore.Conflict) -> ConflictResolution
+}
+
+extension OfflineStore {
+    /// Registers `resolver` for the conflicts of `set` in this process (nil removes it); it takes
+    /// precedence over the set's `conflictPolicies`. `keepMine` and `merged` send the change again
+    /// against the service's version, at most `StoreConfiguration.maxClientWinsAttempts` times
+    /// in a row for one change (then it waits for a person); `manual` leaves it in the
+    /// ErrorArchive. The outcome record says which decided (`RequestHistory`).
+    public func setConflictResolver(_ resolver: (any ConflictResolver)?, forSet set: String) {
+        guard let resolver else {
+            entities.conflictResolvers.set(nil, forSet: set)
+            return
+        }
+        entities.conflictResolvers.set(
+            { v in
+                resolver.resolve(
+                    Conflict(
+                        requestID: v.requestID, entitySet: v.set, entityKey: v.keyText, base: v.base, local: v.local,
+                        server: v.server, serverETag: v.serverETag, differences: v.differences))
+            }, forSet: set)
+    }
+}

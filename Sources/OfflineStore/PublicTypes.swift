@@ -34,6 +34,8 @@ public typealias EDMGuid = Storage.EDMGuid
 public typealias Schema = Storage.Schema
 /// What `create(at:metadata:configuration:)` takes: indexes, durability, query limits, ….
 public typealias StoreConfiguration = Storage.StoreConfiguration
+/// What a `ConflictResolver` decides of a conflict.
+public typealias ConflictResolution = Storage.ConflictResolution
 /// `full` (a returned write survives power loss) or `noSync` (survives a process crash).
 public typealias Durability = LMDB.Durability
 /// Bounds on the work of one query request: `StoreConfiguration.limits`.

@@ -9,9 +9,12 @@ extension RequestQueue {
     /// The service's entity becomes the entity's server image (`base/`): giving the change up
     /// (`resolveError`) then adopts it, and the change sent again (`retryError`, or a further
     /// change that revives it) goes against it — with its ETag, which the caller records.
-    package func recordConflict(_ t: WriteView, id: Int64, server: Properties?, serverETag: String?) throws {
+    @discardableResult
+    package func recordConflict(
+        _ t: WriteView, id: Int64, server: Properties?, serverETag: String?
+    ) throws -> ConflictVersions? {
         guard var row = try errorArchive.get(t.reader, key: [.int(id)]), let r = try record(t.reader, id: id) else {
-            return
+            return nil
         }
         let set = try store.set(r.entitySet)
         let baseDB = store.base(ofSet: set.name)
@@ -32,5 +35,54 @@ extension RequestQueue {
         // The service's entity is the one the change now goes against (a base exists: the
         // entity's first request is a change of a server entity, not a create).
         if let server, base != nil { try t.put(baseDB, r.keyBytes, set.codec.encode(server)) }
+        return ConflictVersions(
+            requestID: id, set: set.name, key: key, keyText: r.entityKey, serverETag: serverETag, base: base,
+            local: local, server: server, differences: differences)
+    }
+
+    /// How a conflict recorded on request `r` (`recordConflict`) is settled without a person: by
+    /// the program's resolver for the set if it registered one, else by the set's
+    /// `conflictPolicies`. `what` names where the conflict was met, for the outcome's message.
+    package enum ConflictSettlement: Sendable { case gaveUp, resent, waiting }
+
+    package func settleConflict(
+        _ t: WriteView, _ r: RequestRecord, _ versions: ConflictVersions, status: Int?, what: String
+    ) throws -> ConflictSettlement {
+        let resolver = store.conflictResolvers.decide(versions)
+        let by = resolver == nil ? "the set's policy" : "the program's resolver"
+        let resolution: ConflictResolution =
+            resolver
+            ?? {
+                switch store.configuration.conflictPolicies[r.entitySet] ?? .manual {
+                case .manual: .manual
+                case .serverWins: .takeTheirs
+                case .clientWins: .keepMine
+                }
+            }()
+        // Sending again needs the service's version, and stops after a few conflicts in a row.
+        let mayResend = versions.server != nil && r.attempts < StoreConfiguration.maxClientWinsAttempts
+        switch resolution {
+        case .takeTheirs:
+            try resolveError(t, id: r.id)
+            try recordOutcome(
+                t, r, .givenUp, status: status,
+                message: "\(what), resolved by \(by) (take theirs): the service's version kept")
+            return .gaveUp
+        case .keepMine where mayResend:
+            try retryError(t, id: r.id)
+            return .resent
+        case .merged(let values) where mayResend:
+            try retryError(t, id: r.id)
+            let keys = Set(try store.set(r.entitySet).type.key)
+            let changes = Properties(values.filter { !keys.contains($0.key) })
+            if !changes.isEmpty {
+                _ = try apply(
+                    .update(set: r.entitySet, key: versions.key, changes: changes), options: ChangeOptions(),
+                    optimize: store.configuration.requestQueueOptimization, in: t)
+            }
+            return .resent
+        default:
+            return .waiting
+        }
     }
 }

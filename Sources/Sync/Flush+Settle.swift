@@ -135,24 +135,17 @@ extension Flush {
                 out.refusals[r.id] = refusal(r, error)
             case .conflict(let error, let server, let etag):
                 let ids = try queue.archive(t, id: r.id, error: error)
-                try queue.recordConflict(t, id: r.id, server: server, serverETag: etag)
+                let versions = try queue.recordConflict(t, id: r.id, server: server, serverETag: etag)
                 if let etag, server != nil, ServerETags.isHeaderValue(etag) {
                     try etags.put(t, set: r.entitySet, keyBytes: r.keyBytes, etag: etag)
                 }
-                // The set's policy decides without a person, in this transaction.
-                let policy = queue.store.configuration.conflictPolicies[r.entitySet] ?? .manual
-                switch policy {
-                case .serverWins:
-                    try queue.resolveError(t, id: r.id)
-                    try queue.recordOutcome(
-                        t, r, .givenUp, status: error.httpStatus,
-                        message: "a conflict, resolved by the set's policy (server-wins): the service's version kept")
-                    out.resolved.append(r.id)
-                case .clientWins
-                where server != nil && r.attempts < StoreConfiguration.maxClientWinsAttempts:
-                    try queue.retryError(t, id: r.id)
-                    out.retried.append(r.id)
-                default:
+                // The program's resolver or the set's policy decides without a person, in this transaction.
+                switch try versions.map({
+                    try queue.settleConflict(t, r, $0, status: error.httpStatus, what: "a conflict")
+                }) ?? .waiting {
+                case .gaveUp: out.resolved.append(r.id)
+                case .resent: out.retried.append(r.id)
+                case .waiting:
                     for id in ids { archived.insert(id) }
                     out.refusals[r.id] = refusal(r, error) + " (a conflict: both versions kept)"
                 }

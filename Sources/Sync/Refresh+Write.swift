@@ -66,7 +66,7 @@ extension Refresher {
     }
 
     struct PageCounts: Sendable {
-        var written = 0, removed = 0, rebased = 0, retained = 0, new = 0
+        var written = 0, removed = 0, rebased = 0, retained = 0, new = 0, conflicts = 0
     }
 
     /// Writes one page (or a chunk of one) in one transaction: see `apply(_:[ServerPage]…)`.
@@ -107,6 +107,7 @@ extension Refresher {
                     case .unchanged, .keptLocal: break
                     case .written: c.written += 1
                     case .rebased: c.written += 1; c.rebased += 1
+                    case .conflict: c.written += 1; c.rebased += 1; c.conflicts += 1
                     }
                     if try m.hold(t, name: name, entity: entity, generation: generation) { c.new += 1 }
                     try m.putETag(t, entity: entity, row.etag)
@@ -127,6 +128,7 @@ extension Refresher {
             report.written += c.written
             report.removed += c.removed
             report.rebased += c.rebased
+            report.conflicts += c.conflicts
             report.skippedProperties += page.skippedProperties
             report.facetViolations += page.facetViolations
         }
@@ -136,7 +138,7 @@ extension Refresher {
         return counts.map(\.new)
     }
 
-    enum Written { case unchanged, written, rebased, keptLocal }
+    enum Written { case unchanged, written, rebased, keptLocal, conflict }
 
     /// Writes the service's image of one entity: as the entity when it has no pending local
     /// changes, else into `base/` with the pending requests re-applied on top (rebase).
@@ -175,7 +177,9 @@ extension Refresher {
         }
         let encoded = set.codec.encode(image)
         // Already the server image under the local changes (an entity two requests bring): nothing to do.
-        if let current = try t.get(base, keyBytes), current.elementsEqual(encoded) { return .unchanged }
+        let before = try t.get(base, keyBytes).map { try set.codec.decode($0) }
+        if let before, set.codec.encode(before) == encoded { return .unchanged }
+        let overlap = try before.map { try conflicting(records, base: $0, server: image, set: set, queue: queue) } ?? []
         try t.put(base, keyBytes, encoded)
         var local: Properties? = image
         for r in records { local = try queue.apply(r, to: local) }
@@ -184,7 +188,66 @@ extension Refresher {
         } else {
             _ = try set.delete(t, key: keyValues)
         }
-        return .rebased
+        guard !overlap.isEmpty, let before else { return .rebased }
+        try recordConflict(
+            t, queue: queue, records, overlap: overlap, base: before, server: image, set: set, etag: row.etag)
+        return .conflict
+    }
+
+    /// The properties where pending `records` (all pending, the first a change of a server
+    /// entity) and the service disagree since `base`, the service's image they were made on:
+    /// changed there (`base` → `server`) and changed here (a PATCH's names, a PUT's differences
+    /// from `base`) to another value than the service's. Any change there conflicts with a
+    /// pending DELETE. Empty when the changes can be rebased without losing either side.
+    static func conflicting(
+        _ records: [RequestRecord], base: Properties, server: Properties, set: EntitySetHandle, queue: RequestQueue
+    ) throws -> [String] {
+        guard records.allSatisfy({ $0.status == .pending }) else { return [] }
+        let keys = Set(set.type.key)
+        func same(_ a: Value?, _ b: Value?) -> Bool {
+            (a ?? .null) == (b ?? .null) || ((a ?? .null).isNull && (b ?? .null).isNull)
+        }
+        let theirs = set.type.properties.map(\.name).filter { !keys.contains($0) && !same(base[$0], server[$0]) }
+        guard !theirs.isEmpty else { return [] }
+        var mine: [String: Value?] = [:]
+        for r in records {
+            switch r.method {
+            case .delete: return theirs
+            case .update:
+                for (name, value) in try queue.body(of: r) { mine[name] = value }
+            case .replace, .create:
+                let body = try queue.body(of: r)
+                for p in set.type.properties where !keys.contains(p.name) && !same(body[p.name], base[p.name]) {
+                    mine[p.name] = body[p.name]
+                }
+            }
+        }
+        return theirs.filter { name in mine[name].map { !same($0, server[name]) } ?? false }
+    }
+
+    /// A pending change met a service change in a refresh: its ErrorArchive entry with the three
+    /// versions (`base` the change was made on, the entity as changed here — rebased: the
+    /// service's other changes under mine — and `server`, the refresh's), as a 412 would have
+    /// made at flush; then the set's policy, as flush applies it. The new ETag is written by the
+    /// caller: "keep mine" sends the change against the service's version.
+    static func recordConflict(
+        _ t: WriteView, queue: RequestQueue, _ records: [RequestRecord], overlap: [String], base: Properties,
+        server: Properties, set: EntitySetHandle, etag: String?
+    ) throws {
+        let first = records[0]
+        let error = ServiceError(
+            httpStatus: 412, code: "RefreshConflict",
+            message:
+                "the service changed \(overlap.joined(separator: ", ")) of \(set.name)(\(first.entityKey)) since this change was made (seen by a refresh)"
+        )
+        // The entry's base is the one the change was made on; recordConflict then puts the
+        // service's version in its place.
+        try t.put(queue.store.base(ofSet: set.name), first.keyBytes, set.codec.encode(base))
+        _ = try queue.archive(t, id: first.id, error: error)
+        guard let versions = try queue.recordConflict(t, id: first.id, server: server, serverETag: etag) else { return }
+        // The program's resolver or the set's policy, as at flush: keep mine sends the change
+        // again at the next flush, against the ETag this refresh brought.
+        _ = try queue.settleConflict(t, first, versions, status: nil, what: "a conflict seen by a refresh")
     }
 
     /// Releases request `name`'s entries with a generation below `below`, in transactions of at

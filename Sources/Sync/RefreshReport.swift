@@ -35,6 +35,10 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
         public var removed = 0
         /// Entities with pending local changes that got the new server image under them.
         public var rebased = 0
+        /// Of those, the ones where the service had changed a property the pending change
+        /// changes too, to another value: a conflict, in the ErrorArchive with its three
+        /// versions (or settled by the set's `conflictPolicies`), as a 412 would be at flush.
+        public var conflicts = 0
         /// Entities the service no longer returns for this request that stay because of pending
         /// local changes (retained), as the refresh leaves them.
         public var retained = 0
@@ -65,6 +69,7 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
     public var written: Int { requests.reduce(0) { $0 + $1.written } }
     public var removed: Int { requests.reduce(0) { $0 + $1.removed } }
     public var rebased: Int { requests.reduce(0) { $0 + $1.rebased } }
+    public var conflicts: Int { requests.reduce(0) { $0 + $1.conflicts } }
     public var skippedProperties: Int { requests.reduce(0) { $0 + $1.skippedProperties } }
     public var missing: Int { requests.reduce(0) { $0 + $1.missing } }
     public var facetViolations: Int { requests.reduce(0) { $0 + $1.facetViolations } }
@@ -75,6 +80,7 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
         return
             "refreshed \(requests.count) request\(requests.count == 1 ? "" : "s")\(modes.isEmpty ? "" : " (\(modes))"): "
             + "\(received) received, \(written) written, \(removed) removed, \(rebased) rebased, \(compacted) compacted"
+            + (conflicts == 0 ? "" : ", \(conflicts) conflict\(conflicts == 1 ? "" : "s") with pending changes")
             + (skippedProperties == 0 ? "" : ", \(skippedProperties) unknown properties skipped")
             + (facetViolations == 0 ? "" : ", \(facetViolations) values beyond their MaxLength/Precision/Scale kept")
             + (missing == 0

@@ -32,6 +32,8 @@ package final class EntityStore: Sendable {
     /// key `schema-generation`, absent: 0). Every write checks it first: a process that opened
     /// the store before another migrated it must not write rows in the old layout.
     package let generation: UInt64
+    /// The conflict resolvers the program registered (`OfflineStore.setConflictResolver`).
+    package let conflictResolvers = ConflictResolvers()
     /// Held while the configuration text in `meta` is written, so the text written last is
     /// always made from the newest configuration.
     private let configurationWriter = Mutex(())

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import OfflineStore
 import Storage
+import Synchronization
 
 /// Issue 38, items 1–4, against `serve`: two offline copies change the same property of one
 /// entity; the second to flush meets 412. Its ErrorArchive entry keeps the conflict whole — the
@@ -80,14 +81,20 @@ import Storage
         }
     }
 
+    /// Keep mine: request `id` sent again, against the service's version; mine is the title there.
+    static func keepMine(_ id: Int64, _ http: HTTP, _ url: String, _ served: String, _ mine: OfflineStore) async throws
+    {
+        try mine.retryError(requestID: id)
+        let again = try await mine.flush(serviceRoot: url)
+        #expect(again.succeeded == 1 && again.archived == 0, "\(again)")
+        #expect(try await http.get("Notes(1)").object["Title"] as? String == "mine")
+        try FlushFixture.expectInSync(mine, served)
+    }
+
     @Test func keepMineSendsTheChangeAgainstTheirVersion() async throws {
         try await Self.twoCopies { http, url, served, mine, theirs in
             let id = try await Self.conflict(url, mine, theirs)
-            try mine.retryError(requestID: id)
-            let again = try await mine.flush(serviceRoot: url)
-            #expect(again.succeeded == 1 && again.archived == 0, "\(again)")
-            #expect(try await http.get("Notes(1)").object["Title"] as? String == "mine")
-            try FlushFixture.expectInSync(mine, served)
+            try await Self.keepMine(id, http, url, served, mine)
         }
     }
 
@@ -174,5 +181,140 @@ import Storage
         #expect(tags.status == 0 && tags.stderr.contains("no concurrency control for Tags"), "\(tags.stderr)")
         let again = try await CLI.run(["define", "--store", dir + "/s", "comments2", "Comments"])
         #expect(again.status == 0 && !again.stderr.contains("concurrency"), "\(again.stderr)")
+    }
+
+    // MARK: Conflicts a refresh meets
+
+    /// Theirs renames note 1 and flushes; mine renames it too but refreshes before flushing. The
+    /// refresh sees the service's new title under a pending change of the same property: the
+    /// conflict is kept whole then, as a 412 would keep it at flush — not rebased away (which
+    /// would let mine overwrite theirs with the new ETag, unseen).
+    @Test func aRefreshThatMeetsAChangeOfTheSamePropertyKeepsTheConflict() async throws {
+        try await Self.twoCopies { http, url, served, mine, theirs in
+            try await theirs.update(set: "Notes", key: [.int(1)], changes: ["Title": .string("theirs")])
+            #expect(try await theirs.flush(serviceRoot: url).succeeded == 1)
+            let id = try #require(
+                try await mine.update(
+                    set: "Notes", key: [.int(1)],
+                    changes: ["Title": .string("mine"), "Amount": .decimal(EDMDecimal("3.00")!)]
+                ).requestID)
+            let refreshed = try await mine.refresh(serviceRoot: url)
+            #expect(refreshed.conflicts == 1, "\(refreshed)")
+            #expect(refreshed.description.contains("1 conflict with pending changes"), "\(refreshed)")
+            let c = try #require(try mine.conflict(requestID: id))
+            #expect(c.base?["Title"] == .string("first") && c.local?["Title"] == .string("mine"))
+            #expect(c.server?["Title"] == .string("theirs") && c.differences.contains("Title"), "\(c.differences)")
+            // Nothing goes until a person decides.
+            let held = try await mine.flush(serviceRoot: url)
+            #expect(held.sent == 0, "\(held)")
+            #expect(try await http.get("Notes(1)").object["Title"] as? String == "theirs")
+            // Keep mine: against the service's version.
+            try await Self.keepMine(id, http, url, served, mine)
+        }
+    }
+
+    /// Changes of different properties are no conflict: the refresh puts theirs under mine, and
+    /// the flush keeps both.
+    @Test func aRefreshThatMeetsOtherPropertiesRebases() async throws {
+        try await Self.twoCopies { http, url, served, mine, theirs in
+            try await theirs.update(set: "Notes", key: [.int(1)], changes: ["Amount": .decimal(EDMDecimal("9.99")!)])
+            #expect(try await theirs.flush(serviceRoot: url).succeeded == 1)
+            try await mine.update(set: "Notes", key: [.int(1)], changes: ["Title": .string("mine")])
+            let refreshed = try await mine.refresh(serviceRoot: url)
+            #expect(refreshed.conflicts == 0 && refreshed.rebased == 1, "\(refreshed)")
+            let here = try #require(try mine.get(set: "Notes", key: [.int(1)]))
+            #expect(here["Title"] == .string("mine") && here["Amount"] == .decimal(EDMDecimal("9.99")!), "\(here)")
+            let flushed = try await mine.flush(serviceRoot: url)
+            #expect(flushed.succeeded == 1 && flushed.archived == 0, "\(flushed)")
+            let there = try await http.get("Notes(1)").object
+            #expect(there["Title"] as? String == "mine" && "\(there["Amount"] ?? "")" == "9.99", "\(there)")
+            try FlushFixture.expectInSync(mine, served)
+        }
+    }
+
+    /// The set's policy settles a conflict a refresh meets as flush would: server-wins gives
+    /// mine up at once, client-wins sends mine over theirs at the next flush.
+    @Test(arguments: [StoreConfiguration.ConflictPolicy.serverWins, .clientWins])
+    func aPolicySettlesAConflictARefreshMeets(_ policy: StoreConfiguration.ConflictPolicy) async throws {
+        try await Self.twoCopies(policy: policy) { http, url, served, mine, theirs in
+            try await theirs.update(set: "Notes", key: [.int(1)], changes: ["Title": .string("theirs")])
+            #expect(try await theirs.flush(serviceRoot: url).succeeded == 1)
+            let id = try #require(
+                try await mine.update(set: "Notes", key: [.int(1)], changes: ["Title": .string("mine")]).requestID)
+            let refreshed = try await mine.refresh(serviceRoot: url)
+            #expect(refreshed.conflicts == 1, "\(refreshed)")
+            #expect(try FlushFixture.errors(mine).isEmpty)
+            let flushed = try await mine.flush(serviceRoot: url)
+            #expect(flushed.archived == 0, "\(flushed)")
+            let winner = policy == .serverWins ? "theirs" : "mine"
+            #expect(try await http.get("Notes(1)").object["Title"] as? String == winner)
+            #expect(try mine.get(set: "Notes", key: [.int(1)])?["Title"] == .string(winner))
+            #expect(try mine.outcome(ofRequest: id)?.outcome == (policy == .serverWins ? "given up" : "applied"))
+            try FlushFixture.expectInSync(mine, served)
+        }
+    }
+
+    // MARK: A resolver in code
+
+    /// Joins both titles: what a program decides, with the three versions in hand.
+    final class JoinTitles: ConflictResolver {
+        let seen = Mutex<[OfflineStore.Conflict]>([])
+        func resolve(_ c: OfflineStore.Conflict) -> ConflictResolution {
+            seen.withLock { $0.append(c) }
+            guard case .string(let mine)? = c.local?["Title"], case .string(let theirs)? = c.server?["Title"] else {
+                return .manual
+            }
+            return .merged(["Title": .string("\(theirs) + \(mine)")])
+        }
+    }
+
+    /// Decides by a fixed resolution.
+    struct Always: ConflictResolver {
+        let resolution: ConflictResolution
+        func resolve(_ c: OfflineStore.Conflict) -> ConflictResolution { resolution }
+    }
+
+    /// The resolver gets the whole conflict at flush (a 412) and its merge is sent in the same
+    /// flush against the service's version; it overrides the set's policy.
+    @Test func aResolverMergesAConflictAtFlush() async throws {
+        try await Self.twoCopies(policy: .serverWins) { http, url, served, mine, theirs in
+            let resolver = JoinTitles()
+            mine.setConflictResolver(resolver, forSet: "Notes")
+            let (id, report) = try await Self.race(url, mine, theirs)
+            #expect(report.archived == 0 && report.succeeded == 1 && report.refused.isEmpty, "\(report)")
+            let seen = resolver.seen.withLock { $0 }
+            #expect(seen.count == 1 && seen.first?.requestID == id && seen.first?.entityKey == "1")
+            #expect(seen.first?.base?["Title"] == .string("first") && seen.first?.serverETag != nil)
+            #expect(try await http.get("Notes(1)").object["Title"] as? String == "theirs + mine")
+            #expect(try mine.get(set: "Notes", key: [.int(1)])?["Title"] == .string("theirs + mine"))
+            try FlushFixture.expectInSync(mine, served)
+        }
+    }
+
+    /// The same resolver decides the conflicts a refresh meets; `manual` leaves them for a person,
+    /// `takeTheirs` gives the change up.
+    @Test(arguments: [Storage.ConflictResolution.manual, .takeTheirs, .keepMine])
+    func aResolverDecidesAConflictARefreshMeets(_ resolution: Storage.ConflictResolution) async throws {
+        try await Self.twoCopies { http, url, served, mine, theirs in
+            mine.setConflictResolver(Always(resolution: resolution), forSet: "Notes")
+            try await theirs.update(set: "Notes", key: [.int(1)], changes: ["Title": .string("theirs")])
+            #expect(try await theirs.flush(serviceRoot: url).succeeded == 1)
+            let id = try #require(
+                try await mine.update(set: "Notes", key: [.int(1)], changes: ["Title": .string("mine")]).requestID)
+            #expect(try await mine.refresh(serviceRoot: url).conflicts == 1)
+            _ = try await mine.flush(serviceRoot: url)
+            let there = try await http.get("Notes(1)").object["Title"] as? String
+            switch resolution {
+            case .manual:
+                #expect(try mine.conflict(requestID: id) != nil && there == "theirs")
+                try mine.resolveError(requestID: id)
+            case .takeTheirs:
+                #expect(try there == "theirs" && mine.outcome(ofRequest: id)?.outcome == "given up")
+            default:
+                #expect(try there == "mine" && mine.outcome(ofRequest: id)?.outcome == "applied")
+            }
+            mine.setConflictResolver(nil, forSet: "Notes")
+            try FlushFixture.expectInSync(mine, served)
+        }
     }
 }

@@ -340,6 +340,16 @@ package struct ServedTransaction {
         _ = try writing { try queue.resolveError(t, id: requestID) }
     }
 
+    /// Sends an ErrorArchive entry's request again (`POST ErrorArchive(id)/OfflineOData.Retry` on
+    /// an offline store): it and those archived because of it go back to pending
+    /// (`OfflineStore.retryError`). `EntityError.notFound` when there is no such entry.
+    package func retryError(requestID: Int64) throws {
+        guard let queue else {
+            throw EntityError.badInput("this store has no request queue to retry errors of")
+        }
+        _ = try writing { try queue.retryError(t, id: requestID) }
+    }
+
     /// The current entity and its ETag, read inside this transaction (it sees this
     /// transaction's writes): for `$1` references and `If-None-Match`.
     package func get(set name: String, key: [Value]) throws -> (entity: Properties, etag: String)? {

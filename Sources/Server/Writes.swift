@@ -16,6 +16,9 @@ enum WriteOp: Sendable {
     case delete(set: String, key: [Value], ifMatch: String?)
     /// `DELETE ErrorArchive(id)` on an offline store: give up the refused request (`resolveError`).
     case resolveError(requestID: Int64)
+    /// `POST ErrorArchive(id)/OfflineOData.Retry` on an offline store: send the refused request
+    /// again at the next flush (`retryError`; for a conflict, against the service's version).
+    case retryError(requestID: Int64)
 }
 
 /// POST, PATCH, PUT and DELETE, in the store's role (`OfflineStore.isOffline`): an authority
@@ -57,6 +60,10 @@ struct Writes {
 
     /// The write a request asks for, and its body's bytes.
     private func operation(_ request: inout Request, resource: String) async throws -> (WriteOp, [UInt8]) {
+        // An action takes no body.
+        if request.method == .post, store.isOffline, let id = Self.retryTarget(resource) {
+            return (.retryError(requestID: id), [])
+        }
         var raw: [UInt8] = []
         if request.method != .delete {
             try Negotiation.requireJSONBody(request)
@@ -68,12 +75,23 @@ struct Writes {
         )
     }
 
+    /// The request id of `ErrorArchive(id)/OfflineOData.Retry` (percent-encoded or not), or nil.
+    static func retryTarget(_ resource: String) -> Int64? {
+        let path = resource.removingPercentEncoding ?? resource
+        let prefix = "ErrorArchive(", suffix = ")/OfflineOData.Retry"
+        guard path.hasPrefix(prefix), path.hasSuffix(suffix), path.count > prefix.count + suffix.count else {
+            return nil
+        }
+        return Int64(path.dropFirst(prefix.count).dropLast(suffix.count))
+    }
+
     /// The write that `method` on `resource` (`Set` or `Set(key)`, percent-encoded) with `body`
     /// asks for, its body checked against the schema.
     static func operation(
         _ store: OfflineStore, method: HTTPRequest.Method, resource: String, body: [UInt8],
         ifMatch: String?
     ) throws -> WriteOp {
+        if method == .post, store.isOffline, let id = retryTarget(resource) { return .retryError(requestID: id) }
         let set: String
         var key: [Value]? = nil
         if let s = store.schema.entitySet(resource.removingPercentEncoding ?? resource) {
@@ -219,6 +237,9 @@ struct Writes {
             return (RecordedResponse(status: 204, headers: [], body: []), nil)
         case .resolveError(let id):
             try tx.resolveError(requestID: id)
+            return (RecordedResponse(status: 204, headers: [], body: []), nil)
+        case .retryError(let id):
+            try tx.retryError(requestID: id)
             return (RecordedResponse(status: 204, headers: [], body: []), nil)
         }
     }

@@ -91,6 +91,35 @@ import Synchronization
         try FlushFixture.expectInSync(mine, served)
     }
 
+    /// The ways out over HTTP, on the copy's own `serve` (a sidecar's client has only HTTP):
+    /// keep mine is `POST ErrorArchive(ID)/OfflineOData.Retry`, take theirs `DELETE
+    /// ErrorArchive(ID)`, merge a `PATCH` of the entity.
+    @Test func theWaysOutWorkOverHTTP() async throws {
+        try await Self.twoCopies { http, url, served, mine, theirs in
+            let id = try await Self.conflict(url, mine, theirs)
+            try await withServer(mine.path) { local, _ in
+                let missing = try await local.send(.POST, "ErrorArchive(999)/OfflineOData.Retry", body: "")
+                #expect(missing.status == 404, "\(missing.status) \(missing.text)")
+                let retried = try await local.send(.POST, "ErrorArchive(\(id))/OfflineOData.Retry", body: "")
+                #expect(retried.status == 204, "\(retried.status) \(retried.text)")
+            }
+            #expect(try FlushFixture.errors(mine).isEmpty)
+            let kept = try await mine.flush(serviceRoot: url)
+            #expect(kept.succeeded == 1 && kept.archived == 0, "\(kept)")
+            #expect(try await http.get("Notes(1)").object["Title"] as? String == "mine")
+            // Another round, given up over HTTP.
+            _ = try await theirs.refresh(serviceRoot: url)
+            let again = try await Self.conflict(url, theirs, mine)
+            try await withServer(theirs.path) { local, _ in
+                let resolved = try await local.send(.DELETE, "ErrorArchive(\(again))")
+                #expect(resolved.status == 204, "\(resolved.status) \(resolved.text)")
+            }
+            #expect(try theirs.get(set: "Notes", key: [.int(1)])?["Title"] == .string("theirs"))
+            try FlushFixture.expectInSync(mine, served)
+            try FlushFixture.expectInSync(theirs, served)
+        }
+    }
+
     @Test func keepMineSendsTheChangeAgainstTheirVersion() async throws {
         try await Self.twoCopies { http, url, served, mine, theirs in
             let id = try await Self.conflict(url, mine, theirs)

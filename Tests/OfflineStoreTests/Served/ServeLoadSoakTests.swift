@@ -118,12 +118,12 @@ import Glibc
     /// F10: one client PATCHes an entity of a ~400 KB live result as fast as it is answered,
     /// for `SERVE_FANOUT_SECONDS` (10) alone — the control — and then beside
     /// `SERVE_FANOUT_STREAMS` (300) streams of that result whose clients never read (15 each from
-    /// 20 loopback addresses, within the per-client bound). With them it still writes at an
-    /// eighth of the control's rate or more, and no PATCH waits a second (it was 2–5 PATCHes in
-    /// 15 s, the worst 16 s: each stream copied and reformatted the result on Swift's
-    /// concurrency pool). The bound is an eighth, not a quarter: on two cores shared with the
-    /// test's own reader thread the measured share moved from 20% (CI, 2026-11-28) to 75%;
-    /// starvation, which this guards against, was under 1%.
+    /// 20 loopback addresses, within the per-client bound). With them it still writes at a
+    /// quarter of the control's rate or more (issue 37's bound), and no PATCH waits a second (it
+    /// was 2–5 PATCHes in 15 s, the worst 16 s: each stream copied and reformatted the result on
+    /// Swift's concurrency pool). Beside 30 streams that read every event the bound is an eighth:
+    /// there the test's own reader thread shares the two cores, and the measured share moved from
+    /// 20% (CI, 2026-11-28) to 55%; starvation, which this guards against, was under 1%.
     @Test func streamsThatNeverReadDoNotStopWrites() async throws {
         let count = Self.knob("SERVE_FANOUT_STREAMS", 300)
         let seconds = Double(Self.knob("SERVE_FANOUT_SECONDS", 10))
@@ -172,7 +172,7 @@ import Glibc
             #expect(control.count >= 20, "the control wrote \(control.count) times")
             #expect(loaded.allSatisfy { $0.status == 204 }, "\(loaded.filter { $0.status != 204 }.prefix(3))")
             #expect(
-                loaded.count * 8 >= control.count, "\(loaded.count) PATCHes beside the streams, \(control.count) alone")
+                loaded.count * 4 >= control.count, "\(loaded.count) PATCHes beside the streams, \(control.count) alone")
             #expect(worst < 1, "a PATCH beside the streams took \(worst) s")
             streams.removeAll()
 

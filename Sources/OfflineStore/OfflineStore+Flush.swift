@@ -153,6 +153,7 @@ extension OfflineStore {
     /// other half.
     package static func isNoAnswer(_ error: any Error) -> Bool {
         if case BackendError.transport = error { return true }
+        if case BackendError.unreachable = error { return true }
         return false
     }
 

@@ -31,6 +31,7 @@ extension OfflineStore {
         case let e as BackendError:
             switch e {
             case .transport(let m): return BackendError.transport(s(m))
+            case .unreachable(let m): return BackendError.unreachable(s(m))
             case .badResponse(let m): return BackendError.badResponse(s(m))
             case .otherOrigin(let url, let root): return BackendError.otherOrigin(url: s(url), serviceRoot: root)
             }

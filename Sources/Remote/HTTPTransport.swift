@@ -68,15 +68,20 @@ package final class HTTPTransport: Transport, @unchecked Sendable {
     package let authorizer: (any RequestAuthorizer)?
 
     /// No connection within the connect timeout: not retried.
-    struct Unreachable: Error { let message: String }
+    struct Unreachable: Error {
+        let message: String
+        /// No answer to the connect for the whole connect timeout (not worth waiting for again).
+        var timedOut = false
+    }
     /// No answer within the whole or the idle timeout: not retried either — a service silent for
     /// that long is not helped by being asked again (three retries made a silent upstream take a
     /// refresh 241 s to give up).
     struct TimedOut: Error { let message: String }
 
-    /// `connectTimeout` bounds how long a request waits for a connection: AsyncHTTPClient keeps
-    /// retrying a refused connection until then, so it is also how long a service that is down
-    /// takes to be reported.
+    /// `connectTimeout` bounds how long a request waits for a connection. A refused connection
+    /// fails at once (AsyncHTTPClient's own retrying of connection establishment is off): it is
+    /// tried again `retries` times with the backoff, nothing having been sent, then reported —
+    /// a service that is down is reported in about a second, not after the connect timeout.
     package init(
         serviceRoot: String, headers: [(String, String)] = [], timeout: TimeAmount = .seconds(60),
         retries: Int = 3, backoff: Duration = .milliseconds(200), connectTimeout: TimeAmount = .seconds(10),
@@ -102,7 +107,17 @@ package final class HTTPTransport: Transport, @unchecked Sendable {
         client = HTTPClient(
             eventLoopGroupProvider: .singleton,
             configuration: .init(
-                redirectConfiguration: .disallow, timeout: .init(connect: connectTimeout, read: idleTimeout)))
+                redirectConfiguration: .disallow, timeout: .init(connect: connectTimeout, read: idleTimeout),
+                connectionPool: Self.pool))
+    }
+
+    /// The connection pool's settings: a connection that cannot be made fails the request at
+    /// once, so `send` decides what to try again (AsyncHTTPClient's default keeps trying to
+    /// connect until the connect timeout: a service that was down took 10 s to be reported).
+    static var pool: HTTPClient.Configuration.ConnectionPool {
+        var pool = HTTPClient.Configuration.ConnectionPool()
+        pool.retryConnectionEstablishment = false
+        return pool
     }
 
     /// Closes the connection pool; call once, when done.
@@ -176,9 +191,11 @@ package final class HTTPTransport: Transport, @unchecked Sendable {
             } catch let e as TimedOut {
                 throw BackendError.transport(e.message)
             } catch let e as Unreachable {
-                // AsyncHTTPClient already kept trying to connect for the whole connect timeout:
-                // retrying would only multiply the wait for a service that is down.
-                throw BackendError.transport(e.message)
+                // No connection, so nothing was sent: any request may be tried again, a few
+                // times with the backoff (a refused connection fails at once: `client`).
+                guard attempt < retries, !e.timedOut else { throw BackendError.unreachable(e.message) }
+                attempt += 1
+                try await Task.sleep(for: backoff * (1 << (attempt - 1)))
             } catch let e as BackendError {
                 guard repeatable, attempt < retries, case .transport = e else { throw e }
                 attempt += 1
@@ -267,16 +284,12 @@ package final class HTTPTransport: Transport, @unchecked Sendable {
                 status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: body,
                 spooled: file?.finish())
         } catch let e as IOError where e.errnoCode == ECONNREFUSED {
-            // AsyncHTTPClient retried the refused connection until the connect timeout.
-            throw Unreachable(
-                message:
-                    "\(request.method) \(request.url): \(serviceRoot) refused every connection for the connect timeout (\(connectTimeout.nanoseconds / 1_000_000_000) s): \(e)"
-            )
+            throw Unreachable(message: "\(request.method) \(request.url): \(serviceRoot) refused the connection")
         } catch let e as HTTPClientError where e == .connectTimeout {
             throw Unreachable(
                 message:
-                    "\(request.method) \(request.url): no connection to \(serviceRoot) within the connect timeout (\(connectTimeout.nanoseconds / 1_000_000_000) s)"
-            )
+                    "\(request.method) \(request.url): no connection to \(serviceRoot) within the connect timeout (\(connectTimeout.nanoseconds / 1_000_000_000) s)",
+                timedOut: true)
         } catch let e as HTTPClientError where e == .readTimeout {
             throw TimedOut(
                 message:
@@ -346,8 +359,14 @@ package final class HTTPTransport: Transport, @unchecked Sendable {
                 out.append(Self.notRun(id))
                 continue
             }
-            let response = try await send(
-                WireRequest(method: r.method, url: r.url, headers: passed + r.headers, body: r.body))
+            let response: WireResponse
+            do {
+                response = try await send(
+                    WireRequest(method: r.method, url: r.url, headers: passed + r.headers, body: r.body))
+            } catch BackendError.unreachable(let m) where !out.isEmpty {
+                // The requests before it were sent: the round as a whole may have reached the service.
+                throw BackendError.transport(m)
+            }
             if !response.isSuccess {
                 failed.insert(id)
                 if let g = r.group { failed.insert(g) }

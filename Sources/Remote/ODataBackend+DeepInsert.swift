@@ -136,7 +136,13 @@ extension ODataBackend {
             return nil
         }
         let url = address + (address.contains("?") ? "&" : "?") + "$expand=" + Wire.queryEncoded(expand)
-        let response = try await transport.send(WireRequest(method: "GET", url: url, headers: extra))
+        let response: WireResponse
+        do {
+            response = try await transport.send(WireRequest(method: "GET", url: url, headers: extra))
+        } catch BackendError.unreachable(let m) {
+            // The deep insert itself was sent: its round may have reached the service.
+            throw BackendError.transport(m)
+        }
         let read = self.answer(response, set: change.set, withEntity: response.status == 200)
         guard read.status == 200, read.unreadable == nil else { return nil }
         return read.entity

@@ -272,6 +272,9 @@ package struct PageAnswer: Sendable {
 package enum BackendError: Error, Sendable, Hashable, CustomStringConvertible {
     /// No answer: the request may or may not have reached the service.
     case transport(String)
+    /// No connection could be made (refused, or none within the connect timeout): nothing was
+    /// sent, so a flush leaves its requests as they were (not sent, no attempt counted).
+    case unreachable(String)
     /// An answer this client cannot read (not JSON where JSON was due, a batch without a response
     /// per request).
     case badResponse(String)
@@ -284,6 +287,7 @@ package enum BackendError: Error, Sendable, Hashable, CustomStringConvertible {
         case .otherOrigin(let url, let root):
             "the service sent a link to another origin, which is not followed (credentials go only to \(root)): \(url.prefix(300))"
         case .transport(let m): "no answer from the service: \(m)"
+        case .unreachable(let m): "the service cannot be reached (nothing was sent): \(m)"
         case .badResponse(let m): "unreadable answer from the service: \(m)"
         }
     }

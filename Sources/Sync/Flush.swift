@@ -240,13 +240,25 @@ package struct Flush: Sendable {
                 }
                 let answers: [ChangeAnswer]
                 let verdicts: [Verdict]
+                var unsent = false
                 do {
-                    answers = try await sending.value
+                    do { answers = try await sending.value } catch BackendError.unreachable(let m) {
+                        unsent = true
+                        throw BackendError.unreachable(m)
+                    }
                     verdicts = try await judge(round, answers)
                 } catch let e as BackendError {
                     report.stopped = stop ?? e.description
-                    if !following.isEmpty {
-                        let (queue, marked) = (self.queue, following)
+                    // No connection: `round` was not sent either, and is taken back with the
+                    // round marked after it (not sent, no attempt counted: `undo` works on it).
+                    var marked = following
+                    if unsent {
+                        marked += round
+                        report.sent -= round.count
+                        report.roundTrips -= 1
+                    }
+                    if !marked.isEmpty {
+                        let (queue, marked) = (self.queue, marked)
                         try await store.write(usingReserve: true) { t in try Self.takeBack(t, queue: queue, marked) }
                     }
                     break

@@ -16,7 +16,7 @@ import Testing
         #expect(status == 0, "exit \(status)\n\(out.suffix(4_000))\n\(err.suffix(2_000))")
         for line in [
             "queued: [('POST', \"'PY-SIDE-1'\")]",
-            "refresh failed: no answer from the service",
+            "refresh failed: the service cannot be reached (nothing was sent)",
             "the back end is away; the service still reads and writes: ['PY-SIDE-1', 'PY-SIDE-2']",
             "on the back end: PY-SIDE-1 17.5, PY-SIDE-2 5",
             "flush sent 2, succeeded 2, archived 0, left 0",

@@ -29,8 +29,18 @@ import Samples
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        let previous = signal(SIGPIPE, ignoreSIGPIPE ? SIG_IGN : SIG_DFL)
-        defer { signal(SIGPIPE, previous) }
+        // The child's SIGPIPE is set in the child alone: this process ignores SIGPIPE (a child
+        // inherits that), and a child that must have the default gets it reset by posix_spawn.
+        // (Setting it here for the child's lifetime was a window in which any other test of this
+        // process writing to a closed pipe or socket was killed by SIGPIPE: it ended a CI run.)
+        signal(SIGPIPE, SIG_IGN)
+        if !ignoreSIGPIPE {
+            var reset = sigset_t()
+            sigemptyset(&reset)
+            sigaddset(&reset, SIGPIPE)
+            posix_spawnattr_setsigdefault(&attributes, &reset)
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF))
+        }
         let argv = ([CLI.executable] + args).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var env = ProcessInfo.processInfo.environment

@@ -61,7 +61,7 @@ struct Writes {
     /// The write a request asks for, and its body's bytes.
     private func operation(_ request: inout Request, resource: String) async throws -> (WriteOp, [UInt8]) {
         // An action takes no body.
-        if request.method == .post, store.isOffline, let id = Self.retryTarget(resource) {
+        if request.method == .post, store.isOffline, let id = try Self.retryTarget(resource) {
             return (.retryError(requestID: id), [])
         }
         var raw: [UInt8] = []
@@ -75,14 +75,21 @@ struct Writes {
         )
     }
 
-    /// The request id of `ErrorArchive(id)/OfflineOData.Retry` (percent-encoded or not), or nil.
-    static func retryTarget(_ resource: String) -> Int64? {
+    /// The request id of `ErrorArchive(id)/OfflineOData.Retry` (percent-encoded or not), or nil
+    /// for another path. Throws 400 for that path with a key that is not an Int64.
+    static func retryTarget(_ resource: String) throws -> Int64? {
         let path = resource.removingPercentEncoding ?? resource
         let prefix = "ErrorArchive(", suffix = ")/OfflineOData.Retry"
-        guard path.hasPrefix(prefix), path.hasSuffix(suffix), path.count > prefix.count + suffix.count else {
+        guard path.hasPrefix(prefix), path.hasSuffix(suffix), path.count >= prefix.count + suffix.count else {
             return nil
         }
-        return Int64(path.dropFirst(prefix.count).dropLast(suffix.count))
+        let key = path.dropFirst(prefix.count).dropLast(suffix.count)
+        guard let id = Int64(key) else {
+            throw ODataFailure(
+                .badRequest,
+                "ErrorArchive's key is a request id (Edm.Int64), not '\(QueryError.quoting(String(key.prefix(100))))'")
+        }
+        return id
     }
 
     /// The write that `method` on `resource` (`Set` or `Set(key)`, percent-encoded) with `body`
@@ -91,7 +98,7 @@ struct Writes {
         _ store: OfflineStore, method: HTTPRequest.Method, resource: String, body: [UInt8],
         ifMatch: String?
     ) throws -> WriteOp {
-        if method == .post, store.isOffline, let id = retryTarget(resource) { return .retryError(requestID: id) }
+        if method == .post, store.isOffline, let id = try retryTarget(resource) { return .retryError(requestID: id) }
         let set: String
         var key: [Value]? = nil
         if let s = store.schema.entitySet(resource.removingPercentEncoding ?? resource) {

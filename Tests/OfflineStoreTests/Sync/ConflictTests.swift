@@ -98,8 +98,15 @@ import Synchronization
         try await Self.twoCopies { http, url, served, mine, theirs in
             let id = try await Self.conflict(url, mine, theirs)
             try await withServer(mine.path) { local, _ in
-                let missing = try await local.send(.POST, "ErrorArchive(999)/OfflineOData.Retry", body: "")
-                #expect(missing.status == 404, "\(missing.status) \(missing.text)")
+                // No such entry, at Int64's extremes too: 404; a key past Int64 or not a number: 400.
+                for key in ["999", "0", "-1", String(Int64.max), String(Int64.min)] {
+                    let missing = try await local.send(.POST, "ErrorArchive(\(key))/OfflineOData.Retry", body: "")
+                    #expect(missing.status == 404, "\(key): \(missing.status) \(missing.text)")
+                }
+                for key in ["9223372036854775808", "-9223372036854775809", "abc", ""] {
+                    let bad = try await local.send(.POST, "ErrorArchive(\(key))/OfflineOData.Retry", body: "")
+                    #expect(bad.status == 400 && bad.text.contains("request id"), "\(key): \(bad.status) \(bad.text)")
+                }
                 let retried = try await local.send(.POST, "ErrorArchive(\(id))/OfflineOData.Retry", body: "")
                 #expect(retried.status == 204, "\(retried.status) \(retried.text)")
             }

@@ -74,13 +74,9 @@ extension OfflineStore {
         let outcome = try EntityStore.migrate(path: path, metadata: metadata, roles: roles, dryRun: dryRun)
         let m = outcome.migration
         var warnings = outcome.warnings
-        var configuration: StoreConfiguration?
-        if !outcome.unchanged && !dryRun {
-            // Opening builds the indexes the migration emptied.
-            configuration = try open(at: path).configuration
-        } else if !outcome.unchanged {
-            configuration = try EntityStore.open(path: path, readOnly: true, roles: roles).configuration
-        }
+        // Opening builds the indexes the migration emptied.
+        if !outcome.unchanged && !dryRun { _ = try open(at: path) }
+        let configuration = outcome.configuration
         if !outcome.unchanged, let schema = try? CSDL.parse(metadata).withSystemSets() {
             for r in configuration?.definingRequests ?? [] {
                 do { _ = try DefiningRequests.bind(r.url, schema: schema) } catch {

@@ -177,8 +177,9 @@ extension Refresher {
         }
         let encoded = set.codec.encode(image)
         // Already the server image under the local changes (an entity two requests bring): nothing to do.
-        let before = try t.get(base, keyBytes).map { try set.codec.decode($0) }
-        if let before, set.codec.encode(before) == encoded { return .unchanged }
+        let stored = try t.get(base, keyBytes)
+        if let stored, stored.elementsEqual(encoded) { return .unchanged }
+        let before = try stored.map { try set.codec.decode($0) }
         let overlap = try before.map { try conflicting(records, base: $0, server: image, set: set, queue: queue) } ?? []
         try t.put(base, keyBytes, encoded)
         var local: Properties? = image

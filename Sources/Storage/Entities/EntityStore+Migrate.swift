@@ -19,6 +19,9 @@ package struct MigrationOutcome: Sendable {
     package var warnings: [String] = []
     /// The `$metadata` bytes were the store's already: nothing was written.
     package var unchanged = false
+    /// The store's configuration after the migration (what it names of dropped sets and
+    /// properties left out); nil when unchanged.
+    package var configuration: StoreConfiguration?
 }
 
 extension StoreRole {
@@ -79,6 +82,7 @@ extension EntityStore {
         let newDefinitions = try indexDefinitions(schema: migration.new, configuration: configuration)
         try configuration.checkCreateMarkers(migration.new)
         let configText = Array(configuration.json.text.utf8)
+        outcome.configuration = configuration
         var indexDatabases: [(db: Database, name: String, drop: Bool)] = []
         for d in oldDefinitions {
             let survives = newDefinitions.contains {

@@ -16,7 +16,11 @@ package struct SchemaMigration: Sendable {
         package var added: [String] = []
         package var dropped: [String] = []
         /// Properties whose shape changed: name, the old type, the new.
-        package var retyped: [Retyped] = []
+        package var retyped: [Retyped] = [] {
+            didSet { retypedNames = Set(retyped.map(\.name)) }
+        }
+        /// The names of `retyped`: only their values are converted, the others copied.
+        package private(set) var retypedNames: Set<String> = []
         /// The row layout changed (properties added, dropped, retyped or reordered): every row
         /// of the set (and its `base/` images) is re-encoded.
         package var rewritesRows = false
@@ -98,18 +102,18 @@ package struct SchemaMigration: Sendable {
         var out = Properties(minimumCapacity: c.newType.properties.count)
         for p in c.newType.properties {
             guard let q = c.oldType.property(p.name), let v = entity[p.name] else { continue }
-            out[p.name] = try convert(v, from: q, to: p, at: "\(set)(\(key))")
+            out[p.name] = c.retypedNames.contains(p.name) ? try convert(v, from: q, to: p, at: "\(set)(\(key))") : v
         }
         return out
     }
 
-    /// One value of property `from` (old schema) as a value of `to` (new schema). The value
+    /// One value of retyped property `from` (old schema) as a value of `to` (new schema). The value
     /// goes through its OData JSON form, so what converts is what a service's JSON of the new
     /// type would accept (Int32 to Int64 or Decimal, a shorter or longer string, a complex
     /// value with members added or dropped, a number to a string); anything else is an error
     /// naming `place` and the property.
     func convert(_ v: Value, from: Property, to: Property, at place: String) throws(EntityError) -> Value {
-        if v.isNull || Self.shape(from.type, old) == Self.shape(to.type, new) { return v }
+        if v.isNull { return v }
         var text = ""
         ValueJSON(schema: old).write(v, type: from.type, to: &text)
         do {
@@ -157,7 +161,7 @@ package struct SchemaMigration: Sendable {
         do { parsed = try JSON.parse(text) } catch { throw .badInput("\(place): its body is not JSON: \(error)") }
         guard case .object(let members) = parsed else { return nil }
         let droppedNames = Set(c.dropped)
-        let retyped = Set(c.retyped.map(\.name))
+        let retyped = c.retypedNames
         var out: [(String, JSON)] = []
         var dropped: [String] = []
         var changed = false

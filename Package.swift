@@ -18,6 +18,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         // SyncService, a swift-service-lifecycle Service, and the store's swift-metrics (Hummingbird
         // builds on the same packages).
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
@@ -33,7 +34,10 @@ let package = Package(
         ),
         // The only module that imports CLMDB: environment, transactions, cursors, the writer thread.
         .target(name: "LMDB", dependencies: ["CLMDB"], swiftSettings: strict),
-        .target(name: "Storage", dependencies: ["LMDB"], swiftSettings: strict),
+        // Crypto: the SHA-256 of every stored stream (swift-crypto is in the graph already, through
+        // AsyncHTTPClient's swift-certificates).
+        .target(name: "Storage", dependencies: ["LMDB", .product(name: "Crypto", package: "swift-crypto")],
+                swiftSettings: strict),
         .target(name: "Query", dependencies: ["LMDB", "Storage", .product(name: "HeapModule", package: "swift-collections")],
                 swiftSettings: strict),
         // The durable request queue: records, collapse, error archive, undo, local keys, compaction.

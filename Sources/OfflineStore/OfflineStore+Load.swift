@@ -19,7 +19,7 @@ extension OfflineStore {
         var rows: [ServerRow] = []
         let stream = EntityObjectStream(bytes: bytes)
         try stream.forEach { object in try EntityLoader.collect(object, set: set, reader: reader, into: &rows) }
-        return try load(rows: rows.map { (set: $0.set, entity: $0.entity) }, progress: progress)
+        return try load(rows: rows, progress: progress)
     }
 
     /// Upserts `rows`, each into its own set, in one group-committed transaction: all or nothing,
@@ -37,6 +37,14 @@ extension OfflineStore {
         rows: [(set: String, entity: Properties)],
         progress: (@Sendable (_ written: Int, _ total: Int) -> Void)? = nil
     ) throws -> Int {
+        try load(rows: rows.map { ServerRow(set: $0.set, entity: $0.entity, etag: nil, partial: false) }, progress: progress)
+    }
+
+    /// `load(rows:)` of rows as the payload reader made them, with what they say of their streams.
+    package func load(
+        rows: [ServerRow],
+        progress: (@Sendable (_ written: Int, _ total: Int) -> Void)? = nil
+    ) throws -> Int {
         let store = entities
         let sets = Set(rows.map(\.set)).sorted().joined(separator: ", ")
         return try lifecycle.during(.populating, detail: sets) { lifecycleProgress in
@@ -48,7 +56,7 @@ extension OfflineStore {
                 var handles: [String: EntitySetHandle] = [:]
                 for (n, row) in rows.enumerated() {
                     if n % 10_000 == 0 { report(n, rows.count) }
-                    try EntityLoader.upsert(row.entity, into: row.set, t, store: store, handles: &handles)
+                    try EntityLoader.upsert(row, t, store: store, handles: &handles)
                 }
                 report(rows.count, rows.count)
                 return rows.count

@@ -32,20 +32,26 @@ extension OfflineStore {
     /// schema: a read of a whole entity set with `$filter`, `$select`, `$expand` (and custom
     /// options) only. A new URL for an existing name drops its delta link: the next refresh reads
     /// it in full and removes what the new URL no longer returns.
-    public func define(name: String, url: String) throws {
+    ///
+    /// With `retrieveStreams`, a refresh also downloads the streams of the entities it reads
+    /// (`DefiningRequest.retrieveStreams`).
+    public func define(name: String, url: String, retrieveStreams: Bool = false) throws {
         try Membership.validate(name: name)
         _ = try DefiningRequests.bind(url, schema: schema)
         try exclusively {
             if let existing = definingRequests.first(where: { $0.name == name }) {
-                if existing.url == url { return }
-                let m = Membership(store: entities)
-                try entities.write { t in try m.setDeltaLink(t, name: name, nil) }
+                if existing.url == url && existing.retrieveStreams == retrieveStreams { return }
+                if existing.url != url {
+                    let m = Membership(store: entities)
+                    try entities.write { t in try m.setDeltaLink(t, name: name, nil) }
+                }
             }
             try entities.changeDefiningRequests { list in
                 if let i = list.firstIndex(where: { $0.name == name }) {
                     list[i].url = url
+                    list[i].retrieveStreams = retrieveStreams
                 } else {
-                    list.append(DefiningRequest(name: name, url: url))
+                    list.append(DefiningRequest(name: name, url: url, retrieveStreams: retrieveStreams))
                 }
             }
         }

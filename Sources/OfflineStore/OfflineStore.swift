@@ -37,6 +37,9 @@ public final class OfflineStore: Sendable {
         observations = ObservationHub(environment: entities.environment)
         metrics = StoreMetrics(path: entities.environment.path)
         metricsListener = metrics.listen(to: entities)
+        // Stream files a crash left before their transaction committed, or whose records were
+        // replaced or deleted since the last sweep (`EntityStore.sweepStreams`).
+        entities.sweepStreamsIfNeeded()
         lifecycle.report(.init(state: .open))
     }
 

@@ -385,7 +385,11 @@ private struct INIReader {
                 line: nameEntry.line, message: "a second defining request named '\(first.name)'")
         }
         configuration.definingRequests.append(.init(name: name, url: url))
-        for e in s.entries where e.key != "name" && !Self.urlKeys.contains(e.key) {
+        for e in s.entries where e.key == "automatically_retrieves_streams" {
+            configuration.definingRequests[configuration.definingRequests.count - 1].retrieveStreams = try flag(e)
+        }
+        for e in s.entries
+        where e.key != "name" && !Self.urlKeys.contains(e.key) && e.key != "automatically_retrieves_streams" {
             func warn(_ message: String) {
                 warnings.append(.init(line: e.line, section: section, key: e.key, value: e.value, message: message))
             }

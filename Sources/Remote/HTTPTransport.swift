@@ -250,6 +250,11 @@ package final class HTTPTransport: Transport, @unchecked Sendable {
         do {
             let deadline = NIODeadline.now() + timeout
             let response = try await client.execute(r, deadline: deadline)
+            if let sink = request.sink, (200..<300).contains(Int(response.status.code)) {
+                try await drain(response, into: sink, limit: request.sinkLimit, request)
+                keepCookies(response.headers[canonicalForm: "Set-Cookie"].map(String.init))
+                return WireResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) })
+            }
             // AsyncHTTPClient's deadline ends with the head: the body is bounded here, by the same
             // deadline and by size (the idle timeout bounds each wait for bytes).
             var body: [UInt8] = []
@@ -306,10 +311,28 @@ package final class HTTPTransport: Transport, @unchecked Sendable {
             throw e
         } catch let e as TimedOut {
             throw e
+        } catch let e as EntityError {
+            throw e  // a sink that could not write (a full disk): not the service's doing
         } catch is CancellationError {
             throw CancellationError()
         } catch {
             throw BackendError.transport("\(request.method) \(request.url): \(error)")
+        }
+    }
+
+    /// Writes a success's body into `sink` as it arrives, from its start, at most `limit` bytes.
+    private func drain(
+        _ response: HTTPClientResponse, into sink: any StreamSink, limit: Int, _ request: WireRequest
+    ) async throws {
+        try sink.restart()
+        var size = 0
+        for try await chunk in response.body {
+            size += chunk.readableBytes
+            guard size <= limit else {
+                throw BackendError.badResponse(
+                    "\(request.method) \(request.url): the stream is larger than the limit of \(limit) bytes")
+            }
+            try chunk.withUnsafeReadableBytes { try sink.append($0) }
         }
     }
 

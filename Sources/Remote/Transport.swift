@@ -34,6 +34,11 @@ package struct WireRequest: Sendable {
     /// The answer may be large (a page of a read): a body past the transport's limit for memory
     /// goes to a temporary file (`WireResponse.spooled`) instead.
     package var largeAnswer = false
+    /// Where a success's body goes as it arrives, instead of into the response (a stream's
+    /// download): at most `sinkLimit` bytes, the whole-answer deadline not applying (the idle
+    /// timeout bounds each wait).
+    package var sink: (any StreamSink)?
+    package var sinkLimit = Int.max
 
     package init(
         method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, group: String? = nil,

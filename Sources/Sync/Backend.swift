@@ -33,6 +33,39 @@ package protocol Backend: Sendable {
         set: String, property: String, equals value: Value, limit: Int, extra: [(String, String)]
     )
         async throws -> [ChangeAnswer]
+    /// Reads one stream's bytes into `sink` (a media resource: `name` ""; a stream property: its
+    /// name) — at `link` (its read link) when given, else at the conventional `Set(key)/$value`
+    /// or `Set(key)/Name`. A success is written to `sink` as it arrives, never held whole; any
+    /// other answer is returned with the start of its body. Throws as `read` does.
+    func download(
+        set: String, key: [Value], keyText: String, name: String, link: String?, into sink: any StreamSink,
+        extra: [(String, String)]
+    ) async throws -> StreamAnswer
+}
+
+/// Where a download's bytes go as they arrive (a store's `IncomingStream`). `restart` comes
+/// before the first byte of each attempt: a download tried again starts over.
+package protocol StreamSink: AnyObject, Sendable {
+    func restart() throws
+    func append(_ bytes: UnsafeRawBufferPointer) throws
+}
+
+/// The answer to a stream's download: its status and headers (the bytes went to the sink).
+package struct StreamAnswer: Sendable {
+    package var status: Int
+    package var contentType: String?
+    package var etag: String?
+    /// The start of the body of an answer that is not a success (the service's message).
+    package var message: String
+
+    package init(status: Int, contentType: String?, etag: String?, message: String = "") {
+        self.status = status
+        self.contentType = contentType
+        self.etag = etag
+        self.message = message
+    }
+
+    package var isSuccess: Bool { (200..<300).contains(status) }
 }
 
 /// What a service offers, as far as flush's choices go.

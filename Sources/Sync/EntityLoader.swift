@@ -115,7 +115,17 @@ package struct EntityLoader {
     static func write(
         _ rows: [ServerRow], _ t: WriteView, store: EntityStore, handles: inout [String: EntitySetHandle]
     ) throws {
-        for row in rows { try upsert(row.entity, into: row.set, t, store: store, handles: &handles) }
+        for row in rows { try upsert(row, t, store: store, handles: &handles) }
+    }
+
+    /// Upserts one row, and notes what it says of its streams (`StreamStore.announce`).
+    package static func upsert(
+        _ row: ServerRow, _ t: WriteView, store: EntityStore, handles: inout [String: EntitySetHandle]
+    ) throws {
+        try upsert(row.entity, into: row.set, t, store: store, handles: &handles)
+        guard !row.streams.isEmpty, let h = handles[row.set], let streams = h.streams else { return }
+        let entity = h.entityKey(try h.encodeKey(try h.keyValues(row.entity)))
+        for (name, announced) in row.streams { try streams.announce(t, entityKey: entity, name: name, announced) }
     }
 
     /// Upserts one entity into its set, whose handle `handles` keeps for the next; the error of

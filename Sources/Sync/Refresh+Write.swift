@@ -109,6 +109,11 @@ extension Refresher {
                     case .rebased: c.written += 1; c.rebased += 1
                     case .conflict: c.written += 1; c.rebased += 1; c.conflicts += 1
                     }
+                    if !row.streams.isEmpty, let streams = set.streams, try t.contains(set.entities, keyBytes) {
+                        for (stream, announced) in row.streams {
+                            try streams.announce(t, entityKey: entity, name: stream, announced)
+                        }
+                    }
                     if try m.hold(t, name: name, entity: entity, generation: generation) { c.new += 1 }
                     try m.putETag(t, entity: entity, row.etag)
                 }

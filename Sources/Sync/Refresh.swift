@@ -98,6 +98,13 @@ package struct Refresher: Sendable {
     /// service refuses the link) a full read.
     package func refresh(_ r: StoreConfiguration.DefiningRequest) async throws -> RefreshReport.Request {
         let query = try DefiningRequests.bind(r.url, schema: store.schema)
+        var report = try await read(r, query: query)
+        if r.retrieveStreams { try await downloadStreams(sets: Self.sets(of: query), into: &report) }
+        return report
+    }
+
+    /// The read of one defining request (`refresh`), without its streams.
+    func read(_ r: StoreConfiguration.DefiningRequest, query: BoundQuery) async throws -> RefreshReport.Request {
         let name = r.name
         let m = membership
         if try store.read({ t in try m.untracked(t, name: name) }) != nil {

@@ -52,6 +52,14 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
         /// did not bring (offset paging while the collection changed). When not 0, nothing was
         /// removed and no delta link kept: the next refresh reads the request in full again.
         public var missing = 0
+        /// Streams downloaded (the request's `retrieveStreams`): new or changed since the last
+        /// refresh; and their bytes.
+        public var streamsDownloaded = 0
+        public var streamBytes = 0
+        /// Streams the service did not answer with a success: still not downloaded (the next
+        /// refresh tries them again), the first few with the service's answer in `streamProblems`.
+        public var streamsFailed = 0
+        public var streamProblems: [String] = []
 
         public init(name: String, mode: Mode) {
             self.name = name
@@ -73,6 +81,9 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
     public var skippedProperties: Int { requests.reduce(0) { $0 + $1.skippedProperties } }
     public var missing: Int { requests.reduce(0) { $0 + $1.missing } }
     public var facetViolations: Int { requests.reduce(0) { $0 + $1.facetViolations } }
+    public var streamsDownloaded: Int { requests.reduce(0) { $0 + $1.streamsDownloaded } }
+    public var streamBytes: Int { requests.reduce(0) { $0 + $1.streamBytes } }
+    public var streamsFailed: Int { requests.reduce(0) { $0 + $1.streamsFailed } }
 
     /// One line: `refreshed 2 requests (Products: delta, Orders: full): 120 received, 118 written, 2 removed, 1 rebased, 0 compacted`.
     public var description: String {
@@ -83,6 +94,10 @@ public struct RefreshReport: Sendable, Hashable, CustomStringConvertible {
             + (conflicts == 0 ? "" : ", \(conflicts) conflict\(conflicts == 1 ? "" : "s") with pending changes")
             + (skippedProperties == 0 ? "" : ", \(skippedProperties) unknown properties skipped")
             + (facetViolations == 0 ? "" : ", \(facetViolations) values beyond their MaxLength/Precision/Scale kept")
+            + (streamsDownloaded == 0 ? "" : ", \(streamsDownloaded) streams downloaded (\(streamBytes) bytes)")
+            + (streamsFailed == 0
+                ? ""
+                : ", \(streamsFailed) streams not downloaded (\(requests.flatMap(\.streamProblems).prefix(3).joined(separator: "; ")))")
             + (missing == 0
                 ? ""
                 : "; \(missing) counted by the service but not sent (paging while it changed): nothing removed, read in full next time")

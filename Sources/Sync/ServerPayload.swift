@@ -10,6 +10,19 @@ package struct ServerRow: Sendable {
     package var etag: String?
     /// Only some of its properties came (`$select` at its level): merge them into what is stored.
     package var partial: Bool
+    /// What the service said of its streams (a media resource under "", stream properties by
+    /// name): content type, media ETag, links — not their bytes (`StreamRecord.announced`).
+    package var streams: [String: StreamRecord] = [:]
+
+    package init(
+        set: String, entity: Properties, etag: String?, partial: Bool, streams: [String: StreamRecord] = [:]
+    ) {
+        self.set = set
+        self.entity = entity
+        self.etag = etag
+        self.partial = partial
+        self.streams = streams
+    }
 }
 
 /// One page of a read or delta response.
@@ -128,7 +141,9 @@ package struct PayloadReader: Sendable {
                 "the service sent an ETag for an entity of '\(set)' that cannot be sent back as If-Match (empty, or with control characters): '\(Membership.quoted(String(etag.prefix(80))))'"
             )
         }
-        rows.append(ServerRow(set: set, entity: props, etag: etag, partial: partial))
+        var row = ServerRow(set: set, entity: props, etag: etag, partial: partial)
+        if type.hasStreams { row.streams = Self.announcedStreams(json, type: type, etag: etag) }
+        rows.append(row)
         guard case .object(let members) = json else { return }
         for (name, value) in members where navigation.contains(name) {
             guard let nav = type.navigationProperty(name), let target = schema.targetSet(of: nav, from: set) else {
@@ -152,6 +167,33 @@ package struct PayloadReader: Sendable {
                 try collect(.object(m), set: target, options: nested, into: &rows, notes: &notes)
             }
         }
+    }
+
+    /// What an entity object says of its streams: for a media entity V4's `@odata.mediaReadLink`,
+    /// `@odata.mediaEditLink`, `@odata.mediaContentType`, `@odata.mediaEtag` (4.01 without
+    /// `odata.`) or V2's `__metadata` `media_src`, `edit_media`, `content_type`, `media_etag`; for
+    /// a stream property the same annotations prefixed by its name (`Photo@odata.mediaEtag`).
+    /// Every stream the type declares is announced, with what is given (a service may leave the
+    /// conventional links out); `etag` is the entity's, the version of a stream without a media ETag.
+    static func announcedStreams(_ json: JSON, type: EntityType, etag: String?) -> [String: StreamRecord] {
+        func text(_ v: JSON?) -> String? { if case .string(let s)? = v { return s } else { return nil } }
+        func annotation(_ prefix: String, _ term: String) -> String? {
+            text(json[prefix + "@odata." + term]) ?? text(json[prefix + "@" + term])
+        }
+        var out: [String: StreamRecord] = [:]
+        func announce(_ name: String, _ prefix: String, v2: Bool) {
+            let m = json["__metadata"]
+            var r = StreamRecord.announced(
+                contentType: annotation(prefix, "mediaContentType") ?? (v2 ? text(m?["content_type"]) : nil),
+                mediaETag: annotation(prefix, "mediaEtag") ?? (v2 ? text(m?["media_etag"]) : nil),
+                readLink: annotation(prefix, "mediaReadLink") ?? (v2 ? text(m?["media_src"]) : nil),
+                editLink: annotation(prefix, "mediaEditLink") ?? (v2 ? text(m?["edit_media"]) : nil))
+            r.entityETag = etag
+            out[name] = r
+        }
+        if type.hasStream { announce("", "", v2: true) }
+        for name in type.streamProperties { announce(name, name, v2: false) }
+        return out
     }
 
     /// An entry's `@odata.id` (`@id`), or V2's `__metadata.uri` (`id`); for a removal also V4.0's `id`.

@@ -16,12 +16,14 @@ struct Define: ParsableCommand {
     @OptionGroup var options: StoreOption
     @Argument(help: "The name: 1 to 128 letters, digits, '_', '-', '.'.") var name: String
     @Argument(help: "The read URL, relative to the service root.") var url: String
+    @Flag(help: "A refresh also downloads the streams (media, Edm.Stream properties) of what it reads: new and changed ones.")
+    var retrieveStreams = false
 
     func run() throws {
         try runReportingErrors {
             let store = try OfflineStore.open(at: options.store)
             let existed = store.definingRequests.first { $0.name == name }
-            try store.define(name: name, url: url)
+            try store.define(name: name, url: url, retrieveStreams: retrieveStreams)
             // The sets the request reads whose creates may be applied twice.
             let read = url.prefix { $0 != "?" && $0 != "(" && $0 != "/" }
             if let warning = OfflineStore.createMarkerWarning(store.setsWithoutCreateMarker.filter { $0 == read }) {
@@ -33,7 +35,9 @@ struct Define: ParsableCommand {
             }
             try output(
                 existed == nil
-                    ? "defined \(name)" : existed?.url == url ? "\(name) is already defined so" : "redefined \(name)")
+                    ? "defined \(name)"
+                    : existed?.url == url && existed?.retrieveStreams == retrieveStreams
+                        ? "\(name) is already defined so" : "redefined \(name)")
         }
     }
 }

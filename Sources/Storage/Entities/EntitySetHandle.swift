@@ -27,7 +27,15 @@ package final class EntitySetHandle: Sendable {
     /// The set's name encoded as the first component of an `EntityStore.entityKey`, made once.
     let entityKeyPrefix: [UInt8]
 
-    package init(name: String, type: EntityType, schema: Schema, entities: Database, indexes: [IndexHandle]) {
+    /// The store's `streams` database when the set's entities have streams (`EntityType.hasStreams`):
+    /// deleting an entity deletes its stream records.
+    package let streams: StreamStore?
+
+    package init(
+        name: String, type: EntityType, schema: Schema, entities: Database, indexes: [IndexHandle],
+        streams: StreamStore? = nil
+    ) {
+        self.streams = streams
         self.name = name
         self.type = type
         self.schema = schema
@@ -313,6 +321,8 @@ package final class EntitySetHandle: Sendable {
             try t.delete(index.database, try index.entryKey(old, primaryKey: key))
         }
         try t.delete(entities, key)
+        // Its streams' records go with it; their files are removed by `EntityStore.sweepStreams`.
+        if let streams { try streams.removeAll(t, entityKey: entityKey(key)) }
         return old
     }
 

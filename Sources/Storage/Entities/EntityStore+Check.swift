@@ -135,6 +135,9 @@ extension EntityStore {
                 }
             }
         }
+        var streamProblems: [String] = []
+        try checkStreams(t, into: &report) { streamProblems.append($0) }
+        for p in streamProblems { problem(p) }
         for role in roles { try role.check(self, t, problem: problem) }
     }
 

@@ -15,6 +15,9 @@ package final class EntityStore: Sendable {
     /// The `$metadata` document the schema was read from.
     package let metadata: [UInt8]
     package let meta: Database
+    /// The streams of media entities and stream properties (`StreamStore`): nil only in a store
+    /// of an older format opened read-only.
+    package let streams: StreamStore?
     /// The roles whose databases this store opened (`StoreRole`): the request queue, sync and
     /// served roles for a store the facade opens; none for a bare store of entity sets.
     package let roles: [any StoreRole.Type]
@@ -73,8 +76,9 @@ package final class EntityStore: Sendable {
     /// `errors`, `events`. 3: the served role's `changes`, `changes/by-entity`, `repeat`,
     /// `repeat/by-time`. 4: the sync databases `etags`, `membership`, `membership/by-entity`.
     /// An older store is upgraded when opened writable (the new databases are created empty,
-    /// nothing is rewritten).
-    package static let formatVersion = 4
+    /// nothing is rewritten). 5: `streams` (the records of media streams; their bytes are files
+    /// in `streams/`).
+    package static let formatVersion = 5
 
     /// Opens the store in `environment` with an already parsed schema; creates missing databases.
     /// Used by `create` and `open` once they have the schema. Every named database the store uses
@@ -95,19 +99,24 @@ package final class EntityStore: Sendable {
         let definitions = try Self.indexDefinitions(schema: schema, configuration: configuration)
         let setNames = schema.entitySetNames
         let roleNames = roles.flatMap { $0.databaseNames(schema: schema) }
-        let names = ["meta"] + roleNames + setNames.map(Self.databaseName(ofSet:)) + definitions.map(\.databaseName)
+        let names = ["meta", StreamStore.databaseName] + roleNames + setNames.map(Self.databaseName(ofSet:)) + definitions.map(\.databaseName)
         let opened = try environment.databases(named: names, create: !environment.isReadOnly)
         var byName: [String: Database] = [:]
         for (name, db) in zip(names, opened) {
             // Index databases may be missing in a read-only store (their backfill never ran).
             if let db {
                 byName[name] = db
-            } else if !name.hasPrefix("i/") {
+            } else if !name.hasPrefix("i/") && name != StreamStore.databaseName {
                 throw EntityError.badInput(
                     "the store in '\(environment.path)' has no database '\(name)'; open it writable once to create it")
             }
         }
         self.meta = byName["meta"]!
+        // A store of format 4 or older opened read-only has no `streams` database: no streams.
+        let streamStore = byName[StreamStore.databaseName].map {
+            StreamStore(database: $0, directory: environment.path + "/streams")
+        }
+        self.streams = streamStore
         let meta = self.meta
         generation =
             try environment.read { t in try t.view.get(meta, Self.generationKey).map(Self.generationNumber) } ?? 0
@@ -121,7 +130,8 @@ package final class EntityStore: Sendable {
         for name in setNames {
             guard let type = schema.entityType(ofSet: name) else { throw EntityError.unknownEntitySet(name) }
             handles[name] = EntitySetHandle(
-                name: name, type: type, schema: schema, entities: byName[Self.databaseName(ofSet: name)]!, indexes: [])
+                name: name, type: type, schema: schema, entities: byName[Self.databaseName(ofSet: name)]!, indexes: [],
+                streams: type.hasStreams ? streamStore : nil)
         }
         state = Mutex(State(configuration: configuration, handles: handles))
         for d in definitions { try addIndex(d, persist: false) }
@@ -384,7 +394,7 @@ package final class EntityStore: Sendable {
             if let same = h.index(named: handle.definition.name), same.definition == handle.definition { return }
             s.handles[setName] = EntitySetHandle(
                 name: h.name, type: h.type, schema: schema, entities: h.entities,
-                indexes: h.indexes.filter { $0.definition.name != handle.definition.name } + [handle])
+                indexes: h.indexes.filter { $0.definition.name != handle.definition.name } + [handle], streams: h.streams)
         }
     }
 
@@ -393,7 +403,7 @@ package final class EntityStore: Sendable {
             let h = s.handles[definition.entitySet]!
             s.handles[definition.entitySet] = EntitySetHandle(
                 name: h.name, type: h.type, schema: schema, entities: h.entities,
-                indexes: h.indexes.filter { $0.definition.name != definition.name })
+                indexes: h.indexes.filter { $0.definition.name != definition.name }, streams: h.streams)
         }
     }
 
@@ -405,7 +415,7 @@ package final class EntityStore: Sendable {
             let h = s.handles[setName]!
             s.handles[setName] = EntitySetHandle(
                 name: h.name, type: h.type, schema: schema, entities: h.entities,
-                indexes: h.indexes.filter { $0.definition.name != name })
+                indexes: h.indexes.filter { $0.definition.name != name }, streams: h.streams)
             s.configuration.indexes[setName]?.removeAll {
                 $0 == name || (try? IndexDefinition(entitySet: setName, definition: $0).name) == name
             }

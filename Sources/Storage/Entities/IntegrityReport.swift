@@ -3,6 +3,12 @@ import LMDB
 public struct IntegrityReport: Sendable, CustomStringConvertible {
     public var entities = 0
     public var indexEntries = 0
+    /// Stream records (media resources and stream properties), and the bytes of those stored.
+    public var streams = 0
+    public var streamBytes = 0
+    /// Files of `streams/` no record refers to: left by a write that did not commit, or by a
+    /// record replaced or deleted since the last sweep. Not a problem: the next sweep removes them.
+    public var orphanStreamFiles = 0
     /// Pages of `data.mdb` in use that the structural audit read and checked.
     public var pagesAudited = 0
     /// Pages the free list holds.
@@ -43,7 +49,8 @@ public struct IntegrityReport: Sendable, CustomStringConvertible {
 
     public var description: String {
         let pages = "\(pagesAudited) pages audited (\(freePages) free)"
-        if isConsistent { return "ok: \(entities) entities, \(indexEntries) index entries; \(pages)" }
+        let streamText = streams == 0 ? "" : ", \(streams) streams (\(streamBytes) bytes stored)"
+        if isConsistent { return "ok: \(entities) entities, \(indexEntries) index entries\(streamText); \(pages)" }
         var lines = problems
         if problemCount > problems.count { lines.append("… and \(problemCount - problems.count) more") }
         if isDamaged {

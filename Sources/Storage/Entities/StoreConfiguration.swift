@@ -4,9 +4,16 @@ public struct StoreConfiguration: Sendable, Hashable {
     public struct DefiningRequest: Sendable, Hashable {
         public var name: String
         public var url: String
-        public init(name: String, url: String) {
+        /// Whether a refresh downloads the streams of the entities it reads — media resources and
+        /// stream properties — new and changed ones only (SAP's `automaticallyRetrievesStreams`;
+        /// JSON `"retrieveStreams"`, `.ini` `automatically_retrieves_streams`). Default false: the
+        /// store then knows each stream's content type, media ETag and links, not its bytes, and
+        /// `OfflineStore.fetchStream` brings one on demand.
+        public var retrieveStreams: Bool
+        public init(name: String, url: String, retrieveStreams: Bool = false) {
             self.name = name
             self.url = url
+            self.retrieveStreams = retrieveStreams
         }
     }
 
@@ -196,7 +203,18 @@ public struct StoreConfiguration: Sendable, Hashable {
                     guard case .string(let n)? = item["name"], case .string(let u)? = item["url"] else {
                         throw .badInput("configuration: each defining request needs \"name\" and \"url\" strings")
                     }
-                    definingRequests.append(DefiningRequest(name: n, url: u))
+                    var streams = false
+                    if case .object(let members) = item {
+                        for (key, value) in members where key != "name" && key != "url" {
+                            guard key == "retrieveStreams", case .bool(let b) = value else {
+                                throw .badInput(
+                                    "configuration: defining request '\(n)': unknown member '\(key)' (a defining request has \"name\", \"url\" and \"retrieveStreams\": true or false)"
+                                )
+                            }
+                            streams = b
+                        }
+                    }
+                    definingRequests.append(DefiningRequest(name: n, url: u, retrieveStreams: streams))
                 }
             case ("indexes", .object(let sets)):
                 for (set, list) in sets {
@@ -313,7 +331,12 @@ public struct StoreConfiguration: Sendable, Hashable {
         members.append(
             (
                 "definingRequests",
-                .array(definingRequests.map { .object([("name", .string($0.name)), ("url", .string($0.url))]) })
+                .array(
+                    definingRequests.map {
+                        .object(
+                            [("name", .string($0.name)), ("url", .string($0.url))]
+                                + ($0.retrieveStreams ? [("retrieveStreams", .bool(true))] : []))
+                    })
             ))
         members.append(
             ("indexes", .object(indexes.keys.sorted().map { ($0, .array(indexes[$0]!.map { .string($0) })) })))

@@ -210,6 +210,15 @@ extension Schema {
             ] where shape.members[a] == nil {
                 shape.members[a] = .whole
             }
+            // What a service says of the streams (`PayloadReader.announcedStreams`).
+            let prefixes = (type.hasStream ? [""] : []) + type.streamProperties
+            for prefix in prefixes {
+                for term in ["mediaReadLink", "mediaEditLink", "mediaContentType", "mediaEtag"] {
+                    for name in [prefix + "@odata." + term, prefix + "@" + term] where shape.members[name] == nil {
+                        shape.members[name] = .whole
+                    }
+                }
+            }
             if shape.members["results"] == nil { shape.members["results"] = .shaped(JSONShape.Link(shape)) }
         }
         return shapes

@@ -97,11 +97,24 @@ extension CSDLReader {
         let isAbstract = Self.flag(node, "Abstract", default: false)
         guard !key.isEmpty || isAbstract else { throw CSDLError("entity type has no Key", at: node) }
         let isOpen = Self.flag(node, "OpenType", default: false) || parent?.isOpen == true
+        // V4 `HasStream`, V2 `m:HasStream` (any prefix of the metadata namespace); inherited.
+        let hasStream =
+            parent?.hasStream == true
+            || node.attributes.contains { ($0.key == "HasStream" || $0.key.hasSuffix(":HasStream")) && $0.value == "true" }
+        var streams = parent?.streamProperties ?? []
+        for child in node.children("Property") where qualify(Self.unwrapCollection(child["Type"] ?? "").0) == "Edm.Stream" {
+            guard let name = child["Name"], !streams.contains(name) else { continue }
+            guard !Self.unwrapCollection(child["Type"] ?? "").1 else {
+                throw CSDLError("a collection of Edm.Stream is not a property OData allows", at: child)
+            }
+            streams.append(name)
+        }
         return EntityType(
             name: node["Name"] ?? qualified, qualifiedName: qualified, key: key,
             properties: properties,
             navigationProperties: (parent?.navigationProperties ?? []) + (ownNavigation[qualified] ?? []),
-            baseType: parent?.qualifiedName, isAbstract: isAbstract, isOpen: isOpen)
+            baseType: parent?.qualifiedName, isAbstract: isAbstract, isOpen: isOpen, hasStream: hasStream,
+            streamProperties: streams)
     }
 
     /// The `Property` children of a type appended to its inherited properties.

@@ -142,11 +142,17 @@ public struct EntityType: Sendable, Hashable {
     public var baseType: String?
     public var isAbstract: Bool
     public var isOpen: Bool
+    /// A media entity type (V4 `HasStream="true"`, V2 `m:HasStream="true"`): each entity has a
+    /// stream of bytes, its media resource (`Set(key)/$value`), beside its properties.
+    public var hasStream: Bool
+    /// Its named stream properties (`Edm.Stream`), in document order: each a stream of bytes of
+    /// its own (`Set(key)/Name`), not a value in the row.
+    public var streamProperties: [String]
 
     public init(
         name: String, qualifiedName: String, key: [String], properties: [Property],
         navigationProperties: [NavigationProperty] = [], baseType: String? = nil,
-        isAbstract: Bool = false, isOpen: Bool = false
+        isAbstract: Bool = false, isOpen: Bool = false, hasStream: Bool = false, streamProperties: [String] = []
     ) {
         self.name = name
         self.qualifiedName = qualifiedName
@@ -156,7 +162,12 @@ public struct EntityType: Sendable, Hashable {
         self.baseType = baseType
         self.isAbstract = isAbstract
         self.isOpen = isOpen
+        self.hasStream = hasStream
+        self.streamProperties = streamProperties
     }
+
+    /// Whether its entities have streams: a media resource or stream properties.
+    public var hasStreams: Bool { hasStream || !streamProperties.isEmpty }
 
     public func property(_ name: String) -> Property? { properties.first { $0.name == name } }
     public func propertyIndex(_ name: String) -> Int? { properties.firstIndex { $0.name == name } }

@@ -1,0 +1,200 @@
+import Foundation
+import LMDB
+import Query
+import Remote
+import Storage
+import Sync
+
+/// What the store knows of one stream: a media entity's media resource or a stream property.
+public struct StreamInfo: Sendable, Hashable {
+    /// Whether its bytes are in the store (`OfflineStore.openStream`); else only what the service
+    /// said of them is known (a defining request without `retrieveStreams`, or a stream changed
+    /// on the service since it was downloaded).
+    public var downloaded: Bool
+    /// Bytes and SHA-256 (lowercase hex) of the stored bytes.
+    public var size: Int?
+    public var sha256: String?
+    public var contentType: String?
+    /// The service's media ETag.
+    public var mediaETag: String?
+    /// Where the service reads and writes it (nil: the conventional URL).
+    public var readLink: String?
+    public var editLink: String?
+
+    init(_ r: StreamRecord) {
+        downloaded = r.state == .stored
+        size = r.size
+        sha256 = r.sha256
+        contentType = r.contentType
+        mediaETag = r.mediaETag
+        readLink = r.readLink
+        editLink = r.editLink
+    }
+}
+
+/// A stored stream opened to read: in pieces, never whole (a 1 GiB stream reads in 64 KiB).
+/// What it reads stays whole even if a refresh replaces the stream meanwhile.
+public final class StoredStream: Sendable {
+    let file: StreamFile
+    public let info: StreamInfo
+
+    init(_ file: StreamFile) {
+        self.file = file
+        self.info = StreamInfo(file.record)
+    }
+
+    public var size: Int { file.size }
+
+    /// Reads up to `buffer.count` bytes at `offset`; 0 at the end.
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws -> Int {
+        try file.read(into: buffer, at: offset)
+    }
+
+    /// Calls `body` with each piece in order.
+    public func forEachChunk(size chunk: Int = 1 << 16, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try file.forEachChunk(chunk: chunk, body)
+    }
+
+    /// The whole stream in memory: for small ones.
+    public func bytes() throws -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(size)
+        try forEachChunk { out.append(contentsOf: $0) }
+        return out
+    }
+}
+
+extension OfflineStore {
+    /// A stream's address: `Photos(1)` or `Photos(1)/$value` (a media entity's media resource),
+    /// `Albums(1)/Cover` (a stream property).
+    struct StreamAddress {
+        var set: EntitySetHandle
+        var key: [Value]
+        var name: String
+        var text: String
+        var entityKey: [UInt8]
+    }
+
+    func streamAddress(_ path: String) throws -> StreamAddress {
+        // The key ends at the last ')'; a segment after it names the stream.
+        guard let close = path.lastIndex(of: ")") else {
+            throw EntityError.badInput("'\(path)' is not a stream's address: give Set(key), Set(key)/$value or Set(key)/Property")
+        }
+        let entityText = String(path[...close])
+        var rest = String(path[path.index(after: close)...])
+        if rest.hasPrefix("/") { rest.removeFirst() }
+        let (setName, key) = try parseEntityPath(entityText)
+        let set = try entities.set(setName)
+        let name: String
+        switch rest {
+        case "", "$value":
+            guard set.type.hasStream else {
+                throw EntityError.badInput(
+                    "\(setName) is not a set of media entities (its type has no HasStream)"
+                        + (set.type.streamProperties.isEmpty
+                            ? "" : "; its stream properties: \(set.type.streamProperties.joined(separator: ", "))"))
+            }
+            name = ""
+        default:
+            guard set.type.streamProperties.contains(rest) else {
+                throw EntityError.badInput(
+                    "\(setName) has no stream property '\(rest)'"
+                        + (set.type.streamProperties.isEmpty
+                            ? "" : " (it has \(set.type.streamProperties.joined(separator: ", ")))"))
+            }
+            name = rest
+        }
+        let text = "\(setName)(\(set.describeKey(key)))" + (name.isEmpty ? "/$value" : "/\(name)")
+        return StreamAddress(
+            set: set, key: key, name: name, text: text, entityKey: set.entityKey(try set.encodeKey(key)))
+    }
+
+    /// What the store knows of a stream (`Photos(1)`, `Photos(1)/$value`, `Albums(1)/Cover`);
+    /// nil when the entity exists but nothing is known of its stream. Throws when the entity does
+    /// not exist or its type declares no such stream.
+    public func streamInfo(_ path: String) throws -> StreamInfo? {
+        let a = try streamAddress(path)
+        let store = entities
+        return try store.read { t -> StreamInfo? in
+            guard try t.contains(a.set.entities, Array(a.entityKey.dropFirst(a.set.entityKey([]).count))) else {
+                throw EntityError.notFound(set: a.set.name, key: a.set.describeKey(a.key))
+            }
+            return try store.streams?.record(t, entityKey: a.entityKey, name: a.name).map(StreamInfo.init)
+        }
+    }
+
+    /// Opens a downloaded stream to read. Throws, saying so, when it is not downloaded.
+    public func openStream(_ path: String) throws -> StoredStream {
+        let a = try streamAddress(path)
+        let store = entities
+        guard let streams = store.streams else { throw EntityError.badInput("\(a.text): this store has no streams") }
+        // Read the record again once when its file went between the read and the open (a
+        // refresh replaced the stream meanwhile).
+        for attempt in 0..<2 {
+            let record = try store.read { t in try streams.record(t, entityKey: a.entityKey, name: a.name) }
+            guard let record, record.state == .stored else {
+                throw EntityError.badInput(
+                    "\(a.text): the stream is not downloaded (a defining request with retrieveStreams brings it at refresh; 'offline-store stream --fetch' or fetchStream brings it now)"
+                )
+            }
+            do { return StoredStream(try streams.open(record, what: a.text)) } catch let e as StreamFileMissing {
+                if attempt == 1 { throw EntityError.badInput("\(e)") }
+            }
+        }
+        preconditionFailure("unreachable")
+    }
+
+    /// Downloads one stream from the service now (`serviceRoot`: the configuration's unless
+    /// given) and stores it, replacing what the store had; the entity must be in the store.
+    /// Memory holds one piece of it at a time.
+    @discardableResult
+    public func fetchStream(
+        _ path: String, serviceRoot: String? = nil, headers: [(String, String)] = [],
+        authorizer: (any RequestAuthorizer)? = nil
+    ) async throws -> StreamInfo {
+        let transport = try readingTransport(serviceRoot: serviceRoot, headers: headers, authorizer: authorizer)
+        do {
+            let info = try await fetchStream(path, transport: transport)
+            try await transport.shutdown()
+            return info
+        } catch {
+            try? await transport.shutdown()
+            throw Self.redacted(error)
+        }
+    }
+
+    package func fetchStream(_ path: String, transport: any Transport) async throws -> StreamInfo {
+        let a = try streamAddress(path)
+        let store = entities
+        guard let streams = store.streams else { throw EntityError.badInput("\(a.text): this store has no streams") }
+        let keyBytes = Array(a.entityKey.dropFirst(a.set.entityKey([]).count))
+        let known = try store.read { t -> StreamRecord? in
+            guard try t.contains(a.set.entities, keyBytes) else {
+                throw EntityError.notFound(set: a.set.name, key: a.set.describeKey(a.key))
+            }
+            return try streams.record(t, entityKey: a.entityKey, name: a.name)
+        }
+        let file = try streams.incoming(for: a.text)
+        let backend = ODataBackend(transport: transport, store: store)
+        let answer = try await backend.download(
+            set: a.set.name, key: a.key, keyText: a.set.describeKey(a.key), name: a.name, link: known?.readLink,
+            into: file, extra: [])
+        guard answer.isSuccess else {
+            throw EntityError.badInput(
+                "GET \(a.text) answered \(answer.status): \(String(answer.message.prefix(300)))")
+        }
+        var template = known ?? StreamRecord(state: .notDownloaded)
+        template.contentType = answer.contentType ?? template.contentType
+        let record = try file.finish(template)
+        let (set, entityKey, name) = (a.set, a.entityKey, a.name)
+        try await store.write { t in
+            guard try t.contains(set.entities, keyBytes) else {
+                throw EntityError.notFound(set: set.name, key: set.describeKey(a.key))
+            }
+            try streams.put(t, entityKey: entityKey, name: name, record)
+        }
+        file.committed()
+        store.sweepStreamsIfNeeded()
+        return StreamInfo(record)
+    }
+}

@@ -37,7 +37,8 @@ extension OfflineStore {
         rows: [(set: String, entity: Properties)],
         progress: (@Sendable (_ written: Int, _ total: Int) -> Void)? = nil
     ) throws -> Int {
-        try load(rows: rows.map { ServerRow(set: $0.set, entity: $0.entity, etag: nil, partial: false) }, progress: progress)
+        try load(
+            rows: rows.map { ServerRow(set: $0.set, entity: $0.entity, etag: nil, partial: false) }, progress: progress)
     }
 
     /// `load(rows:)` of rows as the payload reader made them, with what they say of their streams.

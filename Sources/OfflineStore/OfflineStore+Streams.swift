@@ -2,6 +2,7 @@ import Foundation
 import LMDB
 import Query
 import Remote
+import Served
 import Storage
 import Sync
 
@@ -78,7 +79,8 @@ extension OfflineStore {
     func streamAddress(_ path: String) throws -> StreamAddress {
         // The key ends at the last ')'; a segment after it names the stream.
         guard let close = path.lastIndex(of: ")") else {
-            throw EntityError.badInput("'\(path)' is not a stream's address: give Set(key), Set(key)/$value or Set(key)/Property")
+            throw EntityError.badInput(
+                "'\(path)' is not a stream's address: give Set(key), Set(key)/$value or Set(key)/Property")
         }
         let entityText = String(path[...close])
         var rest = String(path[path.index(after: close)...])
@@ -132,11 +134,7 @@ extension OfflineStore {
         // refresh replaced the stream meanwhile).
         for attempt in 0..<2 {
             let record = try store.read { t in try streams.record(t, entityKey: a.entityKey, name: a.name) }
-            guard let record, record.state == .stored else {
-                throw EntityError.badInput(
-                    "\(a.text): the stream is not downloaded (a defining request with retrieveStreams brings it at refresh; 'offline-store stream --fetch' or fetchStream brings it now)"
-                )
-            }
+            guard let record, record.state == .stored else { throw StreamNotDownloaded(what: a.text) }
             do { return StoredStream(try streams.open(record, what: a.text)) } catch let e as StreamFileMissing {
                 if attempt == 1 { throw EntityError.badInput("\(e)") }
             }
@@ -196,5 +194,147 @@ extension OfflineStore {
         file.committed()
         store.sweepStreamsIfNeeded()
         return StreamInfo(record)
+    }
+}
+
+/// A stream being stored as the store's own (`OfflineStore.beginStream`): append its bytes,
+/// then `finish`. Dropped unfinished, nothing changes.
+package final class StreamUpload: @unchecked Sendable {
+    // @unchecked: used by one task at a time, in order (append…, finish).
+    let store: OfflineStore
+    let address: OfflineStore.StreamAddress
+    let file: IncomingStream
+
+    init(store: OfflineStore, address: OfflineStore.StreamAddress, file: IncomingStream) {
+        self.store = store
+        self.address = address
+        self.file = file
+    }
+
+    package var size: Int { file.size }
+
+    package func append(_ bytes: UnsafeRawBufferPointer) throws { try file.append(bytes) }
+
+    /// Stores the bytes with `contentType` in one transaction, unless `ifMatch` (an `If-Match`
+    /// value: `*` or ETags) does not match the stream's media ETag now: then nothing changes and
+    /// `StreamPreconditionFailed` is thrown. The new media ETag is made from the bytes' SHA-256.
+    package func finish(contentType: String, ifMatch: String? = nil) async throws -> StreamInfo {
+        var template = StreamRecord(state: .stored, contentType: contentType)
+        let record0 = try file.finish(template)
+        template = record0
+        template.mediaETag = "\"" + (record0.sha256 ?? "").prefix(32) + "\""
+        let record = template
+        let (a, store) = (address, store.entities)
+        guard let streams = store.streams else { throw EntityError.badInput("\(a.text): this store has no streams") }
+        let keyBytes = Array(a.entityKey.dropFirst(a.set.entityKey([]).count))
+        // An authority logs the entity as changed, so a client's delta brings its new media ETag.
+        let log = self.store.isOffline ? nil : ChangeLog(store: store)
+        do {
+            try await store.write { t in
+                try log?.record(t, set: a.set.name, keyBytes: keyBytes, kind: .upsert)
+                guard try t.contains(a.set.entities, keyBytes) else {
+                    throw EntityError.notFound(set: a.set.name, key: a.set.describeKey(a.key))
+                }
+                let current = try streams.record(t.reader, entityKey: a.entityKey, name: a.name)
+                if let ifMatch, !StreamUpload.matches(ifMatch, current?.mediaETag) {
+                    throw StreamPreconditionFailed(what: a.text, current: current?.mediaETag)
+                }
+                var next = record
+                next.readLink = current?.readLink
+                next.editLink = current?.editLink
+                try streams.put(t, entityKey: a.entityKey, name: a.name, next)
+            }
+        } catch {
+            file.abandon()
+            throw error
+        }
+        file.committed()
+        store.sweepStreamsIfNeeded()
+        return StreamInfo(record)
+    }
+
+    /// Whether an `If-Match` value matches `etag`: `*` matches any existing stream; otherwise
+    /// one of its comma-separated tags equals it (weak comparison: `W/` ignored).
+    static func matches(_ ifMatch: String, _ etag: String?) -> Bool {
+        let given = ifMatch.trimmingCharacters(in: .whitespaces)
+        if given == "*" { return etag != nil }
+        guard let etag else { return false }
+        func bare(_ s: Substring) -> Substring {
+            let t = s.trimmingCharacters(in: .whitespaces)
+            return Substring(t.hasPrefix("W/") ? String(t.dropFirst(2)) : t)
+        }
+        return given.split(separator: ",").contains { bare($0) == bare(Substring(etag)) }
+    }
+}
+
+/// A stream the store knows of but has not downloaded.
+public struct StreamNotDownloaded: Error, CustomStringConvertible {
+    public let what: String
+    public var description: String {
+        "\(what): the stream is not downloaded (a defining request with retrieveStreams brings it at refresh; 'offline-store stream --fetch' or fetchStream brings it now)"
+    }
+}
+
+/// A stream write whose `If-Match` does not match the stream's media ETag now.
+public struct StreamPreconditionFailed: Error, CustomStringConvertible {
+    public let what: String
+    public let current: String?
+    public var description: String {
+        "\(what): If-Match does not match the stream's media ETag (now \(current ?? "none"))"
+    }
+}
+
+extension OfflineStore {
+    /// Begins storing a stream as the store's own, not queued (as `load` and `upsert` are).
+    package func beginStream(_ path: String) throws -> StreamUpload {
+        let a = try streamAddress(path)
+        guard let streams = entities.streams else { throw EntityError.badInput("\(a.text): this store has no streams") }
+        return StreamUpload(store: self, address: a, file: try streams.incoming(for: a.text))
+    }
+
+    /// Stores a stream's bytes as the store's own, not queued (as `load` and `upsert` are): an
+    /// authority's media, say. `read` fills the buffer it is given and returns how many bytes it
+    /// put there, 0 at the end; memory holds one buffer. The media ETag is made from the bytes'
+    /// SHA-256. The entity must exist.
+    @discardableResult
+    public func putStream(
+        _ path: String, contentType: String, read: (UnsafeMutableRawBufferPointer) throws -> Int
+    ) async throws -> StreamInfo {
+        let upload = try beginStream(path)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let n = try read(buffer)
+            if n == 0 { break }
+            try upload.append(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+        }
+        return try await upload.finish(contentType: contentType)
+    }
+
+    /// `putStream` of bytes in memory.
+    @discardableResult
+    public func putStream(_ path: String, contentType: String, bytes: [UInt8]) async throws -> StreamInfo {
+        var offset = 0
+        return try await putStream(path, contentType: contentType) { buffer in
+            let n = min(buffer.count, bytes.count - offset)
+            bytes.withUnsafeBytes { b in
+                buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: b[offset..<offset + n]))
+            }
+            offset += n
+            return n
+        }
+    }
+
+    /// Whether `path` addresses a stream (`Set(key)/$value`, `Set(key)/StreamProperty`) rather
+    /// than an entity or a property: what `serve` answers with the bytes.
+    package func isStreamAddress(_ path: String) -> Bool {
+        guard let close = path.lastIndex(of: ")") else { return false }
+        let rest = path[path.index(after: close)...]
+        guard rest.hasPrefix("/") else { return false }
+        let name = rest.dropFirst()
+        if name == "$value" { return true }
+        guard !name.contains("/"), let open = path.firstIndex(of: "(") else { return false }
+        let setName = String(path[..<open])
+        return (try? entities.set(setName))?.type.streamProperties.contains(String(name)) ?? false
     }
 }

@@ -253,7 +253,8 @@ package final class HTTPTransport: Transport, @unchecked Sendable {
             if let sink = request.sink, (200..<300).contains(Int(response.status.code)) {
                 try await drain(response, into: sink, limit: request.sinkLimit, request)
                 keepCookies(response.headers[canonicalForm: "Set-Cookie"].map(String.init))
-                return WireResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) })
+                return WireResponse(
+                    status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) })
             }
             // AsyncHTTPClient's deadline ends with the head: the body is bounded here, by the same
             // deadline and by size (the idle timeout bounds each wait for bytes).

@@ -19,6 +19,9 @@ public struct ServeOptions: Sendable {
     public var defaultPageSize: Int?
     /// Request bodies larger than this are refused with 413.
     public var maxRequestBytes = 64 << 20
+    /// The largest stream a PUT may store (`Set(key)/$value`): it is written to a file as it
+    /// arrives, never held in memory; larger answers 413 and changes nothing. Default 4 GiB.
+    public var maxStreamBytes = 4 << 30
     /// The service root that links, `@odata.context`, `Location` and `OData-EntityId` name
     /// (`https://data.example/odata/`). nil: `http://HOST:PORT/` of the bound address — for a
     /// wildcard bind (`0.0.0.0`, `::`) the host the request's `Host` names, with the bound port.

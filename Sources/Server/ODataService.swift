@@ -114,6 +114,9 @@ struct ODataService: Sendable {
             }
             return try await Reads(service: self).links(request, resource: resource, query: query)
         }
+        if store.isStreamAddress(resource) {
+            return try await Media(service: self).respond(request, resource: resource, query: query)
+        }
         let url = query.isEmpty ? resource : resource + "?" + query
         switch method {
         case .get where LiveStream.wanted(request):

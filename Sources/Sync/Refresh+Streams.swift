@@ -61,7 +61,8 @@ extension Refresher {
                     let name = StreamStore.streamName(Array(rest[n...]))
                 {
                     out.append(
-                        PendingStream(set: set.name, key: values, keyBytes: Array(rest[..<n]), name: name, record: record))
+                        PendingStream(
+                            set: set.name, key: values, keyBytes: Array(rest[..<n]), name: name, record: record))
                 }
                 e = try c.next()
             }

@@ -142,7 +142,10 @@ package struct PayloadReader: Sendable {
             )
         }
         var row = ServerRow(set: set, entity: props, etag: etag, partial: partial)
-        if type.hasStreams { row.streams = Self.announcedStreams(json, type: type, etag: etag) }
+        if type.hasStreams {
+            // A service's answer announces every stream it declares; a file to load only those it annotates.
+            row.streams = Self.announcedStreams(json, type: type, etag: etag, all: notes != nil)
+        }
         rows.append(row)
         guard case .object(let members) = json else { return }
         for (name, value) in members where navigation.contains(name) {
@@ -173,9 +176,10 @@ package struct PayloadReader: Sendable {
     /// `@odata.mediaEditLink`, `@odata.mediaContentType`, `@odata.mediaEtag` (4.01 without
     /// `odata.`) or V2's `__metadata` `media_src`, `edit_media`, `content_type`, `media_etag`; for
     /// a stream property the same annotations prefixed by its name (`Photo@odata.mediaEtag`).
-    /// Every stream the type declares is announced, with what is given (a service may leave the
-    /// conventional links out); `etag` is the entity's, the version of a stream without a media ETag.
-    static func announcedStreams(_ json: JSON, type: EntityType, etag: String?) -> [String: StreamRecord] {
+    /// With `all` (a service's answer) every stream the type declares is announced, with what is
+    /// given (a service may leave the conventional links out); else only those with an annotation.
+    /// `etag` is the entity's, the version of a stream without a media ETag.
+    static func announcedStreams(_ json: JSON, type: EntityType, etag: String?, all: Bool) -> [String: StreamRecord] {
         func text(_ v: JSON?) -> String? { if case .string(let s)? = v { return s } else { return nil } }
         func annotation(_ prefix: String, _ term: String) -> String? {
             text(json[prefix + "@odata." + term]) ?? text(json[prefix + "@" + term])
@@ -189,7 +193,9 @@ package struct PayloadReader: Sendable {
                 readLink: annotation(prefix, "mediaReadLink") ?? (v2 ? text(m?["media_src"]) : nil),
                 editLink: annotation(prefix, "mediaEditLink") ?? (v2 ? text(m?["edit_media"]) : nil))
             r.entityETag = etag
-            out[name] = r
+            if all || r.contentType != nil || r.mediaETag != nil || r.readLink != nil || r.editLink != nil {
+                out[name] = r
+            }
         }
         if type.hasStream { announce("", "", v2: true) }
         for name in type.streamProperties { announce(name, name, v2: false) }

@@ -35,7 +35,8 @@ struct OfflineStoreCommand: ParsableCommand {
         commandName: "offline-store",
         abstract: "An embedded offline OData store: LMDB underneath, OData URLs on top.",
         subcommands: [
-            Init.self, Load.self, Get.self, QueryCommand.self, Create.self, Update.self, Delete.self, QueueCommand.self,
+            Init.self, Load.self, Get.self, StreamCommand.self, QueryCommand.self, Create.self, Update.self,
+            Delete.self, QueueCommand.self,
             Errors.self, Undo.self, Define.self, Undefine.self, Refresh.self, FlushCommand.self, Events.self,
             Check.self, Migrate.self, Stats.self, Generate.self, Serve.self, Demo.self, CrashTest.self,
             ChangeWorker.self,

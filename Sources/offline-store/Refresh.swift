@@ -16,7 +16,10 @@ struct Define: ParsableCommand {
     @OptionGroup var options: StoreOption
     @Argument(help: "The name: 1 to 128 letters, digits, '_', '-', '.'.") var name: String
     @Argument(help: "The read URL, relative to the service root.") var url: String
-    @Flag(help: "A refresh also downloads the streams (media, Edm.Stream properties) of what it reads: new and changed ones.")
+    @Flag(
+        help:
+            "A refresh also downloads the streams (media, Edm.Stream properties) of what it reads: new and changed ones."
+    )
     var retrieveStreams = false
 
     func run() throws {

@@ -52,6 +52,7 @@ extension ResultWriter {
             out.append(",\"etag\":")
             EntityShape.writeTag(try e.etagHash(), to: &out)
         }
+        if e.set.streams != nil { try writeMediaMetadataV2(e, executor: executor, absolute: root + relative, to: &out) }
         out.append("}")
         for c in shape.columns {
             out.append(UInt8(ascii: ","))

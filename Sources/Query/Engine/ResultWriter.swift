@@ -260,6 +260,9 @@ struct ResultWriter {
             EntityShape.writeTag(try e.etagHash(), to: &out)
             firstMember = false
         }
+        if e.set.streams != nil {
+            try writeMediaAnnotations(e, shape: shape, executor: executor, first: &firstMember, to: &out)
+        }
         for c in shape.columns {
             if !firstMember { out.append(UInt8(ascii: ",")) }
             firstMember = false

@@ -99,7 +99,9 @@ package final class EntityStore: Sendable {
         let definitions = try Self.indexDefinitions(schema: schema, configuration: configuration)
         let setNames = schema.entitySetNames
         let roleNames = roles.flatMap { $0.databaseNames(schema: schema) }
-        let names = ["meta", StreamStore.databaseName] + roleNames + setNames.map(Self.databaseName(ofSet:)) + definitions.map(\.databaseName)
+        let names =
+            ["meta", StreamStore.databaseName] + roleNames + setNames.map(Self.databaseName(ofSet:))
+            + definitions.map(\.databaseName)
         let opened = try environment.databases(named: names, create: !environment.isReadOnly)
         var byName: [String: Database] = [:]
         for (name, db) in zip(names, opened) {
@@ -394,7 +396,8 @@ package final class EntityStore: Sendable {
             if let same = h.index(named: handle.definition.name), same.definition == handle.definition { return }
             s.handles[setName] = EntitySetHandle(
                 name: h.name, type: h.type, schema: schema, entities: h.entities,
-                indexes: h.indexes.filter { $0.definition.name != handle.definition.name } + [handle], streams: h.streams)
+                indexes: h.indexes.filter { $0.definition.name != handle.definition.name } + [handle],
+                streams: h.streams)
         }
     }
 

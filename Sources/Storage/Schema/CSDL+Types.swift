@@ -100,9 +100,12 @@ extension CSDLReader {
         // V4 `HasStream`, V2 `m:HasStream` (any prefix of the metadata namespace); inherited.
         let hasStream =
             parent?.hasStream == true
-            || node.attributes.contains { ($0.key == "HasStream" || $0.key.hasSuffix(":HasStream")) && $0.value == "true" }
+            || node.attributes.contains {
+                ($0.key == "HasStream" || $0.key.hasSuffix(":HasStream")) && $0.value == "true"
+            }
         var streams = parent?.streamProperties ?? []
-        for child in node.children("Property") where qualify(Self.unwrapCollection(child["Type"] ?? "").0) == "Edm.Stream" {
+        for child in node.children("Property")
+        where qualify(Self.unwrapCollection(child["Type"] ?? "").0) == "Edm.Stream" {
             guard let name = child["Name"], !streams.contains(name) else { continue }
             guard !Self.unwrapCollection(child["Type"] ?? "").1 else {
                 throw CSDLError("a collection of Edm.Stream is not a property OData allows", at: child)

@@ -100,7 +100,9 @@ extension EntityStore {
                 do {
                     let opened = try streams.open(record, what: what)
                     if opened.size != record.size {
-                        problem("streams: \(what)'s file streams/\(file) has \(opened.size) bytes, not \(record.size ?? -1)")
+                        problem(
+                            "streams: \(what)'s file streams/\(file) has \(opened.size) bytes, not \(record.size ?? -1)"
+                        )
                     } else if try opened.sha256() != record.sha256 {
                         problem("streams: \(what)'s file streams/\(file) does not have the recorded SHA-256")
                     }

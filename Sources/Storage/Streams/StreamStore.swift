@@ -192,7 +192,8 @@ package final class IncomingStream: @unchecked Sendable {
             temporaryName = name
         }
         guard fd >= 0 else {
-            throw EntityError.badInput("cannot make a stream file in \(directory) for \(what): \(String(cString: strerror(errno)))")
+            throw EntityError.badInput(
+                "cannot make a stream file in \(directory) for \(what): \(String(cString: strerror(errno)))")
         }
         self.fd = fd
         guard flock(fd, LOCK_EX) == 0 else {
@@ -248,11 +249,13 @@ package final class IncomingStream: @unchecked Sendable {
         let target = directory + "/" + final
         if let temporaryName {
             guard rename(directory + "/" + temporaryName, target) == 0 else {
-                throw EntityError.badInput("cannot name the stream file of \(what): \(String(cString: strerror(errno)))")
+                throw EntityError.badInput(
+                    "cannot name the stream file of \(what): \(String(cString: strerror(errno)))")
             }
         } else {
             guard linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, target, AT_SYMLINK_FOLLOW) == 0 else {
-                throw EntityError.badInput("cannot name the stream file of \(what): \(String(cString: strerror(errno)))")
+                throw EntityError.badInput(
+                    "cannot name the stream file of \(what): \(String(cString: strerror(errno)))")
             }
         }
         name = final
@@ -261,7 +264,8 @@ package final class IncomingStream: @unchecked Sendable {
         if dir >= 0 {
             defer { close(dir) }
             guard fsync(dir) == 0 else {
-                throw EntityError.badInput("cannot make the stream file of \(what) durable: \(String(cString: strerror(errno)))")
+                throw EntityError.badInput(
+                    "cannot make the stream file of \(what) durable: \(String(cString: strerror(errno)))")
             }
         }
         var record = template

@@ -1,0 +1,102 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import OfflineStore
+import Storage
+
+/// Streams over HTTP: `GET`/`HEAD Set(key)/$value` (a media entity's media resource) and
+/// `Set(key)/Property` (a stream property, OData 4.01 Part 2 §4.10: answered with the bytes
+/// themselves), and `PUT` of either in an authority store.
+///
+/// A GET answers the stored bytes with their `Content-Type`, `Content-Length` and media `ETag`,
+/// read from the file in pieces and sent through `ResponseStream` (a bounded queue): a 1 GiB
+/// stream is served within a few MiB. `If-None-Match` with the media ETag answers 304. A stream
+/// the store has not downloaded (an offline copy whose defining request does not retrieve
+/// streams) answers 404 saying so.
+///
+/// A PUT stores the body as the stream (`Content-Type` as sent, `application/octet-stream` when
+/// none), read in pieces as it arrives, and answers 204 with the new media ETag; `If-Match` with
+/// another ETag answers 412 and changes nothing. An offline copy does not take stream writes yet:
+/// 501, naming what to do instead.
+struct Media {
+    let service: ODataService
+    var store: OfflineStore { service.store }
+
+    func respond(_ request: Request, resource: String, query: String) async throws -> Response {
+        if !query.isEmpty {
+            throw ODataFailure(.badRequest, "a stream takes no query options ('\(QueryError.quoting(query))')")
+        }
+        switch request.method {
+        case .get, .head: return try get(request, resource: resource)
+        case .put: return try await put(request, resource: resource)
+        default:
+            throw ODataFailure.methodNotAllowed(
+                request.method, "the stream '\(QueryError.quoting(resource))'", allow: "GET, HEAD, PUT")
+        }
+    }
+
+    func get(_ request: Request, resource: String) throws -> Response {
+        let stream: StoredStream
+        do { stream = try store.openStream(resource) } catch let e as StreamNotDownloaded {
+            // An authority's media entity whose stream was never written has no bytes yet.
+            if !store.isOffline { return Response(status: .noContent) }
+            throw ODataFailure(.notFound, "\(e)")
+        } catch let e as EntityError {
+            if case .notFound = e { throw e }
+            throw ODataFailure(.badRequest, "\(e)")
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = stream.info.contentType ?? "application/octet-stream"
+        if let tag = stream.info.mediaETag { headers[.eTag] = tag }
+        if let tag = stream.info.mediaETag, let wanted = request.headers[.ifNoneMatch],
+            wanted == "*"
+                || wanted.split(separator: ",").contains(where: { Self.bare($0) == Self.bare(Substring(tag)) })
+        {
+            return Response(status: .notModified, headers: headers)
+        }
+        headers[.contentLength] = String(stream.size)
+        if request.method == .head { return Response(status: .ok, headers: headers) }
+        return Response(
+            status: .ok, headers: headers,
+            body: ResponseStream.streamed(logger: service.logger) { emit in
+                try stream.forEachChunk { try emit($0) }
+            })
+    }
+
+    func put(_ request: Request, resource: String) async throws -> Response {
+        if store.isOffline {
+            throw ODataFailure(
+                .notImplemented,
+                "this offline store does not take stream writes yet; write the stream to the service, then refresh")
+        }
+        let upload: StreamUpload
+        do { upload = try store.beginStream(resource) } catch let e as EntityError {
+            if case .notFound = e { throw e }
+            throw ODataFailure(.badRequest, "\(e)")
+        }
+        let limit = service.options.maxStreamBytes
+        for try await buffer in request.body {
+            guard upload.size + buffer.readableBytes <= limit else {
+                throw ODataFailure(.contentTooLarge, "the stream is larger than the limit of \(limit) bytes")
+            }
+            try buffer.withUnsafeReadableBytes { try upload.append($0) }
+        }
+        let info: StreamInfo
+        do {
+            info = try await upload.finish(
+                contentType: request.headers[.contentType] ?? "application/octet-stream",
+                ifMatch: request.headers[.ifMatch])
+        } catch let e as StreamPreconditionFailed {
+            throw ODataFailure(.preconditionFailed, "\(e)")
+        }
+        var headers = HTTPFields()
+        if let tag = info.mediaETag { headers[.eTag] = tag }
+        return Response(status: .noContent, headers: headers)
+    }
+
+    static func bare(_ s: Substring) -> Substring {
+        let t = s.trimmingCharacters(in: .whitespaces)
+        return Substring(t.hasPrefix("W/") ? String(t.dropFirst(2)) : t)
+    }
+}

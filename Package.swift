@@ -116,6 +116,7 @@ let package = Package(
                                                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                                                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                                                               .product(name: "Crypto", package: "swift-crypto"),
                                                                .product(name: "Metrics", package: "swift-metrics"),
                                                                .product(name: "Logging", package: "swift-log")], exclude: ["Fixtures"],  // stores made by earlier builds (FormatFixtureTests reads them by path)
             swiftSettings: strict),

@@ -132,8 +132,14 @@ extension OfflineStore {
         guard let streams = store.streams else { throw EntityError.badInput("\(a.text): this store has no streams") }
         // Read the record again once when its file went between the read and the open (a
         // refresh replaced the stream meanwhile).
+        let keyBytes = Array(a.entityKey.dropFirst(a.set.entityKey([]).count))
         for attempt in 0..<2 {
-            let record = try store.read { t in try streams.record(t, entityKey: a.entityKey, name: a.name) }
+            let record = try store.read { t in
+                guard try t.contains(a.set.entities, keyBytes) else {
+                    throw EntityError.notFound(set: a.set.name, key: a.set.describeKey(a.key))
+                }
+                return try streams.record(t, entityKey: a.entityKey, name: a.name)
+            }
             guard let record, record.state == .stored else { throw StreamNotDownloaded(what: a.text) }
             do { return StoredStream(try streams.open(record, what: a.text)) } catch let e as StreamFileMissing {
                 if attempt == 1 { throw EntityError.badInput("\(e)") }

@@ -14,12 +14,12 @@ struct StreamCommand: ParsableCommand {
             The stream is named as in a URL: Photos(1) or Photos(1)/$value (a media entity), \
             Albums(1)/Cover (an Edm.Stream property). Without options its bytes go to standard \
             output (or --out FILE), read in pieces; a stream the store has not downloaded is an \
-            error saying so.
-            Examples:
-              offline-store stream --store s "Photos(1)" --out photo.png
-              offline-store stream --store s "Photos(1)" --info
-              offline-store stream --store s "Photos(1)" --fetch --service http://127.0.0.1:8080/
-              offline-store stream --store s "Photos(1)" --put photo.png --content-type image/png
+            error saying so. --fetch downloads it now; --put stores a file as the store's own \
+            (not queued, like load: an authority's media).
+            Example: offline-store stream --store s "Photos(1)" --out photo.png
+            Example: offline-store stream --store s "Photos(1)" --info
+            Example: offline-store stream --store s "Photos(1)" --fetch --service http://127.0.0.1:8080/
+            Example: offline-store stream --store s "Photos(1)" --put photo.png --content-type image/png
             """)
     @OptionGroup var options: StoreOption
     @Argument(help: "The stream: Set(key), Set(key)/$value or Set(key)/StreamProperty.") var path: String

@@ -137,8 +137,11 @@ package struct QueryEngine: Sendable {
                 }
             case .single(let set, let eqs, let context):
                 var found: EntityRef? = nil
-                try executor.evaluator.navigator.find(set, eqs) {
-                    found = $0; return false
+                try executor.evaluator.navigator.find(set, eqs) { e in
+                    // Not its primary key: those bytes live only as long as this call (a point
+                    // read encodes them into a temporary), the row as long as the transaction.
+                    found = try e.rowBytes.map { try EntityRef(set: e.set, row: $0, primaryKey: nil) } ?? e
+                    return false
                 }
                 guard let found else {
                     if query.path.isCount { try out.raw("0"); try out.flush(); return summary }

@@ -1,0 +1,300 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Testing
+@testable import OfflineStore
+@testable import Storage
+import TestSupport
+
+/// Media (issue 39): media entities (`HasStream`) and `Edm.Stream` properties kept in the schema,
+/// their bytes in files of the store checked by `check`, served by `serve`, and downloaded by a
+/// refresh whose defining request retrieves streams — new and changed ones only.
+enum MediaFixture {
+    static let metadata = """
+        <?xml version="1.0" encoding="utf-8"?>
+        <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx">
+          <edmx:DataServices>
+            <Schema Namespace="T" xmlns="http://docs.oasis-open.org/odata/ns/edm">
+              <EntityType Name="Photo" HasStream="true">
+                <Key><PropertyRef Name="Id"/></Key>
+                <Property Name="Id" Type="Edm.Int32" Nullable="false"/>
+                <Property Name="Name" Type="Edm.String"/>
+              </EntityType>
+              <EntityType Name="Album">
+                <Key><PropertyRef Name="Id"/></Key>
+                <Property Name="Id" Type="Edm.Int32" Nullable="false"/>
+                <Property Name="Title" Type="Edm.String"/>
+                <Property Name="Cover" Type="Edm.Stream"/>
+              </EntityType>
+              <EntityContainer Name="C">
+                <EntitySet Name="Photos" EntityType="T.Photo"/>
+                <EntitySet Name="Albums" EntityType="T.Album"/>
+              </EntityContainer>
+            </Schema>
+          </edmx:DataServices>
+        </edmx:Edmx>
+        """
+
+    static let v2Metadata = """
+        <?xml version="1.0" encoding="utf-8"?>
+        <edmx:Edmx Version="1.0" xmlns:edmx="http://schemas.microsoft.com/ado/2007/06/edmx"
+          xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata">
+          <edmx:DataServices m:DataServiceVersion="2.0">
+            <Schema Namespace="T" xmlns="http://schemas.microsoft.com/ado/2008/09/edm">
+              <EntityType Name="Attachment" m:HasStream="true">
+                <Key><PropertyRef Name="Id"/></Key>
+                <Property Name="Id" Type="Edm.String" Nullable="false"/>
+                <Property Name="FileName" Type="Edm.String"/>
+              </EntityType>
+              <EntityContainer Name="C" m:IsDefaultEntityContainer="true">
+                <EntitySet Name="Attachments" EntityType="T.Attachment"/>
+              </EntityContainer>
+            </Schema>
+          </edmx:DataServices>
+        </edmx:Edmx>
+        """
+
+    /// An authority store with three photos and an album; photo 1 and the album's cover have bytes.
+    static func authority(photo: [UInt8], cover: [UInt8]) async throws -> OfflineStore {
+        let store = try OfflineStore.create(at: tempDir() + "/auth", metadata: Array(metadata.utf8))
+        try store.load(
+            set: "Photos", entities: (1...3).map { ["Id": .int($0), "Name": .string("photo \($0)")] })
+        try store.load(set: "Albums", entities: [["Id": .int(1), "Title": .string("A")]])
+        try await store.putStream("Photos(1)", contentType: "image/png", bytes: photo)
+        try await store.putStream("Albums(1)/Cover", contentType: "image/jpeg", bytes: cover)
+        return store
+    }
+
+    /// An offline copy of `root` whose defining requests retrieve streams.
+    static func copy(of root: String, retrieveStreams: Bool = true) throws -> OfflineStore {
+        var config = StoreConfiguration()
+        config.serviceRoot = root
+        config.definingRequests = [
+            .init(name: "photos", url: "Photos", retrieveStreams: retrieveStreams),
+            .init(name: "albums", url: "Albums", retrieveStreams: retrieveStreams),
+        ]
+        return try OfflineStore.create(
+            at: tempDir() + "/copy", metadata: Array(metadata.utf8), configuration: config)
+    }
+
+    static func random(_ count: Int, seed: UInt64) -> [UInt8] {
+        var g = SeededRandom(seed: seed)
+        return (0..<count).map { _ in UInt8.random(in: 0...255, using: &g) }
+    }
+
+    static func sha256(_ bytes: [UInt8]) -> String {
+        SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// One request with a binary body (the suites' `HTTP` sends text).
+    static func send(
+        _ client: HTTPClient, _ method: HTTPMethod, _ url: String, body: [UInt8]? = nil,
+        headers: [(String, String)] = []
+    ) async throws -> HTTP.Reply {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        for (k, v) in headers { request.headers.add(name: k, value: v) }
+        if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        let response = try await client.execute(request, timeout: .seconds(60))
+        let bytes = try await response.body.collect(upTo: 1 << 28)
+        return HTTP.Reply(
+            status: Int(response.status.code), headers: response.headers, body: Array(bytes.readableBytesView))
+    }
+}
+
+@Suite(.checksStores) struct MediaStoreTests {
+    @Test func theSchemaKeepsMediaEntitiesAndStreamProperties() throws {
+        let v4 = try CSDL.parse(MediaFixture.metadata)
+        #expect(v4.entityType(ofSet: "Photos")?.hasStream == true)
+        #expect(v4.entityType(ofSet: "Photos")?.streamProperties == [])
+        #expect(v4.entityType(ofSet: "Albums")?.hasStream == false)
+        #expect(v4.entityType(ofSet: "Albums")?.streamProperties == ["Cover"])
+        // A stream property is not a structural property: no value in the row.
+        #expect(v4.entityType(ofSet: "Albums")?.property("Cover") == nil)
+        let v2 = try CSDL.parse(MediaFixture.v2Metadata)
+        #expect(v2.entityType(ofSet: "Attachments")?.hasStream == true)
+    }
+
+    @Test func aStreamIsStoredReadAndChecked() async throws {
+        let photo = MediaFixture.random(300_000, seed: 1)
+        let store = try await MediaFixture.authority(photo: photo, cover: Array("cover".utf8))
+        let info = try #require(try store.streamInfo("Photos(1)"))
+        #expect(info.downloaded && info.size == photo.count && info.contentType == "image/png")
+        #expect(info.sha256 == MediaFixture.sha256(photo))
+        #expect(try store.openStream("Photos(1)/$value").bytes() == photo)
+        #expect(try store.openStream("Albums(1)/Cover").bytes() == Array("cover".utf8))
+        // Photo 2 has none; an address of a stream the type does not declare is an error.
+        #expect(try store.streamInfo("Photos(2)") == nil)
+        #expect(throws: StreamNotDownloaded.self) { try store.openStream("Photos(2)") }
+        #expect(throws: EntityError.self) { try store.openStream("Albums(1)") }
+        #expect(throws: EntityError.self) { try store.openStream("Albums(1)/Title") }
+        #expect(throws: EntityError.self) { try store.streamInfo("Photos(9)") }
+        let report = try store.check()
+        #expect(report.isConsistent, "\(report)")
+        #expect(report.streams == 2 && report.streamBytes == photo.count + 5)
+
+        // A replacement leaves one file per stream once swept; a delete takes the stream with it.
+        try await store.putStream("Photos(1)", contentType: "image/png", bytes: Array("small".utf8))
+        #expect(try store.openStream("Photos(1)").bytes() == Array("small".utf8))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store.path + "/streams").count == 2)
+        try await store.entities.write { t in _ = try store.entities.set("Photos").delete(t, key: [.int(1)]) }
+        #expect(try store.entities.sweepStreams() == 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store.path + "/streams").count == 1)
+        let after = try store.check()
+        #expect(after.isConsistent && after.streams == 1, "\(after)")
+    }
+
+    @Test func checkFindsEveryKindOfDamage() async throws {
+        let store = try await MediaFixture.authority(photo: Array("photo-bytes".utf8), cover: Array("cover".utf8))
+        let streams = try #require(store.entities.streams)
+        let photo = try #require(try store.streamInfo("Photos(1)"))
+        let dir = store.path + "/streams/"
+        let file = try #require(
+            try store.entities.read { t in
+                try streams.record(
+                    t,
+                    entityKey: EntityStore.entityKey(
+                        set: "Photos", keyBytes: try store.entities.set("Photos").encodeKey([.int(1)])), name: "")
+            }?.file)
+        // Same size, other bytes: the SHA-256 says so.
+        try Data("PHOTO-bytes".utf8).write(to: URL(fileURLWithPath: dir + file))
+        #expect(try store.check().problems.contains { $0.contains("does not have the recorded SHA-256") })
+        // Shorter.
+        try Data("photo".utf8).write(to: URL(fileURLWithPath: dir + file))
+        #expect(try store.check().problems.contains { $0.contains("has 5 bytes, not 11") })
+        // Gone.
+        try FileManager.default.removeItem(atPath: dir + file)
+        #expect(try store.check().problems.contains { $0.contains("cannot be opened") })
+        // A record without its entity, and one of a stream the type does not declare.
+        let orphan = EntityStore.entityKey(
+            set: "Photos", keyBytes: try store.entities.set("Photos").encodeKey([.int(99)]))
+        let album = EntityStore.entityKey(
+            set: "Albums", keyBytes: try store.entities.set("Albums").encodeKey([.int(1)]))
+        try await store.entities.write { t in
+            try streams.put(t, entityKey: orphan, name: "", StreamRecord(state: .notDownloaded))
+            try streams.put(t, entityKey: album, name: "Back", StreamRecord(state: .notDownloaded))
+        }
+        let problems = try store.check().problems
+        #expect(problems.contains { $0.contains("Photos(99)/$value has a stream but no entity") }, "\(problems)")
+        #expect(problems.contains { $0.contains("Albums(1)/Back is not a stream the type") }, "\(problems)")
+        _ = photo
+        // Put right again for the suite's check after the test.
+        try await store.entities.write { t in
+            try streams.remove(t, entityKey: orphan, name: "")
+            try streams.remove(t, entityKey: album, name: "Back")
+        }
+        try await store.putStream("Photos(1)", contentType: "image/png", bytes: Array("photo-bytes".utf8))
+        #expect(try store.check().isConsistent)
+    }
+
+    /// A file written but not committed: kept while its writer holds it (its transaction may
+    /// still commit), removed once the writer is gone without committing.
+    @Test func theSweepRemovesOnlyFilesNoOneWillCommit() async throws {
+        let store = try await MediaFixture.authority(photo: [1, 2, 3], cover: [4])
+        let streams = try #require(store.entities.streams)
+        let pending = try streams.incoming(for: "a test")
+        try pending.append([9, 9, 9])
+        _ = try pending.finish(StreamRecord(state: .notDownloaded))
+        let lost = try streams.incoming(for: "another test")
+        try lost.append([8])
+        _ = try lost.finish(StreamRecord(state: .notDownloaded))
+        lost.committed()  // its lock goes, no record names it: as after a crash before the commit
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store.path + "/streams").count == 4)
+        #expect(try store.entities.sweepStreams() == 1)
+        #expect(try store.check().orphanStreamFiles == 1)  // `pending`, still held
+        pending.abandon()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store.path + "/streams").count == 2)
+        #expect(try store.check().isConsistent)
+    }
+
+    @Test func anOlderStoreIsUpgradedAndAStoreWithoutMediaHasNoStreamsDirectory() throws {
+        let store = try OfflineStore.create(at: tempDir() + "/plain", metadata: Array(MediaFixture.metadata.utf8))
+        try store.load(set: "Photos", entities: [["Id": .int(1)]])
+        #expect(!FileManager.default.fileExists(atPath: store.path + "/streams"))
+        #expect(try store.check().isConsistent)
+    }
+}
+
+@Suite(.checksStores, .runsOffThePool) struct MediaServeTests {
+    /// `serve` answers a stream with its bytes, type and media ETag; a copy whose defining
+    /// requests retrieve streams downloads each once, and after a change on the service only
+    /// the changed one.
+    @Test func aRefreshDownloadsNewAndChangedStreamsOnly() async throws {
+        let photo = MediaFixture.random(200_000, seed: 2)
+        let cover = MediaFixture.random(1_000, seed: 3)
+        let authority = try await MediaFixture.authority(photo: photo, cover: cover)
+        let path = authority.path
+        try await withServer(path) { http, server in
+            let got = try await http.get("Photos(1)/$value")
+            #expect(got.status == 200 && got.body == photo)
+            #expect(got.header("Content-Type") == "image/png")
+            let tag = try #require(got.header("ETag"))
+            #expect(try await http.get("Photos(1)/$value", headers: [("If-None-Match", tag)]).status == 304)
+            let coverReply = try await http.get("Albums(1)/Cover")
+            #expect(coverReply.body == cover && coverReply.header("Content-Type") == "image/jpeg")
+            #expect(try await http.get("Photos(2)/$value").status == 204)
+            #expect(try await http.get("Photos(9)/$value").status == 404)
+            // The entity says where its stream is, its type and its media ETag.
+            let entity = try await http.get("Photos(1)").object
+            #expect(entity["@odata.mediaReadLink"] as? String == "Photos(1)/$value")
+            #expect(entity["@odata.mediaEtag"] as? String == tag)
+            #expect(try await http.get("Albums(1)").object["Cover@odata.mediaContentType"] as? String == "image/jpeg")
+
+            let copy = try MediaFixture.copy(of: server.url)
+            let first = try await copy.refresh()
+            #expect(first.streamsDownloaded == 4 && first.streamBytes == photo.count + cover.count, "\(first)")
+            #expect(try copy.openStream("Photos(1)").bytes() == photo)
+            #expect(try copy.streamInfo("Photos(1)")?.sha256 == MediaFixture.sha256(photo))
+            #expect(try copy.openStream("Albums(1)/Cover").bytes() == cover)
+            #expect(try copy.openStream("Photos(2)").size == 0)  // answered 204: no bytes yet
+            let second = try await copy.refresh()
+            #expect(second.streamsDownloaded == 0, "\(second)")
+
+            // A new stream for photo 3 over HTTP (If-Match of another version: 412, nothing changes).
+            let client = HTTPClient(eventLoopGroupProvider: .singleton)
+            defer { _ = client.shutdown() }
+            let three = MediaFixture.random(50_000, seed: 4)
+            let refused = try await MediaFixture.send(
+                client, .PUT, server.url + "Photos(1)/$value", body: three, headers: [("If-Match", "\"other\"")])
+            #expect(refused.status == 412)
+            let put = try await MediaFixture.send(
+                client, .PUT, server.url + "Photos(3)/$value", body: three, headers: [("Content-Type", "image/gif")])
+            #expect(put.status == 204 && put.header("ETag") != nil)
+            let third = try await copy.refresh()
+            #expect(third.streamsDownloaded == 1 && third.streamBytes == three.count, "\(third)")
+            #expect(try copy.openStream("Photos(3)").bytes() == three)
+            #expect(try copy.streamInfo("Photos(3)")?.contentType == "image/gif")
+            #expect(try copy.openStream("Photos(1)").bytes() == photo)
+            #expect(try copy.check().isConsistent)
+            // One file per stream: the replaced ones were swept.
+            #expect(try FileManager.default.contentsOfDirectory(atPath: copy.path + "/streams").count == 4)
+        }
+    }
+
+    /// Without `retrieveStreams` a copy knows of each stream, not its bytes; it says so, and
+    /// fetches one on demand.
+    @Test func aStreamNotRetrievedIsFetchedOnDemand() async throws {
+        let photo = MediaFixture.random(10_000, seed: 5)
+        let authority = try await MediaFixture.authority(photo: photo, cover: [1])
+        try await withServer(authority.path) { http, server in
+            let copy = try MediaFixture.copy(of: server.url, retrieveStreams: false)
+            let report = try await copy.refresh()
+            #expect(report.streamsDownloaded == 0)
+            let known = try #require(try copy.streamInfo("Photos(1)"))
+            #expect(!known.downloaded && known.contentType == "image/png" && known.mediaETag != nil)
+            #expect(throws: StreamNotDownloaded.self) { try copy.openStream("Photos(1)") }
+            let fetched = try await copy.fetchStream("Photos(1)")
+            #expect(fetched.downloaded && fetched.sha256 == MediaFixture.sha256(photo))
+            #expect(try copy.openStream("Photos(1)").bytes() == photo)
+            // The CLI says the same.
+            let info = try await CLI.run(["stream", "--store", copy.path, "Photos(2)", "--info"])
+            #expect(info.status == 0 && info.stdout.contains("\"downloaded\":false"), "\(info.stderr)")
+            let refused = try await CLI.run(["stream", "--store", copy.path, "Photos(2)"])
+            #expect(refused.status != 0 && refused.stderr.contains("not downloaded"), "\(refused.stderr)")
+            // A served copy answers 404 for a stream it has not downloaded, saying so.
+            _ = http
+        }
+    }
+}

@@ -5,6 +5,9 @@
 # PyODataServeTests.swift starts mock-sap, makes and serves the store, runs this, then flushes).
 #
 #   sh scripts/pyodata-check.sh --service http://127.0.0.1:PORT/
+#   sh scripts/pyodata-check.sh --media --service URL --set S --key K --sha256 HEX --content-type T
+#
+# --media runs scripts/pyodata-check/media.py instead: a media entity's $value read with pyodata.
 #
 # Python: the SAP peers' venv, .venv-sap/ (git-ignored; scripts/mock-sap-venv.sh), given
 # pyodata==1.12.1 and requests==2.34.2 from PyPI on first use. The last line printed is a JSON
@@ -26,7 +29,12 @@ if ! "$SAP_VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.
 fi
 exec 8>&-
 cd "$CALLER"
-if command -v timeout >/dev/null 2>&1; then
-    exec timeout -k 10 170 "$SAP_VENV/bin/python" "$ROOT/scripts/pyodata-check/run.py" "$@"
+SCRIPT=run.py
+if [ "${1:-}" = "--media" ]; then
+    SCRIPT=media.py
+    shift
 fi
-exec "$SAP_VENV/bin/python" "$ROOT/scripts/pyodata-check/run.py" "$@"
+if command -v timeout >/dev/null 2>&1; then
+    exec timeout -k 10 170 "$SAP_VENV/bin/python" "$ROOT/scripts/pyodata-check/$SCRIPT" "$@"
+fi
+exec "$SAP_VENV/bin/python" "$ROOT/scripts/pyodata-check/$SCRIPT" "$@"

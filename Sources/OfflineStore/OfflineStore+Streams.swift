@@ -76,7 +76,9 @@ extension OfflineStore {
         var entityKey: [UInt8]
     }
 
-    func streamAddress(_ path: String) throws -> StreamAddress {
+    func streamAddress(_ given: String) throws -> StreamAddress {
+        // As a URL may have it: `Attachments%28%27a%27%29/$value` (pyodata writes keys so).
+        let path = try percentDecode(Substring(given), plusAsSpace: false, part: nil)
         // The key ends at the last ')'; a segment after it names the stream.
         guard let close = path.lastIndex(of: ")") else {
             throw EntityError.badInput(
@@ -333,8 +335,10 @@ extension OfflineStore {
 
     /// Whether `path` addresses a stream (`Set(key)/$value`, `Set(key)/StreamProperty`) rather
     /// than an entity or a property: what `serve` answers with the bytes.
-    package func isStreamAddress(_ path: String) -> Bool {
-        guard let close = path.lastIndex(of: ")") else { return false }
+    package func isStreamAddress(_ given: String) -> Bool {
+        guard let path = try? percentDecode(Substring(given), plusAsSpace: false, part: nil),
+            let close = path.lastIndex(of: ")")
+        else { return false }
         let rest = path[path.index(after: close)...]
         guard rest.hasPrefix("/") else { return false }
         let name = rest.dropFirst()

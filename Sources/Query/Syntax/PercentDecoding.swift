@@ -1,7 +1,7 @@
 /// Decodes `%XX` escapes, and `+` as a space in query strings — except a `+` between two digits,
 /// which stays a plus so `2022-02-02T15:50:00+02:00` and `1e+5` read as written. Malformed escapes
 /// are kept as written. Throws when the decoded bytes are not valid UTF-8, naming `part`.
-func percentDecode(_ text: Substring, plusAsSpace: Bool, part: String?) throws(QueryError) -> String {
+package func percentDecode(_ text: Substring, plusAsSpace: Bool, part: String?) throws(QueryError) -> String {
     let bytes = Array(text.utf8)
     guard bytes.contains(UInt8(ascii: "%")) || (plusAsSpace && bytes.contains(UInt8(ascii: "+"))) else {
         return String(text)

@@ -298,3 +298,42 @@ enum MediaFixture {
         }
     }
 }
+
+/// SAP's V2 client reads a media entity's stream from `serve` in its V2 dialect: the bytes and
+/// Content-Type through `EntityProxy.get_value()` (`Set('key')/$value`, pyodata percent-encodes
+/// the key), and a V2 copy refreshing from it downloads the stream (`__metadata` `media_src`,
+/// `content_type`, `media_etag`).
+@Suite(.external, .checksStores, .runsOffThePool) struct MediaV2Tests {
+    @Test func pyodataReadsAStreamAndAV2CopyDownloadsIt() async throws {
+        let bytes = MediaFixture.random(120_000, seed: 31)
+        let authority = try OfflineStore.create(
+            at: tempDir() + "/v2auth", metadata: Array(MediaFixture.v2Metadata.utf8))
+        try authority.load(set: "Attachments", entities: [["Id": .string("a"), "FileName": .string("a.pdf")]])
+        try await authority.putStream("Attachments('a')", contentType: "application/pdf", bytes: bytes)
+        try await withServer(authority.path) { http, server in
+            let entity = try await http.get("Attachments('a')?$format=json").object
+            let metadata = (entity["d"] as? [String: Any])?["__metadata"] as? [String: Any]
+            #expect(metadata?["content_type"] as? String == "application/pdf")
+            #expect((metadata?["media_src"] as? String)?.hasSuffix("Attachments('a')/$value") == true)
+            let run = try await ChildProcess.run(
+                executable: "/bin/sh",
+                [
+                    repositoryRoot + "/scripts/pyodata-check.sh", "--media", "--service", server.url, "--set",
+                    "Attachments", "--key", "a", "--sha256", MediaFixture.sha256(bytes), "--content-type",
+                    "application/pdf",
+                ], timeout: 300)
+            #expect(
+                run.status == 0 && run.stdout.contains("\"failed\": 0"), "\(run.stdout)\n\(run.stderr.suffix(2_000))")
+
+            var config = StoreConfiguration()
+            config.serviceRoot = server.url
+            config.definingRequests = [.init(name: "att", url: "Attachments", retrieveStreams: true)]
+            let copy = try OfflineStore.create(
+                at: tempDir() + "/v2copy", metadata: Array(MediaFixture.v2Metadata.utf8), configuration: config)
+            let report = try await copy.refresh()
+            #expect(report.streamsDownloaded == 1, "\(report)")
+            #expect(try copy.openStream("Attachments('a')").bytes() == bytes)
+            #expect(try copy.streamInfo("Attachments('a')")?.contentType == "application/pdf")
+        }
+    }
+}

@@ -119,6 +119,13 @@ extension EntityStore {
                         describe: { set.describeKeyBytes($0) })
                 }
                 for (_, db) in droppedSets { try t.drop(db) }
+                if let streams = store.streams {
+                    let gone = try streams.dropUndeclared(t, in: migration.new)
+                    if gone > 0 {
+                        outcome.warnings.append(
+                            "\(gone) stream(s) of sets or streams the new $metadata no longer declares were dropped")
+                    }
+                }
                 for index in indexes {
                     _ = try t.delete(meta, Array("ready/\(index.name)".utf8))
                     if index.drop { try t.drop(index.db) } else { try t.clear(index.db) }

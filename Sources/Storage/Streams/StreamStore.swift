@@ -125,6 +125,34 @@ package final class StreamStore: Sendable {
         for k in keys { try t.delete(database, k) }
     }
 
+    /// Removes the records of streams `schema` does not declare: of a set it dropped, of a type
+    /// that is no longer a media entity, of a stream property it dropped (a `$metadata`
+    /// migration). Their files go at the next sweep. Returns how many.
+    package func dropUndeclared(_ t: WriteView, in schema: Schema) throws -> Int {
+        var gone: [[UInt8]] = []
+        try t.reader.withCursor(database) { c in
+            var e = try c.first()
+            while let (k, _) = e {
+                let key = Array(k)
+                let declared = key.withUnsafeBytes { b -> Bool in
+                    guard let (values, n) = try? KeyCodec.decode(b, count: 1), case .string(let set)? = values.first,
+                        let type = schema.entityType(ofSet: set)
+                    else { return false }
+                    let rest = UnsafeRawBufferPointer(rebasing: b[n...])
+                    guard let keyLength = try? KeyCodec.decode(rest, count: type.key.count).length,
+                        let name = Self.streamName(Array(rest[keyLength...]))
+                    else { return false }
+                    return name.isEmpty ? type.hasStream : type.streamProperties.contains(name)
+                }
+                if !declared { gone.append(key) }
+                e = try c.next()
+            }
+        }
+        if !gone.isEmpty { mayHaveOrphans.withLock { $0 = true } }
+        for k in gone { try t.delete(database, k) }
+        return gone.count
+    }
+
     // MARK: Files
 
     /// A new stream file to write, before the transaction that will refer to it.

@@ -209,6 +209,25 @@ enum MediaFixture {
         #expect(try store.check().isConsistent)
     }
 
+    /// A `$metadata` migration that drops a stream property and makes a media type plain drops
+    /// their streams (records at once, files at the next sweep); `check` stays clean.
+    @Test func aMigrationDropsTheStreamsTheNewMetadataNoLongerDeclares() async throws {
+        // Closed before the migration (which refuses a store open in another process, and must
+        // not have it open in this one).
+        let path = try await MediaFixture.authority(photo: [1, 2, 3], cover: [4, 5]).path
+        let after = MediaFixture.metadata
+            .replacingOccurrences(
+                of: #"<EntityType Name="Photo" HasStream="true">"#, with: #"<EntityType Name="Photo">"#
+            )
+            .replacingOccurrences(of: #"<Property Name="Cover" Type="Edm.Stream"/>"#, with: "")
+        let report = try OfflineStore.migrate(at: path, metadata: Array(after.utf8))
+        #expect(report.warnings.contains { $0.contains("2 stream(s)") }, "\(report.warnings)")
+        let reopened = try OfflineStore.open(at: path)
+        let check = try reopened.check()
+        #expect(check.isConsistent && check.streams == 0 && check.orphanStreamFiles == 0, "\(check)")
+        #expect(throws: EntityError.self) { try reopened.openStream("Photos(1)") }
+    }
+
     @Test func anOlderStoreIsUpgradedAndAStoreWithoutMediaHasNoStreamsDirectory() throws {
         let store = try OfflineStore.create(at: tempDir() + "/plain", metadata: Array(MediaFixture.metadata.utf8))
         try store.load(set: "Photos", entities: [["Id": .int(1)]])

@@ -228,6 +228,26 @@ enum MediaFixture {
         #expect(throws: EntityError.self) { try reopened.openStream("Photos(1)") }
     }
 
+    /// `retrieveStreams` in the JSON configuration (written back only when true, an unknown
+    /// member refused) and SAP's `.ini` key `automatically_retrieves_streams`.
+    @Test func theConfigurationSaysWhichRequestsRetrieveStreams() throws {
+        let json =
+            #"{"definingRequests":[{"name":"p","url":"Photos","retrieveStreams":true},{"name":"a","url":"Albums"}]}"#
+        let config = try StoreConfiguration(json: Array(json.utf8))
+        #expect(config.definingRequests.map(\.retrieveStreams) == [true, false])
+        let again = try StoreConfiguration(json: Array(config.json.text.utf8))
+        #expect(again.definingRequests == config.definingRequests)
+        #expect(config.json.text.components(separatedBy: "retrieveStreams").count == 2)
+        #expect(throws: EntityError.self) {
+            try StoreConfiguration(json: Array(#"{"definingRequests":[{"name":"p","url":"Photos","streams":1}]}"#.utf8))
+        }
+        let ini =
+            "[endpoint]\nname=http://127.0.0.1:1/\n[defining_request]\nname=p\ndefining_query=Photos\nautomatically_retrieves_streams=Y\n"
+        let read = try StoreConfiguration.readINI(Array(ini.utf8), metadata: Array(MediaFixture.metadata.utf8))
+        #expect(read.configuration.definingRequests.first?.retrieveStreams == true)
+        #expect(read.warnings.isEmpty, "\(read.warnings)")
+    }
+
     @Test func anOlderStoreIsUpgradedAndAStoreWithoutMediaHasNoStreamsDirectory() throws {
         let store = try OfflineStore.create(at: tempDir() + "/plain", metadata: Array(MediaFixture.metadata.utf8))
         try store.load(set: "Photos", entities: [["Id": .int(1)]])

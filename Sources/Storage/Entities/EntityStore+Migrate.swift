@@ -170,7 +170,7 @@ extension EntityStore {
     static func processHoldingOpen(_ path: String) throws -> Int32? {
         var st = stat()
         guard stat(path + "/lock.mdb", &st) == 0 else { return nil }
-        guard let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return nil }
+        guard let text = readWhole("/proc/locks") else { return nil }
         let me = getpid()
         for line in text.split(separator: "\n") {
             // "1: POSIX  ADVISORY  READ 3568 fd:00:2531452 0 0" (or "1: -> POSIX …" for a waiter).
@@ -185,6 +185,28 @@ extension EntityStore {
             }
         }
         return nil
+    }
+
+    /// A file read to its end with `read(2)`: Foundation's `String(contentsOfFile:)` reads a
+    /// `/proc` file (size 0 to `stat`) as one page, 4,095 bytes — with more than ~75 locks on the
+    /// machine the lock holding this store was not in it, and a migration ran under a process
+    /// that had the store open.
+    static func readWhole(_ path: String) -> String? {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return nil
+            }
+            if n == 0 { break }
+            out.append(contentsOf: buffer[..<n])
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// glibc's `gnu_dev_major` and `gnu_dev_minor` (macros Swift does not import).

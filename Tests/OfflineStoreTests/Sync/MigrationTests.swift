@@ -142,6 +142,29 @@ import TestSupport
         #expect(try store.get(set: "Notes", key: [.int(2)])?["Category"] == .string("work"))
     }
 
+    /// The check for another process holding the store open reads all of `/proc/locks`, not its
+    /// first page: with 400 more locks on the machine (held here) the server's is far past 4 KiB,
+    /// where Foundation's read of the file stopped (the migration then ran under the server).
+    @Test func aProcessHoldingTheStoreIsFoundAmongManyLocks() async throws {
+        let path = try Self.store("many-locks")
+        let dir = tempDir() + "/locks"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        var fds: [Int32] = []
+        defer { for fd in fds { close(fd) } }
+        for i in 0..<400 {
+            let fd = open(dir + "/\(i)", O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
+            try #require(fd >= 0 && flock(fd, LOCK_EX) == 0)
+            fds.append(fd)
+        }
+        try await withServer(path) { _, server in
+            #expect {
+                try OfflineStore.migrate(at: path, metadata: Array(Self.after.utf8))
+            } throws: { error in
+                "\(error)".contains("is open in process \(server.pid)")
+            }
+        }
+    }
+
     /// What a store cannot move across is refused with a clear message, and nothing changes.
     @Test func whatCannotMoveIsRefusedAndChangesNothing() async throws {
         let path = try Self.store("refused")

@@ -69,7 +69,7 @@ import Storage
 
     @Test(arguments: [
         "SalesOrderItems?$filter=SalesOrderID eq @id",
-        "SalesOrderItems(SalesOrderID=@id,ItemPosition=@pos)?$expand=Product",
+        "SalesOrders(@id)?$expand=Items",
         "SalesOrders(@id)/Items",
         "SalesOrderItems(SalesOrderID=@id,ItemPosition=@pos)?$filter=Quantity gt 1",
     ])

@@ -9,7 +9,22 @@ extension QueryEngine {
         if let format = query.format { try Self.checkFormat(format) }
         _ = try Paging.token(query.skipToken)
         try Self.refuseSearch(query.options, option: nil)
+        try Self.refuseUnconstrainedExpand(query.options)
         try limits.check(query)
+    }
+
+    /// `$expand` of a navigation property without a referential constraint on either side (a
+    /// many-to-many, say): the store relates entities by their foreign keys only, so it cannot
+    /// say which are related — an error, never an empty list.
+    static func refuseUnconstrainedExpand(_ options: BoundOptions) throws(QueryError) {
+        for e in options.expand {
+            if e.navigation.dependentConstraints.isEmpty && e.navigation.principalConstraints.isEmpty {
+                throw QueryError(
+                    "navigation property '\(e.navigation.name)' has no referential constraint, so it cannot be expanded in the local store (links without constraints are not stored yet)",
+                    option: "$expand", column: e.position)
+            }
+            try refuseUnconstrainedExpand(e.options)
+        }
     }
 
     /// `json`, or the JSON media type with the parameters that do not change what is written:

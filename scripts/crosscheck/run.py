@@ -124,18 +124,24 @@ def derive_relations(schema: Schema, edm: Any, store: Any, processor: Any) -> No
 
     odatapy keeps relationships in an explicit relation table, not in the foreign-key properties;
     this derives every set's navigation targets from the properties, in the order of the target
-    set (replacing what the table held).
+    set (replacing what the table held). A navigation without a NavigationPropertyBinding, or
+    without a referential constraint on either side (a many-to-many, say), has nothing to derive
+    from: it is left to the relation table as it is.
     """
     entities = {name: store.entities(name) for name in schema.sets}
     for set_name, type_name in schema.sets.items():
         es = edm.get_entity_set(set_name)
         for nav, (target_type, _) in schema.types[type_name].navs.items():
-            target_set = schema.bindings[(set_name, nav)]
+            target_set = schema.bindings.get((set_name, nav))
+            if target_set is None:
+                continue
             pairs = schema.constraints.get((type_name, nav))
-            if pairs is None:  # the partner holds the constraint
-                partner = next(n for n, (tt, _) in schema.types[target_type].navs.items()
-                               if schema.bindings.get((target_set, n)) == set_name
-                               and (target_type, n) in schema.constraints)
+            if pairs is None:  # the partner holds the constraint, if any does
+                partner = next((n for n, (tt, _) in schema.types[target_type].navs.items()
+                                if schema.bindings.get((target_set, n)) == set_name
+                                and (target_type, n) in schema.constraints), None)
+                if partner is None:
+                    continue
                 pairs = [(ref, prop) for prop, ref in schema.constraints[(target_type, partner)]]
             index: dict[tuple, list[Any]] = {}
             for t in entities[target_set]:

@@ -123,6 +123,10 @@ package struct EntityLoader {
         _ row: ServerRow, _ t: WriteView, store: EntityStore, handles: inout [String: EntitySetHandle]
     ) throws {
         try upsert(row.entity, into: row.set, t, store: store, handles: &handles)
+        if !row.links.isEmpty, let h = handles[row.set] {
+            try Refresher.writeLinks(
+                row, t, store: store, set: h, keyBytes: try h.encodeKey(try h.keyValues(row.entity)))
+        }
         guard !row.streams.isEmpty, let h = handles[row.set], let streams = h.streams else { return }
         let entity = h.entityKey(try h.encodeKey(try h.keyValues(row.entity)))
         for (name, announced) in row.streams { try streams.announce(t, entityKey: entity, name: name, announced) }

@@ -109,6 +109,7 @@ extension Refresher {
                     case .rebased: c.written += 1; c.rebased += 1
                     case .conflict: c.written += 1; c.rebased += 1; c.conflicts += 1
                     }
+                    if !row.links.isEmpty { try Self.writeLinks(row, t, store: store, set: set, keyBytes: keyBytes) }
                     if !row.streams.isEmpty, let streams = set.streams, try t.contains(set.entities, keyBytes) {
                         for (stream, announced) in row.streams {
                             try streams.announce(t, entityKey: entity, name: stream, announced)
@@ -144,6 +145,24 @@ extension Refresher {
     }
 
     enum Written { case unchanged, written, rebased, keptLocal, conflict }
+
+    /// The links `row`'s expanded navigation properties without a referential constraint
+    /// brought (`LinkStore`): the whole list replaces what the entity had, a partial one (a
+    /// filtered expansion) adds to it; each navigation is marked linked. Nothing for an entity
+    /// that is not in the store (deleted locally).
+    static func writeLinks(
+        _ row: ServerRow, _ t: WriteView, store: EntityStore, set: EntitySetHandle, keyBytes: [UInt8]
+    ) throws {
+        guard let links = store.links, try t.contains(set.entities, keyBytes) else { return }
+        for (nav, list) in row.links {
+            let target = try store.set(list.targetSet)
+            let keys = try list.keys.map { try target.encodeKey($0) }
+            try links.replace(
+                t, sourceSet: set.name, sourceKeyBytes: keyBytes, nav: nav, targetSet: list.targetSet, targets: keys,
+                adding: !list.complete)
+            try links.markLinked(t, set: set.name, nav: nav)
+        }
+    }
 
     /// Writes the service's image of one entity: as the entity when it has no pending local
     /// changes, else into `base/` with the pending requests re-applied on top (rebase).

@@ -13,6 +13,16 @@ package struct ServerRow: Sendable {
     /// What the service said of its streams (a media resource under "", stream properties by
     /// name): content type, media ETag, links — not their bytes (`StreamRecord.announced`).
     package var streams: [String: StreamRecord] = [:]
+    /// The entities an expanded navigation property without a referential constraint brought, by
+    /// its name: their set, their keys, and whether that is the whole list (no `$filter`, `$top`
+    /// or `$skip` on the expansion) — the links `LinkStore` keeps.
+    package var links: [String: LinkList] = [:]
+
+    package struct LinkList: Sendable {
+        package var targetSet: String
+        package var keys: [[Value]]
+        package var complete: Bool
+    }
 
     package init(
         set: String, entity: Properties, etag: String?, partial: Bool, streams: [String: StreamRecord] = [:]
@@ -141,6 +151,7 @@ package struct PayloadReader: Sendable {
                 "the service sent an ETag for an entity of '\(set)' that cannot be sent back as If-Match (empty, or with control characters): '\(Membership.quoted(String(etag.prefix(80))))'"
             )
         }
+        let rowIndex = rows.count
         var row = ServerRow(set: set, entity: props, etag: etag, partial: partial)
         if type.hasStreams {
             // A service's answer announces every stream it declares; a file to load only those it annotates.
@@ -158,16 +169,28 @@ package struct PayloadReader: Sendable {
             case .object:
                 if value["__deferred"] != nil { continue }
                 if case .array(let a)? = value["results"] { children = a } else { children = [value] }
+            case .null where LinkStore.isUnconstrained(nav): children = []  // a to-one linking none
             default: continue
             }
             let nested = options?.expand.first { $0.navigation.name == name }?.options
+            let linked = LinkStore.isUnconstrained(nav)
+            var keys: [[Value]] = []
             for child in children {
                 guard case .object(var m) = child else { continue }
                 // A child nested under its parent may leave out the foreign key: take it from the parent.
                 for c in nav.principalConstraints where !m.contains(where: { $0.0 == c.property }) {
                     if let v = json[c.referencedProperty] { m.append((c.property, v)) }
                 }
+                let childIndex = rows.count
                 try collect(.object(m), set: target, options: nested, into: &rows, notes: &notes)
+                if linked, let targetType = sets[target]?.type {
+                    let key = targetType.key.map { rows[childIndex].entity[$0] ?? .null }
+                    if !key.contains(where: \.isNull) { keys.append(key) }
+                }
+            }
+            if linked {
+                let complete = nested.map { $0.filter == nil && $0.top == nil && $0.skip == nil } ?? true
+                rows[rowIndex].links[name] = ServerRow.LinkList(targetSet: target, keys: keys, complete: complete)
             }
         }
     }

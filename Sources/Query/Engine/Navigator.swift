@@ -19,9 +19,54 @@ package struct Navigator {
         return nil
     }
 
+    /// The keys of the entities `expand`'s navigation (one without a referential constraint)
+    /// links `entity` to (`LinkStore`): those it links to, and those whose partner navigation
+    /// links to it. Nil when the store has no links.
+    package func linked(_ entity: EntityRef, _ expand: BoundExpand) throws -> [[Value]]? {
+        try linked(entity, expand.navigation, targetSet: expand.entitySet)
+    }
+
+    func linked(_ entity: EntityRef, _ nav: NavigationProperty, targetSet: String) throws -> [[Value]]? {
+        guard let links = store.links else { return nil }
+        let set = entity.set
+        let keyBytes: [UInt8]
+        if let pk = entity.primaryKey {
+            keyBytes = Array(pk)
+        } else {
+            keyBytes = try set.encodeKey(try set.keyValues(try entity.properties()))
+        }
+        let source = set.entityKey(keyBytes)
+        var found = Set(try links.targets(t, source: source, nav: nav.name))
+        if let partner = nav.partner {
+            found.formUnion(try links.sources(t, target: source, sourceSet: targetSet, nav: partner))
+        }
+        let target = try store.set(targetSet)
+        return try found.sorted { $0.lexicographicallyPrecedes($1) }.map { bytes in
+            try bytes.withUnsafeBytes { try KeyCodec.decode($0, count: target.type.key.count).values }
+        }
+    }
+
     /// The entities `nav` leads to from `entity`, in the target's key (or index) order.
     package func related(_ entity: EntityRef, _ nav: NavigationProperty, targetSet: String) throws -> [EntityRef] {
-        guard let equalities = try constraints(of: entity, nav) else { return [] }
+        guard let equalities = try constraints(of: entity, nav) else {
+            // Links (`LinkStore`), when a refresh linked the navigation or its partner; else the
+            // store cannot say which entities are related.
+            guard let links = store.links,
+                try links.isLinked(t, set: entity.set.name, nav: nav.name)
+                    || (nav.partner.map { try links.isLinked(t, set: targetSet, nav: $0) } ?? false),
+                let keys = try linked(entity, nav, targetSet: targetSet)
+            else {
+                throw QueryError(
+                    "navigation property '\(nav.name)' has no referential constraint and no defining request expands it (or its partner), so the store has no links to follow it with",
+                    option: nil, column: nil)
+            }
+            let set = try store.set(targetSet)
+            var out: [EntityRef] = []
+            for key in keys {
+                if let p = try set.get(t, key: key) { out.append(EntityRef(set: set, properties: p)) }
+            }
+            return out
+        }
         if equalities.contains(where: { $0.1.isNull }) { return [] }
         var out: [EntityRef] = []
         try find(try store.set(targetSet), equalities) {

@@ -95,6 +95,15 @@ package struct Planner {
     }
 
     /// The plan from the chosen candidate: the conjuncts it does not answer stay as the residual filter.
+    /// Plans `options` over the entities of `set` with these keys (the links of a navigation
+    /// without a referential constraint): point reads by key, in key order, every condition
+    /// checked on the rows, sorted when `$orderby` asks.
+    package static func plan(_ set: EntitySetHandle, options: BoundOptions, keys: [[Value]]) -> QueryPlan {
+        let conjuncts = options.filter.map(flatten) ?? []
+        let best = Candidate(access: .keys(keys), used: [], score: 0, ordered: options.orderBy.isEmpty)
+        return finish(best, set, options, [], conjuncts, [], covering: false)
+    }
+
     private static func finish(
         _ best: Candidate, _ set: EntitySetHandle, _ options: BoundOptions, _ equalities: [(String, Value)],
         _ conjuncts: [TypedExpr], _ sargables: [Sargable], covering: Bool

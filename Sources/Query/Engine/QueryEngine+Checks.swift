@@ -9,22 +9,33 @@ extension QueryEngine {
         if let format = query.format { try Self.checkFormat(format) }
         _ = try Paging.token(query.skipToken)
         try Self.refuseSearch(query.options, option: nil)
-        try Self.refuseUnconstrainedExpand(query.options)
+        try refuseUnconstrainedExpand(query.options, set: query.path.entitySet)
         try limits.check(query)
     }
 
     /// `$expand` of a navigation property without a referential constraint on either side (a
-    /// many-to-many, say): the store relates entities by their foreign keys only, so it cannot
-    /// say which are related — an error, never an empty list.
-    static func refuseUnconstrainedExpand(_ options: BoundOptions) throws(QueryError) {
+    /// many-to-many, say) is answered from the links a refresh stored (`LinkStore`) when a
+    /// defining request expanded it or its partner; otherwise the store cannot say which entities
+    /// are related — an error, never an empty list.
+    func refuseUnconstrainedExpand(_ options: BoundOptions, set: String) throws(QueryError) {
         for e in options.expand {
-            if e.navigation.dependentConstraints.isEmpty && e.navigation.principalConstraints.isEmpty {
+            if LinkStore.isUnconstrained(e.navigation), !isLinked(set: set, e.navigation, target: e.entitySet) {
                 throw QueryError(
-                    "navigation property '\(e.navigation.name)' has no referential constraint, so it cannot be expanded in the local store (links without constraints are not stored yet)",
+                    "navigation property '\(e.navigation.name)' has no referential constraint and no defining request expands it (or its partner), so the store has no links to answer it with",
                     option: "$expand", column: e.position)
             }
-            try refuseUnconstrainedExpand(e.options)
+            try refuseUnconstrainedExpand(e.options, set: e.entitySet)
         }
+    }
+
+    /// Whether a refresh linked `nav` of `set`, or its partner on `target`.
+    func isLinked(set: String, _ nav: NavigationProperty, target: String) -> Bool {
+        guard let links = store.links else { return false }
+        return
+            (try? store.read { t in
+                try links.isLinked(t, set: set, nav: nav.name)
+                    || (nav.partner.map { try links.isLinked(t, set: target, nav: $0) } ?? false)
+            }) ?? false
     }
 
     /// `json`, or the JSON media type with the parameters that do not change what is written:

@@ -322,6 +322,9 @@ struct ResultWriter {
     func expansionPlan(_ e: EntityRef, _ expansion: EntityShape.Expansion, executor: QueryExecutor) throws -> QueryPlan?
     {
         let constraints = try executor.evaluator.navigator.constraints(of: e, expansion.expand.navigation)
+        if constraints == nil, let keys = try executor.evaluator.navigator.linked(e, expansion.expand) {
+            return Planner.plan(expansion.shape.set, options: expansion.expand.options, keys: keys)
+        }
         guard let constraints, !constraints.contains(where: { $0.1.isNull }) else { return nil }
         return Planner.plan(expansion.shape.set, options: expansion.expand.options, equalities: constraints)
     }

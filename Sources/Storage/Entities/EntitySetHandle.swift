@@ -30,12 +30,16 @@ package final class EntitySetHandle: Sendable {
     /// The store's `streams` database when the set's entities have streams (`EntityType.hasStreams`):
     /// deleting an entity deletes its stream records.
     package let streams: StreamStore?
+    /// The store's links when the set's entities may have some (`LinkStore.linkedSets`):
+    /// deleting an entity deletes its links both ways.
+    package let links: LinkStore?
 
     package init(
         name: String, type: EntityType, schema: Schema, entities: Database, indexes: [IndexHandle],
-        streams: StreamStore? = nil
+        streams: StreamStore? = nil, links: LinkStore? = nil
     ) {
         self.streams = streams
+        self.links = links
         self.name = name
         self.type = type
         self.schema = schema
@@ -323,6 +327,7 @@ package final class EntitySetHandle: Sendable {
         try t.delete(entities, key)
         // Its streams' records go with it; their files are removed by `EntityStore.sweepStreams`.
         if let streams { try streams.removeAll(t, entityKey: entityKey(key)) }
+        if let links { try links.removeAll(t, set: name, keyBytes: key, schema: schema) }
         return old
     }
 

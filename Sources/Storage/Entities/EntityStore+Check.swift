@@ -138,6 +138,7 @@ extension EntityStore {
         var streamProblems: [String] = []
         try checkStreams(t, into: &report) { streamProblems.append($0) }
         for p in streamProblems { problem(p) }
+        try checkLinks(t, problem: problem)
         for role in roles { try role.check(self, t, problem: problem) }
     }
 

@@ -18,6 +18,9 @@ package final class EntityStore: Sendable {
     /// The streams of media entities and stream properties (`StreamStore`): nil only in a store
     /// of an older format opened read-only.
     package let streams: StreamStore?
+    /// The links of navigation properties without a referential constraint (`LinkStore`): nil
+    /// only in a store of an older format opened read-only.
+    package let links: LinkStore?
     /// The roles whose databases this store opened (`StoreRole`): the request queue, sync and
     /// served roles for a store the facade opens; none for a bare store of entity sets.
     package let roles: [any StoreRole.Type]
@@ -77,7 +80,7 @@ package final class EntityStore: Sendable {
     /// `repeat/by-time`. 4: the sync databases `etags`, `membership`, `membership/by-entity`.
     /// An older store is upgraded when opened writable (the new databases are created empty,
     /// nothing is rewritten). 5: `streams` (the records of media streams; their bytes are files
-    /// in `streams/`).
+    /// in `streams/`), `links`, `links/by-target`, `links/navs` (`LinkStore`).
     package static let formatVersion = 5
 
     /// Opens the store in `environment` with an already parsed schema; creates missing databases.
@@ -100,7 +103,8 @@ package final class EntityStore: Sendable {
         let setNames = schema.entitySetNames
         let roleNames = roles.flatMap { $0.databaseNames(schema: schema) }
         let names =
-            ["meta", StreamStore.databaseName] + roleNames + setNames.map(Self.databaseName(ofSet:))
+            ["meta", StreamStore.databaseName] + LinkStore.databaseNames + roleNames
+            + setNames.map(Self.databaseName(ofSet:))
             + definitions.map(\.databaseName)
         let opened = try environment.databases(named: names, create: !environment.isReadOnly)
         var byName: [String: Database] = [:]
@@ -108,7 +112,9 @@ package final class EntityStore: Sendable {
             // Index databases may be missing in a read-only store (their backfill never ran).
             if let db {
                 byName[name] = db
-            } else if !name.hasPrefix("i/") && name != StreamStore.databaseName {
+            } else if !name.hasPrefix("i/") && name != StreamStore.databaseName
+                && !LinkStore.databaseNames.contains(name)
+            {
                 throw EntityError.badInput(
                     "the store in '\(environment.path)' has no database '\(name)'; open it writable once to create it")
             }
@@ -119,6 +125,11 @@ package final class EntityStore: Sendable {
             StreamStore(database: $0, directory: environment.path + "/streams")
         }
         self.streams = streamStore
+        var linkStore: LinkStore? = nil
+        if let f = byName["links"], let b = byName["links/by-target"], let n = byName["links/navs"] {
+            linkStore = LinkStore(forward: f, backward: b, navs: n, schema: schema)
+        }
+        self.links = linkStore
         let meta = self.meta
         generation =
             try environment.read { t in try t.view.get(meta, Self.generationKey).map(Self.generationNumber) } ?? 0
@@ -133,7 +144,8 @@ package final class EntityStore: Sendable {
             guard let type = schema.entityType(ofSet: name) else { throw EntityError.unknownEntitySet(name) }
             handles[name] = EntitySetHandle(
                 name: name, type: type, schema: schema, entities: byName[Self.databaseName(ofSet: name)]!, indexes: [],
-                streams: type.hasStreams ? streamStore : nil)
+                streams: type.hasStreams ? streamStore : nil,
+                links: linkStore?.linkedSets.contains(name) == true ? linkStore : nil)
         }
         state = Mutex(State(configuration: configuration, handles: handles))
         for d in definitions { try addIndex(d, persist: false) }
@@ -406,7 +418,7 @@ package final class EntityStore: Sendable {
             let h = s.handles[definition.entitySet]!
             s.handles[definition.entitySet] = EntitySetHandle(
                 name: h.name, type: h.type, schema: schema, entities: h.entities,
-                indexes: h.indexes.filter { $0.definition.name != definition.name }, streams: h.streams)
+                indexes: h.indexes.filter { $0.definition.name != definition.name }, streams: h.streams, links: h.links)
         }
     }
 
@@ -418,7 +430,7 @@ package final class EntityStore: Sendable {
             let h = s.handles[setName]!
             s.handles[setName] = EntitySetHandle(
                 name: h.name, type: h.type, schema: schema, entities: h.entities,
-                indexes: h.indexes.filter { $0.definition.name != name }, streams: h.streams)
+                indexes: h.indexes.filter { $0.definition.name != name }, streams: h.streams, links: h.links)
             s.configuration.indexes[setName]?.removeAll {
                 $0 == name || (try? IndexDefinition(entitySet: setName, definition: $0).name) == name
             }

@@ -1,0 +1,136 @@
+import AsyncHTTPClient
+import Foundation
+import Testing
+@testable import OfflineStore
+@testable import Storage
+import TestSupport
+
+/// Links (issue 39, item 5): a navigation property without a referential constraint (a
+/// many-to-many here, Docs.Tags with its partner Tags.Docs) is stored as links from the expanded
+/// results a refresh (or a file) brings, and `$expand`, `any`/`all` and both directions answer
+/// from them; deleting an entity deletes its links; `check` holds them.
+@Suite(.checksStores, .runsOffThePool) struct LinkTests {
+    static let data = #"{"value":[{"Id":1,"Tags":[{"Id":1},{"Id":2}]},{"Id":2,"Tags":[]},{"Id":3,"Tags":[{"Id":2}]}]}"#
+
+    static func ids(_ rows: [Properties], _ nav: String? = nil) -> [Int64] {
+        rows.compactMap { if case .int(let i)? = $0["Id"] { return i } else { return nil } }
+    }
+
+    static func expanded(_ store: OfflineStore, _ url: String, _ nav: String) throws -> [Int64] {
+        final class Text: @unchecked Sendable { var value = "" }
+        let text = Text()
+        try store.query(url) { text.value += $0 }
+        let json = try JSON.parse(Array(text.value.utf8))
+        guard case .array(let items)? = json[nav] else { return [] }
+        return items.compactMap { if case .number(let n)? = $0["Id"] { return Int64(n) } else { return nil } }
+    }
+
+    @Test func expandedLinksAreStoredAndAnsweredBothWays() async throws {
+        let store = try OfflineStore.create(
+            at: tempDir() + "/links", metadata: Array(UnconstrainedNavigationTests.metadata.utf8))
+        try store.load(set: "Docs", json: Array(Self.data.utf8))
+        #expect(try store.count(set: "Tags") == 2)
+        #expect(try Self.expanded(store, "Docs(1)?$expand=Tags", "Tags") == [1, 2])
+        #expect(try Self.expanded(store, "Docs(2)?$expand=Tags", "Tags") == [])
+        // The partner, answered from the same links read from their other end.
+        #expect(try Self.expanded(store, "Tags(2)?$expand=Docs", "Docs") == [1, 3])
+        #expect(try Self.expanded(store, "Tags(1)?$expand=Docs($select=Id)", "Docs") == [1])
+        #expect(try Self.ids(store.entities("Docs?$filter=Tags/any(t: t/Id eq 2)")) == [1, 3])
+        #expect(try Self.ids(store.entities("Tags?$filter=Docs/any(d: d/Id eq 3)")) == [2])
+        #expect(try store.check().isConsistent)
+
+        // A doc leaves: its links go both ways.
+        try await store.entities.write { t in _ = try store.entities.set("Docs").delete(t, key: [.int(1)]) }
+        #expect(try Self.expanded(store, "Tags(2)?$expand=Docs", "Docs") == [3])
+        // Loading again replaces a doc's list with the one given.
+        try store.load(set: "Docs", json: Array(#"{"value":[{"Id":3,"Tags":[{"Id":1}]}]}"#.utf8))
+        #expect(try Self.expanded(store, "Docs(3)?$expand=Tags", "Tags") == [1])
+        #expect(try Self.expanded(store, "Tags(2)?$expand=Docs", "Docs") == [])
+        let report = try store.check()
+        #expect(report.isConsistent, "\(report)")
+    }
+
+    @Test func checkFindsALinkWithoutItsTwinOrItsEntity() async throws {
+        let store = try OfflineStore.create(
+            at: tempDir() + "/damaged", metadata: Array(UnconstrainedNavigationTests.metadata.utf8))
+        try store.load(set: "Docs", json: Array(Self.data.utf8))
+        let links = try #require(store.entities.links)
+        let doc = try store.entities.set("Docs").encodeKey([.int(2)])
+        let tag = try store.entities.set("Tags").encodeKey([.int(9)])
+        _ = try await store.entities.write { t in
+            try t.put(
+                links.forward, EntityStore.entityKey(set: "Docs", keyBytes: doc) + LinkStore.name("Tags") + tag, [])
+        }
+        let problems = try store.check().problems
+        #expect(
+            problems.contains { $0.contains("Docs(2)/Tags links to Tags(9), which is not in the store") }, "\(problems)"
+        )
+        #expect(problems.contains { $0.contains("has no links/by-target entry") }, "\(problems)")
+        try await store.entities.write { t in
+            _ = try t.delete(
+                links.forward, EntityStore.entityKey(set: "Docs", keyBytes: doc) + LinkStore.name("Tags") + tag)
+        }
+        #expect(try store.check().isConsistent)
+    }
+}
+
+/// Links against odatapy (`scripts/odatapy-server.sh` keeps relations without constraints,
+/// seeded by `@odata.bind`, changed by `$ref`): a copy whose defining request expands Docs' tags
+/// answers `$expand` both ways as odatapy does, before and after links change on the service.
+@Suite(.external, .checksStores, .runsOffThePool) struct LinkODataPyTests {
+    static func serviceIDs(_ client: HTTPClient, _ url: String, _ nav: String) async throws -> [Int64] {
+        let reply = try await MediaFixture.send(client, .GET, url)
+        let items = (reply.object[nav] as? [[String: Any]]) ?? []
+        return items.compactMap { ($0["Id"] as? NSNumber)?.int64Value }.sorted()
+    }
+
+    @Test func aCopyAnswersManyToManyAsTheServiceDoes() async throws {
+        let peer = try ODataPy(
+            metadata: UnconstrainedNavigationTests.metadata,
+            data: [
+                ("Tags", #"{"value":[{"Id":1},{"Id":2},{"Id":3}]}"#),
+                (
+                    "Docs",
+                    #"{"value":[{"Id":1,"Tags@odata.bind":["Tags(1)","Tags(2)"]},{"Id":2},{"Id":3,"Tags@odata.bind":["Tags(2)"]}]}"#
+                ),
+            ])
+        let server = try await peer.start()
+        defer { Task { await server.stop() } }
+        var config = StoreConfiguration()
+        config.serviceRoot = server.url
+        config.definingRequests = [.init(name: "docs", url: "Docs?$expand=Tags"), .init(name: "tags", url: "Tags")]
+        let copy = try OfflineStore.create(
+            at: tempDir() + "/copy", metadata: Array(UnconstrainedNavigationTests.metadata.utf8), configuration: config)
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        func same() async throws {
+            for id in 1...3 {
+                let mine = try LinkTests.expanded(copy, "Docs(\(id))?$expand=Tags", "Tags").sorted()
+                let theirs = try await Self.serviceIDs(client, server.url + "Docs(\(id))?$expand=Tags", "Tags")
+                #expect(mine == theirs, "Docs(\(id))/Tags")
+                let back = try LinkTests.expanded(copy, "Tags(\(id))?$expand=Docs", "Docs").sorted()
+                let serviceBack = try await Self.serviceIDs(client, server.url + "Tags(\(id))?$expand=Docs", "Docs")
+                #expect(back == serviceBack, "Tags(\(id))/Docs")
+            }
+            #expect(try copy.check().isConsistent)
+        }
+        do {
+            try await copy.refresh()
+            try await same()
+            // The service links Doc 2 to Tag 3 and unlinks Doc 1 from Tag 1.
+            let add = try await MediaFixture.send(
+                client, .POST, server.url + "Docs(2)/Tags/$ref", body: Array(#"{"@odata.id":"Tags(3)"}"#.utf8),
+                headers: [("Content-Type", "application/json")])
+            #expect(add.status == 204, "\(add.text)")
+            let remove = try await MediaFixture.send(
+                client, .DELETE, server.url + "Docs(1)/Tags/$ref?$id=" + server.url + "Tags(1)")
+            #expect(remove.status == 204, "\(remove.text)")
+            try await copy.refresh()
+            try await same()
+            #expect(try LinkTests.expanded(copy, "Tags(3)?$expand=Docs", "Docs") == [2])
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+        try await client.shutdown()
+    }
+}

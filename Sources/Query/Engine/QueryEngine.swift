@@ -57,9 +57,9 @@ package struct QueryEngine: Sendable {
             switch target {
             case .single(let set, let eqs, _):
                 return "single entity of \(set.name)\naccess: \(AccessPath.forEqualities(set, eqs))"
-            case .collection(let set, let eqs):
-                var text = Planner.plan(
-                    set, options: query.options, equalities: eqs,
+            case .collection(let set, let eqs, let keys):
+                var text = Self.plan(
+                    set, options: query.options, equalities: eqs, keys: keys,
                     reading: query.path.isCount ? .count : .selected
                 ).description
                 if query.path.isCount { text += "\nresult: count only" }
@@ -153,11 +153,11 @@ package struct QueryEngine: Sendable {
                 let shape = try EntityShape(set: set, options: query.options, store: store, etags: options.etags)
                 summary.etag = try found.etag()
                 try out.single(found, context: context, shape: shape, executor: executor)
-            case .collection(let set, let eqs):
+            case .collection(let set, let eqs, let keys):
                 let queryOptions = query.options
                 // A response without ETags reads only what $select, $filter and $orderby name.
                 let reading: ResultReading = query.path.isCount ? .count : options.etags ? .entities : .selected
-                let plan = Planner.plan(set, options: queryOptions, equalities: eqs, reading: reading)
+                let plan = Self.plan(set, options: queryOptions, equalities: eqs, keys: keys, reading: reading)
                 if query.path.isCount {
                     try out.raw(String(try countWithin(plan, executor)))
                     try out.flush()
@@ -272,9 +272,9 @@ package struct QueryEngine: Sendable {
                 try executor.evaluator.navigator.find(set, eqs) {
                     _ = try body(columns, $0); return false
                 }
-            case .collection(let set, let eqs):
-                let plan = Planner.plan(
-                    set, options: query.options, equalities: eqs,
+            case .collection(let set, let eqs, let keys):
+                let plan = Self.plan(
+                    set, options: query.options, equalities: eqs, keys: keys,
                     reading: query.options.select == nil ? .entities : .selected, reuse: reuse)
                 let columns = reuse?.columns(query.options.select, set) ?? ResultColumns(query.options.select, set)
                 try executor.run(plan) { try body(columns, $0) }
@@ -296,18 +296,30 @@ package struct QueryEngine: Sendable {
                     n = 1; return false
                 }
                 return n
-            case .collection(let set, let eqs):
-                return try executor.count(Planner.plan(set, options: query.options, equalities: eqs, reading: .count))
+            case .collection(let set, let eqs, let keys):
+                return try executor.count(
+                    Self.plan(set, options: query.options, equalities: eqs, keys: keys, reading: .count))
             }
         }
     }
 
     func countWithin(_ plan: QueryPlan, _ executor: QueryExecutor) throws -> Int { try executor.count(plan) }
 
+    /// The plan of a collection: by equalities, or by keys (links).
+    static func plan(
+        _ set: EntitySetHandle, options: BoundOptions, equalities: [(String, Value)], keys: [[Value]]?,
+        reading: ResultReading, reuse: PlanCache? = nil
+    ) -> QueryPlan {
+        if let keys { return Planner.plan(set, options: options, keys: keys) }
+        return Planner.plan(set, options: options, equalities: equalities, reading: reading, reuse: reuse)
+    }
+
     /// What a resource path addresses.
     enum Target {
         case single(EntitySetHandle, [(String, Value)], context: String)
-        case collection(EntitySetHandle, [(String, Value)])
+        /// A collection: the entities of the set with these property values, or — for a navigation
+        /// without a referential constraint, answered from links — those with these keys.
+        case collection(EntitySetHandle, [(String, Value)], keys: [[Value]]? = nil)
         /// A collection that is empty without looking (a null foreign key).
         case empty(EntitySetHandle)
         /// A single-valued navigation, last in the path, whose foreign key is null: no entity is
@@ -327,9 +339,35 @@ package struct QueryEngine: Sendable {
             var eqs: [(String, Value)] = []
             if let nav = segment.navigation, let p = parent {
                 guard let c = try navigator.constraints(of: p, nav) else {
-                    throw QueryError(
-                        "navigation property '\(nav.name)' has no referential constraint, so it cannot be followed in the local store",
-                        option: nil, column: nil)
+                    // Links (`LinkStore`); `related` throws when the store has none for `nav`.
+                    let keys = try navigator.related(p, nav, targetSet: set.name).map {
+                        try set.keyValues(try $0.properties())
+                    }
+                    var chosen = keys
+                    if let key = segment.key {
+                        chosen = keys.filter { k in
+                            zip(set.type.key, k).allSatisfy { name, v in
+                                key.contains { $0.name == name && $0.value == v }
+                            }
+                        }
+                    }
+                    let last = i == segments.count - 1
+                    if segment.isSingle {
+                        guard let one = chosen.first else {
+                            return last && segment.key == nil ? .noRelated(navigation: nav.name) : .missing
+                        }
+                        let eqs = Array(zip(set.type.key, one))
+                        if last { return .single(set, eqs, context: set.name + "/$entity") }
+                        var found: EntityRef? = nil
+                        try navigator.find(set, eqs) {
+                            found = EntityRef(set: $0.set, properties: try $0.properties()); return false
+                        }
+                        guard let found else { return .missing }
+                        parent = found
+                        continue
+                    }
+                    guard last else { return .missing }
+                    return .collection(set, [], keys: chosen)
                 }
                 if c.contains(where: { $0.1.isNull }) {
                     if segment.isSingle && i == segments.count - 1 { return .noRelated(navigation: nav.name) }

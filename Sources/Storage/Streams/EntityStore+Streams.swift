@@ -7,7 +7,9 @@ extension EntityStore {
     /// of records replaced or deleted since, and those a crash left before their transaction
     /// committed. Each is locked first (a writer holds its file's lock until its record
     /// commits), then the records are read in a transaction begun after the locks were taken —
-    /// so a file whose record committed is seen as referenced. Returns how many it removed.
+    /// so a file whose record committed is seen as referenced. Returns how many it removed. A
+    /// file whose lock another process still holds for an instant (a child being spawned shares
+    /// the writer's descriptors until it execs) is left to the next sweep.
     @discardableResult
     package func sweepStreams() throws -> Int {
         guard let streams, !environment.isReadOnly else { return 0 }
@@ -20,7 +22,11 @@ extension EntityStore {
             if flock(fd, LOCK_EX | LOCK_NB) == 0 { locked.append((name, fd)) } else { close(fd) }
         }
         if locked.isEmpty { return 0 }
-        let referenced = try read { t in try referencedStreamFiles(t) }
+        let referenced: Set<String>
+        do { referenced = try read { t in try referencedStreamFiles(t) } } catch {
+            streams.mayHaveOrphans.withLock { $0 = true }  // the next one sweeps again
+            throw error
+        }
         var removed = 0
         for l in locked where !referenced.contains(l.name) {
             if unlink(streams.directory + "/" + l.name) == 0 { removed += 1 }

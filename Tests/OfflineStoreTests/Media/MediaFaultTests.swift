@@ -37,7 +37,7 @@ import TestSupport
                 #expect(injected && now == old, "call \(n) (\(calls[n - 1])) failed the write but the stream changed")
             }
             store.entities.sweepStreamsIfNeeded()
-            _ = try store.entities.sweepStreams()
+            _ = try await MediaFixture.settle(store)
             #expect(Self.files(store) == 2, "call \(n) (\(calls[n - 1])): a file no record names was left")
             let report = try store.check()
             #expect(report.isConsistent && report.orphanStreamFiles == 0, "call \(n) (\(calls[n - 1])): \(report)")
@@ -91,7 +91,7 @@ import TestSupport
                 }
                 try await store.refresh()
                 #expect(try store.openStream("Photos(1)").bytes() == new, "call \(n) (\(calls[n - 1]))")
-                _ = try store.entities.sweepStreams()
+                _ = try await MediaFixture.settle(store)
                 #expect(Self.files(store) == 4, "call \(n) (\(calls[n - 1])): \(Self.files(store)) files")
             }
             print("MediaFaultTests: \(calls.count) fault trials of a refresh downloading a stream, \(failed) failed it")

@@ -66,7 +66,7 @@ import TestSupport
                 let theirs = try authority.streamInfo("Photos(\(id))")
                 #expect(mine?.downloaded == true && mine?.sha256 == theirs?.sha256, "Photos(\(id))")
             }
-            _ = try store.entities.sweepStreams()
+            _ = try await MediaFixture.settle(store)
             let files = try FileManager.default.contentsOfDirectory(atPath: path + "/streams").count
             let report = try store.check()
             #expect(

@@ -37,6 +37,15 @@ import TestSupport
         #expect(try Self.expanded(store, "Tags(1)?$expand=Docs($select=Id)", "Docs") == [1])
         #expect(try Self.ids(store.entities("Docs?$filter=Tags/any(t: t/Id eq 2)")) == [1, 3])
         #expect(try Self.ids(store.entities("Tags?$filter=Docs/any(d: d/Id eq 3)")) == [2])
+        // Navigation paths follow them too, with their options.
+        #expect(try Self.ids(store.entities("Docs(1)/Tags")) == [1, 2])
+        #expect(try Self.ids(store.entities("Tags(2)/Docs?$orderby=Id desc")) == [3, 1])
+        #expect(try Self.ids(store.entities("Tags(2)/Docs?$filter=Id gt 1")) == [3])
+        #expect(try Self.ids(store.entities("Docs(1)/Tags(2)")) == [2])
+        #expect(try store.entities("Docs(2)/Tags").isEmpty)
+        #expect(try store.entities("Docs(1)/Tags(3)").isEmpty)  // not linked: no entity there
+        #expect(throws: EntityError.self) { try store.query("Docs(1)/Tags(3)", write: { (_: String) in }) }
+        #expect(try store.queries.count("Docs(1)/Tags") == 2)
         #expect(try store.check().isConsistent)
 
         // A doc leaves: its links go both ways.

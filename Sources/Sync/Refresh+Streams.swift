@@ -77,16 +77,34 @@ extension Refresher {
     ) async throws {
         let what = "\(p.set)(\(set.describeKey(p.key)))" + (p.name.isEmpty ? "/$value" : "/\(p.name)")
         let file = try streams.incoming(for: what)
-        let answer = try await backend.download(
-            set: p.set, key: p.key, keyText: set.describeKey(p.key), name: p.name, link: p.record.readLink,
-            into: file, extra: headers)
-        guard answer.isSuccess else {
+        func failed(_ why: String) {
             file.abandon()
             report.streamsFailed += 1
-            if report.streamProblems.count < 10 {
-                report.streamProblems.append(
-                    "\(what): GET answered \(answer.status): \(Membership.quoted(String(answer.message.prefix(200))))")
+            if report.streamProblems.count < 10 { report.streamProblems.append("\(what): \(why)") }
+        }
+        let answer: StreamAnswer
+        do {
+            answer = try await backend.download(
+                set: p.set, key: p.key, keyText: set.describeKey(p.key), name: p.name, link: p.record.readLink,
+                into: file, extra: headers)
+        } catch let e as BackendError {
+            // A link to another origin (not followed: credentials go only to the service root), a
+            // stream past the limit, an answer that cannot be read: this stream's fault, not the
+            // service's state — it stays not downloaded and the refresh goes on. No answer at
+            // all stops the refresh, as for a page.
+            switch e {
+            case .otherOrigin(let url, _):
+                failed(
+                    "its read link is on another origin than the service root, not followed: \(Membership.quoted(url))")
+            case .badResponse(let m): failed("unreadable answer: \(Membership.quoted(m))")
+            case .transport, .unreachable:
+                file.abandon()
+                throw e
             }
+            return
+        }
+        guard answer.isSuccess else {
+            failed("GET answered \(answer.status): \(Membership.quoted(String(answer.message.prefix(200))))")
             return
         }
         var template = p.record

@@ -3,6 +3,8 @@ import Crypto
 import Foundation
 import NIOCore
 import NIOHTTP1
+import Remote
+import Sync
 import Testing
 @testable import OfflineStore
 @testable import Storage
@@ -389,6 +391,43 @@ enum MediaFixture {
             #expect(report.streamsDownloaded == 1, "\(report)")
             #expect(try copy.openStream("Attachments('a')").bytes() == bytes)
             #expect(try copy.streamInfo("Attachments('a')")?.contentType == "application/pdf")
+        }
+    }
+}
+
+/// A service is input too: a media read link to another origin is not followed (credentials go
+/// only to the service root) and does not stop the refresh — that stream stays not downloaded,
+/// counted with the reason, and the others are downloaded.
+@Suite(.checksStores, .runsOffThePool) struct MediaHostileLinkTests {
+    /// Rewrites Photos(2)'s read link in every page to point at another host.
+    struct OtherOriginLink: WrappingBackend {
+        let inner: HTTPTransport
+        func send(_ request: WireRequest) async throws -> WireResponse {
+            var response = try await inner.send(request)
+            guard request.url.hasPrefix("Photos") || request.url.contains("/Photos") else { return response }
+            let text = String(decoding: response.body, as: UTF8.self)
+            response.body = Array(
+                text.replacingOccurrences(
+                    of: #""@odata.mediaReadLink":"Photos(2)/$value""#,
+                    with: #""@odata.mediaReadLink":"http://127.0.0.2:9/steal""#
+                ).utf8)
+            return response
+        }
+    }
+
+    @Test func aReadLinkToAnotherOriginIsNotFollowed() async throws {
+        let authority = try await MediaFixture.authority(photo: [1, 2, 3], cover: [4])
+        try await authority.putStream("Photos(2)", contentType: "image/png", bytes: [5, 6])
+        try await withServer(authority.path) { _, server in
+            let copy = try MediaFixture.copy(of: server.url)
+            let transport = OtherOriginLink(inner: HTTPTransport(serviceRoot: server.url))
+            let report = try await copy.refresh(backend: transport)
+            try await transport.inner.shutdown()
+            #expect(report.streamsFailed == 1 && report.streamsDownloaded == 3, "\(report)")
+            #expect(report.description.contains("another origin"), "\(report)")
+            #expect(try copy.streamInfo("Photos(2)")?.downloaded == false)
+            #expect(try copy.openStream("Photos(1)").bytes() == [1, 2, 3])
+            #expect(try copy.check().isConsistent)
         }
     }
 }

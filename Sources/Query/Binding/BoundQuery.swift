@@ -97,4 +97,17 @@ package struct BoundQuery: Sendable, Hashable {
         get { options[keyPath: keyPath] }
         set { options[keyPath: keyPath] = newValue }
     }
+
+    /// The sets the request reads: its own, then those its `$expand` reaches, each once.
+    package var setsReached: [String] {
+        var sets = [path.entitySet]
+        func walk(_ options: BoundOptions) {
+            for e in options.expand {
+                if !sets.contains(e.entitySet) { sets.append(e.entitySet) }
+                walk(e.options)
+            }
+        }
+        walk(options)
+        return sets
+    }
 }

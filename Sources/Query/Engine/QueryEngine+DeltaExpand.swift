@@ -27,15 +27,7 @@ extension QueryEngine {
         try Self.checkDelta(query)
         let root = try store.set(query.path.entitySet)
         try Self.checkExpandDelta(query.options, parent: root.type, schema: store.schema)
-        var sets = [root.name]
-        func walk(_ options: BoundOptions) {
-            for e in options.expand {
-                if !sets.contains(e.entitySet) { sets.append(e.entitySet) }
-                walk(e.options)
-            }
-        }
-        walk(query.options)
-        return sets
+        return query.setsReached
     }
 
     /// Writes the delta response of `url` for the changes `entityChanges` reads inside the

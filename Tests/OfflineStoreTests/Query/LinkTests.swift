@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import LMDB
 import Testing
 @testable import OfflineStore
 @testable import Storage
@@ -143,3 +144,40 @@ import TestSupport
         try await client.shutdown()
     }
 }
+
+#if DEBUG  // the fault hook exists in debug builds only
+/// Storing links, with every `mdb_*` call of a load that brings them failed in turn (`EIO`): the
+/// load is one transaction, so after each trial the store has all of it or none — entities and
+/// links — and `check` passes (a link without its twin or its entities would fail it).
+@Suite(.checksStores) struct LinkFaultTests {
+    @Test func everyLMDBCallOfStoringLinksCanFail() throws {
+        let store = try OfflineStore.create(
+            at: tempDir() + "/faults", metadata: Array(UnconstrainedNavigationTests.metadata.utf8))
+        let env = store.entities.environment
+        FaultInjection.countCalls(in: env)
+        try store.load(set: "Docs", json: Array(LinkTests.data.utf8))
+        let calls = FaultInjection.stop(env).calls
+        #expect(calls.count > 10, "\(calls)")
+        for n in 1...calls.count {
+            let trial = try OfflineStore.create(
+                at: tempDir() + "/fault-\(n)", metadata: Array(UnconstrainedNavigationTests.metadata.utf8))
+            let e = trial.entities.environment
+            FaultInjection.fail(callNumber: n, with: EIO, in: e)
+            let result = Result { try trial.load(set: "Docs", json: Array(LinkTests.data.utf8)) }
+            FaultInjection.stop(e)
+            let report = try trial.check()
+            #expect(report.isConsistent, "call \(n) (\(calls[n - 1])): \(report)")
+            let docs = try trial.count(set: "Docs")
+            if case .success = result {
+                let back = try LinkTests.expanded(trial, "Tags(2)?$expand=Docs", "Docs")
+                #expect(docs == 3 && back == [1, 3], "call \(n) (\(calls[n - 1]))")
+            } else {
+                let tags = try trial.count(set: "Tags")
+                #expect(docs == 0 && tags == 0, "call \(n) (\(calls[n - 1]))")
+                #expect(throws: QueryError.self) { try trial.entities("Docs?$expand=Tags") }
+            }
+        }
+        print("LinkFaultTests: \(calls.count) fault trials of a load bringing links")
+    }
+}
+#endif

@@ -1,6 +1,7 @@
 import Foundation
 import LMDB
 import Query
+import Queue
 import Remote
 import Served
 import Storage
@@ -16,8 +17,11 @@ public struct StreamInfo: Sendable, Hashable {
     public var size: Int?
     public var sha256: String?
     public var contentType: String?
-    /// The service's media ETag.
+    /// The media ETag of the bytes held: the service's, or for a replacement not yet flushed
+    /// one made from its SHA-256.
     public var mediaETag: String?
+    /// The bytes are a local replacement (`replaceStream`) the service has not acknowledged yet.
+    public var pendingUpload: Bool
     /// Where the service reads and writes it (nil: the conventional URL).
     public var readLink: String?
     public var editLink: String?
@@ -27,7 +31,8 @@ public struct StreamInfo: Sendable, Hashable {
         size = r.size
         sha256 = r.sha256
         contentType = r.contentType
-        mediaETag = r.mediaETag
+        mediaETag = r.currentETag
+        pendingUpload = r.isLocal
         readLink = r.readLink
         editLink = r.editLink
     }
@@ -223,6 +228,40 @@ package final class StreamUpload: @unchecked Sendable {
 
     package func append(_ bytes: UnsafeRawBufferPointer) throws { try file.append(bytes) }
 
+    /// Stores the bytes with `contentType` as a local change (`OfflineStore.replaceStream`): the
+    /// stream's record and its queued request in one transaction, unless `ifMatch` does not
+    /// match the stream's media ETag now (`StreamPreconditionFailed`, nothing changes).
+    package func finishQueued(
+        contentType: String, ifMatch: String? = nil, options: ChangeOptions
+    ) async throws
+        -> StreamInfo
+    {
+        let written = try file.finish(StreamRecord(state: .stored, contentType: contentType))
+        let (a, store) = (address, self.store.entities)
+        let (queue, optimize) = (self.store.requestQueue, self.store.configuration.requestQueueOptimization)
+        guard let streams = store.streams else { throw EntityError.badInput("\(a.text): this store has no streams") }
+        let stored: StreamRecord?
+        do {
+            stored = try await store.write { t in
+                if let ifMatch {
+                    let current = try streams.record(t.reader, entityKey: a.entityKey, name: a.name)
+                    if !StreamUpload.matches(ifMatch, current?.currentETag) {
+                        throw StreamPreconditionFailed(what: a.text, current: current?.currentETag)
+                    }
+                }
+                _ = try queue.replaceStream(
+                    t, set: a.set.name, key: a.key, name: a.name, bytes: written, options: options, optimize: optimize)
+                return try streams.record(t.reader, entityKey: a.entityKey, name: a.name)
+            }
+        } catch {
+            file.abandon()
+            throw error
+        }
+        file.committed()
+        store.sweepStreamsIfNeeded()
+        return StreamInfo(stored ?? written)
+    }
+
     /// Stores the bytes with `contentType` in one transaction, unless `ifMatch` (an `If-Match`
     /// value: `*` or ETags) does not match the stream's media ETag now: then nothing changes and
     /// `StreamPreconditionFailed` is thrown. The new media ETag is made from the bytes' SHA-256.
@@ -244,8 +283,8 @@ package final class StreamUpload: @unchecked Sendable {
                     throw EntityError.notFound(set: a.set.name, key: a.set.describeKey(a.key))
                 }
                 let current = try streams.record(t.reader, entityKey: a.entityKey, name: a.name)
-                if let ifMatch, !StreamUpload.matches(ifMatch, current?.mediaETag) {
-                    throw StreamPreconditionFailed(what: a.text, current: current?.mediaETag)
+                if let ifMatch, !StreamUpload.matches(ifMatch, current?.currentETag) {
+                    throw StreamPreconditionFailed(what: a.text, current: current?.currentETag)
                 }
                 var next = record
                 next.readLink = current?.readLink
@@ -308,6 +347,17 @@ extension OfflineStore {
     public func putStream(
         _ path: String, contentType: String, read: (UnsafeMutableRawBufferPointer) throws -> Int
     ) async throws -> StreamInfo {
+        try await filledUpload(path, read: read).finish(contentType: contentType)
+    }
+
+    /// `putStream` of bytes in memory.
+    @discardableResult
+    public func putStream(_ path: String, contentType: String, bytes: [UInt8]) async throws -> StreamInfo {
+        try await putStream(path, contentType: contentType, read: Self.reading(bytes))
+    }
+
+    /// A stream upload of `path` holding what `read` gives, one buffer at a time.
+    func filledUpload(_ path: String, read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> StreamUpload {
         let upload = try beginStream(path)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
         defer { buffer.deallocate() }
@@ -316,14 +366,13 @@ extension OfflineStore {
             if n == 0 { break }
             try upload.append(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
         }
-        return try await upload.finish(contentType: contentType)
+        return upload
     }
 
-    /// `putStream` of bytes in memory.
-    @discardableResult
-    public func putStream(_ path: String, contentType: String, bytes: [UInt8]) async throws -> StreamInfo {
+    /// A `read` for `putStream` and `replaceStream` over bytes in memory.
+    static func reading(_ bytes: [UInt8]) -> (UnsafeMutableRawBufferPointer) -> Int {
         var offset = 0
-        return try await putStream(path, contentType: contentType) { buffer in
+        return { buffer in
             let n = min(buffer.count, bytes.count - offset)
             bytes.withUnsafeBytes { b in
                 buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: b[offset..<offset + n]))
@@ -331,6 +380,36 @@ extension OfflineStore {
             offset += n
             return n
         }
+    }
+
+    /// Replaces a stream's bytes as a local change, like `update` for an entity: the stream's
+    /// record and a queued request (`PUT-STREAM`) in one durable transaction; the next flush
+    /// sends them as `PUT Set(key)/$value` (or the stream property, or the edit link the service
+    /// gave) with `contentType`, in its entity's order, as a request of its own (a JSON `$batch`
+    /// carries no binary body — so not in a transaction: `options.transactionID` is refused).
+    /// `If-Match` carries the service's media ETag of the version replaced (else the entity's
+    /// ETag). Two replacements of one stream before a flush send the last. Until the service
+    /// acknowledges it, a refresh leaves the stream as it is here; `undo` puts back the service's
+    /// version (not downloaded). `read` fills the buffer it is given and returns how many bytes
+    /// it put there, 0 at the end; memory holds one buffer. The entity must exist.
+    @discardableResult
+    public func replaceStream(
+        _ path: String, contentType: String, options: ChangeOptions = .init(),
+        read: (UnsafeMutableRawBufferPointer) throws -> Int
+    ) async throws -> StreamInfo {
+        guard isOffline else {
+            throw EntityError.badInput(
+                "this store is an authority: its streams are its own (putStream), not changes to send")
+        }
+        return try await filledUpload(path, read: read).finishQueued(contentType: contentType, options: options)
+    }
+
+    /// `replaceStream` of bytes in memory.
+    @discardableResult
+    public func replaceStream(
+        _ path: String, contentType: String, bytes: [UInt8], options: ChangeOptions = .init()
+    ) async throws -> StreamInfo {
+        try await replaceStream(path, contentType: contentType, options: options, read: Self.reading(bytes))
     }
 
     /// Whether `path` addresses a stream (`Set(key)/$value`, `Set(key)/StreamProperty`) rather

@@ -9,7 +9,7 @@ import Storage
 /// | update | update | one update, properties merged, later values win |
 /// | update, replace | replace | one replace |
 /// | replace | update | one replace with the entity as it now is |
-/// | update, replace | delete | one delete, at the end of the queue |
+/// | update, replace, stream replacement | delete | one delete, at the end of the queue |
 /// | delete | create | one replace (PUT) |
 /// | anything | anything else | two requests, in order |
 ///
@@ -80,7 +80,7 @@ package enum Collapse {
             return mayMoveUp ? .merge(into: p.id, method: .update) : .append
         case (.update, .replace), (.replace, .update), (.replace, .replace):
             return mayMoveUp ? .merge(into: p.id, method: .replace) : .append
-        case (.update, .delete), (.replace, .delete):
+        case (.update, .delete), (.replace, .delete), (.putStream, .delete):
             return .supersede(p.id)
         case (.delete, .create):
             return mayMoveUp ? .merge(into: p.id, method: .replace) : .append

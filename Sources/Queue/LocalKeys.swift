@@ -143,11 +143,17 @@ extension RequestQueue {
         // record. That copy is the entity then (one entity, not two); the caller lays what is
         // still queued on it.
         if let entity = try set.get(t.reader, key: old) {
+            // Its streams (a photo added before its create was answered) move with it: the
+            // delete below removes the old key's records.
+            let streams = try store.streams?.records(t.reader, entityKey: set.entityKey(oldBytes)) ?? []
             _ = try set.delete(t, key: old)
             if try set.get(t.reader, key: new) == nil {
                 var moved = entity
                 for (k, v) in renamed { moved[k] = v }
                 try set.insert(t, moved)
+                for (name, record) in streams {
+                    try store.streams?.put(t, entityKey: set.entityKey(newBytes), name: name, record)
+                }
             }
         }
         // Its requests: key, and the key inside bodies that carry it.
@@ -233,7 +239,7 @@ extension RequestQueue {
     /// `r`'s body with `changes` written over the properties it carries (a PATCH body gains only
     /// what it already had).
     func rewrite(_ r: RequestRecord, in set: EntitySetHandle, with changes: Properties) throws -> String? {
-        guard r.body != nil else { return nil }
+        guard r.body != nil, r.method != .putStream else { return r.body }
         var body = try self.body(of: r)
         for (k, v) in changes where r.method != .update || body[k] != nil { body[k] = v }
         return json(set, body, select: r.method == .update ? Set(body.map(\.key)) : nil)

@@ -16,7 +16,10 @@ extension RequestQueue {
     /// - a conflict's versions in the ErrorArchive are JSON objects;
     /// - a request of a deep insert is a create in a transaction; those of one transaction share
     ///   their status (they go, and are settled, as one POST), and each but the first depends on
-    ///   an earlier one of them (its parent).
+    ///   an earlier one of them (its parent);
+    /// - a stream replacement is outside any transaction, and its bytes' file is kept for it in
+    ///   `q/stream-files` with the size and SHA-256 its body records; `q/stream-files` keeps no
+    ///   other file (`checkStreamFiles`).
     package func check(_ t: ReadView, maxProblems: Int = 100) throws -> [String] {
         var problems: [String] = []
         func problem(_ s: String) { if problems.count < maxProblems { problems.append(s) } }
@@ -24,11 +27,18 @@ extension RequestQueue {
         let records = try self.records
         var chains: [[UInt8]: (set: String, keyBytes: [UInt8], ids: [Int64])] = [:]
         var deep: [String: [RequestRecord]] = [:]
+        var putStreams: [RequestRecord] = []
         try records.scan(t) { p in
             let r: RequestRecord
             do { r = try RequestRecord(p) } catch {
                 problem("RequestQueue: a row is not a request record: \(error)")
                 return true
+            }
+            if r.method == .putStream {
+                putStreams.append(r)
+                if r.transactionID != nil {
+                    problem("RequestQueue: request \(r.id) replaces a stream inside a transaction")
+                }
             }
             if r.id > last { problem("RequestQueue: request \(r.id) is above the last id handed out (\(last))") }
             for d in r.dependencies where d >= r.id {
@@ -85,6 +95,7 @@ extension RequestQueue {
                 problem("RequestQueue: request \(m.id) of the deep insert of transaction \(tx) depends on none of it")
             }
         }
+        try checkStreamFiles(t, putStreams, problem: problem)
         // ErrorArchive ↔ error records.
         var archived: Set<Int64> = []
         try errorArchive.scan(t) { p in

@@ -9,6 +9,7 @@ import Storage
 /// |---|---|---|
 /// | `q/by-entity` | set ‖ key ‖ request id (UInt64 BE) | `[method, status, flags]` (`ByEntityCode`): an entity's pending chain without reading the queue |
 /// | `base/<Set>` | the entity's key tuple | the last server image of an entity with pending local changes (undo, rebase) |
+/// | `q/stream-files` | a file name of `streams/` | the id of the stream replacement whose bytes it holds (UInt64 BE): kept until the request leaves the queue |
 ///
 /// Written by every local change, in the change's transaction; `check` verifies the queue's
 /// invariants (`RequestQueue.check`).
@@ -18,7 +19,7 @@ package enum QueueRole: LocalStateRole {
     static func baseName(ofSet set: String) -> String { "base/\(set)" }
 
     package static func databaseNames(schema: Schema) -> [String] {
-        [byEntityName] + schema.serviceSetNames.map(baseName(ofSet:))
+        [byEntityName, streamFilesName] + schema.serviceSetNames.map(baseName(ofSet:))
     }
 
     package static func check(_ store: EntityStore, _ t: ReadView, problem: (String) -> Void) throws {

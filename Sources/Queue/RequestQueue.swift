@@ -128,6 +128,7 @@ package struct RequestQueue: Sendable {
 
     /// Removes a record and its `q/by-entity` entry.
     func remove(_ t: WriteView, _ r: RequestRecord) throws {
+        try unpin(t, r)
         try records.delete(t, key: [.int(r.id)])
         try t.delete(store.byEntity, Self.byEntityKey(set: r.entitySet, keyBytes: r.keyBytes, id: r.id))
     }
@@ -212,7 +213,7 @@ package struct RequestQueue: Sendable {
 
     /// The properties a record's body carries.
     package func body(of r: RequestRecord) throws -> Properties {
-        guard let text = r.body else { return [:] }
+        guard let text = r.body, r.method != .putStream else { return [:] }
         let set = try store.set(r.entitySet)
         return try ValueJSON(schema: store.schema).properties(
             from: try JSON.parse(text), properties: set.type.properties, owner: r.entitySet)

@@ -8,6 +8,9 @@ package struct RequestRecord: Sendable, Hashable {
         case update = "PATCH"
         case replace = "PUT"
         case delete = "DELETE"
+        /// A stream's bytes replaced (`PUT Set(key)/$value` or `PUT Set(key)/Name`): the body is a
+        /// `StreamChange` naming the file that holds them.
+        case putStream = "PUT-STREAM"
 
         /// The code kept in `q/by-entity` (`QueueRole.ByEntityCode` reads it back).
         var code: UInt8 {
@@ -16,6 +19,7 @@ package struct RequestRecord: Sendable, Hashable {
             case .update: 2
             case .replace: 3
             case .delete: 4
+            case .putStream: 5
             }
         }
 
@@ -54,7 +58,8 @@ package struct RequestRecord: Sendable, Hashable {
     package var entityKey: String
     /// The key tuple as the store encodes it (exact).
     package var keyBytes: [UInt8]
-    /// The entity (POST, PUT) or its changed properties (PATCH), as OData JSON; nil for DELETE.
+    /// The entity (POST, PUT) or its changed properties (PATCH), as OData JSON; nil for DELETE; a
+    /// `StreamChange` for PUT-STREAM.
     package var body: String?
     package var customTag: String?
     package var customHeaders: [String: String]

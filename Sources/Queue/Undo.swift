@@ -46,6 +46,7 @@ extension RequestQueue {
             guard let r = try record(t.reader, id: entry.id) else { continue }
             if r.method == .create { creates.insert(r.id) }
             try remove(t, r)
+            try revertStream(t, r)
             // Refused and given up, or never sent and undone.
             try recordOutcome(t, r, r.status == .error ? .givenUp : .undone)
             try t.delete(try store.set(SystemSets.errorArchive).entities, try KeyCodec.encode([.int(r.id)]))
@@ -89,6 +90,8 @@ extension RequestQueue {
             return e
         case .delete:
             return nil
+        case .putStream:
+            return image
         }
     }
 }

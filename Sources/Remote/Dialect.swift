@@ -41,7 +41,16 @@ package enum Wire {
         case .update: "PATCH"
         case .replace: "PUT"
         case .delete: "DELETE"
+        case .putStream: "PUT"
         }
+    }
+
+    /// Where stream replacement `change` goes: the stream's edit link, else `entity/$value` or
+    /// `entity/Name`.
+    static func streamPath(_ change: OutgoingChange, entity: String) -> String {
+        guard let stream = change.stream else { return entity }
+        if let link = stream.editLink, !link.isEmpty { return link }
+        return entity + (stream.name.isEmpty ? "/$value" : "/" + percentEncoded(stream.name))
     }
 
     /// The properties `change`'s body carries, read from the store's JSON.

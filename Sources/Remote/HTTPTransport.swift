@@ -247,6 +247,11 @@ package final class HTTPTransport: Transport, @unchecked Sendable {
             if r.headers["Content-Type"].isEmpty { r.headers.add(name: "Content-Type", value: "application/json") }
             r.body = .bytes(ByteBuffer(bytes: body))
         }
+        var timeout = self.timeout
+        if let source = request.source {
+            r.body = .stream(SourceChunks(source: source), length: .known(Int64(source.size)))
+            timeout = timeout + .seconds(Int64(source.size >> 20))
+        }
         do {
             let deadline = NIODeadline.now() + timeout
             let response = try await client.execute(r, deadline: deadline)
@@ -541,4 +546,33 @@ package final class HTTPTransport: Transport, @unchecked Sendable {
                 status: 424, headers: [("Content-Type", "application/json")], body: Array(message.utf8))
         }
     }
+}
+
+/// A `StreamSource` as the pieces AsyncHTTPClient sends (64 KiB each), read as they go.
+struct SourceChunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let source: any StreamSource
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let source: any StreamSource
+        var offset = 0
+
+        mutating func next() async throws -> ByteBuffer? {
+            let size = source.size
+            guard offset < size else { return nil }
+            let count = Swift.min(1 << 16, size - offset)
+            var buffer = ByteBufferAllocator().buffer(capacity: count)
+            let at = offset
+            let n = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { b in
+                try source.read(into: UnsafeMutableRawBufferPointer(rebasing: b[..<count]), at: at)
+            }
+            guard n > 0 else {
+                throw BackendError.transport("the stream's file ended at \(offset) of its \(size) bytes")
+            }
+            offset += n
+            return buffer
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(source: source) }
 }

@@ -40,6 +40,19 @@ package struct ODataBackend: Backend {
     }
 
     package func send(_ changes: [OutgoingChange], extra: [(String, String)]) async throws -> [ChangeAnswer] {
+        // A stream's bytes go in a request of their own: a JSON `$batch` carries no binary body
+        // (flush plans a stream replacement alone in its round).
+        if changes.contains(where: { $0.kind == .putStream }) {
+            var answers: [ChangeAnswer] = []
+            for change in changes {
+                guard change.kind == .putStream else {
+                    answers += try await send([change], extra: extra)
+                    continue
+                }
+                answers.append(try await sendStream(change, extra: extra))
+            }
+            return answers
+        }
         // A change inside another (a deep insert) goes in that one's body, not as a request.
         let children = Self.inlineChildren(changes)
         let top = changes.filter { $0.inside == nil }
@@ -62,6 +75,17 @@ package struct ODataBackend: Backend {
             try await answerInline(change, a, children: children, extra: extra, into: &answers)
         }
         return changes.map { answers[$0.id] ?? ChangeAnswer(status: 0) }
+    }
+
+    /// Stream replacement `change`: a PUT of its bytes, read from its source as they go.
+    func sendStream(_ change: OutgoingChange, extra: [(String, String)]) async throws -> ChangeAnswer {
+        guard let stream = change.stream else { throw BackendError.badResponse("a stream replacement without bytes") }
+        var request = try dialect.request(for: change, store: store)
+        request.headers = extra + request.headers.filter { $0.0.lowercased() != "content-type" }
+        request.headers.append(("Content-Type", stream.contentType))
+        request.source = stream.bytes
+        let response = try await transport.send(request)
+        return answer(response, set: change.set, withEntity: false)
     }
 
     package func read(_ entity: EntityAddress, extra: [(String, String)]) async throws -> ChangeAnswer {

@@ -39,6 +39,9 @@ package struct WireRequest: Sendable {
     /// timeout bounds each wait).
     package var sink: (any StreamSink)?
     package var sinkLimit = Int.max
+    /// The body, read in pieces as it is sent, instead of `body` (a stream's upload): the
+    /// whole-exchange deadline grows by a second for each MiB of it.
+    package var source: (any StreamSource)?
 
     package init(
         method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, group: String? = nil,

@@ -53,6 +53,9 @@ package struct V2Dialect: Dialect {
             body = json.writeV2(props, properties: set.type.properties, select: select)
         case .delete:
             break
+        case .putStream:
+            // The bytes go from `change.stream` as the request is sent (`WireRequest.source`).
+            url = Wire.streamPath(change, entity: url)
         }
         var headers = Wire.customHeaders(change)
         headers.append(("RequestID", Self.requestID(change.repeatabilityID)))

@@ -45,6 +45,10 @@ package struct V4Dialect: Dialect {
             url =
                 try change.parent?.url
                 ?? entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store)
+        case .putStream:
+            // The bytes go from `change.stream` as the request is sent (`WireRequest.source`).
+            url = Wire.streamPath(
+                change, entity: try entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store))
         }
         var headers = Wire.customHeaders(change)
         headers.append(("Repeatability-Request-ID", change.repeatabilityID.description))

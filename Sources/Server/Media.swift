@@ -17,8 +17,10 @@ import Storage
 ///
 /// A PUT stores the body as the stream (`Content-Type` as sent, `application/octet-stream` when
 /// none), read in pieces as it arrives, and answers 204 with the new media ETag; `If-Match` with
-/// another ETag answers 412 and changes nothing. An offline copy does not take stream writes yet:
-/// 501, naming what to do instead.
+/// another ETag answers 412 and changes nothing. In an offline copy the PUT is a local change
+/// (`OfflineStore.replaceStream`): stored and queued in one transaction, sent to the service by
+/// the next flush, with the `OfflineOData.*` headers of any other write (not a transaction id:
+/// a stream goes alone); the ETag answered is made from the bytes until the service's comes.
 struct Media {
     let service: ODataService
     var store: OfflineStore { service.store }
@@ -65,10 +67,14 @@ struct Media {
     }
 
     func put(_ request: Request, resource: String) async throws -> Response {
-        if store.isOffline {
+        let options =
+            store.isOffline
+            ? try Writes.changeOptions { name in HTTPField.Name(name).flatMap { request.headers[$0] } } : nil
+        if options?.transactionID != nil {
             throw ODataFailure(
-                .notImplemented,
-                "this offline store does not take stream writes yet; write the stream to the service, then refresh")
+                .badRequest,
+                "a stream replacement goes to the service as a request of its own: it takes no OfflineOData.TransactionID"
+            )
         }
         let upload: StreamUpload
         do { upload = try store.beginStream(resource) } catch let e as EntityError {
@@ -84,9 +90,13 @@ struct Media {
         }
         let info: StreamInfo
         do {
-            info = try await upload.finish(
-                contentType: request.headers[.contentType] ?? "application/octet-stream",
-                ifMatch: request.headers[.ifMatch])
+            let contentType = request.headers[.contentType] ?? "application/octet-stream"
+            if let options {
+                info = try await upload.finishQueued(
+                    contentType: contentType, ifMatch: request.headers[.ifMatch], options: options)
+            } else {
+                info = try await upload.finish(contentType: contentType, ifMatch: request.headers[.ifMatch])
+            }
         } catch let e as StreamPreconditionFailed {
             throw ODataFailure(.preconditionFailed, "\(e)")
         }

@@ -43,6 +43,19 @@ package protocol Backend: Sendable {
     ) async throws -> StreamAnswer
 }
 
+/// Where an upload's bytes come from, read in pieces at the offsets asked (a store's
+/// `StreamFile`): never held whole.
+package protocol StreamSource: Sendable {
+    /// Its length in bytes.
+    var size: Int { get }
+    /// Fills `buffer` from `offset`; returns how many bytes it put there, 0 at the end.
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws -> Int
+}
+
+extension StreamFile: StreamSource {}
+
+extension StreamDigest: StreamSink {}
+
 /// Where a download's bytes go as they arrive (a store's `IncomingStream`). `restart` comes
 /// before the first byte of each attempt: a download tried again starts over.
 package protocol StreamSink: AnyObject, Sendable {
@@ -108,6 +121,8 @@ package struct OutgoingChange: Sendable {
         /// A replacement of the whole entity.
         case replace
         case delete
+        /// A stream's bytes replaced (`stream` says which and holds them).
+        case putStream
     }
 
     package var kind: Kind
@@ -146,6 +161,8 @@ package struct OutgoingChange: Sendable {
     /// request of its own: that create's `id` and the navigation property it goes under. Its
     /// answer is the part of that create's answer about it (`Backend.send`).
     package var inside: ContentIDReference?
+    /// The stream a `putStream` replaces, with its bytes; nil for the other kinds.
+    package var stream: OutgoingStream?
 
     /// Whether the key of the entity this change makes or changes may be known only from its
     /// answer: it names or goes under an entity an earlier create of its change set made, whose
@@ -162,6 +179,22 @@ package struct OutgoingChange: Sendable {
             (serviceAssigned, etag, repeatabilityID, firstSent)
         (self.customHeaders, self.group, self.id, self.dependsOn, self.localKey) =
             (customHeaders, group, id, dependsOn, localKey)
+    }
+}
+
+/// The bytes of a stream replacement (`OutgoingChange.Kind.putStream`), and where they go.
+package struct OutgoingStream: Sendable {
+    /// "" for a media entity's media resource (`$value`), else the stream property.
+    package var name: String
+    package var contentType: String
+    /// Where the service takes the bytes (`@odata.mediaEditLink`, V2 `edit_media`); nil: the
+    /// conventional `Set(key)/$value` or `Set(key)/Name`.
+    package var editLink: String?
+    /// The bytes, read in pieces as they go.
+    package var bytes: any StreamSource
+
+    package init(name: String, contentType: String, editLink: String?, bytes: any StreamSource) {
+        (self.name, self.contentType, self.editLink, self.bytes) = (name, contentType, editLink, bytes)
     }
 }
 

@@ -146,6 +146,7 @@ extension Flush {
         guard r.method != .delete else {
             return .success(image: nil, etag: nil, reconciled: reconciled, status: answer.status)
         }
+        if r.method == .putStream { return try await streamReplaced(o, answer, reconciled: reconciled) }
         let (repeatability, notThere, twice) = (answer.repeatability, answer.notFoundByMarker, answer.foundTwice)
         var answer = answer
         if answer.entity == nil, answer.unreadable == nil, r.method == .create, r.localKey {
@@ -262,6 +263,8 @@ extension Flush {
         switch (r.method, answer.status) {
         case (.delete, 404):
             return .success(image: nil, etag: nil, reconciled: true, status: 404)
+        case (.putStream, 412):
+            return try await streamAlreadyThere(o)
         case (.create, 409) where !r.localKey, (.update, 412), (.replace, 412):
             let read = try await backend.read(
                 .key(set: r.entitySet, key: o.change.key, keyText: r.entityKey), extra: options.headers)
@@ -298,5 +301,52 @@ extension Flush {
         default:
             return nil
         }
+    }
+
+    /// A stream replacement the service applied: the entity is read back, for its ETag (a
+    /// service's entity ETag may cover its media, as odatapy's and SAP Gateway's media entities'
+    /// do) and its image; the stream's new media ETag is the answer's `ETag`, else the one the
+    /// entity read back announces. A read that fails leaves the entity as it was and its ETag
+    /// unknown (the next change goes without one, or a refresh brings it).
+    func streamReplaced(_ o: Outgoing, _ answer: ChangeAnswer, reconciled: Bool) async throws -> Verdict {
+        let r = o.record
+        let read = try await backend.read(
+            .key(set: r.entitySet, key: o.change.key, keyText: r.entityKey), extra: options.headers)
+        var image: Properties? = nil
+        var etag: String? = nil
+        var mediaETag = answer.etag
+        if read.status == 200, let json = read.entity, read.unreadable == nil, let set = try? store.set(r.entitySet) {
+            var notes: ServerNotes? = ServerNotes()
+            if let there = try? ValueJSON(schema: store.schema).properties(
+                from: json, properties: set.type.properties,
+                navigation: Set(set.type.navigationProperties.map(\.name)), owner: r.entitySet, notes: &notes),
+                let key = try? set.keyValues(there), (try? set.encodeKey(key)) == r.keyBytes
+            {
+                image = there
+                etag = read.etag ?? read.entityETag
+                if mediaETag == nil, let name = o.change.stream?.name {
+                    mediaETag =
+                        PayloadReader.announcedStreams(json, type: set.type, etag: etag, all: true)[name]?.mediaETag
+                }
+            }
+        }
+        return .success(image: image, etag: etag, reconciled: reconciled, status: answer.status, mediaETag: mediaETag)
+    }
+
+    /// A stream replacement sent again after its answer was lost, refused with 412: the first
+    /// attempt may have been applied (its media ETag is then the service's, not the one sent).
+    /// The service's bytes are read back and hashed, never held whole: the same SHA-256 as sent
+    /// is the replacement applied.
+    func streamAlreadyThere(_ o: Outgoing) async throws -> Verdict? {
+        let r = o.record
+        guard let sent = try? StreamChange.of(r) else { return nil }
+        let hash = StreamDigest()
+        let got = try await backend.download(
+            set: r.entitySet, key: o.change.key, keyText: r.entityKey, name: sent.stream,
+            link: nil, into: hash, extra: options.headers)
+        guard got.isSuccess, hash.hex() == sent.sha256 else { return nil }
+        var answer = ChangeAnswer(status: got.status, etag: got.etag)
+        answer.etag = got.etag
+        return try await streamReplaced(o, answer, reconciled: true)
     }
 }

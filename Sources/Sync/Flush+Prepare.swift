@@ -27,7 +27,8 @@ extension Flush {
         for p in planned {
             // Planned from this transaction's reading of the queue: the record is there.
             let (before, r) = try queue.markSentKeepingBefore(t, id: p.id, at: now)
-            let etag = p.ifMatch ? try etags.get(t.reader, set: r.entitySet, keyBytes: r.keyBytes) : nil
+            var etag = p.ifMatch ? try etags.get(t.reader, set: r.entitySet, keyBytes: r.keyBytes) : nil
+            if r.method == .putStream { etag = try streamETag(t.reader, r, queue: queue) ?? etag }
             var change = try Self.change(r, queue: queue, etag: etag)
             change.group = p.group
             if let reference = p.reference {
@@ -68,6 +69,7 @@ extension Flush {
             case .update: .update
             case .replace: .replace
             case .delete: .delete
+            case .putStream: .putStream
             }
         let key = try r.keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values }
         var assigned: Set<String> = []
@@ -78,12 +80,40 @@ extension Flush {
             }
         }
         let custom = r.customHeaders.sorted { $0.key < $1.key }
-        return OutgoingChange(
-            kind: kind, set: r.entitySet, key: key, keyText: r.entityKey, body: try body(r, queue: queue),
-            serviceAssigned: assigned,
+        var change = OutgoingChange(
+            kind: kind, set: r.entitySet, key: key, keyText: r.entityKey,
+            body: r.method == .putStream ? nil : try body(r, queue: queue), serviceAssigned: assigned,
             etag: r.method == .create ? nil : etag, repeatabilityID: r.repeatabilityID,
             firstSent: r.firstSentAt ?? .now,
             customHeaders: custom.map { ($0.key, $0.value) }, id: String(r.id), localKey: r.localKey)
+        if r.method == .putStream { change.stream = try stream(r, queue: queue) }
+        return change
+    }
+
+    /// The bytes stream replacement `r` sends, opened (the queue keeps its file until it
+    /// settles), with its content type and the stream's edit link.
+    static func stream(_ r: RequestRecord, queue: RequestQueue) throws -> OutgoingStream {
+        let sent = try StreamChange.of(r)
+        guard let streams = queue.store.streams else { throw EntityError.badInput("this store has no streams") }
+        let known = try queue.store.read { t in
+            try streams.record(
+                t, entityKey: EntityStore.entityKey(set: r.entitySet, keyBytes: r.keyBytes), name: sent.stream)
+        }
+        let file = try streams.open(
+            StreamRecord(state: .stored, file: sent.file, size: sent.size, sha256: sent.sha256),
+            what: sent.describe(r))
+        return OutgoingStream(
+            name: sent.stream, contentType: sent.contentType, editLink: known?.editLink, bytes: file)
+    }
+
+    /// The ETag stream replacement `r` must match: the service's media ETag of the version it
+    /// replaces (kept in the stream's record while the replacement is local), nil when the
+    /// service gave none — then the entity's ETag goes (a service whose entity ETag covers its
+    /// media: SAP Gateway's media entities, odatapy).
+    static func streamETag(_ t: ReadView, _ r: RequestRecord, queue: RequestQueue) throws -> String? {
+        guard let sent = try? StreamChange.of(r), let streams = queue.store.streams else { return nil }
+        return try streams.record(
+            t, entityKey: EntityStore.entityKey(set: r.entitySet, keyBytes: r.keyBytes), name: sent.stream)?.mediaETag
     }
 
     /// Negative integers and strings starting with `~` are local keys (`fillLocalKey`).

@@ -81,7 +81,7 @@ extension Flush {
             // The record as it is now: an earlier verdict may have archived it as a dependent.
             guard let r = try queue.record(t.reader, id: sent.id), r.status == .sent else { continue }
             switch verdict {
-            case .success(let image, let etag, let reconciled, let inDoubt, let status):
+            case .success(let image, let etag, let reconciled, let inDoubt, let status, let mediaETag):
                 let chain = try queue.chain(t.reader, set: r.entitySet, keyBytes: r.keyBytes)
                 guard chain.first?.id == r.id else {
                     leave(r.id, "request \(r.id) succeeded but an earlier request of its entity is not settled")
@@ -107,6 +107,9 @@ extension Flush {
                 do {
                     try t.nested { c in
                         try acknowledge(c, queue: queue, r, image: image, etag: etag, etags: etags)
+                        if r.method == .putStream {
+                            try queue.streamApplied(c, r, mediaETag: mediaETag, entityETag: etag)
+                        }
                         let removed =
                             r.removeAfterUpload ? "removed from this store once applied (RemoveAfterUpload)" : nil
                         try queue.recordOutcome(

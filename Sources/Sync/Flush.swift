@@ -152,7 +152,10 @@ package struct Flush: Sendable {
         /// to a service that did not say it executed it once (`RepeatabilityResult.accepted`): it
         /// may have been applied twice.
         /// `status`: the answer's (nil: none, a 404 to a delete taken as done, say).
-        case success(image: Properties?, etag: String?, reconciled: Bool, inDoubt: Bool = false, status: Int? = nil)
+        /// `mediaETag`: of a stream replacement, the stream's new media ETag (nil: none given).
+        case success(
+            image: Properties?, etag: String?, reconciled: Bool, inDoubt: Bool = false, status: Int? = nil,
+            mediaETag: String? = nil)
         /// Refused (a 4xx): archive it and its dependents.
         case refused(ServiceError)
         /// Refused for a stale ETag (412): archived as `refused`, with the service's entity as it

@@ -192,7 +192,9 @@ extension Flush {
                 isClosed = true
                 return
             }
-            if let tx = r.transactionID {
+            if r.method == .putStream {
+                try considerStream(r)
+            } else if let tx = r.transactionID {
                 try considerChangeSet(tx)
             } else {
                 try considerAlone(r)
@@ -209,6 +211,17 @@ extension Flush {
             guard try canGo(after: preds) else { return }
             if followsInRound(r), try holdsETag(r) { return }
             admit([PlannedRequest(id: r.id, group: nil, predecessors: preds, ifMatch: true)])
+        }
+
+        /// A stream replacement goes in a round trip of its own (its bytes are the body of a PUT;
+        /// a JSON `$batch` carries no binary body), once its entity's earlier requests are done:
+        /// it ends the round it would join, and goes first in the next.
+        mutating func considerStream(_ r: RequestRecord) throws {
+            guard try predecessors(of: r).isEmpty else { return }
+            if round.isEmpty {
+                admit([PlannedRequest(id: r.id, group: nil, predecessors: [], ifMatch: true)])
+            }
+            isClosed = true
         }
 
         /// Change set `tx` goes as one group — the members that can go now — if the round has room

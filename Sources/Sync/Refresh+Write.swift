@@ -238,6 +238,7 @@ extension Refresher {
         for r in records {
             switch r.method {
             case .delete: return theirs
+            case .putStream: continue  // the stream, not a property
             case .update:
                 for (name, value) in try queue.body(of: r) { mine[name] = value }
             case .replace, .create:

@@ -14,11 +14,13 @@ struct StreamCommand: ParsableCommand {
             The stream is named as in a URL: Photos(1) or Photos(1)/$value (a media entity), \
             Albums(1)/Cover (an Edm.Stream property). Without options its bytes go to standard \
             output (or --out FILE), read in pieces; a stream the store has not downloaded is an \
-            error saying so. --fetch downloads it now; --put stores a file as the store's own \
-            (not queued, like load: an authority's media).
+            error saying so. --fetch downloads it now; --replace replaces it with a file as a \
+            local change (queued: the next flush sends it, like update); --put stores a file as \
+            the store's own (not queued, like load: an authority's media).
             Example: offline-store stream --store s "Photos(1)" --out photo.png
             Example: offline-store stream --store s "Photos(1)" --info
             Example: offline-store stream --store s "Photos(1)" --fetch --service http://127.0.0.1:8080/
+            Example: offline-store stream --store s "Photos(1)" --replace photo.png --content-type image/png
             Example: offline-store stream --store s "Photos(1)" --put photo.png --content-type image/png
             """)
     @OptionGroup var options: StoreOption
@@ -34,16 +36,27 @@ struct StreamCommand: ParsableCommand {
     var headers: [String] = []
     @Option(help: "Store this file as the stream, as the store's own: not queued, like 'load' (an authority's media).")
     var put: String?
-    @Option(help: "With --put: the stream's media type (default application/octet-stream).") var contentType: String?
+    @Option(
+        help:
+            "Replace the stream with this file as a local change: stored and queued in one transaction, sent by the next flush."
+    )
+    var replace: String?
+    @Option(help: "With --put or --replace: the stream's media type (default application/octet-stream).")
+    var contentType: String?
 
     func run() throws {
         try runReportingErrors {
-            if [fetch, put != nil].filter({ $0 }).count > 1 { throw CLIError("give --fetch or --put, not both") }
-            if contentType != nil && put == nil { throw CLIError("--content-type goes with --put") }
+            if [fetch, put != nil, replace != nil].filter({ $0 }).count > 1 {
+                throw CLIError("give one of --fetch, --put and --replace")
+            }
+            if contentType != nil && put == nil && replace == nil {
+                throw CLIError("--content-type goes with --put or --replace")
+            }
             if (service != nil || !headers.isEmpty) && !fetch {
                 throw CLIError("--service and --header go with --fetch")
             }
-            if let put { return try store(put) }
+            if let put { return try store(put, queued: false) }
+            if let replace { return try store(replace, queued: true) }
             if fetch { return try fetchNow() }
             let store = try OfflineStore.open(at: options.store, readOnly: true)
             if info { return try output(Self.json(try store.streamInfo(path))) }
@@ -52,7 +65,7 @@ struct StreamCommand: ParsableCommand {
         }
     }
 
-    func store(_ file: String) throws {
+    func store(_ file: String, queued: Bool) throws {
         let fd = Glibc.open(file, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw CLIError("cannot open \(file): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
@@ -60,13 +73,17 @@ struct StreamCommand: ParsableCommand {
         let (path, type) = (self.path, contentType ?? "application/octet-stream")
         let found = Mutex<StreamInfo?>(nil)
         try blocking {
-            let info = try await store.putStream(path, contentType: type) { buffer in
+            let read = { (buffer: UnsafeMutableRawBufferPointer) throws -> Int in
                 while true {
                     let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
                     if n >= 0 { return n }
                     if errno != EINTR { throw CLIError("cannot read \(file): \(String(cString: strerror(errno)))") }
                 }
             }
+            let info =
+                queued
+                ? try await store.replaceStream(path, contentType: type, read: read)
+                : try await store.putStream(path, contentType: type, read: read)
             found.withLock { $0 = info }
         }
         try output(Self.json(found.withLock { $0 }))
@@ -106,6 +123,7 @@ struct StreamCommand: ParsableCommand {
         }
         return "{\"downloaded\":\(info.downloaded),\"size\":\(info.size.map(String.init) ?? "null"),"
             + "\"sha256\":\(text(info.sha256)),\"contentType\":\(text(info.contentType)),"
-            + "\"mediaETag\":\(text(info.mediaETag)),\"readLink\":\(text(info.readLink)),\"editLink\":\(text(info.editLink))}"
+            + "\"mediaETag\":\(text(info.mediaETag)),\"readLink\":\(text(info.readLink)),\"editLink\":\(text(info.editLink)),"
+            + "\"pendingUpload\":\(info.pendingUpload)}"
     }
 }

@@ -46,7 +46,7 @@ extension ResultWriter {
             member(prefix + "@odata.mediaReadLink", base + (name.isEmpty ? "/$value" : "/" + name))
             if let r = records[name] {
                 if let c = r.contentType { member(prefix + "@odata.mediaContentType", c) }
-                if let tag = r.mediaETag { member(prefix + "@odata.mediaEtag", tag) }
+                if let tag = r.currentETag { member(prefix + "@odata.mediaEtag", tag) }
             }
         }
     }
@@ -66,7 +66,7 @@ extension ResultWriter {
             out.append(",\"content_type\":")
             out.appendString(c)
         }
-        if let tag = record?.mediaETag {
+        if let tag = record?.currentETag {
             out.append(",\"media_etag\":")
             out.appendString(tag)
         }

@@ -22,6 +22,14 @@ package protocol StoreRole: Sendable {
     static func migrate(
         _ store: EntityStore, _ migration: SchemaMigration, _ t: WriteView, outcome: inout MigrationOutcome
     ) throws
+    /// The files of `streams/` the role keeps in snapshot `t` besides those the stream records
+    /// name (the request queue's: the bytes of stream changes not yet settled): the sweep leaves
+    /// them. None by default.
+    static func streamFiles(_ store: EntityStore, _ t: ReadView) throws -> Set<String>
+}
+
+extension StoreRole {
+    package static func streamFiles(_ store: EntityStore, _ t: ReadView) throws -> Set<String> { [] }
 }
 
 /// The role that answers SAP's local-state functions (`offline.isLocal()`,

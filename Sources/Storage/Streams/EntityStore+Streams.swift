@@ -40,10 +40,12 @@ extension EntityStore {
         _ = try? sweepStreams()
     }
 
-    /// The files the stream records of snapshot `t` name.
+    /// The files the stream records of snapshot `t` name, and those the roles keep
+    /// (`StoreRole.streamFiles`: the bytes of queued stream changes).
     func referencedStreamFiles(_ t: ReadView) throws -> Set<String> {
         guard let streams else { return [] }
         var files: Set<String> = []
+        for role in roles { files.formUnion(try role.streamFiles(self, t)) }
         try t.withCursor(streams.database) { c in
             var e = try c.first()
             while let (_, v) = e {
@@ -118,6 +120,7 @@ extension EntityStore {
                 }
             }
         }
+        for role in roles { referenced.formUnion(try role.streamFiles(self, t)) }
         report.orphanStreamFiles = streams.fileNames().filter { !referenced.contains($0) }.count
     }
 }

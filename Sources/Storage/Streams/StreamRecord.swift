@@ -32,6 +32,21 @@ package struct StreamRecord: Codable, Sendable, Hashable {
     /// gives no media ETag (odatapy until a stream is replaced; a service whose entity ETag
     /// covers its media).
     package var entityETag: String?
+    /// The bytes are a local change the service has not acknowledged yet (a queued
+    /// `RequestQueue.replaceStream`): `mediaETag` is then the service's version the change was
+    /// made on (what the change's `If-Match` carries), and a refresh leaves the record alone.
+    /// Nil (not written) for the service's own bytes.
+    package var local: Bool?
+
+    /// Whether the bytes are a local change not yet acknowledged (`local`).
+    package var isLocal: Bool { local == true }
+
+    /// The ETag of the bytes this record holds: the service's media ETag, or for a local change
+    /// one made from its SHA-256 (as an authority makes its own: `"` and 32 hex digits `"`).
+    package var currentETag: String? {
+        guard isLocal else { return mediaETag }
+        return sha256.map { "\"" + $0.prefix(32) + "\"" }
+    }
 
     package init(
         state: State, file: String? = nil, size: Int? = nil, sha256: String? = nil, contentType: String? = nil,

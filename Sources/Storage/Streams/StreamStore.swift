@@ -31,7 +31,7 @@ package final class StreamStore: Sendable {
     package let directory: String
     /// Set when a transaction may have left files no record refers to (a record removed or
     /// replaced): the next `sweepStreamsIfNeeded` sweeps.
-    let mayHaveOrphans = Mutex(true)
+    package let mayHaveOrphans = Mutex(true)
 
     init(database: Database, directory: String) {
         self.database = database
@@ -86,8 +86,11 @@ package final class StreamStore: Sendable {
     /// Notes what the service says of a stream now (`announced`, not downloaded): a record of the
     /// same version keeps its bytes and takes the new links and content type; any other is
     /// replaced by the announcement (its bytes, now stale, left to the sweep).
+    /// A record whose bytes are a local change not yet acknowledged (`StreamRecord.local`) is
+    /// left as it is: the change was made on the version it names, and its flush settles it.
     package func announce(_ t: WriteView, entityKey: [UInt8], name: String, _ announced: StreamRecord) throws {
         if let old = try record(t.reader, entityKey: entityKey, name: name) {
+            if old.isLocal { return }
             var next = announced
             if old.state == .stored, old.sameVersion(as: announced) {
                 next = old
@@ -374,5 +377,30 @@ package final class StreamFile: @unchecked Sendable {
 extension String {
     fileprivate func leftPadded(_ width: Int) -> String {
         count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
+}
+
+/// The SHA-256 of bytes that arrive in pieces and are not kept (a stream read back from a
+/// service to compare with one sent): `restart`, `append`…, `hex`.
+package final class StreamDigest: Sendable {
+    private let state = Mutex((hasher: SHA256(), size: 0))
+
+    package init() {}
+
+    package func restart() { state.withLock { $0 = (SHA256(), 0) } }
+
+    package func append(_ bytes: UnsafeRawBufferPointer) {
+        state.withLock {
+            $0.hasher.update(bufferPointer: bytes)
+            $0.size += bytes.count
+        }
+    }
+
+    /// Bytes appended since the last `restart`.
+    package var size: Int { state.withLock { $0.size } }
+
+    /// The SHA-256 of what was appended, lowercase hex.
+    package func hex() -> String {
+        state.withLock { $0.hasher }.finalize().map { String($0, radix: 16).leftPadded(2) }.joined()
     }
 }

@@ -81,3 +81,90 @@ import TestSupport
         }
     }
 }
+
+/// `offline-store flush` of a copy whose photos were replaced offline (`replaceStream`, in this
+/// process between rounds), SIGKILLed at random instants while the PUTs go (`MEDIA_FLUSH_KILLS`,
+/// default 10, within about `MEDIA_KILL_SECONDS`). After every kill `check` passes — each queued
+/// replacement's file kept and whole — and the service holds for each photo bytes this copy
+/// sent or the service's own, never a mix (a PUT cut off mid-body stores nothing). A last flush
+/// to completion leaves every photo on the service equal to its last replacement here, the
+/// queue empty and no file the queue or a record does not name.
+@Suite(.soak, .checksStores, .serialized) struct MediaFlushKillTests {
+    @Test func aMediaFlushKilledAtRandomInstantsLosesNothing() async throws {
+        let photos = RefreshKillTests.env("MEDIA_KILL_PHOTOS", 40)
+        let kills = RefreshKillTests.env("MEDIA_FLUSH_KILLS", 10)
+        let budget = Double(RefreshKillTests.env("MEDIA_KILL_SECONDS", 60))
+        let authority = try OfflineStore.create(at: tempDir() + "/auth", metadata: Array(MediaFixture.metadata.utf8))
+        try authority.load(
+            set: "Photos", entities: (1...photos).map { ["Id": .int(Int64($0)), "Name": .string("p\($0)")] })
+        try authority.load(set: "Albums", entities: [["Id": .int(1), "Title": .string("A")]])
+        for id in 1...photos {
+            try await authority.putStream(
+                "Photos(\(id))", contentType: "image/png", bytes: MediaFixture.random(1_000, seed: UInt64(id)))
+        }
+        var random = SeededRandom(seed: testSeed("MediaFlushKillTests"))
+        // Every version of each photo: the service's first, and each this copy replaced it with.
+        var versions: [Int: Set<String>] = [:]
+        var last: [Int: String] = [:]
+        for id in 1...photos {
+            versions[id] = [try #require(try authority.streamInfo("Photos(\(id))")?.sha256)]
+        }
+        let logDir = tempDir() + "/logs"
+        try FileManager.default.createDirectory(atPath: logDir, withIntermediateDirectories: true)
+        try await withServer(authority.path) { _, server in
+            let path = try {
+                let copy = try MediaFixture.copy(of: server.url)
+                return copy.path
+            }()
+            let refreshed = try await CLI.run(["refresh", "--store", path])
+            #expect(refreshed.status == 0, "\(refreshed.stderr)")
+            var killed = 0, completed = 0, round = 0
+            let began = Date()
+            while killed < kills && (Date().timeIntervalSince(began) < budget || killed < 3) {
+                round += 1
+                do {
+                    let copy = try OfflineStore.open(at: path)
+                    for _ in 0..<8 {
+                        let id = Int.random(in: 1...photos, using: &random)
+                        let bytes = MediaFixture.random(
+                            Int.random(in: 100_000...600_000, using: &random), seed: UInt64(id * 1000 + round))
+                        let info = try await copy.replaceStream("Photos(\(id))", contentType: "image/png", bytes: bytes)
+                        let sha = try #require(info.sha256)
+                        versions[id, default: []].insert(sha)
+                        last[id] = sha
+                    }
+                }
+                let pid = try RefreshKillTests.spawn(["flush", "--store", path], logDir: logDir)
+                try await Task.sleep(for: .milliseconds(Int.random(in: 5...150, using: &random)))
+                if RefreshKillTests.reap(pid) == nil {
+                    kill(pid, SIGKILL)
+                    _ = RefreshKillTests.reap(pid, wait: true)
+                    killed += 1
+                } else {
+                    completed += 1
+                }
+                let report = try OfflineStore.open(at: path, readOnly: true).check()
+                #expect(report.isConsistent, "after kill \(killed): \(report)")
+                for id in 1...photos {
+                    let sha = try authority.streamInfo("Photos(\(id))")?.sha256 ?? ""
+                    #expect(versions[id]?.contains(sha) == true, "Photos(\(id)) on the service: bytes no one sent")
+                }
+            }
+            let done = try await CLI.run(["flush", "--store", path])
+            #expect(done.status == 0, "\(done.stderr)")
+            let store = try OfflineStore.open(at: path)
+            #expect(try store.pendingRequestCount() == 0)
+            for (id, sha) in last {
+                #expect(try authority.streamInfo("Photos(\(id))")?.sha256 == sha, "Photos(\(id)): the last change lost")
+                #expect(try store.streamInfo("Photos(\(id))")?.pendingUpload == false, "Photos(\(id))")
+            }
+            _ = try await MediaFixture.settle(store)
+            let report = try store.check()
+            let files = try FileManager.default.contentsOfDirectory(atPath: path + "/streams").count
+            #expect(report.isConsistent && report.orphanStreamFiles == 0, "\(report), \(files) files")
+            print(
+                "MediaFlushKillTests: \(photos) photos, \(round) rounds, \(killed) killed, \(completed) completed before the kill"
+            )
+        }
+    }
+}

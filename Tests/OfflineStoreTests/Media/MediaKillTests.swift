@@ -10,14 +10,20 @@ import TestSupport
 /// its entity — and each stored stream is one the service had; a last refresh to completion
 /// leaves every stream equal to the service's and, once swept, no file no record names.
 @Suite(.soak, .checksStores, .serialized) struct MediaKillTests {
-    @Test func aMediaRefreshKilledAtRandomInstantsConverges() async throws {
-        let photos = RefreshKillTests.env("MEDIA_KILL_PHOTOS", 40)
-        let kills = RefreshKillTests.env("MEDIA_KILLS", 12)
-        let budget = Double(RefreshKillTests.env("MEDIA_KILL_SECONDS", 60))
+    /// An authority with photos 1…`photos` (no bytes yet) and an album.
+    static func authority(photos: Int) throws -> OfflineStore {
         let authority = try OfflineStore.create(at: tempDir() + "/auth", metadata: Array(MediaFixture.metadata.utf8))
         try authority.load(
             set: "Photos", entities: (1...photos).map { ["Id": .int(Int64($0)), "Name": .string("p\($0)")] })
         try authority.load(set: "Albums", entities: [["Id": .int(1), "Title": .string("A")]])
+        return authority
+    }
+
+    @Test func aMediaRefreshKilledAtRandomInstantsConverges() async throws {
+        let photos = RefreshKillTests.env("MEDIA_KILL_PHOTOS", 40)
+        let kills = RefreshKillTests.env("MEDIA_KILLS", 12)
+        let budget = Double(RefreshKillTests.env("MEDIA_KILL_SECONDS", 60))
+        let authority = try MediaKillTests.authority(photos: photos)
         var random = SeededRandom(seed: testSeed("MediaKillTests"))
         // Every version of every stream the service ever had, by SHA-256.
         var served: [Int: Set<String>] = [:]
@@ -94,10 +100,7 @@ import TestSupport
         let photos = RefreshKillTests.env("MEDIA_KILL_PHOTOS", 40)
         let kills = RefreshKillTests.env("MEDIA_FLUSH_KILLS", 10)
         let budget = Double(RefreshKillTests.env("MEDIA_KILL_SECONDS", 60))
-        let authority = try OfflineStore.create(at: tempDir() + "/auth", metadata: Array(MediaFixture.metadata.utf8))
-        try authority.load(
-            set: "Photos", entities: (1...photos).map { ["Id": .int(Int64($0)), "Name": .string("p\($0)")] })
-        try authority.load(set: "Albums", entities: [["Id": .int(1), "Title": .string("A")]])
+        let authority = try MediaKillTests.authority(photos: photos)
         for id in 1...photos {
             try await authority.putStream(
                 "Photos(\(id))", contentType: "image/png", bytes: MediaFixture.random(1_000, seed: UInt64(id)))

@@ -388,9 +388,9 @@ extension OfflineStore {
     /// gave) with `contentType`, in its entity's order, as a request of its own (a JSON `$batch`
     /// carries no binary body — so not in a transaction: `options.transactionID` is refused).
     /// `If-Match` carries the service's media ETag of the version replaced (else the entity's
-    /// ETag). Two replacements of one stream before a flush send the last. Until the service
-    /// acknowledges it, a refresh leaves the stream as it is here; `undo` puts back the service's
-    /// version (not downloaded). `read` fills the buffer it is given and returns how many bytes
+    /// ETag; with `streamIfMatch: entity`, always the entity's). Two replacements of one stream
+    /// before a flush send the last. Until the service acknowledges it, a refresh leaves the
+    /// stream as it is here; `undo` puts back the service's version (not downloaded). `read` fills the buffer it is given and returns how many bytes
     /// it put there, 0 at the end; memory holds one buffer. The entity must exist.
     @discardableResult
     public func replaceStream(

@@ -28,7 +28,9 @@ extension Flush {
             // Planned from this transaction's reading of the queue: the record is there.
             let (before, r) = try queue.markSentKeepingBefore(t, id: p.id, at: now)
             var etag = p.ifMatch ? try etags.get(t.reader, set: r.entitySet, keyBytes: r.keyBytes) : nil
-            if r.method == .putStream { etag = try streamETag(t.reader, r, queue: queue) ?? etag }
+            if r.method == .putStream, queue.store.configuration.streamIfMatch == .media {
+                etag = try streamETag(t.reader, r, queue: queue) ?? etag
+            }
             var change = try Self.change(r, queue: queue, etag: etag)
             change.group = p.group
             if let reference = p.reference {

@@ -88,6 +88,18 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// goes after the answer that brings it — not atomic: a refusal of the second part leaves the
     /// first applied. Off, such a transaction is refused whole, never half applied.
     public var splitTransactions = false
+    /// What a stream replacement's `If-Match` carries (`"streamIfMatch"`): `media` (the default)
+    /// the service's media ETag of the version replaced, as OData 4.01 Part 1 §11.4.7.2 says, or
+    /// `entity` the entity's ETag, for a service that checks a stream's `If-Match` against its
+    /// entity's (odatapy 5.3.0 answers 412 to the media ETag its own GET gives). Either way a
+    /// stream the service changed since is a conflict, never overwritten.
+    public var streamIfMatch: StreamIfMatch = .media
+
+    /// What a stream replacement's `If-Match` carries (`streamIfMatch`).
+    public enum StreamIfMatch: String, Sendable, Hashable {
+        case media
+        case entity
+    }
     /// Whether the service takes deep inserts (`"deepInsert"`, default false): a transaction that
     /// cannot go as one change set for want of Content-ID references, made of a create and creates
     /// under it by navigation properties with referential constraints (an order and its items),
@@ -303,6 +315,11 @@ public struct StoreConfiguration: Sendable, Hashable {
             case ("contentIDReferences", .bool(let b)): contentIDReferences = b
             case ("contentIDReferences", .null): contentIDReferences = nil
             case ("splitTransactions", .bool(let b)): splitTransactions = b
+            case ("streamIfMatch", .string(let s)):
+                guard let v = StreamIfMatch(rawValue: s) else {
+                    throw .badInput("configuration: streamIfMatch is \"media\" or \"entity\", not '\(s)'")
+                }
+                streamIfMatch = v
             case ("deepInsert", .bool(let b)): deepInsert = b
             case ("conflictPolicies", .object(let members)):
                 var out: [String: ConflictPolicy] = [:]
@@ -363,6 +380,7 @@ public struct StoreConfiguration: Sendable, Hashable {
         }
         if let contentIDReferences { members.append(("contentIDReferences", .bool(contentIDReferences))) }
         if splitTransactions { members.append(("splitTransactions", .bool(true))) }
+        if streamIfMatch != .media { members.append(("streamIfMatch", .string(streamIfMatch.rawValue))) }
         if deepInsert { members.append(("deepInsert", .bool(true))) }
         if !conflictPolicies.isEmpty {
             members.append(

@@ -55,7 +55,7 @@ PUBLIC_TYPES=" AuthenticationError Authentication AuthorizedRequest CSDLError Ch
  EnumType EnvironmentError FlushReport IndexStats IntegrityReport Iterator JSONError LMDBError LoadError LoadProgress
  LocalChange Message Mode NavigationProperty NewEntity ODataVersion PreparedQuery Properties Property QueryError QueryFormat
  QueryLimits ReferentialConstraint RefreshError RefreshProgress RefreshReport Request RequestAuthorizer ResultOptions ResultRow ResultSummary Schema SecretSource
- SetStats StoreConfiguration StoreStats StringInterpolation Timeouts TypeRef Value ValueBound _EDMTextCodable "
+ SetStats StoreConfiguration StoreStats StreamIfMatch StringInterpolation Timeouts TypeRef Value ValueBound _EDMTextCodable "
 PUBLIC_TYPES=" $(echo $PUBLIC_TYPES) "
 MACHINERY="Sources/LMDB Sources/Storage Sources/Query Sources/Queue Sources/Sync Sources/Served Sources/Remote"
 for name in $(grep -rhoE '^\s*public ((final |indirect )?(struct|enum|class|protocol|typealias|actor)) [A-Za-z0-9_]+' $MACHINERY --include=*.swift | awk '{print $NF}' | sort -u); do

@@ -17,22 +17,32 @@ import TestSupport
     static let metadata = MediaFixture.metadata.replacingOccurrences(
         of: #"<Property Name="Cover" Type="Edm.Stream"/>"#, with: "")
 
+    /// odatapy with `photos` (rows of JSON) and an album.
+    static func peer(photos: [String]) throws -> ODataPy {
+        try ODataPy(
+            metadata: metadata,
+            data: [
+                ("Photos", #"{"value":[\#(photos.joined(separator: ","))]}"#),
+                ("Albums", #"{"value":[{"Id":1,"Title":"A"}]}"#),
+            ])
+    }
+
+    /// A copy's configuration: `root`'s photos, streams retrieved.
+    static func configuration(_ root: String) -> StoreConfiguration {
+        var config = StoreConfiguration()
+        config.serviceRoot = root
+        config.definingRequests = [.init(name: "photos", url: "Photos", retrieveStreams: true)]
+        return config
+    }
+
     @Test func aCopyDownloadsOdatapysMediaThenOnlyWhatChanged() async throws {
         let photos = (1...3).map { MediaFixture.random(20_000 * $0, seed: UInt64(40 + $0)) }
         let rows = photos.enumerated().map { i, bytes in
             #"{"Id":\#(i + 1),"Name":"p\#(i + 1)","@serve.media":"\#(Data(bytes).base64EncodedString())","@odata.mediaContentType":"image/png"}"#
         }
-        let peer = try ODataPy(
-            metadata: Self.metadata,
-            data: [
-                ("Photos", #"{"value":[\#(rows.joined(separator: ","))]}"#),
-                ("Albums", #"{"value":[{"Id":1,"Title":"A"}]}"#),
-            ])
-        let server = try await peer.start()
+        let server = try await Self.peer(photos: rows).start()
         defer { Task { await server.stop() } }
-        var config = StoreConfiguration()
-        config.serviceRoot = server.url
-        config.definingRequests = [.init(name: "photos", url: "Photos", retrieveStreams: true)]
+        let config = Self.configuration(server.url)
         let copy = try OfflineStore.create(
             at: tempDir() + "/copy", metadata: Array(Self.metadata.utf8), configuration: config)
 
@@ -73,17 +83,9 @@ import TestSupport
         let rows = (1...2).map { i in
             #"{"Id":\#(i),"Name":"p\#(i)","@serve.media":"\#(Data(MediaFixture.random(5_000, seed: UInt64(60 + i))).base64EncodedString())","@odata.mediaContentType":"image/png"}"#
         }
-        let peer = try ODataPy(
-            metadata: Self.metadata,
-            data: [
-                ("Photos", #"{"value":[\#(rows.joined(separator: ","))]}"#),
-                ("Albums", #"{"value":[{"Id":1,"Title":"A"}]}"#),
-            ])
-        let server = try await peer.start()
+        let server = try await Self.peer(photos: rows).start()
         defer { Task { await server.stop() } }
-        var config = StoreConfiguration()
-        config.serviceRoot = server.url
-        config.definingRequests = [.init(name: "photos", url: "Photos", retrieveStreams: true)]
+        let config = Self.configuration(server.url)
         let copy = try OfflineStore.create(
             at: tempDir() + "/copy", metadata: Array(Self.metadata.utf8), configuration: config)
         _ = try await copy.refresh()

@@ -359,14 +359,21 @@ extension OfflineStore {
     /// A stream upload of `path` holding what `read` gives, one buffer at a time.
     func filledUpload(_ path: String, read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> StreamUpload {
         let upload = try beginStream(path)
+        try Self.pump(read, into: upload.append)
+        return upload
+    }
+
+    /// Hands what `read` gives to `append`, one 64 KiB buffer at a time, until `read` gives 0.
+    static func pump(
+        _ read: (UnsafeMutableRawBufferPointer) throws -> Int, into append: (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
         defer { buffer.deallocate() }
         while true {
             let n = try read(buffer)
             if n == 0 { break }
-            try upload.append(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+            try append(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
         }
-        return upload
     }
 
     /// A `read` for `putStream` and `replaceStream` over bytes in memory.
@@ -410,6 +417,53 @@ extension OfflineStore {
         _ path: String, contentType: String, bytes: [UInt8], options: ChangeOptions = .init()
     ) async throws -> StreamInfo {
         try await replaceStream(path, contentType: contentType, options: options, read: Self.reading(bytes))
+    }
+
+    /// Creates a media entity with its bytes as a local change, like `create` for an entity: the
+    /// entity (a local key where its key is missing, the service's taking its place once the
+    /// create is answered), its media resource and its requests in one durable transaction. The
+    /// next flush sends `POST Set` with the bytes as the body, `contentType` and `slug` (the
+    /// `Slug` header: what the client would name it, a file name say), as a request of its own —
+    /// the way OData creates a media entity —, then the entity's other properties as a PATCH once
+    /// the service has made it (SAP Gateway's `CREATE_STREAM` takes no properties either). Not in
+    /// a transaction (`options.transactionID` is refused). `read` as in `replaceStream`.
+    @discardableResult
+    public func createMedia(
+        set: String, entity: Properties, contentType: String, slug: String? = nil, options: ChangeOptions = .init(),
+        read: (UnsafeMutableRawBufferPointer) throws -> Int
+    ) async throws -> ChangeReceipt {
+        guard isOffline else {
+            throw EntityError.badInput(
+                "this store is an authority: load the entity and putStream its bytes, they are its own")
+        }
+        let target = try entities.set(set)
+        guard let streams = entities.streams else { throw EntityError.badInput("\(set): this store has no streams") }
+        let file = try streams.incoming(for: "a new \(target.name)")
+        try Self.pump(read) { try file.append($0) }
+        let written = try file.finish(StreamRecord(state: .stored, contentType: contentType))
+        let queue = requestQueue
+        let created: (requestID: Int64, entity: Properties)
+        do {
+            created = try await entities.write { t in
+                try queue.createMedia(
+                    t, set: target.name, entity: entity, bytes: written, slug: slug, options: options)
+            }
+        } catch {
+            file.abandon()
+            throw error
+        }
+        file.committed()
+        return ChangeReceipt(requestID: created.requestID, entity: created.entity)
+    }
+
+    /// `createMedia` of bytes in memory.
+    @discardableResult
+    public func createMedia(
+        set: String, entity: Properties, contentType: String, slug: String? = nil, bytes: [UInt8],
+        options: ChangeOptions = .init()
+    ) async throws -> ChangeReceipt {
+        try await createMedia(
+            set: set, entity: entity, contentType: contentType, slug: slug, options: options, read: Self.reading(bytes))
     }
 
     /// Whether `path` addresses a stream (`Set(key)/$value`, `Set(key)/StreamProperty`) rather

@@ -200,6 +200,42 @@ package struct ServedTransaction {
         }
     }
 
+    /// Creates a media entity with `bytes` (a stream file written and not yet committed) as its
+    /// media resource: in an authority, `entity` (its key given or assigned by the caller) and
+    /// the stream's record, its media ETag made from the bytes' SHA-256; in an offline store,
+    /// queued as `OfflineStore.createMedia` is. Returns the entity as stored and its ETag.
+    package func createMedia(
+        set name: String, entity: Properties, bytes: StreamRecord, slug: String?, options: ChangeOptions = .init()
+    ) throws -> (entity: Properties, etag: String) {
+        if let queue {
+            return try writing {
+                let created = try queue.createMedia(
+                    t, set: name, entity: entity, bytes: bytes, slug: slug, options: options)
+                let set = try handle(name)
+                return try stored(set, try set.encodeKey(try set.keyValues(created.entity)))
+            }
+        }
+        return try guarded {
+            let set = try handle(name)
+            guard set.type.hasStream, let streams = store.streams else {
+                throw EntityError.badInput("\(name) is not a set of media entities (its type has no HasStream)")
+            }
+            let key = try set.keyValues(entity)
+            let keyBytes = try keyBytes(set, key)
+            if try t.get(set.entities, keyBytes) != nil {
+                throw ServedError.alreadyExists(set: name, key: set.describeKey(key))
+            }
+            try writing {
+                try set.insert(t, entity)
+                var record = bytes
+                record.mediaETag = "\"" + (bytes.sha256 ?? "").prefix(32) + "\""
+                try streams.put(t, entityKey: set.entityKey(keyBytes), name: "", record)
+            }
+            try log(set, keyBytes, .upsert)
+            return try stored(set, keyBytes)
+        }
+    }
+
     /// PATCH: merges `changes` (a null removes a value). `ifMatch` is the raw `If-Match` header
     /// value (nil: none), checked with `EntityTag.header(_:matches:)`. `ServedError.notFound` when
     /// the entity does not exist (whatever `ifMatch` says), `.preconditionFailed` when the tag

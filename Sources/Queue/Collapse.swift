@@ -5,7 +5,7 @@ import Storage
 /// | pending | new | result |
 /// |---|---|---|
 /// | create | update, replace | one create with the entity as it now is |
-/// | create | delete | nothing at all (unless another request depends on the create) |
+/// | create, media create | delete | nothing at all (unless another request depends on the create) |
 /// | update | update | one update, properties merged, later values win |
 /// | update, replace | replace | one replace |
 /// | replace | update | one replace with the entity as it now is |
@@ -74,7 +74,7 @@ package enum Collapse {
         switch (p.method, new) {
         case (.create, .update), (.create, .replace):
             return mayMoveUp ? .merge(into: p.id, method: .create) : .append
-        case (.create, .delete):
+        case (.create, .delete), (.createMedia, .delete):
             return p.hasDependents ? .append : .cancel(p.id)
         case (.update, .update):
             return mayMoveUp ? .merge(into: p.id, method: .update) : .append

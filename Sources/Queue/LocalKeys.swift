@@ -239,7 +239,7 @@ extension RequestQueue {
     /// `r`'s body with `changes` written over the properties it carries (a PATCH body gains only
     /// what it already had).
     func rewrite(_ r: RequestRecord, in set: EntitySetHandle, with changes: Properties) throws -> String? {
-        guard r.body != nil, r.method != .putStream else { return r.body }
+        guard r.body != nil, !r.method.carriesStream else { return r.body }
         var body = try self.body(of: r)
         for (k, v) in changes where r.method != .update || body[k] != nil { body[k] = v }
         return json(set, body, select: r.method == .update ? Set(body.map(\.key)) : nil)

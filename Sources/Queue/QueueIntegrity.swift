@@ -34,7 +34,7 @@ extension RequestQueue {
                 problem("RequestQueue: a row is not a request record: \(error)")
                 return true
             }
-            if r.method == .putStream {
+            if r.method.carriesStream {
                 putStreams.append(r)
                 if r.transactionID != nil {
                     problem("RequestQueue: request \(r.id) replaces a stream inside a transaction")
@@ -161,11 +161,11 @@ extension RequestQueue {
                 )
             }
             let hasBase = try t.get(store.base(ofSet: chain.set), chain.keyBytes) != nil
-            if first.method == .create && hasBase {
+            if first.method.isCreate && hasBase {
                 problem(
                     "\(chain.set)(\(first.entityKey)): created locally (request \(first.id)) but has a server image in base/"
                 )
-            } else if first.method != .create && !hasBase {
+            } else if !first.method.isCreate && !hasBase {
                 problem(
                     "\(chain.set)(\(first.entityKey)): its first request \(first.id) changes a server entity, but base/ has no server image"
                 )

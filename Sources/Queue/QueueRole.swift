@@ -39,7 +39,7 @@ package enum QueueRole: LocalStateRole {
             var first = true
             while let (k, v) = e, k.count == prefix.count + 8, k.starts(with: prefix), v.count >= 2 {
                 state.hasPendingChanges = true
-                if first && v[0] == ByEntityCode.create { state.isLocal = true }
+                if first && (v[0] == ByEntityCode.create || v[0] == ByEntityCode.createMedia) { state.isLocal = true }
                 if v[1] == ByEntityCode.error { state.inErrorState = true }
                 first = false
                 e = try c.next()
@@ -51,6 +51,7 @@ package enum QueueRole: LocalStateRole {
     /// Codes in a `q/by-entity` value (`[method, status, flags]`).
     package enum ByEntityCode {
         package static let create: UInt8 = 1
+        package static let createMedia: UInt8 = 6
         package static let error: UInt8 = 2
     }
 }

@@ -213,7 +213,7 @@ package struct RequestQueue: Sendable {
 
     /// The properties a record's body carries.
     package func body(of r: RequestRecord) throws -> Properties {
-        guard let text = r.body, r.method != .putStream else { return [:] }
+        guard let text = r.body, !r.method.carriesStream else { return [:] }
         let set = try store.set(r.entitySet)
         return try ValueJSON(schema: store.schema).properties(
             from: try JSON.parse(text), properties: set.type.properties, owner: r.entitySet)
@@ -238,7 +238,7 @@ package struct RequestQueue: Sendable {
             guard let keyBytes = try? target.encodeKey(target.type.key.compactMap { byReferenced[$0] }) else {
                 continue
             }
-            if let first = try chain(t, set: targetName, keyBytes: keyBytes).first, first.method == .create {
+            if let first = try chain(t, set: targetName, keyBytes: keyBytes).first, first.method.isCreate {
                 out.append(first.id)
             }
         }

@@ -11,6 +11,15 @@ package struct RequestRecord: Sendable, Hashable {
         /// A stream's bytes replaced (`PUT Set(key)/$value` or `PUT Set(key)/Name`): the body is a
         /// `StreamChange` naming the file that holds them.
         case putStream = "PUT-STREAM"
+        /// A media entity created with its bytes (`POST Set` with the bytes as the body and a
+        /// `Slug`): the body is a `StreamChange`; the entity's other properties follow as a PATCH.
+        case createMedia = "POST-MEDIA"
+
+        /// A create of an entity: JSON (`create`) or a media entity's bytes (`createMedia`).
+        package var isCreate: Bool { self == .create || self == .createMedia }
+
+        /// A request whose body is a stream's bytes: it goes in a round trip of its own.
+        package var carriesStream: Bool { self == .putStream || self == .createMedia }
 
         /// The code kept in `q/by-entity` (`QueueRole.ByEntityCode` reads it back).
         var code: UInt8 {
@@ -20,6 +29,7 @@ package struct RequestRecord: Sendable, Hashable {
             case .replace: 3
             case .delete: 4
             case .putStream: 5
+            case .createMedia: QueueRole.ByEntityCode.createMedia
             }
         }
 

@@ -14,9 +14,12 @@ package struct StreamChange: Codable, Sendable, Hashable {
     package var size: Int
     package var sha256: String
     package var contentType: String
+    /// A media create's `Slug` (RFC 5023 §9.7: what the client would name it), if given.
+    package var slug: String?
 
-    package init(stream: String, file: String, size: Int, sha256: String, contentType: String) {
+    package init(stream: String, file: String, size: Int, sha256: String, contentType: String, slug: String? = nil) {
         (self.stream, self.file, self.size, self.sha256, self.contentType) = (stream, file, size, sha256, contentType)
+        self.slug = slug
     }
 
     package var text: String {
@@ -27,7 +30,7 @@ package struct StreamChange: Codable, Sendable, Hashable {
 
     /// The body of a `putStream` record.
     package static func of(_ r: RequestRecord) throws -> StreamChange {
-        guard r.method == .putStream, let body = r.body,
+        guard r.method.carriesStream, let body = r.body,
             let change = try? JSONDecoder().decode(StreamChange.self, from: Data(body.utf8))
         else { throw EntityError.badInput("request \(r.id): not a stream replacement with a readable body") }
         return change
@@ -66,11 +69,32 @@ extension RequestQueue {
         try t.put(streamFiles, Array(file.utf8), value)
     }
 
-    /// Lets go of the file of stream replacement `r` (it leaves the queue or its body changes).
+    /// Lets go of the file of stream request `r` (it leaves the queue or its body changes).
     func unpin(_ t: WriteView, _ r: RequestRecord) throws {
-        guard r.method == .putStream, let change = try? StreamChange.of(r) else { return }
+        guard r.method.carriesStream, let change = try? StreamChange.of(r) else { return }
         try t.delete(streamFiles, Array(change.file.utf8))
         store.streams?.mayHaveOrphans.withLock { $0 = true }
+    }
+
+    /// The set a stream change (`what`) goes to, refused when it is the store's own, in a
+    /// transaction, or without its bytes written; with the bytes' file, size and SHA-256.
+    private func streamChangeTarget(
+        _ setName: String, bytes: StreamRecord, options: ChangeOptions, what: String
+    ) throws -> (EntitySetHandle, StreamStore, String, Int, String) {
+        let set = try store.set(setName)
+        guard !store.schema.isSystemSet(set.name) else {
+            throw EntityError.badInput("'\(set.name)' is one of the store's own sets; it cannot be changed directly")
+        }
+        guard options.transactionID == nil else {
+            throw EntityError.badInput(
+                "\(what) goes to the service as a request of its own (a JSON $batch carries no binary bodies): it cannot be part of transaction '\(options.transactionID!)'"
+            )
+        }
+        guard let streams = store.streams else { throw EntityError.badInput("this store has no streams") }
+        guard bytes.state == .stored, let file = bytes.file, let size = bytes.size, let sha = bytes.sha256 else {
+            throw EntityError.badInput("\(what) needs its bytes written first")
+        }
+        return (set, streams, file, size, sha)
     }
 
     /// Replaces a stream of an entity as a local change: `bytes` (a file `IncomingStream.finish`
@@ -87,19 +111,8 @@ extension RequestQueue {
         _ t: WriteView, set setName: String, key: [Value], name: String, bytes: StreamRecord,
         options: ChangeOptions, optimize: Bool
     ) throws -> Int64 {
-        let set = try store.set(setName)
-        guard !store.schema.isSystemSet(set.name) else {
-            throw EntityError.badInput("'\(set.name)' is one of the store's own sets; it cannot be changed directly")
-        }
-        guard options.transactionID == nil else {
-            throw EntityError.badInput(
-                "a stream replacement goes to the service as a request of its own (a JSON $batch carries no binary bodies): it cannot be part of transaction '\(options.transactionID!)'"
-            )
-        }
-        guard let streams = store.streams else { throw EntityError.badInput("this store has no streams") }
-        guard bytes.state == .stored, let file = bytes.file, let size = bytes.size, let sha = bytes.sha256 else {
-            throw EntityError.badInput("a stream replacement needs its bytes written first")
-        }
+        let (set, streams, file, size, sha) = try streamChangeTarget(
+            setName, bytes: bytes, options: options, what: "a stream replacement")
         let keyBytes = try set.encodeKey(key)
         guard let entity = try set.get(t.reader, key: key) else {
             throw EntityError.notFound(set: set.name, key: set.describeKey(key))
@@ -147,6 +160,53 @@ extension RequestQueue {
         try put(t, r, hasDependents: false)
         try pin(t, file: file, for: id)
         return id
+    }
+
+    /// Creates a media entity as a local change: `entity` (a local key where its key is
+    /// missing) with `bytes` (a file `IncomingStream.finish` wrote) as its media resource, and
+    /// its requests — a `createMedia` (`POST Set` with the bytes and `slug`, the way OData creates
+    /// a media entity) and, when the entity sets properties besides its key, a PATCH of them after
+    /// it, waiting for its answer — all in `t`. Refused in a transaction, as a stream
+    /// replacement is. Returns the create's request id and the entity as stored.
+    package func createMedia(
+        _ t: WriteView, set setName: String, entity given: Properties, bytes: StreamRecord, slug: String?,
+        options: ChangeOptions
+    ) throws -> (requestID: Int64, entity: Properties) {
+        let (set, streams, file, size, sha) = try streamChangeTarget(
+            setName, bytes: bytes, options: options, what: "a media create")
+        guard set.type.hasStream else {
+            throw EntityError.badInput("\(set.name) is not a set of media entities (its type has no HasStream)")
+        }
+        let (entity, localKey) = try fillLocalKey(t, set: set, Self.withEmptyCollections(given, set))
+        try set.insert(t, entity)
+        let key = try set.keyValues(entity)
+        let keyBytes = try set.encodeKey(key)
+        var local = bytes
+        local.local = true
+        try streams.put(t, entityKey: set.entityKey(keyBytes), name: "", local)
+        let change = StreamChange(
+            stream: "", file: file, size: size, sha256: sha,
+            contentType: bytes.contentType ?? "application/octet-stream", slug: slug)
+        let deps = try dependencies(t.reader, set: set, props: entity)
+        let id = try allocateID(t)
+        let create = RequestRecord(
+            id: id, method: .createMedia, entitySet: set.name, entityKey: Self.entityKey(set, key), keyBytes: keyBytes,
+            body: change.text, options: options, repeatabilityID: EDMGuid.random(), createdAt: .now,
+            dependencies: deps, localKey: localKey)
+        try put(t, create, hasDependents: false)
+        try pin(t, file: file, for: id)
+        for d in deps { try markDepended(t, id: d) }
+        // What the entity sets besides its key: a PATCH once the service has made it.
+        let keyNames = Set(set.type.key)
+        let changes = Properties(entity.filter { !keyNames.contains($0.key) && !$0.value.isNull })
+        if !changes.isEmpty {
+            let patch = RequestRecord(
+                id: try allocateID(t), method: .update, entitySet: set.name, entityKey: create.entityKey,
+                keyBytes: keyBytes, body: json(set, changes, select: Set(changes.map(\.key))), options: options,
+                repeatabilityID: EDMGuid.random(), createdAt: .now, dependencies: [], localKey: false)
+            try put(t, patch, hasDependents: false)
+        }
+        return (id, try set.get(t.reader, key: key) ?? entity)
     }
 
     /// After stream replacement `r` left the queue unapplied (undone, given up, superseded by a

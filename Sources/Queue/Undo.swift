@@ -44,7 +44,7 @@ extension RequestQueue {
         var creates: Set<Int64> = []
         for entry in going {
             guard let r = try record(t.reader, id: entry.id) else { continue }
-            if r.method == .create { creates.insert(r.id) }
+            if r.method.isCreate { creates.insert(r.id) }
             try remove(t, r)
             try revertStream(t, r)
             // Refused and given up, or never sent and undone.
@@ -92,6 +92,13 @@ extension RequestQueue {
             return nil
         case .putStream:
             return image
+        case .createMedia:
+            // The entity as the service makes it from the bytes: its key here, the rest from the
+            // PATCH that follows (or the service's answer).
+            if let image { return image }
+            let set = try store.set(r.entitySet)
+            let key = try r.keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values }
+            return Properties(zip(set.type.key, key).map { ($0, $1) })
         }
     }
 }

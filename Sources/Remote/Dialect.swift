@@ -42,7 +42,17 @@ package enum Wire {
         case .replace: "PUT"
         case .delete: "DELETE"
         case .putStream: "PUT"
+        case .createMedia: "POST"
         }
+    }
+
+    /// A media create's `Slug` (RFC 5023 §9.7), percent-encoded as that RFC asks of what is not
+    /// printable ASCII (and of `%`).
+    static func slug(_ change: OutgoingChange) -> [(String, String)] {
+        guard let slug = change.stream?.slug, !slug.isEmpty else { return [] }
+        var allowed = CharacterSet(charactersIn: " "..."~")
+        allowed.remove("%")
+        return [("Slug", slug.addingPercentEncoding(withAllowedCharacters: allowed) ?? slug)]
     }
 
     /// Where stream replacement `change` goes: the stream's edit link, else `entity/$value` or

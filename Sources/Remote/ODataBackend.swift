@@ -42,10 +42,10 @@ package struct ODataBackend: Backend {
     package func send(_ changes: [OutgoingChange], extra: [(String, String)]) async throws -> [ChangeAnswer] {
         // A stream's bytes go in a request of their own: a JSON `$batch` carries no binary body
         // (flush plans a stream replacement alone in its round).
-        if changes.contains(where: { $0.kind == .putStream }) {
+        if changes.contains(where: { $0.stream != nil }) {
             var answers: [ChangeAnswer] = []
             for change in changes {
-                guard change.kind == .putStream else {
+                guard change.stream != nil else {
                     answers += try await send([change], extra: extra)
                     continue
                 }
@@ -77,7 +77,8 @@ package struct ODataBackend: Backend {
         return changes.map { answers[$0.id] ?? ChangeAnswer(status: 0) }
     }
 
-    /// Stream replacement `change`: a PUT of its bytes, read from its source as they go.
+    /// Stream replacement or media create `change`: a PUT or POST of its bytes, read from its
+    /// source as they go.
     func sendStream(_ change: OutgoingChange, extra: [(String, String)]) async throws -> ChangeAnswer {
         guard let stream = change.stream else { throw BackendError.badResponse("a stream replacement without bytes") }
         var request = try dialect.request(for: change, store: store)
@@ -85,7 +86,7 @@ package struct ODataBackend: Backend {
         request.headers.append(("Content-Type", stream.contentType))
         request.source = stream.bytes
         let response = try await transport.send(request)
-        return answer(response, set: change.set, withEntity: false)
+        return answer(response, set: change.set, withEntity: change.kind == .createMedia)
     }
 
     package func read(_ entity: EntityAddress, extra: [(String, String)]) async throws -> ChangeAnswer {

@@ -56,8 +56,10 @@ package struct V2Dialect: Dialect {
         case .putStream:
             // The bytes go from `change.stream` as the request is sent (`WireRequest.source`).
             url = Wire.streamPath(change, entity: url)
+        case .createMedia:
+            url = Wire.percentEncoded(change.set)
         }
-        var headers = Wire.customHeaders(change)
+        var headers = Wire.customHeaders(change) + Wire.slug(change)
         headers.append(("RequestID", Self.requestID(change.repeatabilityID)))
         headers.append(("RepeatabilityCreation", Wire.imfDate(change.firstSent)))
         if let etag = change.etag { headers.append(("If-Match", etag)) }

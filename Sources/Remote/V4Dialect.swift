@@ -49,12 +49,16 @@ package struct V4Dialect: Dialect {
             // The bytes go from `change.stream` as the request is sent (`WireRequest.source`).
             url = Wire.streamPath(
                 change, entity: try entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store))
+        case .createMedia:
+            url = Wire.percentEncoded(change.set)
         }
-        var headers = Wire.customHeaders(change)
+        var headers = Wire.customHeaders(change) + Wire.slug(change)
         headers.append(("Repeatability-Request-ID", change.repeatabilityID.description))
         headers.append(("Repeatability-First-Sent", Wire.imfDate(change.firstSent)))
         if let etag = change.etag { headers.append(("If-Match", etag)) }
-        if change.kind == .create, !headers.contains(where: { $0.0.lowercased() == "prefer" }) {
+        if change.kind == .create || change.kind == .createMedia,
+            !headers.contains(where: { $0.0.lowercased() == "prefer" })
+        {
             headers.append(("Prefer", "return=representation"))
         }
         return WireRequest(method: Wire.method(change.kind), url: url, headers: headers, body: body)

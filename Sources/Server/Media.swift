@@ -109,4 +109,97 @@ struct Media {
         let t = s.trimmingCharacters(in: .whitespaces)
         return Substring(t.hasPrefix("W/") ? String(t.dropFirst(2)) : t)
     }
+
+    /// The media entity set `resource` names (`Photos`), or nil.
+    static func mediaSet(_ store: OfflineStore, _ resource: String) -> String? {
+        guard let set = store.schema.entitySet(resource.removingPercentEncoding ?? resource),
+            (try? store.entities.set(set.name))?.type.hasStream == true
+        else { return nil }
+        return set.name
+    }
+
+    /// Whether the request's body is JSON (an entity, not a media resource's bytes).
+    static func isJSON(_ request: Request) -> Bool {
+        let type = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
+        return type?.lowercased() == "application/json"
+    }
+
+    /// `POST Set` of a media entity set with the bytes as the body (OData 4.01 Part 1 §11.4.2.2;
+    /// V2 the same): the entity is made with the key the service assigns (`Core.Computed`, V2
+    /// `sap:creatable="false"`) and the bytes as its media resource, its properties at their
+    /// defaults — 201 with the entity, its `Location` and media annotations. In an offline copy it
+    /// is a local change (`OfflineStore.createMedia`), its key a local one until flushed. The
+    /// `Slug` header is kept for the flush. Repeatable as any write, by the bytes' SHA-256.
+    func create(_ request: Request, set: String) async throws -> Response {
+        let options =
+            store.isOffline
+            ? try Writes.changeOptions { name in HTTPField.Name(name).flatMap { request.headers[$0] } }
+            : ChangeOptions()
+        if options.transactionID != nil {
+            throw ODataFailure(
+                .badRequest,
+                "a media create goes to the service as a request of its own: it takes no OfflineOData.TransactionID")
+        }
+        guard let streams = store.entities.streams else {
+            throw ODataFailure(.badRequest, "\(set): this store has no streams")
+        }
+        let file = try streams.incoming(for: "a new \(set)")
+        let limit = service.options.maxStreamBytes
+        for try await buffer in request.body {
+            guard file.size + buffer.readableBytes <= limit else {
+                file.abandon()
+                throw ODataFailure(.contentTooLarge, "the stream is larger than the limit of \(limit) bytes")
+            }
+            try buffer.withUnsafeReadableBytes { try file.append($0) }
+        }
+        let contentType = request.headers[.contentType] ?? "application/octet-stream"
+        let written = try file.finish(StreamRecord(state: .stored, contentType: contentType))
+        let slug = request.headers[HTTPField.Name("Slug")!].map { $0.removingPercentEncoding ?? $0 }
+        let root = service.serviceRoot(request)
+        let repeatability = try Repeatability(
+            request.headers, window: Double(store.configuration.repeatabilityWindowSeconds))
+        let fingerprint = Array("POST \(set)\n\(written.sha256 ?? "")".utf8)
+        let store = self.store
+        let recorded: RecordedResponse
+        let replayed: Bool
+        do {
+            (recorded, replayed) = try await store.served(
+                repeatabilityID: repeatability?.id, fingerprint: fingerprint
+            ) { tx in
+                let entity = tx.queued ? [:] : try Writes.assigningComputedKey(store, tx, set: set, [:])
+                let (stored, etag) = try tx.createMedia(
+                    set: set, entity: entity, bytes: written, slug: slug, options: options)
+                let url = try Writes.entityURL(store, set: set, entity: stored)
+                var body = try Writes.entityJSON(store, set: set, entity: stored, etag: etag, root: root)
+                if !V2Dialect.applies(to: store), body.last == UInt8(ascii: "}") {
+                    var media = JSONBuffer()
+                    media.append(",\"@odata.mediaReadLink\":")
+                    media.appendString(url + "/$value")
+                    media.append(",\"@odata.mediaContentType\":")
+                    media.appendString(contentType)
+                    if let sha = written.sha256, !tx.queued {
+                        media.append(",\"@odata.mediaEtag\":")
+                        media.appendString("\"" + sha.prefix(32) + "\"")
+                    }
+                    body.removeLast()
+                    body += media.bytes + [UInt8(ascii: "}")]
+                }
+                return RecordedResponse(
+                    status: 201,
+                    headers: [
+                        ("Location", root + url), ("ETag", etag),
+                        ("Content-Type", V2Dialect.jsonContentType(store)),
+                    ],
+                    body: body)
+            }
+        } catch {
+            file.abandon()
+            throw error
+        }
+        if replayed { file.abandon() } else { file.committed() }
+        store.entities.sweepStreamsIfNeeded()
+        var response = recorded.httpResponse
+        if let (name, value) = repeatability?.result(replayed: replayed) { response.headers[name] = value }
+        return response
+    }
 }

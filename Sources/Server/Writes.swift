@@ -39,6 +39,9 @@ struct Writes {
             throw ODataFailure(
                 .badRequest, "\(method.rawValue) takes no query options here ('\(QueryError.quoting(query))')")
         }
+        if method == .post, query.isEmpty, let set = Media.mediaSet(store, resource), !Media.isJSON(request) {
+            return try await Media(service: service).create(request, set: set)
+        }
         let (op, rawBody) = try await operation(&request, resource: resource)
         let prefer = Prefer(request.headers[.prefer])
         let root = service.serviceRoot(request)

@@ -123,6 +123,8 @@ package struct OutgoingChange: Sendable {
         case delete
         /// A stream's bytes replaced (`stream` says which and holds them).
         case putStream
+        /// A media entity created from its bytes (`stream` holds them, and the `Slug`).
+        case createMedia
     }
 
     package var kind: Kind
@@ -192,6 +194,8 @@ package struct OutgoingStream: Sendable {
     package var editLink: String?
     /// The bytes, read in pieces as they go.
     package var bytes: any StreamSource
+    /// A media create's `Slug` header (nil: none).
+    package var slug: String?
 
     package init(name: String, contentType: String, editLink: String?, bytes: any StreamSource) {
         (self.name, self.contentType, self.editLink, self.bytes) = (name, contentType, editLink, bytes)

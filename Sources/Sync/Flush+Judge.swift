@@ -83,7 +83,7 @@ extension Flush {
     func mismatch(_ round: [Outgoing], _ answers: [ChangeAnswer]) -> String? {
         for (o, answer) in zip(round, answers) where answer.isSuccess {
             let r = o.record
-            guard let json = answer.entity, !(r.method == .create && r.localKey), o.change.keyFromAnswer == false,
+            guard let json = answer.entity, !(r.method.isCreate && r.localKey), o.change.keyFromAnswer == false,
                 r.method != .delete,
                 let set = try? store.set(r.entitySet)
             else { continue }
@@ -111,7 +111,7 @@ extension Flush {
             return try await success(o, answer, reconciled: answer.foundByMarker)
         case 424:
             return .dependent(answer.error)
-        case 428 where o.change.etag == nil && r.method != .create && !o.change.dependsOn.isEmpty:
+        case 428 where o.change.etag == nil && !r.method.isCreate && !o.change.dependsOn.isEmpty:
             return .again(
                 "\(what): the service requires an ETag to match; it comes with the answer to request \(o.change.dependsOn.joined(separator: ", "))"
             )
@@ -130,7 +130,7 @@ extension Flush {
                 // error answers every member).
                 return .success(image: nil, etag: nil, reconciled: true, status: 404)
             }
-            if answer.status == 412, r.method != .create {
+            if answer.status == 412, !r.method.isCreate {
                 return try await conflict(o, answer)
             }
             return .refused(answer.error)
@@ -149,7 +149,7 @@ extension Flush {
         if r.method == .putStream { return try await streamReplaced(o, answer, reconciled: reconciled) }
         let (repeatability, notThere, twice) = (answer.repeatability, answer.notFoundByMarker, answer.foundTwice)
         var answer = answer
-        if answer.entity == nil, answer.unreadable == nil, r.method == .create, r.localKey {
+        if answer.entity == nil, answer.unreadable == nil, r.method.isCreate, r.localKey {
             // The key the service gave is needed: read the entity it created.
             guard let location = answer.location else {
                 return .stop(
@@ -194,7 +194,7 @@ extension Flush {
                 // The answer is the whole entity only for a create or a PUT, or a PATCH answered with
                 // a representation; its key must be the request's unless the key was local.
                 let key = try set.keyValues(image!)
-                if try set.encodeKey(key) != r.keyBytes && !(r.method == .create && r.localKey)
+                if try set.encodeKey(key) != r.keyBytes && !(r.method.isCreate && r.localKey)
                     && o.change.keyFromAnswer == false
                 {
                     return .stop(
@@ -204,7 +204,7 @@ extension Flush {
             } catch {
                 return .stop("request \(r.id): the service's answer (\(answer.status)) cannot be read: \(error)")
             }
-        } else if r.method == .create && r.localKey {
+        } else if r.method.isCreate && r.localKey {
             return .stop(
                 "request \(r.id) (POST \(r.entitySet)): the service's answer has no entity; its key is unknown")
         }
@@ -212,16 +212,23 @@ extension Flush {
         // new create by a service that did not say it executed it once: nothing tells this one
         // from a second entity made by the second attempt.
         let inDoubt =
-            r.method == .create && r.localKey && r.attempts > 1 && repeatability != .accepted
+            r.method.isCreate && r.localKey && r.attempts > 1 && repeatability != .accepted
             && (!reconciled || twice) && !notThere
-        return .success(image: image, etag: etag, reconciled: reconciled, inDoubt: inDoubt, status: answer.status)
+        // A media create's stream: the media ETag its answer's entity announces.
+        var mediaETag: String? = nil
+        if r.method == .createMedia, let json = answer.entity, let set = try? store.set(r.entitySet) {
+            mediaETag = PayloadReader.announcedStreams(json, type: set.type, etag: etag, all: true)[""]?.mediaETag
+        }
+        return .success(
+            image: image, etag: etag, reconciled: reconciled, inDoubt: inDoubt, status: answer.status,
+            mediaETag: mediaETag)
     }
 
     /// The key of the entity `o`'s answer is about: the request's, or for a create whose key the
     /// service assigns the one its answer carries (nil when it carries none that reads).
     func answeredKey(_ o: Outgoing, _ answer: ChangeAnswer) -> (key: [Value], text: String)? {
         let r = o.record
-        guard r.method == .create && r.localKey || o.change.keyFromAnswer else { return (o.change.key, r.entityKey) }
+        guard r.method.isCreate && r.localKey || o.change.keyFromAnswer else { return (o.change.key, r.entityKey) }
         guard let json = answer.entity, let set = try? store.set(r.entitySet) else { return nil }
         var notes: ServerNotes? = ServerNotes()
         guard

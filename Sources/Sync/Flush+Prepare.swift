@@ -72,10 +72,11 @@ extension Flush {
             case .replace: .replace
             case .delete: .delete
             case .putStream: .putStream
+            case .createMedia: .createMedia
             }
         let key = try r.keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values }
         var assigned: Set<String> = []
-        if r.method == .create, r.localKey {
+        if r.method.isCreate, r.localKey {
             for (name, v) in zip(set.type.key, key)
             where set.type.property(name)?.computed == true || isLocalKeyValue(v) {
                 assigned.insert(name)
@@ -84,11 +85,11 @@ extension Flush {
         let custom = r.customHeaders.sorted { $0.key < $1.key }
         var change = OutgoingChange(
             kind: kind, set: r.entitySet, key: key, keyText: r.entityKey,
-            body: r.method == .putStream ? nil : try body(r, queue: queue), serviceAssigned: assigned,
-            etag: r.method == .create ? nil : etag, repeatabilityID: r.repeatabilityID,
+            body: r.method.carriesStream ? nil : try body(r, queue: queue), serviceAssigned: assigned,
+            etag: r.method.isCreate ? nil : etag, repeatabilityID: r.repeatabilityID,
             firstSent: r.firstSentAt ?? .now,
             customHeaders: custom.map { ($0.key, $0.value) }, id: String(r.id), localKey: r.localKey)
-        if r.method == .putStream { change.stream = try stream(r, queue: queue) }
+        if r.method.carriesStream { change.stream = try stream(r, queue: queue) }
         return change
     }
 
@@ -104,8 +105,10 @@ extension Flush {
         let file = try streams.open(
             StreamRecord(state: .stored, file: sent.file, size: sent.size, sha256: sent.sha256),
             what: sent.describe(r))
-        return OutgoingStream(
+        var out = OutgoingStream(
             name: sent.stream, contentType: sent.contentType, editLink: known?.editLink, bytes: file)
+        out.slug = sent.slug
+        return out
     }
 
     /// The ETag stream replacement `r` must match: the service's media ETag of the version it

@@ -107,8 +107,13 @@ extension Flush {
                 do {
                     try t.nested { c in
                         try acknowledge(c, queue: queue, r, image: image, etag: etag, etags: etags)
-                        if r.method == .putStream {
-                            try queue.streamApplied(c, r, mediaETag: mediaETag, entityETag: etag)
+                        if r.method.carriesStream {
+                            // Of the entity under the key it has now (the service's, for a create).
+                            var settled = r
+                            if r.localKey, let image, let set = try? queue.store.set(r.entitySet) {
+                                settled.keyBytes = try set.encodeKey(try set.keyValues(image))
+                            }
+                            try queue.streamApplied(c, settled, mediaETag: mediaETag, entityETag: etag)
                         }
                         let removed =
                             r.removeAfterUpload ? "removed from this store once applied (RemoveAfterUpload)" : nil

@@ -149,7 +149,7 @@ extension Flush {
 
         /// Whether request `id` is a create with a local key: what comes after it waits for its answer.
         mutating func isLocalCreate(_ id: Int64) throws -> Bool {
-            try record(id).map { $0.method == .create && $0.localKey } ?? false
+            try record(id).map { $0.method.isCreate && $0.localKey } ?? false
         }
 
         /// Whether a request with predecessors `preds` can go in this round after `staged` (more
@@ -179,7 +179,7 @@ extension Flush {
 
         /// Whether the store holds an ETag for `r`'s entity (a create has none to send).
         func holdsETag(_ r: RequestRecord) throws -> Bool {
-            guard r.method != .create else { return false }
+            guard !r.method.isCreate else { return false }
             return try etags.get(t, set: r.entitySet, keyBytes: r.keyBytes) != nil
         }
 
@@ -192,7 +192,7 @@ extension Flush {
                 isClosed = true
                 return
             }
-            if r.method == .putStream {
+            if r.method.carriesStream {
                 try considerStream(r)
             } else if let tx = r.transactionID {
                 try considerChangeSet(tx)
@@ -213,7 +213,7 @@ extension Flush {
             admit([PlannedRequest(id: r.id, group: nil, predecessors: preds, ifMatch: true)])
         }
 
-        /// A stream replacement goes in a round trip of its own (its bytes are the body of a PUT;
+        /// A stream replacement (or a media create) goes in a round trip of its own (its bytes are the body of a PUT;
         /// a JSON `$batch` carries no binary body), once its entity's earlier requests are done:
         /// it ends the round it would join, and goes first in the next.
         mutating func considerStream(_ r: RequestRecord) throws {

@@ -189,7 +189,7 @@ extension Refresher {
             return r
         }
         let base = store.base(ofSet: set.name)
-        if records[0].method == .create {
+        if records[0].method.isCreate {
             // The service has the key too. A create that already left (or was refused) is flush's to settle.
             guard records[0].status == .pending else { return .keptLocal }
             records[0].method = .replace
@@ -238,7 +238,7 @@ extension Refresher {
         for r in records {
             switch r.method {
             case .delete: return theirs
-            case .putStream: continue  // the stream, not a property
+            case .putStream, .createMedia: continue  // the stream, not a property
             case .update:
                 for (name, value) in try queue.body(of: r) { mine[name] = value }
             case .replace, .create:

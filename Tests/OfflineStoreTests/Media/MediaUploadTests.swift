@@ -181,4 +181,100 @@ import TestSupport
             #expect(try copy.check().isConsistent && Self.kept(copy).isEmpty)
         }
     }
+
+    /// `MediaFixture.metadata` with the photos' key one the service assigns (`Core.Computed`).
+    static let computedKeys: String = {
+        let plain = #"<Property Name="Id" Type="Edm.Int32" Nullable="false"/>"#
+        let computed =
+            #"<Property Name="Id" Type="Edm.Int32" Nullable="false"><Annotation Term="Org.OData.Core.V1.Computed" Bool="true"/></Property>"#
+        // The first is the photo's (Photo comes before Album).
+        return MediaFixture.metadata.replacingCharacters(
+            in: MediaFixture.metadata.range(of: plain)!, with: computed)
+    }()
+
+    /// An offline copy of `root`'s photos (streams retrieved), their keys the service's.
+    static func computedCopy(of root: String) throws -> OfflineStore {
+        var config = StoreConfiguration()
+        config.serviceRoot = root
+        config.definingRequests = [.init(name: "photos", url: "Photos", retrieveStreams: true)]
+        return try OfflineStore.create(
+            at: tempDir() + "/copy", metadata: Array(computedKeys.utf8), configuration: config)
+    }
+
+    /// A media entity created offline: the entity with a local key, its bytes and two requests
+    /// (the POST of the bytes, then a PATCH of its name), flushed to `serve`: the service makes
+    /// the entity from the bytes with a key of its own, the copy moves the entity, its stream and
+    /// the PATCH to that key, and the service holds the name and the bytes. A create then a
+    /// delete before a flush is nothing at all.
+    @Test func aMediaEntityCreatedOfflineGetsTheServicesKey() async throws {
+        #expect(Self.computedKeys != MediaFixture.metadata)
+        let authority = try OfflineStore.create(at: tempDir() + "/auth", metadata: Array(Self.computedKeys.utf8))
+        try authority.load(set: "Photos", entities: [["Id": .int(1), "Name": .string("one")]])
+        try await withServer(authority.path) { http, server in
+            let copy = try Self.computedCopy(of: server.url)
+            _ = try await copy.refresh()
+            let bytes = MediaFixture.random(150_000, seed: 31)
+            let receipt = try await copy.createMedia(
+                set: "Photos", entity: ["Name": .string("beach")], contentType: "image/jpeg", slug: "beach.jpg",
+                bytes: bytes)
+            let local = try #require(receipt.entity?["Id"])
+            guard case .int(let localID) = local else { Issue.record("no local key: \(local)"); return }
+            #expect(localID < 0)
+            #expect(try Self.requests(copy).map(\.method) == ["POST-MEDIA", "PATCH"])
+            #expect(try copy.openStream("Photos(\(localID))").bytes() == bytes)
+            #expect(try copy.check().isConsistent)
+            // Created and deleted before a flush: nothing goes.
+            let gone = try await copy.createMedia(
+                set: "Photos", entity: [:], contentType: "image/png", bytes: [1, 2, 3])
+            _ = try await copy.delete(set: "Photos", key: [try #require(gone.entity?["Id"])])
+            #expect(try Self.requests(copy).count == 2)
+
+            let report = try await copy.flush()
+            #expect(report.succeeded == 2 && report.archived == 0, "\(report)")
+            let photos = try copy.entities("Photos?$filter=Name eq 'beach'")
+            #expect(photos.count == 1)
+            guard case .int(let id)? = photos.first?["Id"] else { Issue.record("no photo"); return }
+            #expect(id > 0)
+            #expect(try copy.openStream("Photos(\(id))").bytes() == bytes)
+            #expect(try copy.streamInfo("Photos(\(id))")?.pendingUpload == false)
+            let served = try await http.get("Photos(\(id))/$value")
+            #expect(served.body == bytes && served.header("Content-Type") == "image/jpeg")
+            #expect(try await http.get("Photos(\(id))").object["Name"] as? String == "beach")
+            #expect(try authority.entities("Photos").count == 2)
+            _ = try await MediaFixture.settle(copy)
+            let checked = try copy.check()
+            #expect(checked.isConsistent && checked.orphanStreamFiles == 0, "\(checked)")
+            #expect(try Self.kept(copy).isEmpty)
+        }
+    }
+
+    /// An offline copy served to a client takes a media create (POST of the bytes) as a local
+    /// change, answered 201 with the entity under a local key; its flush sends it on.
+    @Test func aServedCopyTakesAMediaCreateAndFlushesIt() async throws {
+        let authority = try OfflineStore.create(at: tempDir() + "/auth", metadata: Array(Self.computedKeys.utf8))
+        try await withServer(authority.path) { http, server in
+            let copy = try Self.computedCopy(of: server.url)
+            let path = copy.path
+            let bytes = MediaFixture.random(20_000, seed: 32)
+            try await withServer(path) { _, sidecar in
+                let client = HTTPClient(eventLoopGroupProvider: .singleton)
+                defer { _ = client.shutdown() }
+                let made = try await MediaFixture.send(
+                    client, .POST, sidecar.url + "Photos", body: bytes,
+                    headers: [("Content-Type", "image/gif"), ("Slug", "cat.gif")])
+                #expect(made.status == 201, "\(made.text)")
+                let location = try #require(made.header("Location"))
+                let back = try await MediaFixture.send(client, .GET, location + "/$value")
+                #expect(back.body == bytes && back.header("Content-Type") == "image/gif")
+            }
+            let reopened = try OfflineStore.open(at: path)
+            #expect(try Self.requests(reopened).map(\.method) == ["POST-MEDIA"])
+            let report = try await reopened.flush()
+            #expect(report.succeeded == 1, "\(report)")
+            let there = try authority.entities("Photos")
+            #expect(there.count == 1)
+            guard case .int(let id)? = there.first?["Id"] else { Issue.record("no photo"); return }
+            #expect(try await http.get("Photos(\(id))/$value").body == bytes)
+        }
+    }
 }

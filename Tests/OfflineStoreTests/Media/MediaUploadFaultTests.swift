@@ -51,6 +51,41 @@ import TestSupport
         }
         print("MediaUploadFaultTests: \(calls.count) fault trials of replaceStream, \(failed) failed it")
     }
+
+    @Test func everyLMDBCallOfCreatingAMediaEntityOfflineCanFail() async throws {
+        let copy = try MediaFixture.copy(of: "http://127.0.0.1:9/")
+        let bytes = MediaFixture.random(40_000, seed: 24)
+        func create() async throws {
+            _ = try await copy.createMedia(
+                set: "Photos", entity: ["Id": .int(7), "Name": .string("seven")], contentType: "image/png",
+                bytes: bytes)
+        }
+        let env = copy.entities.environment
+        FaultInjection.countCalls(in: env)
+        try await create()
+        let calls = FaultInjection.stop(env).calls
+        _ = try copy.undo(set: "Photos", key: [.int(7)])
+        var failed = 0
+        for n in 1...calls.count {
+            let what = "call \(n) (\(calls[n - 1]))"
+            FaultInjection.fail(callNumber: n, with: EIO, in: env)
+            let result = await Result { try await create() }
+            FaultInjection.stop(env)
+            let there = try copy.get(set: "Photos", key: [.int(7)]) != nil
+            if case .success = result {
+                #expect(try there && copy.pendingRequestCount() == 2, "\(what)")
+                #expect(try copy.openStream("Photos(7)").bytes() == bytes, "\(what)")
+            } else {
+                failed += 1
+                #expect(try !there && copy.pendingRequestCount() == 0, "\(what): half a create")
+            }
+            _ = try await MediaFixture.settle(copy)
+            let report = try copy.check()
+            #expect(report.isConsistent && report.orphanStreamFiles == 0, "\(what): \(report)")
+            _ = try copy.undo(set: "Photos", key: [.int(7)])
+        }
+        print("MediaUploadFaultTests: \(calls.count) fault trials of createMedia, \(failed) failed it")
+    }
 }
 
 /// The flush of a stream replacement with each of its `mdb_*` calls failed in turn: 72 trials of

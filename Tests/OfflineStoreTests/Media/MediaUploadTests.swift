@@ -277,4 +277,28 @@ import TestSupport
             #expect(try await http.get("Photos(\(id))/$value").body == bytes)
         }
     }
+
+    /// In the V2 dialect (a V2 copy of a V2 `serve`): a replaced attachment goes as
+    /// `PUT Attachments('a')/$value` with Gateway's idempotency headers, and is read back.
+    @Test func aV2CopyReplacesAnAttachment() async throws {
+        let authority = try OfflineStore.create(
+            at: tempDir() + "/v2auth", metadata: Array(MediaFixture.v2Metadata.utf8))
+        try authority.load(set: "Attachments", entities: [["Id": .string("a"), "FileName": .string("a.pdf")]])
+        try await authority.putStream("Attachments('a')", contentType: "application/pdf", bytes: [1, 2, 3])
+        try await withServer(authority.path) { http, server in
+            var config = StoreConfiguration()
+            config.serviceRoot = server.url
+            config.definingRequests = [.init(name: "att", url: "Attachments", retrieveStreams: true)]
+            let copy = try OfflineStore.create(
+                at: tempDir() + "/v2copy", metadata: Array(MediaFixture.v2Metadata.utf8), configuration: config)
+            _ = try await copy.refresh()
+            let mine = MediaFixture.random(90_000, seed: 33)
+            _ = try await copy.replaceStream("Attachments('a')", contentType: "application/pdf", bytes: mine)
+            let report = try await copy.flush()
+            #expect(report.succeeded == 1 && report.archived == 0, "\(report)")
+            #expect(try await http.get("Attachments('a')/$value").body == mine)
+            #expect(try copy.streamInfo("Attachments('a')")?.pendingUpload == false)
+            #expect(try copy.check().isConsistent)
+        }
+    }
 }

@@ -238,6 +238,19 @@ extension RequestQueue {
         try streams.put(t, entityKey: entityKey, name: change.stream, record)
     }
 
+    /// Stream replacement `r` met a conflict (the service's stream changed since): its local
+    /// record is now made on the service's version, `mediaETag` (nil: none given — the entity's
+    /// ETag goes then), so that "keep mine" sends it against that version and "give up" goes
+    /// back to it.
+    package func streamConflict(_ t: WriteView, _ r: RequestRecord, mediaETag: String?) throws {
+        guard let change = try? StreamChange.of(r), let streams = store.streams else { return }
+        let entityKey = EntityStore.entityKey(set: r.entitySet, keyBytes: r.keyBytes)
+        guard var record = try streams.record(t.reader, entityKey: entityKey, name: change.stream), record.isLocal
+        else { return }
+        record.mediaETag = mediaETag
+        try streams.put(t, entityKey: entityKey, name: change.stream, record)
+    }
+
     /// The stream queue's invariants (`check`): each `putStream` record's body reads and its file
     /// is kept for it in `q/stream-files`, exists with the recorded size and SHA-256; each entry
     /// of `q/stream-files` belongs to a queued `putStream` request with that file.

@@ -260,7 +260,13 @@ extension Flush {
                 navigation: Set(set.type.navigationProperties.map(\.name)), owner: r.entitySet, notes: &notes),
             let key = try? set.keyValues(there), (try? set.encodeKey(key)) == r.keyBytes
         else { return .refused(answer.error) }
-        return .conflict(answer.error, server: there, etag: read.etag ?? read.entityETag)
+        let etag = read.etag ?? read.entityETag
+        // A stream's conflict: the service's media ETag now, what "keep mine" sends against.
+        let stream = try? StreamChange.of(r)
+        let mediaETag = stream.flatMap {
+            PayloadReader.announcedStreams(json, type: set.type, etag: etag, all: true)[$0.stream]?.mediaETag
+        }
+        return .conflict(answer.error, server: there, etag: etag, mediaETag: mediaETag)
     }
 
     /// A re-sent request refused as if already applied, checked against the service: nil when it

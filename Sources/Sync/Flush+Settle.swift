@@ -141,8 +141,11 @@ extension Flush {
             case .refused(let error):
                 for id in try queue.archive(t, id: r.id, error: error) { archived.insert(id) }
                 out.refusals[r.id] = refusal(r, error)
-            case .conflict(let error, let server, let etag):
+            case .conflict(let error, let server, let etag, let mediaETag):
                 let ids = try queue.archive(t, id: r.id, error: error)
+                if r.method == .putStream, server != nil {
+                    try queue.streamConflict(t, r, mediaETag: mediaETag)
+                }
                 let versions = try queue.recordConflict(t, id: r.id, server: server, serverETag: etag)
                 if let etag, server != nil, ServerETags.isHeaderValue(etag) {
                     try etags.put(t, set: r.entitySet, keyBytes: r.keyBytes, etag: etag)

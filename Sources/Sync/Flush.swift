@@ -161,7 +161,8 @@ package struct Flush: Sendable {
         /// Refused for a stale ETag (412): archived as `refused`, with the service's entity as it
         /// is now (nil: gone there) and its ETag, read back when the refusal came — the conflict's
         /// third version (`RequestQueue.recordConflict`).
-        case conflict(ServiceError, server: Properties?, etag: String?)
+        /// `mediaETag`: of a stream replacement, the stream's media ETag on the service now.
+        case conflict(ServiceError, server: Properties?, etag: String?, mediaETag: String? = nil)
         /// Not applied because request `cause` of its atomicity group was refused: archive it as a
         /// dependent of that one.
         case refusedWith(cause: Int64, ServiceError)

@@ -194,11 +194,16 @@ import TestSupport
 
     /// An offline copy of `root`'s photos (streams retrieved), their keys the service's.
     static func computedCopy(of root: String) throws -> OfflineStore {
+        try OfflineStore.create(
+            at: tempDir() + "/copy", metadata: Array(computedKeys.utf8), configuration: configuration(root))
+    }
+
+    /// A copy's configuration: `root`'s `set`, its streams retrieved.
+    static func configuration(_ root: String, set: String = "Photos") -> StoreConfiguration {
         var config = StoreConfiguration()
         config.serviceRoot = root
-        config.definingRequests = [.init(name: "photos", url: "Photos", retrieveStreams: true)]
-        return try OfflineStore.create(
-            at: tempDir() + "/copy", metadata: Array(computedKeys.utf8), configuration: config)
+        config.definingRequests = [.init(name: set.lowercased(), url: set, retrieveStreams: true)]
+        return config
     }
 
     /// A media entity created offline: the entity with a local key, its bytes and two requests
@@ -286,9 +291,7 @@ import TestSupport
         try authority.load(set: "Attachments", entities: [["Id": .string("a"), "FileName": .string("a.pdf")]])
         try await authority.putStream("Attachments('a')", contentType: "application/pdf", bytes: [1, 2, 3])
         try await withServer(authority.path) { http, server in
-            var config = StoreConfiguration()
-            config.serviceRoot = server.url
-            config.definingRequests = [.init(name: "att", url: "Attachments", retrieveStreams: true)]
+            let config = Self.configuration(server.url, set: "Attachments")
             let copy = try OfflineStore.create(
                 at: tempDir() + "/v2copy", metadata: Array(MediaFixture.v2Metadata.utf8), configuration: config)
             _ = try await copy.refresh()
@@ -299,6 +302,85 @@ import TestSupport
             #expect(try await http.get("Attachments('a')/$value").body == mine)
             #expect(try copy.streamInfo("Attachments('a')")?.pendingUpload == false)
             #expect(try copy.check().isConsistent)
+        }
+    }
+
+    /// Many copies, one truth: three copies replace the same four photos and flush at once, as
+    /// three processes. Each photo ends with one copy's bytes on the service — the first to
+    /// arrive; the others' replacements meet its media ETag and are conflicts in their
+    /// ErrorArchive, never overwrites. The ways out: copy 2 keeps its own (re-sent against the
+    /// service's version: its bytes win, in order), copy 3 gives up (its stream goes back to the
+    /// service's); after a refresh every copy holds what the service holds.
+    @Test func threeCopiesReplacingTheSamePhotosConvergeWithConflictsNotOverwrites() async throws {
+        let authority = try OfflineStore.create(at: tempDir() + "/auth", metadata: Array(MediaFixture.metadata.utf8))
+        try authority.load(set: "Photos", entities: (1...4).map { ["Id": .int(Int64($0)), "Name": .string("p\($0)")] })
+        for id in 1...4 { try await authority.putStream("Photos(\(id))", contentType: "image/png", bytes: [UInt8(id)]) }
+        try await withServer(authority.path) { http, server in
+            var copies: [OfflineStore] = []
+            var mine: [[Int: [UInt8]]] = []
+            for n in 1...3 {
+                let config = Self.configuration(server.url)
+                let copy = try OfflineStore.create(
+                    at: tempDir() + "/copy\(n)", metadata: Array(MediaFixture.metadata.utf8), configuration: config)
+                _ = try await copy.refresh()
+                var bytes: [Int: [UInt8]] = [:]
+                for id in 1...4 {
+                    bytes[id] = MediaFixture.random(50_000, seed: UInt64(n * 100 + id))
+                    _ = try await copy.replaceStream("Photos(\(id))", contentType: "image/png", bytes: bytes[id]!)
+                }
+                copies.append(copy)
+                mine.append(bytes)
+            }
+            // The three flushes at once, each its own process.
+            let flushes = try await withThrowingTaskGroup(of: CLI.Result.self) { group in
+                for copy in copies { group.addTask { try await CLI.run(["flush", "--store", copy.path]) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            // A flush that archived refusals exits 1 (the CLI's contract), saying so.
+            for f in flushes {
+                #expect(
+                    f.status == 0 || f.status == 1 && f.stderr.contains("(a conflict: both versions kept)"),
+                    "\(f.stderr)")
+            }
+            var winners: [Int: Int] = [:]
+            for id in 1...4 {
+                let there = try await http.get("Photos(\(id))/$value").body
+                let holders = (0..<3).filter { mine[$0][id] == there }
+                #expect(holders.count == 1, "Photos(\(id)) on the service is no copy's bytes")
+                winners[id] = holders.first
+            }
+            // Every replacement is on the service or in its copy's ErrorArchive (a 412), one each.
+            let archived = try copies.map { try $0.entities("ErrorArchive").count }
+            #expect(archived.reduce(0, +) == 8, "\(archived)")
+            for (n, copy) in copies.enumerated() {
+                #expect(try copy.pendingRequestCount() == archived[n])
+                #expect(try copy.check().isConsistent)
+            }
+            // Copy 2 keeps its own: each conflict re-sent against the service's version.
+            for row in try copies[1].entities("ErrorArchive") {
+                guard case .int(let id)? = row["RequestID"] else { continue }
+                _ = try copies[1].retryError(requestID: id)
+            }
+            let resent = try await copies[1].flush()
+            #expect(resent.succeeded == archived[1] && resent.archived == 0, "\(resent)")
+            // Copy 3 gives up its conflicts.
+            _ = try copies[2].resolveAllErrors()
+            _ = try copies[0].resolveAllErrors()
+            // Copy 2's bytes are the service's now: it won, or it re-sent after the winner.
+            for id in 1...4 {
+                let there = try await http.get("Photos(\(id))/$value").body
+                #expect(there == mine[1][id], "Photos(\(id)), first won by copy \((winners[id] ?? -1) + 1)")
+                for copy in copies {
+                    _ = try await copy.refresh()
+                    #expect(try copy.openStream("Photos(\(id))").bytes() == there, "Photos(\(id)) in \(copy.path)")
+                }
+            }
+            for copy in copies {
+                #expect(try copy.pendingRequestCount() == 0)
+                _ = try await MediaFixture.settle(copy)
+                let report = try copy.check()
+                #expect(report.isConsistent && report.orphanStreamFiles == 0, "\(report)")
+            }
         }
     }
 }

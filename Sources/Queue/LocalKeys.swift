@@ -146,6 +146,7 @@ extension RequestQueue {
             // Its streams (a photo added before its create was answered) move with it: the
             // delete below removes the old key's records.
             let streams = try store.streams?.records(t.reader, entityKey: set.entityKey(oldBytes)) ?? []
+            let links = try self.links(t.reader, set: set, keyBytes: oldBytes)
             _ = try set.delete(t, key: old)
             if try set.get(t.reader, key: new) == nil {
                 var moved = entity
@@ -153,6 +154,10 @@ extension RequestQueue {
                 try set.insert(t, moved)
                 for (name, record) in streams {
                     try store.streams?.put(t, entityKey: set.entityKey(newBytes), name: name, record)
+                }
+                for (nav, target, keys) in links {
+                    try store.links?.replace(
+                        t, sourceSet: set.name, sourceKeyBytes: newBytes, nav: nav, targetSet: target, targets: keys)
                 }
             }
         }
@@ -239,7 +244,7 @@ extension RequestQueue {
     /// `r`'s body with `changes` written over the properties it carries (a PATCH body gains only
     /// what it already had).
     func rewrite(_ r: RequestRecord, in set: EntitySetHandle, with changes: Properties) throws -> String? {
-        guard r.body != nil, !r.method.carriesStream else { return r.body }
+        guard r.body != nil, !r.method.carriesStream, !r.method.isLinkChange else { return r.body }
         var body = try self.body(of: r)
         for (k, v) in changes where r.method != .update || body[k] != nil { body[k] = v }
         return json(set, body, select: r.method == .update ? Set(body.map(\.key)) : nil)

@@ -34,6 +34,11 @@ extension RequestQueue {
                 problem("RequestQueue: a row is not a request record: \(error)")
                 return true
             }
+            if r.method.isLinkChange,
+                (try? LinkChange.of(r)).map({ store.schema.entitySet($0.targetSet) == nil }) ?? true
+            {
+                problem("RequestQueue: request \(r.id) changes a link but its body does not read or names no set")
+            }
             if r.method.carriesStream {
                 putStreams.append(r)
                 if r.transactionID != nil {

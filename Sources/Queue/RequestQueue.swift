@@ -213,7 +213,7 @@ package struct RequestQueue: Sendable {
 
     /// The properties a record's body carries.
     package func body(of r: RequestRecord) throws -> Properties {
-        guard let text = r.body, !r.method.carriesStream else { return [:] }
+        guard let text = r.body, !r.method.carriesStream, !r.method.isLinkChange else { return [:] }
         let set = try store.set(r.entitySet)
         return try ValueJSON(schema: store.schema).properties(
             from: try JSON.parse(text), properties: set.type.properties, owner: r.entitySet)

@@ -14,6 +14,14 @@ package struct RequestRecord: Sendable, Hashable {
         /// A media entity created with its bytes (`POST Set` with the bytes as the body and a
         /// `Slug`): the body is a `StreamChange`; the entity's other properties follow as a PATCH.
         case createMedia = "POST-MEDIA"
+        /// A link added (`POST Set(key)/Nav/$ref`; `PUT` for a single-valued navigation; V2
+        /// `$links`): the body is a `LinkChange`.
+        case link = "POST-REF"
+        /// A link removed (`DELETE Set(key)/Nav/$ref`): the body is a `LinkChange`.
+        case unlink = "DELETE-REF"
+
+        /// A change of a link (`link`, `unlink`).
+        package var isLinkChange: Bool { self == .link || self == .unlink }
 
         /// A create of an entity: JSON (`create`) or a media entity's bytes (`createMedia`).
         package var isCreate: Bool { self == .create || self == .createMedia }
@@ -30,6 +38,8 @@ package struct RequestRecord: Sendable, Hashable {
             case .delete: 4
             case .putStream: 5
             case .createMedia: QueueRole.ByEntityCode.createMedia
+            case .link: 7
+            case .unlink: 8
             }
         }
 

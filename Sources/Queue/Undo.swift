@@ -42,16 +42,20 @@ extension RequestQueue {
             )
         }
         var creates: Set<Int64> = []
+        var linkChanges: [RequestRecord] = []
         for entry in going {
             guard let r = try record(t.reader, id: entry.id) else { continue }
             if r.method.isCreate { creates.insert(r.id) }
             try remove(t, r)
             try revertStream(t, r)
+            if r.method.isLinkChange { linkChanges.append(r) }
             // Refused and given up, or never sent and undone.
             try recordOutcome(t, r, r.status == .error ? .givenUp : .undone)
             try t.delete(try store.set(SystemSets.errorArchive).entities, try KeyCodec.encode([.int(r.id)]))
             dropped.append(r.id)
         }
+        // Links back as they were, the latest change undone first.
+        for r in linkChanges.reversed() { try revertLink(t, r) }
         // The entity as the service has it plus what is still queued for it.
         let base = store.base(ofSet: set.name)
         var image = try t.get(base, keyBytes).map { try set.codec.decode($0) }
@@ -90,7 +94,7 @@ extension RequestQueue {
             return e
         case .delete:
             return nil
-        case .putStream:
+        case .putStream, .link, .unlink:
             return image
         case .createMedia:
             // The entity as the service makes it from the bytes: its key here, the rest from the

@@ -43,6 +43,8 @@ package enum Wire {
         case .delete: "DELETE"
         case .putStream: "PUT"
         case .createMedia: "POST"
+        case .link: "POST"
+        case .unlink: "DELETE"
         }
     }
 

@@ -56,7 +56,9 @@ package struct ODataBackend: Backend {
         // A change inside another (a deep insert) goes in that one's body, not as a request.
         let children = Self.inlineChildren(changes)
         let top = changes.filter { $0.inside == nil }
-        let requests = try top.map { change in
+        let requests = try top.map { given in
+            var change = given
+            change.link?.serviceRoot = serviceRoot
             var request = try dialect.request(for: change, store: store)
             request.body = try deepBody(change, request.body, children: children)
             (request.group, request.id, request.dependsOn) = (change.group, change.id, change.dependsOn)

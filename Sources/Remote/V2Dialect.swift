@@ -58,6 +58,24 @@ package struct V2Dialect: Dialect {
             url = Wire.streamPath(change, entity: url)
         case .createMedia:
             url = Wire.percentEncoded(change.set)
+        case .link, .unlink:
+            // `Set(key)/$links/Nav` ([MS-ODATA] §2.2.7.1.3, SAP Gateway): added by POST (PUT for a
+            // single-valued navigation) with `{"uri": …}`, removed by DELETE of
+            // `$links/Nav(targetKey)` (of `$links/Nav` for a single-valued one).
+            guard let link = change.link else { throw BackendError.badResponse("a link change without its link") }
+            let target = try entityPath(
+                set: link.targetSet, key: link.targetKey, keyText: link.targetKeyText, store: store)
+            url += "/$links/" + Wire.percentEncoded(link.navigation)
+            if change.kind == .link {
+                var text = JSONBuffer()
+                text.append("{\"uri\":")
+                text.appendString(link.serviceRoot + target)
+                text.append("}")
+                body = text.bytes
+                if !link.collection { method = "PUT" }
+            } else if link.collection {
+                url += String(target.dropFirst(Wire.percentEncoded(link.targetSet).count))
+            }
         }
         var headers = Wire.customHeaders(change) + Wire.slug(change)
         headers.append(("RequestID", Self.requestID(change.repeatabilityID)))

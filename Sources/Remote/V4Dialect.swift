@@ -51,6 +51,24 @@ package struct V4Dialect: Dialect {
                 change, entity: try entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store))
         case .createMedia:
             url = Wire.percentEncoded(change.set)
+        case .link, .unlink:
+            // `Set(key)/Nav/$ref` (OData 4.01 Part 1 §11.4.6): added by POST (PUT for a
+            // single-valued navigation) with the target's id, removed by DELETE naming it in `$id`.
+            guard let link = change.link else { throw BackendError.badResponse("a link change without its link") }
+            let target =
+                link.serviceRoot
+                + (try entityPath(set: link.targetSet, key: link.targetKey, keyText: link.targetKeyText, store: store))
+            let ref =
+                try entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store) + "/"
+                + Wire.percentEncoded(link.navigation) + "/$ref"
+            url = change.kind == .unlink && link.collection ? ref + "?$id=" + Wire.queryEncoded(target) : ref
+            if change.kind == .link {
+                var text = JSONBuffer()
+                text.append("{\"@odata.id\":")
+                text.appendString(target)
+                text.append("}")
+                body = text.bytes
+            }
         }
         var headers = Wire.customHeaders(change) + Wire.slug(change)
         headers.append(("Repeatability-Request-ID", change.repeatabilityID.description))
@@ -61,7 +79,9 @@ package struct V4Dialect: Dialect {
         {
             headers.append(("Prefer", "return=representation"))
         }
-        return WireRequest(method: Wire.method(change.kind), url: url, headers: headers, body: body)
+        var method = Wire.method(change.kind)
+        if change.kind == .link, change.link?.collection == false { method = "PUT" }
+        return WireRequest(method: method, url: url, headers: headers, body: body)
     }
 
     package func entityPath(set: String, key: [Value], keyText: String, store: EntityStore) throws -> String {

@@ -125,6 +125,9 @@ package struct OutgoingChange: Sendable {
         case putStream
         /// A media entity created from its bytes (`stream` holds them, and the `Slug`).
         case createMedia
+        /// A link added or removed (`link` names it).
+        case link
+        case unlink
     }
 
     package var kind: Kind
@@ -165,6 +168,8 @@ package struct OutgoingChange: Sendable {
     package var inside: ContentIDReference?
     /// The stream a `putStream` replaces, with its bytes; nil for the other kinds.
     package var stream: OutgoingStream?
+    /// The link a `link` or `unlink` changes; nil for the other kinds.
+    package var link: OutgoingLink?
 
     /// Whether the key of the entity this change makes or changes may be known only from its
     /// answer: it names or goes under an entity an earlier create of its change set made, whose
@@ -199,6 +204,24 @@ package struct OutgoingStream: Sendable {
 
     package init(name: String, contentType: String, editLink: String?, bytes: any StreamSource) {
         (self.name, self.contentType, self.editLink, self.bytes) = (name, contentType, editLink, bytes)
+    }
+}
+
+/// The link a `link` or `unlink` change adds or removes: from the change's entity, over
+/// `navigation`, to the entity `targetKeyText` of `targetSet`.
+package struct OutgoingLink: Sendable, Hashable {
+    package var navigation: String
+    package var targetSet: String
+    package var targetKey: [Value]
+    package var targetKeyText: String
+    /// Whether the navigation is collection-valued (a single-valued one's link is set with PUT).
+    package var collection: Bool
+    /// The service root the target's URL is made absolute with (set by the backend).
+    package var serviceRoot = ""
+
+    package init(navigation: String, targetSet: String, targetKey: [Value], targetKeyText: String, collection: Bool) {
+        (self.navigation, self.targetSet, self.targetKey, self.targetKeyText, self.collection) =
+            (navigation, targetSet, targetKey, targetKeyText, collection)
     }
 }
 

@@ -125,7 +125,7 @@ extension Flush {
             if options.reconcile, r.attempts > 1, o.change.group == nil, let v = try await reconcile(o, answer) {
                 return v
             }
-            if answer.status == 404, r.method == .delete, o.change.group == nil {
+            if answer.status == 404, r.method == .delete || r.method == .unlink, o.change.group == nil {
                 // Another copy deleted it first: gone, as asked (outside a change set, whose one
                 // error answers every member).
                 return .success(image: nil, etag: nil, reconciled: true, status: 404)
@@ -146,7 +146,9 @@ extension Flush {
         guard r.method != .delete else {
             return .success(image: nil, etag: nil, reconciled: reconciled, status: answer.status)
         }
-        if r.method == .putStream { return try await streamReplaced(o, answer, reconciled: reconciled) }
+        if r.method == .putStream || r.method.isLinkChange {
+            return try await streamReplaced(o, answer, reconciled: reconciled)
+        }
         let (repeatability, notThere, twice) = (answer.repeatability, answer.notFoundByMarker, answer.foundTwice)
         var answer = answer
         if answer.entity == nil, answer.unreadable == nil, r.method.isCreate, r.localKey {
@@ -316,7 +318,8 @@ extension Flush {
         }
     }
 
-    /// A stream replacement the service applied: the entity is read back, for its ETag (a
+    /// A stream replacement (or a link change) the service applied: the entity is read back, for
+    /// its ETag (a
     /// service's entity ETag may cover its media, as odatapy's and SAP Gateway's media entities'
     /// do) and its image; the stream's new media ETag is the answer's `ETag`, else the one the
     /// entity read back announces. A read that fails leaves the entity as it was and its ETag

@@ -73,6 +73,8 @@ extension Flush {
             case .delete: .delete
             case .putStream: .putStream
             case .createMedia: .createMedia
+            case .link: .link
+            case .unlink: .unlink
             }
         let key = try r.keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values }
         var assigned: Set<String> = []
@@ -85,11 +87,22 @@ extension Flush {
         let custom = r.customHeaders.sorted { $0.key < $1.key }
         var change = OutgoingChange(
             kind: kind, set: r.entitySet, key: key, keyText: r.entityKey,
-            body: r.method.carriesStream ? nil : try body(r, queue: queue), serviceAssigned: assigned,
+            body: r.method.carriesStream || r.method.isLinkChange ? nil : try body(r, queue: queue),
+            serviceAssigned: assigned,
             etag: r.method.isCreate ? nil : etag, repeatabilityID: r.repeatabilityID,
             firstSent: r.firstSentAt ?? .now,
             customHeaders: custom.map { ($0.key, $0.value) }, id: String(r.id), localKey: r.localKey)
         if r.method.carriesStream { change.stream = try stream(r, queue: queue) }
+        if r.method.isLinkChange {
+            let sent = try LinkChange.of(r)
+            let target = try queue.store.set(sent.targetSet)
+            let targetKey = try sent.targetBytes.withUnsafeBytes {
+                try KeyCodec.decode($0, count: target.type.key.count).values
+            }
+            change.link = OutgoingLink(
+                navigation: sent.navigation, targetSet: sent.targetSet, targetKey: targetKey,
+                targetKeyText: sent.targetKey, collection: sent.collection)
+        }
         return change
     }
 

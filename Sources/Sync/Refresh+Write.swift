@@ -162,6 +162,24 @@ extension Refresher {
                 adding: !list.complete)
             try links.markLinked(t, set: set.name, nav: nav)
         }
+        // The entity's link changes not yet settled, laid over the service's links (rebase).
+        let queue = RequestQueue(store: store)
+        for entry in try queue.chain(t.reader, set: set.name, keyBytes: keyBytes) where entry.method.isLinkChange {
+            guard let r = try queue.record(t.reader, id: entry.id), let change = try? LinkChange.of(r),
+                row.links[change.navigation] != nil
+            else { continue }
+            let source = EntityStore.entityKey(set: set.name, keyBytes: keyBytes)
+            var now = try links.targets(t.reader, source: source, nav: change.navigation)
+            let target = change.targetBytes
+            if r.method == .link {
+                if !now.contains(target) { now = change.collection ? now + [target] : [target] }
+            } else {
+                now.removeAll { $0 == target }
+            }
+            try links.replace(
+                t, sourceSet: set.name, sourceKeyBytes: keyBytes, nav: change.navigation,
+                targetSet: change.targetSet, targets: now)
+        }
     }
 
     /// Writes the service's image of one entity: as the entity when it has no pending local
@@ -238,7 +256,7 @@ extension Refresher {
         for r in records {
             switch r.method {
             case .delete: return theirs
-            case .putStream, .createMedia: continue  // the stream, not a property
+            case .putStream, .createMedia, .link, .unlink: continue  // a stream or a link, not a property
             case .update:
                 for (name, value) in try queue.body(of: r) { mine[name] = value }
             case .replace, .create:

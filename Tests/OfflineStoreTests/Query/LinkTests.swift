@@ -1,6 +1,8 @@
 import AsyncHTTPClient
 import Foundation
 import LMDB
+import Remote
+import Sync
 import Testing
 @testable import OfflineStore
 @testable import Storage
@@ -94,8 +96,9 @@ import TestSupport
         return items.compactMap { ($0["Id"] as? NSNumber)?.int64Value }.sorted()
     }
 
-    @Test func aCopyAnswersManyToManyAsTheServiceDoes() async throws {
-        let peer = try ODataPy(
+    /// odatapy with three tags and three docs: Doc 1 linked to Tags 1 and 2, Doc 3 to Tag 2.
+    static func peer() throws -> ODataPy {
+        try ODataPy(
             metadata: UnconstrainedNavigationTests.metadata,
             data: [
                 ("Tags", #"{"value":[{"Id":1},{"Id":2},{"Id":3}]}"#),
@@ -104,11 +107,20 @@ import TestSupport
                     #"{"value":[{"Id":1,"Tags@odata.bind":["Tags(1)","Tags(2)"]},{"Id":2},{"Id":3,"Tags@odata.bind":["Tags(2)"]}]}"#
                 ),
             ])
-        let server = try await peer.start()
-        defer { Task { await server.stop() } }
+    }
+
+    /// A copy's configuration: the docs with their tags, and the tags.
+    static func configuration(_ root: String) -> StoreConfiguration {
         var config = StoreConfiguration()
-        config.serviceRoot = server.url
+        config.serviceRoot = root
         config.definingRequests = [.init(name: "docs", url: "Docs?$expand=Tags"), .init(name: "tags", url: "Tags")]
+        return config
+    }
+
+    @Test func aCopyAnswersManyToManyAsTheServiceDoes() async throws {
+        let server = try await LinkODataPyTests.peer().start()
+        defer { Task { await server.stop() } }
+        let config = LinkODataPyTests.configuration(server.url)
         let copy = try OfflineStore.create(
             at: tempDir() + "/copy", metadata: Array(UnconstrainedNavigationTests.metadata.utf8), configuration: config)
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
@@ -145,11 +157,57 @@ import TestSupport
     }
 }
 
+/// Links changed offline reach odatapy: a copy links Doc 2 to Tag 3 and unlinks Doc 1 from Tag 1,
+/// flushes (`POST Docs(2)/Tags/$ref`, `DELETE Docs(1)/Tags/$ref?$id=…`), and the service answers
+/// both navigations as the copy does; a refresh after it changes nothing, and a second copy
+/// refreshing sees the same links.
+@Suite(.external, .checksStores, .runsOffThePool) struct LinkChangeODataPyTests {
+    @Test func linksChangedOfflineReachOdatapy() async throws {
+        let server = try await LinkODataPyTests.peer().start()
+        defer { Task { await server.stop() } }
+        let config = LinkODataPyTests.configuration(server.url)
+        let copy = try OfflineStore.create(
+            at: tempDir() + "/copy", metadata: Array(UnconstrainedNavigationTests.metadata.utf8), configuration: config)
+        try await copy.refresh()
+        _ = try await copy.link(set: "Docs", key: [.int(2)], navigation: "Tags", to: [.int(3)])
+        _ = try await copy.unlink(set: "Docs", key: [.int(1)], navigation: "Tags", from: [.int(1)])
+        // A refresh before the flush keeps the copy's own changes over the service's links.
+        try await copy.refresh()
+        #expect(try LinkTests.expanded(copy, "Docs(2)?$expand=Tags", "Tags") == [3])
+        #expect(try LinkTests.expanded(copy, "Docs(1)?$expand=Tags", "Tags") == [2])
+        let report = try await copy.flush()
+        #expect(report.succeeded == 2 && report.archived == 0, "\(report)")
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        do {
+            for id in 1...3 {
+                let theirs = try await LinkODataPyTests.serviceIDs(
+                    client, server.url + "Docs(\(id))?$expand=Tags", "Tags")
+                #expect(
+                    try LinkTests.expanded(copy, "Docs(\(id))?$expand=Tags", "Tags").sorted() == theirs, "Docs(\(id))")
+            }
+            #expect(try await LinkODataPyTests.serviceIDs(client, server.url + "Tags(3)?$expand=Docs", "Docs") == [2])
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+        try await client.shutdown()
+        try await copy.refresh()
+        #expect(try LinkTests.expanded(copy, "Docs(2)?$expand=Tags", "Tags") == [3])
+        #expect(try copy.check().isConsistent)
+        let other = try OfflineStore.create(
+            at: tempDir() + "/other", metadata: Array(UnconstrainedNavigationTests.metadata.utf8), configuration: config
+        )
+        try await other.refresh()
+        #expect(try LinkTests.expanded(other, "Docs(1)?$expand=Tags", "Tags") == [2])
+        #expect(try LinkTests.expanded(other, "Tags(3)?$expand=Docs", "Docs") == [2])
+    }
+}
+
 #if DEBUG  // the fault hook exists in debug builds only
 /// Storing links, with every `mdb_*` call of a load that brings them failed in turn (`EIO`): the
 /// load is one transaction, so after each trial the store has all of it or none — entities and
 /// links — and `check` passes (a link without its twin or its entities would fail it).
-@Suite(.checksStores) struct LinkFaultTests {
+@Suite(.checksStores, .runsOffThePool) struct LinkFaultTests {
     @Test func everyLMDBCallOfStoringLinksCanFail() throws {
         let store = try OfflineStore.create(
             at: tempDir() + "/faults", metadata: Array(UnconstrainedNavigationTests.metadata.utf8))
@@ -179,5 +237,110 @@ import TestSupport
         }
         print("LinkFaultTests: \(calls.count) fault trials of a load bringing links")
     }
+
+    /// A link changed offline with each of its LMDB calls failed in turn: the link and its
+    /// request, or neither.
+    @Test func everyLMDBCallOfLinkingOfflineCanFail() async throws {
+        let store = try LinkChangeTests.copy()
+        let env = store.entities.environment
+        func link() async throws {
+            _ = try await store.link(set: "Docs", key: [.int(2)], navigation: "Tags", to: [.int(1)])
+        }
+        FaultInjection.countCalls(in: env)
+        try await link()
+        let calls = FaultInjection.stop(env).calls
+        _ = try store.undo(set: "Docs", key: [.int(2)])
+        for n in 1...calls.count {
+            let what = "call \(n) (\(calls[n - 1]))"
+            FaultInjection.fail(callNumber: n, with: EIO, in: env)
+            let result = await Result { try await link() }
+            FaultInjection.stop(env)
+            let linked = try LinkTests.expanded(store, "Docs(2)?$expand=Tags", "Tags")
+            if case .success = result {
+                #expect(try linked == [1] && store.pendingRequestCount() == 1, "\(what)")
+            } else {
+                #expect(try linked == [] && store.pendingRequestCount() == 0, "\(what): half a link")
+            }
+            let report = try store.check()
+            #expect(report.isConsistent, "\(what): \(report)")
+            _ = try store.undo(set: "Docs", key: [.int(2)])
+        }
+        print("LinkFaultTests: \(calls.count) fault trials of linking offline")
+    }
 }
 #endif
+
+/// Links changed offline (issue 39, item 5's write side): `link`/`unlink` change the links at
+/// once and queue a request in the source's chain; a link and its undoing cancel, `undo` puts the
+/// links back, `check` holds; each dialect writes it as OData says (V4 `$ref`, V2 `$links`).
+@Suite(.checksStores) struct LinkChangeTests {
+    static func copy() throws -> OfflineStore {
+        var config = StoreConfiguration()
+        config.serviceRoot = "http://127.0.0.1:9/"
+        let store = try OfflineStore.create(
+            at: tempDir() + "/links", metadata: Array(UnconstrainedNavigationTests.metadata.utf8),
+            configuration: config)
+        try store.load(set: "Docs", json: Array(LinkTests.data.utf8))
+        return store
+    }
+
+    static func methods(_ store: OfflineStore) throws -> [String] {
+        try store.entities("RequestQueue").compactMap { if case .string(let m)? = $0["Method"] { m } else { nil } }
+    }
+
+    @Test func linksChangeAtOnceQueueCollapseAndUndo() async throws {
+        let store = try Self.copy()
+        let added = try await store.link(set: "Docs", key: [.int(2)], navigation: "Tags", to: [.int(1)])
+        #expect(added != nil)
+        #expect(try LinkTests.expanded(store, "Docs(2)?$expand=Tags", "Tags") == [1])
+        #expect(try LinkTests.expanded(store, "Tags(1)?$expand=Docs", "Docs").sorted() == [1, 2])
+        _ = try await store.unlink(set: "Docs", key: [.int(1)], navigation: "Tags", from: [.int(2)])
+        #expect(try LinkTests.expanded(store, "Docs(1)?$expand=Tags", "Tags") == [1])
+        #expect(try Self.methods(store) == ["POST-REF", "DELETE-REF"])
+        // Linking what is linked changes nothing; undoing a pending link cancels it.
+        #expect(try await store.link(set: "Docs", key: [.int(2)], navigation: "Tags", to: [.int(1)]) == nil)
+        #expect(try await store.unlink(set: "Docs", key: [.int(2)], navigation: "Tags", from: [.int(1)]) == nil)
+        #expect(try Self.methods(store) == ["DELETE-REF"])
+        #expect(try LinkTests.expanded(store, "Docs(2)?$expand=Tags", "Tags") == [])
+        #expect(try store.check().isConsistent)
+        // Undo puts Doc 1's link back.
+        #expect(try store.undo(set: "Docs", key: [.int(1)]).count == 1)
+        #expect(try LinkTests.expanded(store, "Docs(1)?$expand=Tags", "Tags") == [1, 2])
+        #expect(try store.pendingRequestCount() == 0)
+        // What cannot be linked says why, and changes nothing.
+        await #expect(throws: EntityError.self) {
+            try await store.link(set: "Docs", key: [.int(1)], navigation: "Tags", to: [.int(9)])
+        }
+        await #expect(throws: EntityError.self) {
+            try await store.link(set: "Docs", key: [.int(1)], navigation: "Nope", to: [.int(1)])
+        }
+        #expect(try store.pendingRequestCount() == 0 && store.check().isConsistent)
+    }
+
+    @Test func eachDialectWritesALinkAsODataSays() throws {
+        let store = try Self.copy()
+        func change(_ kind: OutgoingChange.Kind) -> OutgoingChange {
+            var c = OutgoingChange(
+                kind: kind, set: "Docs", key: [.int(1)], keyText: "1", body: nil, etag: nil,
+                repeatabilityID: EDMGuid.random(), firstSent: .now, customHeaders: [], id: "1")
+            c.link = OutgoingLink(
+                navigation: "Tags", targetSet: "Tags", targetKey: [.int(3)], targetKeyText: "3", collection: true)
+            c.link?.serviceRoot = "http://h/s/"
+            return c
+        }
+        let v4Add = try V4Dialect().request(for: change(.link), store: store.entities)
+        #expect(v4Add.method == "POST" && v4Add.url == "Docs(1)/Tags/$ref")
+        #expect(String(decoding: v4Add.body ?? [], as: UTF8.self) == #"{"@odata.id":"http://h/s/Tags(3)"}"#)
+        let v4Remove = try V4Dialect().request(for: change(.unlink), store: store.entities)
+        #expect(v4Remove.method == "DELETE" && v4Remove.url == "Docs(1)/Tags/$ref?$id=http://h/s/Tags(3)")
+        let v2Add = try V2Dialect().request(for: change(.link), store: store.entities)
+        #expect(v2Add.method == "POST" && v2Add.url == "Docs(1)/$links/Tags")
+        #expect(String(decoding: v2Add.body ?? [], as: UTF8.self) == #"{"uri":"http://h/s/Tags(3)"}"#)
+        let v2Remove = try V2Dialect().request(for: change(.unlink), store: store.entities)
+        #expect(v2Remove.method == "DELETE" && v2Remove.url == "Docs(1)/$links/Tags(3)")
+        var single = change(.link)
+        single.link?.collection = false
+        #expect(try V4Dialect().request(for: single, store: store.entities).method == "PUT")
+        #expect(try V2Dialect().request(for: single, store: store.entities).method == "PUT")
+    }
+}

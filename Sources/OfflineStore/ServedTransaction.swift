@@ -130,7 +130,7 @@ package struct ServedTransaction {
     }
 
     /// Runs `body`, which writes: any error it throws marks the transaction failed.
-    private func writing<R>(_ body: () throws -> R) throws -> R {
+    func writing<R>(_ body: () throws -> R) throws -> R {
         do {
             return try body()
         } catch {

@@ -468,7 +468,8 @@ struct Batch {
         let url = try resolve(item.url, references, root: root)
         let (resource, query) =
             url.firstIndex(of: "?").map { (String(url[..<$0]), String(url[url.index(after: $0)...])) } ?? (url, "")
-        if !query.isEmpty {
+        let link = try Links.operation(store, method: item.method, resource: resource, query: query, body: item.body)
+        if !query.isEmpty, link == nil {
             throw ODataFailure(
                 .badRequest,
                 "\(item.method.rawValue) takes no query options in a batch ('\(QueryError.quoting(query))')")
@@ -480,8 +481,10 @@ struct Batch {
             throw ODataFailure(
                 .unsupportedMediaType, "unsupported Content-Type '\(QueryError.quoting(type))' in request '\(item.id)'")
         }
-        let op = try Writes.operation(
-            store, method: item.method, resource: resource, body: item.body, ifMatch: item.header("If-Match"))
+        let op =
+            try link
+            ?? Writes.operation(
+                store, method: item.method, resource: resource, body: item.body, ifMatch: item.header("If-Match"))
         var options = try Writes.changeOptions(item.header)
         // The group's id for every member (`groupTransactions` refused a group naming two).
         if let transaction { options.transactionID = transaction }

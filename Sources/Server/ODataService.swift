@@ -107,7 +107,7 @@ struct ODataService: Sendable {
         default:
             break
         }
-        if v2, resource.contains("/$links/") {
+        if v2, resource.contains("/$links/"), !Links.isLinkWrite(method, resource) {
             guard method == .get || method == .head else {
                 throw ODataFailure(
                     .notImplemented, "\(method.rawValue) on $links is not supported; change the foreign key instead")

@@ -19,6 +19,9 @@ enum WriteOp: Sendable {
     /// `POST ErrorArchive(id)/OfflineOData.Retry` on an offline store: send the refused request
     /// again at the next flush (`retryError`; for a conflict, against the service's version).
     case retryError(requestID: Int64)
+    /// A link added or removed (`…/Nav/$ref`, V2 `…/$links/Nav`; `Links.operation`); `target`
+    /// nil: a single-valued navigation's link removed.
+    case link(set: String, key: [Value], navigation: String, target: [Value]?, adding: Bool)
 }
 
 /// POST, PATCH, PUT and DELETE, in the store's role (`OfflineStore.isOffline`): an authority
@@ -32,7 +35,8 @@ struct Writes {
 
     func respond(_ request: inout Request, resource: String, query: String) async throws -> Response {
         let method = request.method
-        if !query.isEmpty,
+        let isLink = Links.isLinkWrite(method, resource)
+        if !query.isEmpty, !isLink,
             method != .post
                 || !query.split(separator: "&").allSatisfy({ $0.hasPrefix("$select") || $0.hasPrefix("$expand") })
         {
@@ -42,7 +46,7 @@ struct Writes {
         if method == .post, query.isEmpty, let set = Media.mediaSet(store, resource), !Media.isJSON(request) {
             return try await Media(service: service).create(request, set: set)
         }
-        let (op, rawBody) = try await operation(&request, resource: resource)
+        let (op, rawBody) = try await operation(&request, resource: resource, query: query)
         let prefer = Prefer(request.headers[.prefer])
         let root = service.serviceRoot(request)
         let repeatability = try Repeatability(
@@ -62,7 +66,8 @@ struct Writes {
     }
 
     /// The write a request asks for, and its body's bytes.
-    private func operation(_ request: inout Request, resource: String) async throws -> (WriteOp, [UInt8]) {
+    private func operation(_ request: inout Request, resource: String, query: String) async throws -> (WriteOp, [UInt8])
+    {
         // An action takes no body.
         if request.method == .post, store.isOffline, let id = try Self.retryTarget(resource) {
             return (.retryError(requestID: id), [])
@@ -71,6 +76,9 @@ struct Writes {
         if request.method != .delete {
             try Negotiation.requireJSONBody(request)
             raw = Array(try await request.collectBody(upTo: service.options.maxRequestBytes).readableBytesView)
+        }
+        if let link = try Links.operation(store, method: request.method, resource: resource, query: query, body: raw) {
+            return (link, raw)
         }
         return (
             try Self.operation(
@@ -250,6 +258,10 @@ struct Writes {
             return (RecordedResponse(status: 204, headers: [], body: []), nil)
         case .retryError(let id):
             try tx.retryError(requestID: id)
+            return (RecordedResponse(status: 204, headers: [], body: []), nil)
+        case .link(let set, let key, let navigation, let target, let adding):
+            try tx.changeLink(
+                set: set, key: key, navigation: navigation, target: target, adding: adding, options: options)
             return (RecordedResponse(status: 204, headers: [], body: []), nil)
         }
     }

@@ -344,3 +344,68 @@ import TestSupport
         #expect(try V2Dialect().request(for: single, store: store.entities).method == "PUT")
     }
 }
+
+/// `serve` takes link writes: an authority changes its own links (`POST …/Tags/$ref`,
+/// `DELETE …/Tags/$ref?$id=…`), an offline copy served to a client queues them; a copy's link
+/// changes flushed to an authority `serve` are read back there, both ways.
+@Suite(.checksStores, .runsOffThePool) struct LinkServeTests {
+    @Test func linksChangedInACopyReachAServedAuthority() async throws {
+        let authority = try OfflineStore.create(
+            at: tempDir() + "/auth", metadata: Array(UnconstrainedNavigationTests.metadata.utf8))
+        try authority.load(set: "Docs", json: Array(LinkTests.data.utf8))
+        try authority.load(set: "Tags", entities: [["Id": .int(3)]])
+        try await withServer(authority.path) { http, server in
+            var config = StoreConfiguration()
+            config.serviceRoot = server.url
+            config.definingRequests = [.init(name: "docs", url: "Docs?$expand=Tags"), .init(name: "tags", url: "Tags")]
+            let copy = try OfflineStore.create(
+                at: tempDir() + "/copy", metadata: Array(UnconstrainedNavigationTests.metadata.utf8),
+                configuration: config)
+            try await copy.refresh()
+            _ = try await copy.link(set: "Docs", key: [.int(2)], navigation: "Tags", to: [.int(3)])
+            _ = try await copy.unlink(set: "Docs", key: [.int(1)], navigation: "Tags", from: [.int(1)])
+            let report = try await copy.flush()
+            #expect(report.succeeded == 2 && report.archived == 0, "\(report)")
+            #expect(try LinkTests.expanded(authority, "Docs(2)?$expand=Tags", "Tags") == [3])
+            #expect(try LinkTests.expanded(authority, "Docs(1)?$expand=Tags", "Tags") == [2])
+            #expect(try LinkTests.expanded(authority, "Tags(3)?$expand=Docs", "Docs") == [2])
+            let served = try await http.get("Docs(2)?$expand=Tags")
+            #expect(served.status == 200 && served.text.contains(#""Id":3"#), "\(served.text)")
+            #expect(try authority.check().isConsistent)
+            // Another copy refreshing sees them; the first, refreshed, keeps them.
+            let other = try OfflineStore.create(
+                at: tempDir() + "/other", metadata: Array(UnconstrainedNavigationTests.metadata.utf8),
+                configuration: config)
+            try await other.refresh()
+            try await copy.refresh()
+            for store in [copy, other] {
+                #expect(try LinkTests.expanded(store, "Docs(1)?$expand=Tags", "Tags") == [2])
+                #expect(try LinkTests.expanded(store, "Tags(3)?$expand=Docs", "Docs") == [2])
+            }
+            // A link to nothing, or over a navigation that has none, is refused and changes nothing.
+            let client = HTTPClient(eventLoopGroupProvider: .singleton)
+            defer { _ = client.shutdown() }
+            let missing = try await MediaFixture.send(
+                client, .POST, server.url + "Docs(2)/Tags/$ref", body: Array(#"{"@odata.id":"Tags(9)"}"#.utf8),
+                headers: [("Content-Type", "application/json")])
+            #expect(missing.status == 404, "\(missing.text)")
+            #expect(try LinkTests.expanded(authority, "Docs(2)?$expand=Tags", "Tags") == [3])
+
+            // A served copy queues a client's link change.
+            try await withServer(other.path) { _, sidecar in
+                let add = try await MediaFixture.send(
+                    client, .POST, sidecar.url + "Docs(3)/Tags/$ref",
+                    body: Array(#"{"@odata.id":"\#(sidecar.url)Tags(1)"}"#.utf8),
+                    headers: [("Content-Type", "application/json")])
+                #expect(add.status == 204, "\(add.text)")
+                let remove = try await MediaFixture.send(
+                    client, .DELETE, sidecar.url + "Docs(3)/Tags/$ref?$id=Tags(2)")
+                #expect(remove.status == 204, "\(remove.text)")
+            }
+            let reopened = try OfflineStore.open(at: other.path)
+            #expect(try LinkChangeTests.methods(reopened) == ["POST-REF", "DELETE-REF"])
+            #expect(try await reopened.flush().succeeded == 2)
+            #expect(try LinkTests.expanded(authority, "Docs(3)?$expand=Tags", "Tags") == [1])
+        }
+    }
+}

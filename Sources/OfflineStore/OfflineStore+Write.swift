@@ -259,6 +259,12 @@ extension OfflineStore {
     public func newEntity(set: String, json: [UInt8]) throws -> NewEntity {
         try LocalBody(store: entities).newEntity(set: set, json: json)
     }
+
+    /// A PATCH body's changes and the links its binds add (`Tags@odata.bind` over a navigation
+    /// without a referential constraint).
+    package func changes(set: String, json: [UInt8]) throws -> (changes: Properties, links: [String: [[Value]]]) {
+        try LocalBody(store: entities).changes(set: set, json: json)
+    }
 }
 
 extension OfflineStore {

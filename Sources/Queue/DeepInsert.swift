@@ -18,6 +18,9 @@ public struct NewEntity: Sendable, Hashable {
     public var properties: Properties
     /// Entities to create under this one, by navigation property, in order.
     public var related: [String: [NewEntity]]
+    /// Existing entities to link this one to, by navigation property without a referential
+    /// constraint (`Tags@odata.bind: ["Tags(1)"]`): their keys, in order.
+    package var links: [String: [[Value]]] = [:]
 
     public init(_ properties: Properties, related: [String: [NewEntity]] = [:]) {
         self.properties = properties

@@ -7,9 +7,11 @@ import Storage
 ///
 /// `Nav@odata.bind` (OData JSON 4.01 §8.5) on a single-valued navigation property with a
 /// referential constraint sets the foreign key from the bound entity's key; the entity must
-/// exist. Anything else that would relate entities — a bind of a collection-valued or
-/// unconstrained navigation property, or inline content where no deep insert is asked for (a
-/// PATCH, a PUT: deep update) — is refused rather than dropped.
+/// exist. On a navigation without a referential constraint it names entities to link
+/// (`NewEntity.links`, a create's or a PATCH's: added to the links there). Anything else that
+/// would relate entities — a bind of a collection-valued navigation with a constraint, a bind in
+/// a PUT, or inline content where no deep insert is asked for (a PATCH, a PUT: deep update) — is
+/// refused rather than dropped.
 package struct LocalBody {
     package let store: EntityStore
     var schema: Schema { store.schema }
@@ -20,7 +22,19 @@ package struct LocalBody {
     /// property against the schema. Throws `JSONError` or `EntityError` naming the problem.
     package func properties(set: String, json: [UInt8]) throws -> Properties {
         let entity = try entity(set: set, document: try JSON.parse(json), inline: false)
+        if let nav = entity.links.keys.sorted().first {
+            throw EntityError.badInput(
+                "\(nav)@odata.bind of \(set): links are bound on a create or an update (POST, PATCH), not a replacement"
+            )
+        }
         return entity.properties
+    }
+
+    /// A PATCH's changes and the links its binds add (`changes` of `properties`, `links` of
+    /// `NewEntity`).
+    package func changes(set: String, json: [UInt8]) throws -> (changes: Properties, links: [String: [[Value]]]) {
+        let entity = try entity(set: set, document: try JSON.parse(json), inline: false)
+        return (entity.properties, entity.links)
     }
 
     /// Reads an entity to create from an OData JSON object, with the related entities it carries
@@ -84,9 +98,51 @@ package struct LocalBody {
             guard let nav = navigation.first(where: { $0.name == navName }) else {
                 throw EntityError.unknownProperty(set: set, property: navName)
             }
+            if LinkStore.isUnconstrained(nav), depth == 0 {
+                out.links[nav.name] = try linkTargets(nav, value, of: set)
+                continue
+            }
             try bind(nav, value, of: set, into: &out.properties)
         }
         return out
+    }
+
+    /// The keys of the entities a bind of `nav` (without a referential constraint) names: an
+    /// array of entity URLs for a collection, one URL for a single-valued navigation. Each must
+    /// exist.
+    func linkTargets(_ nav: NavigationProperty, _ value: JSON, of set: String) throws -> [[Value]] {
+        let label = "\(nav.name)@odata.bind of \(set)"
+        let urls: [JSON]
+        switch value {
+        case .array(let items) where nav.isCollection: urls = items
+        case .string where !nav.isCollection: urls = [value]
+        default:
+            throw EntityError.badInput(
+                "\(label): expected \(nav.isCollection ? "an array of entity URLs" : "an entity URL"), got \(value.text.prefix(100))"
+            )
+        }
+        guard let targetName = schema.targetSet(of: nav, from: set) else {
+            throw EntityError.badInput("\(label): \(nav.name) leads to no entity set of this store")
+        }
+        let targetSet = try store.set(targetName)
+        return try urls.map { item in
+            guard case .string(let url) = item else {
+                throw EntityError.badInput("\(label): expected an entity URL (a string), got \(item.text.prefix(100))")
+            }
+            let paren = url.firstIndex(of: "(") ?? url.endIndex
+            let start = url[..<paren].lastIndex(of: "/").map { url.index(after: $0) } ?? url.startIndex
+            let target: (set: String, key: [Value])
+            do { target = try QueryEngine(store: store).entityPath(String(url[start...])) } catch {
+                throw EntityError.badInput("\(label): '\(url)' does not name an entity (Set(key)): \(error)")
+            }
+            guard target.set == targetSet.name else {
+                throw EntityError.badInput("\(label): '\(url)' is an entity of \(target.set), not of \(targetSet.name)")
+            }
+            guard try store.read({ t in try targetSet.get(t, key: target.key) }) != nil else {
+                throw EntityError.badInput("\(label): \(url) does not exist")
+            }
+            return target.key
+        }
     }
 
     /// Sets the foreign key of `nav` (single-valued, constrained) in `entity` from the key of the

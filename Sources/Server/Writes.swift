@@ -22,6 +22,9 @@ enum WriteOp: Sendable {
     /// A link added or removed (`…/Nav/$ref`, V2 `…/$links/Nav`; `Links.operation`); `target`
     /// nil: a single-valued navigation's link removed.
     case link(set: String, key: [Value], navigation: String, target: [Value]?, adding: Bool)
+    /// A create or an update whose body binds links (`Tags@odata.bind` over a navigation without
+    /// a referential constraint): the write, then each link added to its entity.
+    indirect case linked(WriteOp, links: [String: [[Value]]])
 }
 
 /// POST, PATCH, PUT and DELETE, in the store's role (`OfflineStore.isOffline`): an authority
@@ -147,6 +150,13 @@ struct Writes {
         switch (method, key) {
         case (.post, nil):
             let entity = try store.newEntity(set: set, json: body)
+            if !entity.links.isEmpty {
+                guard entity.related.isEmpty else {
+                    throw ODataFailure(
+                        .notImplemented, "a deep insert that also binds links is not taken; link after the create")
+                }
+                return .linked(.create(set: set, entity: entity.properties), links: entity.links)
+            }
             return entity.related.isEmpty
                 ? .create(set: set, entity: entity.properties) : .createDeep(set: set, entity: entity)
         case (.post, _?):
@@ -155,7 +165,9 @@ struct Writes {
         case (_, nil):
             throw ODataFailure.methodNotAllowed(method, "an entity set (address one entity)", allow: "GET, POST")
         case (.patch, let key?):
-            return .update(set: set, key: key, changes: try store.properties(set: set, json: body), ifMatch: ifMatch)
+            let (changes, links) = try store.changes(set: set, json: body)
+            let update = WriteOp.update(set: set, key: key, changes: changes, ifMatch: ifMatch)
+            return links.isEmpty ? update : .linked(update, links: links)
         case (.put, let key?):
             return .replace(set: set, key: key, entity: try store.properties(set: set, json: body), ifMatch: ifMatch)
         case (.delete, let key?):
@@ -263,6 +275,28 @@ struct Writes {
             try tx.changeLink(
                 set: set, key: key, navigation: navigation, target: target, adding: adding, options: options)
             return (RecordedResponse(status: 204, headers: [], body: []), nil)
+        case .linked(let write, let links):
+            // A PATCH that only binds links changes no property: no update of its own is queued.
+            var (response, url) = (RecordedResponse(status: 204, headers: [], body: []), String?.none)
+            if case .update(_, _, let changes, _) = write, changes.isEmpty {
+            } else {
+                (response, url) = try apply(
+                    write, tx, store: store, root: root, representation: representation, options: options)
+            }
+            // The entity the write made or changed: its key from the URL a create answered, or the update's.
+            let (set, key): (String, [Value])
+            switch write {
+            case .update(let s, let k, _, _): (set, key) = (s, k)
+            case .create where url != nil: (set, key) = try store.parseEntityPath(url!.removingPercentEncoding ?? url!)
+            default: throw ODataFailure(.badRequest, "links are bound on a create or an update")
+            }
+            for (navigation, targets) in links.sorted(by: { $0.key < $1.key }) {
+                for target in targets {
+                    try tx.changeLink(
+                        set: set, key: key, navigation: navigation, target: target, adding: true, options: options)
+                }
+            }
+            return (response, url)
         }
     }
 

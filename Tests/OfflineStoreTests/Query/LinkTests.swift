@@ -406,6 +406,31 @@ import TestSupport
             #expect(try LinkChangeTests.methods(reopened) == ["POST-REF", "DELETE-REF"])
             #expect(try await reopened.flush().succeeded == 2)
             #expect(try LinkTests.expanded(authority, "Docs(3)?$expand=Tags", "Tags") == [1])
+
+            // Binds in a create and an update (`Tags@odata.bind`) are links added after the write.
+            try await withServer(other.path) { _, sidecar in
+                let made = try await MediaFixture.send(
+                    client, .POST, sidecar.url + "Docs",
+                    body: Array(#"{"Id":9,"Tags@odata.bind":["Tags(1)","\#(sidecar.url)Tags(3)"]}"#.utf8),
+                    headers: [("Content-Type", "application/json")])
+                #expect(made.status == 201, "\(made.text)")
+                let patched = try await MediaFixture.send(
+                    client, .PATCH, sidecar.url + "Docs(2)", body: Array(#"{"Tags@odata.bind":["Tags(2)"]}"#.utf8),
+                    headers: [("Content-Type", "application/json")])
+                #expect(patched.status == 204 || patched.status == 200, "\(patched.text)")
+                let refused = try await MediaFixture.send(
+                    client, .PUT, sidecar.url + "Docs(2)", body: Array(#"{"Id":2,"Tags@odata.bind":["Tags(2)"]}"#.utf8),
+                    headers: [("Content-Type", "application/json")])
+                #expect(refused.status == 400, "\(refused.text)")
+            }
+            let again = try OfflineStore.open(at: other.path)
+            #expect(try LinkTests.expanded(again, "Docs(9)?$expand=Tags", "Tags") == [1, 3])
+            #expect(try LinkChangeTests.methods(again) == ["POST", "POST-REF", "POST-REF", "POST-REF"])
+            let bound = try await again.flush()
+            #expect(bound.succeeded == 4 && bound.archived == 0, "\(bound)")
+            #expect(try LinkTests.expanded(authority, "Docs(9)?$expand=Tags", "Tags") == [1, 3])
+            #expect(try LinkTests.expanded(authority, "Docs(2)?$expand=Tags", "Tags") == [2, 3])
+            #expect(try authority.check().isConsistent && again.check().isConsistent)
         }
     }
 }

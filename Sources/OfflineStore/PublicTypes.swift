@@ -32,6 +32,8 @@ public typealias EDMGuid = Storage.EDMGuid
 
 /// The service's schema, read from its `$metadata`: `store.schema`.
 public typealias Schema = Storage.Schema
+/// An operation the service offers (an action, a function, a V2 function import): `Schema.operations`.
+public typealias ServiceOperation = Storage.ServiceOperation
 /// What `create(at:metadata:configuration:)` takes: indexes, durability, query limits, ….
 public typealias StoreConfiguration = Storage.StoreConfiguration
 /// What a `ConflictResolver` decides of a conflict.

@@ -75,6 +75,8 @@ struct CSDLReader {
     var enumDecls: [String: CSDLNode] = [:]
     var typeDefinitions: [String: CSDLNode] = [:]
     var associationDecls: [String: CSDLNode] = [:]
+    /// V4 `Action` and `Function` elements (every overload), with their schema's namespace.
+    var operationDecls: [(namespace: String, node: CSDLNode)] = []
     var containers: [(namespace: String, node: CSDLNode)] = []
     /// `Annotations` elements by their `Target` (annotations of a model element from outside it).
     var targeted: [(target: String, node: CSDLNode)] = []
@@ -105,9 +107,11 @@ struct CSDLReader {
         try readAssociations()
         try readEntityTypes()
         let sets = try readContainers()
-        return Schema(
+        var schema = Schema(
             version: version, entityTypes: entityTypes, complexTypes: complexTypes,
             enumTypes: enumTypes, entitySets: sets)
+        schema.operations = try readOperations(version)
+        return schema
     }
 
     /// The protocol version from `edmx:Edmx Version` and `m:DataServiceVersion`.
@@ -151,6 +155,10 @@ struct CSDLReader {
                 }
                 if node.name == "Annotations", let target = node["Target"] {
                     targeted.append((target, node))
+                    continue
+                }
+                if node.name == "Action" || node.name == "Function" {
+                    operationDecls.append((ns, node))
                     continue
                 }
                 guard declared.contains(node.name) else { continue }

@@ -210,6 +210,9 @@ public struct Schema: Sendable, Hashable {
     /// Entity sets by name, in document order in `entitySetNames`.
     public var entitySets: [String: EntitySet]
     public var entitySetNames: [String]
+    /// The operations the service offers (actions, functions, V2 function imports), in document
+    /// order: every overload.
+    public var operations: [ServiceOperation] = []
 
     public init(
         version: ODataVersion, entityTypes: [String: EntityType], complexTypes: [String: ComplexType],

@@ -10,6 +10,17 @@ import TestSupport
 /// its entity — and each stored stream is one the service had; a last refresh to completion
 /// leaves every stream equal to the service's and, once swept, no file no record names.
 @Suite(.soak, .checksStores, .serialized) struct MediaKillTests {
+    /// Runs the tool with `args` and SIGKILLs it after `milliseconds` unless it ended before:
+    /// whether it was killed.
+    static func runKilled(_ args: [String], logDir: String, after milliseconds: Int) async throws -> Bool {
+        let pid = try RefreshKillTests.spawn(args, logDir: logDir)
+        try await Task.sleep(for: .milliseconds(milliseconds))
+        guard RefreshKillTests.reap(pid) == nil else { return false }
+        kill(pid, SIGKILL)
+        _ = RefreshKillTests.reap(pid, wait: true)
+        return true
+    }
+
     /// An authority with photos 1…`photos` (no bytes yet) and an album.
     static func authority(photos: Int) throws -> OfflineStore {
         let authority = try OfflineStore.create(at: tempDir() + "/auth", metadata: Array(MediaFixture.metadata.utf8))
@@ -45,11 +56,8 @@ import TestSupport
             while killed < kills && (Date().timeIntervalSince(began) < budget || killed < 3) {
                 round += 1
                 for _ in 0..<10 { try await change(Int.random(in: 1...photos, using: &random), round: round) }
-                let pid = try RefreshKillTests.spawn(args, logDir: logDir)
-                try await Task.sleep(for: .milliseconds(Int.random(in: 5...200, using: &random)))
-                if RefreshKillTests.reap(pid) == nil {
-                    kill(pid, SIGKILL)
-                    _ = RefreshKillTests.reap(pid, wait: true)
+                let wait = Int.random(in: 5...200, using: &random)
+                if try await MediaKillTests.runKilled(args, logDir: logDir, after: wait) {
                     killed += 1
                 } else {
                     completed += 1
@@ -137,11 +145,8 @@ import TestSupport
                         last[id] = sha
                     }
                 }
-                let pid = try RefreshKillTests.spawn(["flush", "--store", path], logDir: logDir)
-                try await Task.sleep(for: .milliseconds(Int.random(in: 5...150, using: &random)))
-                if RefreshKillTests.reap(pid) == nil {
-                    kill(pid, SIGKILL)
-                    _ = RefreshKillTests.reap(pid, wait: true)
+                let wait = Int.random(in: 5...150, using: &random)
+                if try await MediaKillTests.runKilled(["flush", "--store", path], logDir: logDir, after: wait) {
                     killed += 1
                 } else {
                     completed += 1

@@ -22,7 +22,7 @@ final class ObservationHub: Sendable {
     struct Snapshot: Sendable, Equatable {
         var entities: [Properties]
         /// The answer as rendered (JSON), when the entities alone do not show all of it; nil else.
-        var rendering: [UInt8]?
+        var rendering: [UInt8]? = nil
         /// What the observers get, made once a run for all of them (`observeRendering`: a stream's
         /// event, shared by every stream of the URL); not compared.
         var event: (any Sendable)? = nil

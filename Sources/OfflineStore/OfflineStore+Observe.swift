@@ -37,12 +37,14 @@ extension OfflineStore {
         let bound = try queries.bind(url)
         let queries = self.queries
         // The entities do not hold their expansions: with `$expand`, the answer's rendering is
-        // compared too, so a commit that changes only an expanded entity brings an element.
+        // compared too, so a commit that changes only an expanded entity brings an element. Both
+        // come from one read transaction, so they show one snapshot.
         let expands = !bound.options.expand.isEmpty
         let query = try liveQuery(bound) {
-            ObservationHub.Snapshot(
-                entities: try queries.entities(bound),
-                rendering: expands ? try Self.render(queries, url, ResultOptions(), limit: nil) : nil)
+            guard expands else { return ObservationHub.Snapshot(entities: try queries.entities(bound)) }
+            var rendering: [UInt8] = []
+            let entities = try queries.entities(bound, url: url) { rendering.append(contentsOf: $0) }
+            return ObservationHub.Snapshot(entities: entities, rendering: rendering)
         }
         let (results, out) = AsyncThrowingStream<[Properties], any Error>.makeStream(
             bufferingPolicy: .bufferingNewest(1))

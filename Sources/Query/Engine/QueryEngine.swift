@@ -107,118 +107,145 @@ package struct QueryEngine: Sendable {
         writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void
     ) throws -> ResultSummary {
         try Paging.check(pageSize: pageSize)
+        return try store.read { t in
+            try execute(query, t, url: url, format: format, pageSize: pageSize, options: options, writeBytes: write)
+        }
+    }
+
+    /// `execute` inside read transaction `t`.
+    private func execute(
+        _ query: BoundQuery, _ t: ReadView, url: () -> String, format: Format, pageSize: Int?,
+        options: ResultOptions, writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void
+    ) throws -> ResultSummary {
         let token = try Paging.token(query.skipToken)
         var offset = 0
         if case .offset(let n) = token { offset = n }
-        return try store.read { t in
-            var summary = ResultSummary()
-            var out = ResultWriter(schema: store.schema, format: format, options: options, sink: write)
-            let executor = QueryExecutor(
-                store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory,
-                expansions: ExpansionBudget(limit: limits.maxExpandedEntities))
-            // The delta link of a collection, made before any output from this transaction's snapshot.
-            func deltaLink() throws -> String? {
-                guard format == .json, let make = options.deltaLink else { return nil }
-                return try make(t)
-            }
-            switch try resolve(query, t) {
-            case .missing:
-                throw EntityError.notFound(set: query.path.entitySet, key: "")
-            case .noRelated(let nav):
-                if query.path.isCount { try out.raw("0"); try out.flush(); return summary }
-                throw NoRelatedEntity(navigation: nav)
-            case .empty(let set):
-                if query.path.isCount {
-                    try out.raw("0")
-                } else {
-                    let delta = try deltaLink()
-                    try out.beginCollection(context: set.name, count: query.options.count ? 0 : nil)
-                    try out.endCollection(nextLink: nil, deltaLink: delta)
-                }
-            case .single(let set, let eqs, let context):
-                var found: EntityRef? = nil
-                try executor.evaluator.navigator.find(set, eqs) { e in
-                    // Not its primary key: those bytes live only as long as this call (a point
-                    // read encodes them into a temporary), the row as long as the transaction.
-                    found = try e.rowBytes.map { try EntityRef(set: e.set, row: $0, primaryKey: nil) } ?? e
-                    return false
-                }
-                guard let found else {
-                    if query.path.isCount { try out.raw("0"); try out.flush(); return summary }
-                    // The key comes from the URL: escaped, so the message cannot carry terminal escapes.
-                    let key = eqs.map { "\($0.0)=\(EntitySetHandle.literal($0.1))" }.joined(separator: ",")
-                    throw EntityError.notFound(set: set.name, key: QueryError.quoting(key, limit: 600))
-                }
-                if query.path.isCount { try out.raw("1"); try out.flush(); return summary }
-                let shape = try EntityShape(set: set, options: query.options, store: store, etags: options.etags)
-                summary.etag = try found.etag()
-                try out.single(found, context: context, shape: shape, executor: executor)
-            case .collection(let set, let eqs, let keys):
-                let queryOptions = query.options
-                // A response without ETags reads only what $select, $filter and $orderby name.
-                let reading: ResultReading = query.path.isCount ? .count : options.etags ? .entities : .selected
-                let plan = Self.plan(set, options: queryOptions, equalities: eqs, keys: keys, reading: reading)
-                if query.path.isCount {
-                    try out.raw(String(try countWithin(plan, executor)))
-                    try out.flush()
-                    return summary
-                }
+        var summary = ResultSummary()
+        var out = ResultWriter(schema: store.schema, format: format, options: options, sink: write)
+        let executor = QueryExecutor(
+            store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory,
+            expansions: ExpansionBudget(limit: limits.maxExpandedEntities))
+        // The delta link of a collection, made before any output from this transaction's snapshot.
+        func deltaLink() throws -> String? {
+            guard format == .json, let make = options.deltaLink else { return nil }
+            return try make(t)
+        }
+        switch try resolve(query, t) {
+        case .missing:
+            throw EntityError.notFound(set: query.path.entitySet, key: "")
+        case .noRelated(let nav):
+            if query.path.isCount { try out.raw("0"); try out.flush(); return summary }
+            throw NoRelatedEntity(navigation: nav)
+        case .empty(let set):
+            if query.path.isCount {
+                try out.raw("0")
+            } else {
                 let delta = try deltaLink()
-                let shape = try EntityShape(set: set, options: queryOptions, store: store, etags: options.etags)
-                let total = queryOptions.count ? try countWithin(plan, executor) : nil
-                // Server-driven paging: the skip token is the offset already delivered, or — for a
-                // plan read in key order — the last key delivered (keyset: a page costs its own rows).
-                var paged = plan
-                let keyset = pageSize != nil && plan.keysetPageable
-                if case .after(let key) = token {
-                    guard plan.keysetPageable else {
-                        throw QueryError(
-                            "this skip token continues a read in key order; the request is not one",
-                            option: "$skiptoken", column: 1)
-                    }
-                    paged.after = key
-                }
-                paged.skip = Paging.sum(plan.skip, offset)
-                let remaining = plan.top.map { max(0, $0 - offset) }
-                var pageLimit = remaining
-                if let pageSize { pageLimit = min(remaining ?? Int.max, Paging.sum(pageSize, 1)) }
-                paged.top = pageLimit
-                if case .topN = plan.sort { paged.sort = .topN(Paging.sum(paged.skip, pageLimit ?? 0)) }
-                try out.beginCollection(context: set.name, count: total)
-                var n = 0
-                var more = false
-                var lastKey: [UInt8] = []
-                try executor.run(paged) { e in
-                    if let pageSize, n == pageSize { more = true; return false }
-                    // A server-driven page ends before an entity whose expansions would pass
-                    // `limits.maxExpandedEntities`: the next link continues at that entity. Only
-                    // a first entity that passes it alone fails the request.
-                    if pageSize != nil && n > 0 {
-                        guard try out.entityWithinBudget(e, shape: shape, executor: executor) else {
-                            more = true
-                            return false
-                        }
-                    } else {
-                        try out.entity(e, shape: shape, executor: executor)
-                    }
-                    n += 1
-                    if keyset {
-                        lastKey =
-                            try e.primaryKey.map { Array($0) }
-                            ?? e.set.encodeKey(e.set.type.key.map { try e.value($0) })
-                    }
-                    return true
-                }
-                let next =
-                    !more
-                    ? nil
-                    : keyset
-                        ? Paging.nextLink(url(), token: Paging.keysetToken(lastKey))
-                        : Paging.nextLink(url(), offset: Paging.sum(offset, n))
-                try out.endCollection(nextLink: next, deltaLink: delta)
+                try out.beginCollection(context: set.name, count: query.options.count ? 0 : nil)
+                try out.endCollection(nextLink: nil, deltaLink: delta)
             }
-            try out.flush()
-            return summary
+        case .single(let set, let eqs, let context):
+            var found: EntityRef? = nil
+            try executor.evaluator.navigator.find(set, eqs) { e in
+                // Not its primary key: those bytes live only as long as this call (a point
+                // read encodes them into a temporary), the row as long as the transaction.
+                found = try e.rowBytes.map { try EntityRef(set: e.set, row: $0, primaryKey: nil) } ?? e
+                return false
+            }
+            guard let found else {
+                if query.path.isCount { try out.raw("0"); try out.flush(); return summary }
+                // The key comes from the URL: escaped, so the message cannot carry terminal escapes.
+                let key = eqs.map { "\($0.0)=\(EntitySetHandle.literal($0.1))" }.joined(separator: ",")
+                throw EntityError.notFound(set: set.name, key: QueryError.quoting(key, limit: 600))
+            }
+            if query.path.isCount { try out.raw("1"); try out.flush(); return summary }
+            let shape = try EntityShape(set: set, options: query.options, store: store, etags: options.etags)
+            summary.etag = try found.etag()
+            try out.single(found, context: context, shape: shape, executor: executor)
+        case .collection(let set, let eqs, let keys):
+            let queryOptions = query.options
+            // A response without ETags reads only what $select, $filter and $orderby name.
+            let reading: ResultReading = query.path.isCount ? .count : options.etags ? .entities : .selected
+            let plan = Self.plan(set, options: queryOptions, equalities: eqs, keys: keys, reading: reading)
+            if query.path.isCount {
+                try out.raw(String(try countWithin(plan, executor)))
+                try out.flush()
+                return summary
+            }
+            let delta = try deltaLink()
+            let shape = try EntityShape(set: set, options: queryOptions, store: store, etags: options.etags)
+            let total = queryOptions.count ? try countWithin(plan, executor) : nil
+            // Server-driven paging: the skip token is the offset already delivered, or — for a
+            // plan read in key order — the last key delivered (keyset: a page costs its own rows).
+            var paged = plan
+            let keyset = pageSize != nil && plan.keysetPageable
+            if case .after(let key) = token {
+                guard plan.keysetPageable else {
+                    throw QueryError(
+                        "this skip token continues a read in key order; the request is not one",
+                        option: "$skiptoken", column: 1)
+                }
+                paged.after = key
+            }
+            paged.skip = Paging.sum(plan.skip, offset)
+            let remaining = plan.top.map { max(0, $0 - offset) }
+            var pageLimit = remaining
+            if let pageSize { pageLimit = min(remaining ?? Int.max, Paging.sum(pageSize, 1)) }
+            paged.top = pageLimit
+            if case .topN = plan.sort { paged.sort = .topN(Paging.sum(paged.skip, pageLimit ?? 0)) }
+            try out.beginCollection(context: set.name, count: total)
+            var n = 0
+            var more = false
+            var lastKey: [UInt8] = []
+            try executor.run(paged) { e in
+                if let pageSize, n == pageSize { more = true; return false }
+                // A server-driven page ends before an entity whose expansions would pass
+                // `limits.maxExpandedEntities`: the next link continues at that entity. Only
+                // a first entity that passes it alone fails the request.
+                if pageSize != nil && n > 0 {
+                    guard try out.entityWithinBudget(e, shape: shape, executor: executor) else {
+                        more = true
+                        return false
+                    }
+                } else {
+                    try out.entity(e, shape: shape, executor: executor)
+                }
+                n += 1
+                if keyset {
+                    lastKey =
+                        try e.primaryKey.map { Array($0) }
+                        ?? e.set.encodeKey(e.set.type.key.map { try e.value($0) })
+                }
+                return true
+            }
+            let next =
+                !more
+                ? nil
+                : keyset
+                    ? Paging.nextLink(url(), token: Paging.keysetToken(lastKey))
+                    : Paging.nextLink(url(), offset: Paging.sum(offset, n))
+            try out.endCollection(nextLink: next, deltaLink: delta)
+        }
+        try out.flush()
+        return summary
+    }
+
+    /// `entities(_:)` of `query`, and its answer written as `execute` writes it (no server-driven
+    /// paging), from one read transaction: both show the same snapshot. A live query compares
+    /// both; read in two transactions, a commit between them gave a result whose entities were
+    /// the last one's and whose rendering was new — an element equal to the one before it.
+    package func entities(
+        _ query: BoundQuery, url: String, format: Format = .json, options: ResultOptions = ResultOptions(),
+        writeBytes write: @escaping (UnsafeRawBufferPointer) throws -> Void
+    ) throws -> [Properties] {
+        try store.read { t in
+            var result: [Properties] = []
+            try visit(query, t) { columns, e in
+                result.append(try columns.properties(e))
+                return true
+            }
+            _ = try execute(query, t, url: { url }, format: format, pageSize: nil, options: options, writeBytes: write)
+            return result
         }
     }
 
@@ -262,23 +289,28 @@ package struct QueryEngine: Sendable {
     func visit(
         _ query: BoundQuery, reuse: PlanCache? = nil, _ body: (ResultColumns, EntityRef) throws -> Bool
     ) throws {
-        try store.read { t in
-            let executor = QueryExecutor(
-                store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory)
-            switch try resolve(query, t) {
-            case .missing, .empty, .noRelated: break
-            case .single(let set, let eqs, _):
-                let columns = reuse?.columns(query.options.select, set) ?? ResultColumns(query.options.select, set)
-                try executor.evaluator.navigator.find(set, eqs) {
-                    _ = try body(columns, $0); return false
-                }
-            case .collection(let set, let eqs, let keys):
-                let plan = Self.plan(
-                    set, options: query.options, equalities: eqs, keys: keys,
-                    reading: query.options.select == nil ? .entities : .selected, reuse: reuse)
-                let columns = reuse?.columns(query.options.select, set) ?? ResultColumns(query.options.select, set)
-                try executor.run(plan) { try body(columns, $0) }
+        try store.read { t in try visit(query, t, reuse: reuse, body) }
+    }
+
+    /// `visit` inside read transaction `t`.
+    private func visit(
+        _ query: BoundQuery, _ t: ReadView, reuse: PlanCache? = nil, _ body: (ResultColumns, EntityRef) throws -> Bool
+    ) throws {
+        let executor = QueryExecutor(
+            store: store, t: t, memorySortLimit: memorySortLimit, scratchDirectory: scratchDirectory)
+        switch try resolve(query, t) {
+        case .missing, .empty, .noRelated: break
+        case .single(let set, let eqs, _):
+            let columns = reuse?.columns(query.options.select, set) ?? ResultColumns(query.options.select, set)
+            try executor.evaluator.navigator.find(set, eqs) {
+                _ = try body(columns, $0); return false
             }
+        case .collection(let set, let eqs, let keys):
+            let plan = Self.plan(
+                set, options: query.options, equalities: eqs, keys: keys,
+                reading: query.options.select == nil ? .entities : .selected, reuse: reuse)
+            let columns = reuse?.columns(query.options.select, set) ?? ResultColumns(query.options.select, set)
+            try executor.run(plan) { try body(columns, $0) }
         }
     }
 

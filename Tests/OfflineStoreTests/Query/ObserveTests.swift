@@ -15,6 +15,8 @@ import TestSupport
     /// What a consumer task has received so far.
     final class Seen: Sendable {
         let all = Mutex<[[Properties]]>([])
+        /// How the stream ended, if it did: an observer's stream ends only when cancelled.
+        let ended = Mutex<String?>(nil)
         var count: Int { all.withLock { $0.count } }
         var latest: [Properties]? { all.withLock { $0.last } }
     }
@@ -22,7 +24,13 @@ import TestSupport
     static func watch(_ stream: AsyncThrowingStream<[Properties], any Error>) -> (Seen, Task<Void, any Error>) {
         let seen = Seen()
         let task = Task {
-            for try await result in stream { seen.all.withLock { $0.append(result) } }
+            do {
+                for try await result in stream { seen.all.withLock { $0.append(result) } }
+                seen.ended.withLock { $0 = "finished" }
+            } catch {
+                seen.ended.withLock { $0 = "failed: \(error)" }
+                throw error
+            }
         }
         return (seen, task)
     }
@@ -95,7 +103,11 @@ import TestSupport
             let fresh = try store.entities(url)
             #expect(
                 try await eventually { seen.latest == fresh },
-                "step \(step): the observer never gave the fresh result")
+                """
+                step \(step): the observer never gave the fresh result; its stream: \
+                \(seen.ended.withLock { $0 } ?? "open"), live queries: \(store.observationCounts), \
+                elements: \(seen.count)
+                """)
         }
         #expect(processWrites > 0, "some writes came from another process")
         let all = seen.all.withLock { $0 }

@@ -70,7 +70,9 @@ extension RequestQueue {
         // 2. Neighbours the collapse table folds.
         for i in records.indices.dropLast() {
             let (a, b) = (records[i], records[i + 1])
-            guard b.status == .pending, !b.nonMergeable, !chain[i + 1].hasDependents else { continue }
+            guard b.status == .pending, !b.nonMergeable, !chain[i + 1].hasDependents,
+                try !callQueued(t.reader, after: a.id)
+            else { continue }
             let pending = Collapse.Pending(
                 id: a.id, method: a.method, status: a.status, nonMergeable: a.nonMergeable,
                 transactionID: a.transactionID, uploadCategory: a.uploadCategory, hasDependents: chain[i].hasDependents)

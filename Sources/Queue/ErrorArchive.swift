@@ -52,7 +52,7 @@ extension RequestQueue {
             try put(t, marked, hasDependents: entry?.hasDependents ?? false)
             var row: Properties = [
                 "RequestID": .int(r.id), "RequestMethod": .string(r.method.rawValue),
-                "RequestURL": .string("\(r.entitySet)(\(r.entityKey))"),
+                "RequestURL": .string(r.resourcePath),
                 "AffectedEntity": .string("\(r.entitySet)(\(r.entityKey))"),
                 "ArchivedAt": .dateTimeOffset(.now),
             ]
@@ -104,6 +104,10 @@ extension RequestQueue {
         }
         // Dropping the request from its entity's chain takes every later request of that entity
         // and, through dependencies, the requests that needed it.
+        if r.isUnboundCall {
+            try dropUnboundCall(t, r)
+            return [r.id]
+        }
         return try dropFrom(t, set: try store.set(r.entitySet), keyBytes: r.keyBytes, id: id)
     }
 
@@ -137,6 +141,21 @@ extension RequestQueue {
             if case .int(let cause)? = row["CausedBy"] { roots.insert(cause) } else { roots.insert(e.id) }
         }
         return roots.isEmpty ? [] : try revive(t, roots: roots)
+    }
+
+    /// The requests of `set`'s entity `keyBytes` (now `entity`) that a new request of it joins,
+    /// in `t`: those in error revived first (`reviveForChange`); and when there are none, the
+    /// entity's server image kept, for undo and rebase — it is the first local change of a
+    /// server entity.
+    func chainForChange(
+        _ t: WriteView, set: EntitySetHandle, keyBytes: [UInt8], entity: Properties
+    ) throws -> [ChainEntry] {
+        var chain = try self.chain(t.reader, set: set.name, keyBytes: keyBytes)
+        if chain.contains(where: { $0.status == .error }), try !reviveForChange(t, chain: chain).isEmpty {
+            chain = try self.chain(t.reader, set: set.name, keyBytes: keyBytes)
+        }
+        if chain.isEmpty { try t.put(store.base(ofSet: set.name), keyBytes, set.codec.encode(entity)) }
+        return chain
     }
 
     /// Makes `roots` and every request archived with `CausedBy` in `roots` pending again, and

@@ -109,6 +109,7 @@ extension RequestQueue {
             targetKeyBytes: LinkChange.hex(targetBytes), collection: nav.isCollection)
         // The opposite change of the same link, pending last: both go.
         if optimize, !options.nonMergeable, let last = chain.last, last.status == .pending,
+            try !callQueued(t.reader, after: last.id),
             let r = try record(t.reader, id: last.id), r.method == (adding ? .unlink : .link), !r.nonMergeable,
             !last.hasDependents, r.transactionID == options.transactionID, r.uploadCategory == options.uploadCategory,
             let pending = try? LinkChange.of(r), pending.navigation == navigation,

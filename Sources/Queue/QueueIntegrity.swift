@@ -62,14 +62,25 @@ extension RequestQueue {
                     deep[r.transactionID!, default: []].append(r)
                 }
             }
-            guard let set = try? store.set(r.entitySet), !store.schema.isSystemSet(r.entitySet) else {
-                problem("RequestQueue: request \(r.id) names an unknown entity set '\(r.entitySet)'")
-                return true
+            if r.method == .call {
+                if (try? OperationCall.of(r)) == nil { problem("RequestQueue: call \(r.id) has no readable body") }
+                if r.transactionID != nil { problem("RequestQueue: call \(r.id) is inside a transaction") }
             }
-            if (try? r.keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count) })?.length
-                != r.keyBytes.count
-            {
-                problem("RequestQueue: request \(r.id) has a key that does not decode for \(r.entitySet)")
+            if r.isUnboundCall {
+                // No entity: its chain is its own, keyed by its id.
+                if r.keyBytes != Self.unboundCallKey(r.id) {
+                    problem("RequestQueue: unbound call \(r.id) is not filed under its own id")
+                }
+            } else {
+                guard let set = try? store.set(r.entitySet), !store.schema.isSystemSet(r.entitySet) else {
+                    problem("RequestQueue: request \(r.id) names an unknown entity set '\(r.entitySet)'")
+                    return true
+                }
+                if (try? r.keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count) })?.length
+                    != r.keyBytes.count
+                {
+                    problem("RequestQueue: request \(r.id) has a key that does not decode for \(r.entitySet)")
+                }
             }
             let k = Self.byEntityKey(set: r.entitySet, keyBytes: r.keyBytes, id: r.id)
             if let v = try t.get(store.byEntity, k) {
@@ -150,6 +161,11 @@ extension RequestQueue {
         }
         // Entities, chains and server images.
         for (_, chain) in chains {
+            if chain.set.isEmpty {
+                // An unbound call's own chain: it alone.
+                if chain.ids.count != 1 { problem("RequestQueue: unbound calls \(chain.ids.sorted()) share a chain") }
+                continue
+            }
             let set = try store.set(chain.set)
             let ids = chain.ids.sorted()
             guard let first = try record(t, id: ids.first!), let lastRecord = try record(t, id: ids.last!) else {

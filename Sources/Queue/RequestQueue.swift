@@ -48,6 +48,8 @@ package struct AppliedChange: Sendable, Hashable {
 package struct RequestQueue: Sendable {
     package let store: EntityStore
     static let nextIDKey = Array("queue/next-request-id".utf8)
+    /// The id of the last operation call queued (`call`), kept after it leaves the queue.
+    static let lastCallKey = Array("queue/last-call-id".utf8)
 
     package init(store: EntityStore) { self.store = store }
 
@@ -213,7 +215,7 @@ package struct RequestQueue: Sendable {
 
     /// The properties a record's body carries.
     package func body(of r: RequestRecord) throws -> Properties {
-        guard let text = r.body, !r.method.carriesStream, !r.method.isLinkChange else { return [:] }
+        guard let text = r.body, !r.method.carriesStream, !r.method.isLinkChange, r.method != .call else { return [:] }
         let set = try store.set(r.entitySet)
         return try ValueJSON(schema: store.schema).properties(
             from: try JSON.parse(text), properties: set.type.properties, owner: r.entitySet)
@@ -271,7 +273,8 @@ package struct RequestQueue: Sendable {
         let deps = try dependencies(of: change, entity, set: set, in: t.reader)
         let last = try lastRequest(chain, in: t.reader)
         let decision = Collapse.decide(
-            pending: last?.pending, new: change.method, dependencies: deps, options: options, optimize: optimize)
+            pending: last?.pending, new: change.method, dependencies: deps, options: options,
+            optimize: try optimize && !callQueued(t.reader, after: last?.record.id))
         let requestID = try enqueue(
             change, as: decision, entity, set: set, chain: chain, last: last, deps: deps, options: options, in: t)
         return AppliedChange(

@@ -19,6 +19,9 @@ package struct RequestRecord: Sendable, Hashable {
         case link = "POST-REF"
         /// A link removed (`DELETE Set(key)/Nav/$ref`): the body is a `LinkChange`.
         case unlink = "DELETE-REF"
+        /// An operation called (a V4 action, a V2 function import called with POST): the body is
+        /// an `OperationCall`. Bound to the record's entity, or unbound (`entitySet` "").
+        case call = "CALL"
 
         /// A change of a link (`link`, `unlink`).
         package var isLinkChange: Bool { self == .link || self == .unlink }
@@ -40,6 +43,7 @@ package struct RequestRecord: Sendable, Hashable {
             case .createMedia: QueueRole.ByEntityCode.createMedia
             case .link: 7
             case .unlink: 8
+            case .call: 9
             }
         }
 

@@ -117,14 +117,7 @@ extension RequestQueue {
         guard let entity = try set.get(t.reader, key: key) else {
             throw EntityError.notFound(set: set.name, key: set.describeKey(key))
         }
-        var chain = try self.chain(t.reader, set: set.name, keyBytes: keyBytes)
-        if chain.contains(where: { $0.status == .error }), try !reviveForChange(t, chain: chain).isEmpty {
-            chain = try self.chain(t.reader, set: set.name, keyBytes: keyBytes)
-        }
-        if chain.isEmpty {
-            // The first local change of a server entity: keep its server image (undo, rebase).
-            try t.put(store.base(ofSet: set.name), keyBytes, set.codec.encode(entity))
-        }
+        let chain = try chainForChange(t, set: set, keyBytes: keyBytes, entity: entity)
         let entityKey = set.entityKey(keyBytes)
         let current = try streams.record(t.reader, entityKey: entityKey, name: name)
         var local = bytes
@@ -139,6 +132,7 @@ extension RequestQueue {
             contentType: bytes.contentType ?? "application/octet-stream")
         // The last request of the entity, if a pending replacement of this stream that may merge.
         if optimize, !options.nonMergeable, let last = chain.last, last.status == .pending,
+            try !callQueued(t.reader, after: last.id),
             var r = try record(t.reader, id: last.id), r.method == .putStream, !r.nonMergeable,
             r.uploadCategory == options.uploadCategory, r.transactionID == nil,
             (try? StreamChange.of(r))?.stream == name

@@ -94,7 +94,7 @@ extension RequestQueue {
             return e
         case .delete:
             return nil
-        case .putStream, .link, .unlink:
+        case .putStream, .link, .unlink, .call:
             return image
         case .createMedia:
             // The entity as the service makes it from the bytes: its key here, the rest from the

@@ -45,6 +45,7 @@ package enum Wire {
         case .createMedia: "POST"
         case .link: "POST"
         case .unlink: "DELETE"
+        case .call: "POST"
         }
     }
 

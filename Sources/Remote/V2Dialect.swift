@@ -25,6 +25,7 @@ package struct V2Dialect: Dialect {
     /// the properties the service computes (`sap:creatable="false"`, which Gateway refuses to be
     /// sent) and those it assigns (a local key's values).
     package func request(for change: OutgoingChange, store: EntityStore) throws -> WireRequest {
+        if change.kind == .call { return try call(change, store: store) }
         let set = try store.set(change.set)
         let json = ValueJSON(schema: store.schema)
         var method = Wire.method(change.kind)
@@ -58,6 +59,8 @@ package struct V2Dialect: Dialect {
             url = Wire.streamPath(change, entity: url)
         case .createMedia:
             url = Wire.percentEncoded(change.set)
+        case .call:
+            return try call(change, store: store)
         case .link, .unlink:
             // `Set(key)/$links/Nav` ([MS-ODATA] §2.2.7.1.3, SAP Gateway): added by POST (PUT for a
             // single-valued navigation) with `{"uri": …}`, removed by DELETE of
@@ -82,6 +85,37 @@ package struct V2Dialect: Dialect {
         headers.append(("RepeatabilityCreation", Wire.imfDate(change.firstSent)))
         if let etag = change.etag { headers.append(("If-Match", etag)) }
         return WireRequest(method: method, url: url, headers: headers, body: body)
+    }
+
+    /// A function import called ([MS-ODATA] §2.2.3.6.1.4 service operations; SAP Gateway): with
+    /// the method it declares (`m:HttpMethod`), at the service root, its parameters as V2 URI
+    /// literals in the query (a null one left out) and no body — a call bound by `sap:action-for`
+    /// too, whose entity the key parameters name. The idempotency headers go as with any change.
+    func call(_ change: OutgoingChange, store: EntityStore) throws -> WireRequest {
+        guard let call = change.call else { throw BackendError.badResponse("a call without its operation") }
+        var parameters = call.parameters
+        if !change.set.isEmpty {
+            // Bound: a key parameter left out is the entity's key as it is now.
+            let keyNames = try store.set(change.set).type.key
+            for (i, p) in parameters.enumerated() where p.value.isNull {
+                if let k = keyNames.firstIndex(of: p.name), k < change.key.count { parameters[i].value = change.key[k] }
+            }
+        }
+        var query: [String] = []
+        for p in parameters where !p.value.isNull {
+            guard case .primitive(let type) = p.type else {
+                throw BackendError.badResponse(
+                    "\(call.operation): parameter '\(p.name)' is of type \(p.type); a V2 function import takes primitive parameters only"
+                )
+            }
+            query.append(Wire.queryEncoded(p.name) + "=" + Wire.queryEncoded(Self.literal(p.value, type: type)))
+        }
+        var url = Wire.percentEncoded(call.importName ?? call.operation)
+        if !query.isEmpty { url += "?" + query.joined(separator: "&") }
+        var headers = Wire.customHeaders(change)
+        headers.append(("RequestID", Self.requestID(change.repeatabilityID)))
+        headers.append(("RepeatabilityCreation", Wire.imfDate(change.firstSent)))
+        return WireRequest(method: call.httpMethod, url: url, headers: headers, body: nil)
     }
 
     /// `Set(key)` with the key in V2's literals (`123L` for Int64, `guid'…'`, `datetime'…'`, `1.5M`).

@@ -51,6 +51,26 @@ package struct V4Dialect: Dialect {
                 change, entity: try entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store))
         case .createMedia:
             url = Wire.percentEncoded(change.set)
+        case .call:
+            // An action (OData 4.01 Part 1 §11.5.4): POST to the bound entity's path and the
+            // action's qualified name, or to the action import; the parameters a JSON object.
+            guard let call = change.call else { throw BackendError.badResponse("a call without its operation") }
+            if let name = call.importName {
+                url = Wire.percentEncoded(name)
+            } else {
+                url =
+                    try entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store) + "/"
+                    + Wire.percentEncoded(call.operation)
+            }
+            let json = ValueJSON(schema: store.schema)
+            var text = "{"
+            for (i, p) in call.parameters.enumerated() {
+                if i > 0 { text += "," }
+                JSONWriter.write(.string(p.name), to: &text)
+                text += ":"
+                json.write(p.value, type: p.type, to: &text)
+            }
+            body = Array((text + "}").utf8)
         case .link, .unlink:
             // `Set(key)/Nav/$ref` (OData 4.01 Part 1 §11.4.6): added by POST (PUT for a
             // single-valued navigation) with the target's id, removed by DELETE naming it in `$id`.

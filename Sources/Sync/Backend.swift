@@ -128,6 +128,9 @@ package struct OutgoingChange: Sendable {
         /// A link added or removed (`link` names it).
         case link
         case unlink
+        /// An operation called (`call` says which, with its parameters): on the entity (`set`,
+        /// `key`) when bound; `set` "" when unbound.
+        case call
     }
 
     package var kind: Kind
@@ -170,6 +173,8 @@ package struct OutgoingChange: Sendable {
     package var stream: OutgoingStream?
     /// The link a `link` or `unlink` changes; nil for the other kinds.
     package var link: OutgoingLink?
+    /// The operation a `call` calls; nil for the other kinds.
+    package var call: OutgoingCall?
 
     /// Whether the key of the entity this change makes or changes may be known only from its
     /// answer: it names or goes under an entity an earlier create of its change set made, whose
@@ -186,6 +191,29 @@ package struct OutgoingChange: Sendable {
             (serviceAssigned, etag, repeatabilityID, firstSent)
         (self.customHeaders, self.group, self.id, self.dependsOn, self.localKey) =
             (customHeaders, group, id, dependsOn, localKey)
+    }
+}
+
+/// An operation call (`OutgoingChange.Kind.call`): what the dialect needs to write it.
+package struct OutgoingCall: Sendable {
+    /// Qualified for V4 (`Lib.Renew`, what a bound call appends to the entity's path); the
+    /// import's name for V2.
+    package var operation: String
+    /// Where an unbound operation is reached at the service root; nil when bound.
+    package var importName: String?
+    /// An action (changes data), or a function.
+    package var isAction: Bool
+    /// The method the operation declares (V2 `m:HttpMethod`).
+    package var httpMethod: String
+    /// The parameters, in order, with their types.
+    package var parameters: [(name: String, value: Value, type: TypeRef)]
+
+    package init(
+        operation: String, importName: String?, isAction: Bool, httpMethod: String,
+        parameters: [(name: String, value: Value, type: TypeRef)]
+    ) {
+        (self.operation, self.importName, self.isAction, self.httpMethod, self.parameters) =
+            (operation, importName, isAction, httpMethod, parameters)
     }
 }
 

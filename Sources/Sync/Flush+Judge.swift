@@ -83,8 +83,9 @@ extension Flush {
     func mismatch(_ round: [Outgoing], _ answers: [ChangeAnswer]) -> String? {
         for (o, answer) in zip(round, answers) where answer.isSuccess {
             let r = o.record
+            // A call's answer is what the operation returns, of any entity or none.
             guard let json = answer.entity, !(r.method.isCreate && r.localKey), o.change.keyFromAnswer == false,
-                r.method != .delete,
+                r.method != .delete, r.method != .call,
                 let set = try? store.set(r.entitySet)
             else { continue }
             // The key properties only (the rest is skipped, as `ServerNotes` lets it be).
@@ -130,7 +131,7 @@ extension Flush {
                 // error answers every member).
                 return .success(image: nil, etag: nil, reconciled: true, status: 404)
             }
-            if answer.status == 412, !r.method.isCreate {
+            if answer.status == 412, !r.method.isCreate, r.method != .call {
                 return try await conflict(o, answer)
             }
             return .refused(answer.error)
@@ -146,7 +147,11 @@ extension Flush {
         guard r.method != .delete else {
             return .success(image: nil, etag: nil, reconciled: reconciled, status: answer.status)
         }
-        if r.method == .putStream || r.method.isLinkChange {
+        if r.isUnboundCall {
+            return .success(image: nil, etag: nil, reconciled: reconciled, status: answer.status)
+        }
+        if r.method == .putStream || r.method.isLinkChange || r.method == .call {
+            // What a bound call did to its entity is the service's: read it back.
             return try await streamReplaced(o, answer, reconciled: reconciled)
         }
         let (repeatability, notThere, twice) = (answer.repeatability, answer.notFoundByMarker, answer.foundTwice)

@@ -64,6 +64,7 @@ extension Flush {
     /// (computed ones, and those holding local values — not even as null, which a service may
     /// refuse for a key property that is not nullable).
     static func change(_ r: RequestRecord, queue: RequestQueue, etag: String?) throws -> OutgoingChange {
+        if r.method == .call { return try call(r, queue: queue) }
         let set = try queue.store.set(r.entitySet)
         let kind: OutgoingChange.Kind =
             switch r.method {
@@ -75,6 +76,7 @@ extension Flush {
             case .createMedia: .createMedia
             case .link: .link
             case .unlink: .unlink
+            case .call: .call
             }
         let key = try r.keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values }
         var assigned: Set<String> = []
@@ -103,6 +105,26 @@ extension Flush {
                 navigation: sent.navigation, targetSet: sent.targetSet, targetKey: targetKey,
                 targetKeyText: sent.targetKey, collection: sent.collection)
         }
+        return change
+    }
+
+    /// The call `r` sends: on its entity when bound (no ETag: an action is not a change of the
+    /// entity's representation, and a service that asks for one says so), else at the service root.
+    static func call(_ r: RequestRecord, queue: RequestQueue) throws -> OutgoingChange {
+        let sent = try OperationCall.of(r)
+        var key: [Value] = []
+        if !r.isUnboundCall {
+            let set = try queue.store.set(r.entitySet)
+            key = try r.keyBytes.withUnsafeBytes { try KeyCodec.decode($0, count: set.type.key.count).values }
+        }
+        let custom = r.customHeaders.sorted { $0.key < $1.key }
+        var change = OutgoingChange(
+            kind: .call, set: r.entitySet, key: key, keyText: r.entityKey, body: nil, etag: nil,
+            repeatabilityID: r.repeatabilityID, firstSent: r.firstSentAt ?? .now,
+            customHeaders: custom.map { ($0.key, $0.value) }, id: String(r.id))
+        change.call = OutgoingCall(
+            operation: sent.operation, importName: sent.importName, isAction: sent.isAction,
+            httpMethod: sent.httpMethod, parameters: try sent.values(schema: queue.store.schema))
         return change
     }
 

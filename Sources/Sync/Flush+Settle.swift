@@ -189,6 +189,11 @@ extension Flush {
         _ t: WriteView, queue: RequestQueue, _ r: RequestRecord, image: Properties?, etag: String?,
         etags: ServerETags
     ) throws {
+        if r.isUnboundCall {
+            // No entity: the call leaves the queue, and that is all.
+            try queue.acknowledgeUnboundCall(t, r)
+            return
+        }
         try queue.acknowledge(t, id: r.id, serverImage: image)
         var keyBytes = r.keyBytes
         if r.localKey, let image {

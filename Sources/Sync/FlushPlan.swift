@@ -100,6 +100,9 @@ extension Flush {
         /// The round so far, in the order it goes.
         var round: [PlannedRequest] = []
         var inRound: Set<Int64> = []
+        /// The operation calls taken in that this flush sends or has sent, in id order: every
+        /// later request waits for the last one before it (`predecessors`).
+        var calls: [Int64] = []
         /// Change sets already considered: each is considered once, at the first member met.
         var consideredChangeSets: Set<String> = []
         /// A change set did not fit: the round ends here.
@@ -118,6 +121,7 @@ extension Flush {
             known[r.id] = r
             taken.append(r)
             chains[RequestQueue.entityPrefix(set: r.entitySet, keyBytes: r.keyBytes), default: []].append(r.id)
+            if r.method == .call, isQueuedForThisFlush(r) { calls.append(r.id) }
             if let tx = r.transactionID, r.status != .error { changeSets[tx, default: []].append(r) }
         }
 
@@ -139,12 +143,24 @@ extension Flush {
                 && !excluded.contains(r.id)
         }
 
+        /// Whether this flush sends `r` or has sent it (a round on its way): not in error, and of
+        /// the flushed category.
+        func isQueuedForThisFlush(_ r: RequestRecord) -> Bool {
+            r.status != .error && (options.category == nil || r.uploadCategory == options.category)
+        }
+
         /// Requests that must be done before `r`: earlier ones of its entity, and the creates it
-        /// refers to — those still queued.
+        /// refers to — those still queued. An operation call keeps the queue's order whole: it
+        /// waits for every earlier request this flush sends, and every later one waits for it.
         mutating func predecessors(of r: RequestRecord) throws -> [Int64] {
             let chain = chains[RequestQueue.entityPrefix(set: r.entitySet, keyBytes: r.keyBytes)] ?? []
-            let queued = try r.dependencies.filter { try record($0) != nil }
-            return Array(Set(chain.filter { $0 < r.id } + queued)).sorted()
+            var preds = try r.dependencies.filter { try record($0) != nil } + chain.filter { $0 < r.id }
+            if r.method == .call {
+                preds += taken.filter { $0.id < r.id && isQueuedForThisFlush($0) }.map(\.id)
+            } else if let call = calls.last(where: { $0 < r.id }) {
+                preds.append(call)
+            }
+            return Array(Set(preds)).sorted()
         }
 
         /// Whether request `id` is a create with a local key: what comes after it waits for its answer.
@@ -192,7 +208,7 @@ extension Flush {
                 isClosed = true
                 return
             }
-            if r.method.carriesStream {
+            if r.method.carriesStream || r.method == .call {
                 try considerStream(r)
             } else if let tx = r.transactionID {
                 try considerChangeSet(tx)
@@ -213,9 +229,11 @@ extension Flush {
             admit([PlannedRequest(id: r.id, group: nil, predecessors: preds, ifMatch: true)])
         }
 
-        /// A stream replacement (or a media create) goes in a round trip of its own (its bytes are the body of a PUT;
-        /// a JSON `$batch` carries no binary body), once its entity's earlier requests are done:
-        /// it ends the round it would join, and goes first in the next.
+        /// A stream replacement (or a media create) goes in a round trip of its own (its bytes are
+        /// the body of a PUT; a JSON `$batch` carries no binary body), once its entity's earlier
+        /// requests are done: it ends the round it would join, and goes first in the next. So
+        /// does an operation call, once every earlier request is done (`predecessors`): what it
+        /// does on the service may depend on any of them.
         mutating func considerStream(_ r: RequestRecord) throws {
             guard try predecessors(of: r).isEmpty else { return }
             if round.isEmpty {

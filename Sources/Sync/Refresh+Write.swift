@@ -256,7 +256,7 @@ extension Refresher {
         for r in records {
             switch r.method {
             case .delete: return theirs
-            case .putStream, .createMedia, .link, .unlink: continue  // a stream or a link, not a property
+            case .putStream, .createMedia, .link, .unlink, .call: continue  // no property of the entity
             case .update:
                 for (name, value) in try queue.body(of: r) { mine[name] = value }
             case .replace, .create:

@@ -36,7 +36,7 @@ struct OfflineStoreCommand: ParsableCommand {
         abstract: "An embedded offline OData store: LMDB underneath, OData URLs on top.",
         subcommands: [
             Init.self, Load.self, Get.self, StreamCommand.self, QueryCommand.self, Create.self, Update.self,
-            Delete.self, QueueCommand.self,
+            Delete.self, Call.self, QueueCommand.self,
             Errors.self, Undo.self, Define.self, Undefine.self, Refresh.self, FlushCommand.self, Events.self,
             Check.self, Migrate.self, Stats.self, Generate.self, Serve.self, Demo.self, CrashTest.self,
             ChangeWorker.self,

@@ -26,6 +26,23 @@ and not saved.)
 **ETags.** Every entity set carries ETags (``W/"n"``, odatapy's counter): loaded entities start
 at ``W/"1"``, and a PATCH, PUT or DELETE needs ``If-Match`` (428 without).
 
+**Actions** (odatapy dispatches them and leaves what they do to the service; this is this test
+service's business logic). A call of an action -- bound (``POST Set(key)/NS.Action``) or through
+an action import (``POST Import``) -- with a JSON object of parameters:
+
+* sets each property of the bound entity that a parameter of the same name names (not a key
+  property), moves its ETag and records a change its set's delta link reports;
+* is refused with 400 (code ``ActionRefused``) when its parameter ``Fail`` is ``true``, and then
+  does nothing;
+* is noted in the applied log as ``{"seq", "method": "ACTION", "name", "rid", "params"}``, with
+  ``"set"`` and ``"key"`` when bound;
+* is executed once per ``Repeatability-Request-ID`` (OData 4.01 Part 1 section 8.2.8): a call
+  whose id was executed before is answered again, with ``Repeatability-Result: accepted``, and
+  does nothing;
+* answers with the bound entity when the action returns its type, else 204.
+
+Functions are odatapy's: one without a ``register_function`` implementation answers 501.
+
 **Computed keys.** A set whose single key property is an integer annotated ``Core.Computed``
 gets its key from the service on POST (odatapy: max + 1).
 
@@ -119,8 +136,8 @@ from odatapy.server import OData  # noqa: E402
 from odatapy.server.adapters import ODataWSGIApp  # noqa: E402
 from odatapy.server.deserializer.json_deserializer import ODataJsonDeserializer  # noqa: E402
 from odatapy.server.inmemory import InMemoryDataStore, InMemoryProcessor  # noqa: E402
-from odatapy.server.processor import CustomETagSupport  # noqa: E402
-from odatapy.server.serializer.json_serializer import EntityCollectionSerializerOptions  # noqa: E402
+from odatapy.server.processor import ActionProcessor, CustomETagSupport  # noqa: E402
+from odatapy.server.serializer.json_serializer import EntityCollectionSerializerOptions, EntitySerializerOptions  # noqa: E402
 from odatapy.data import EntityCollection  # noqa: E402
 from odatapy.errors import ODataApplicationException  # noqa: E402
 from odatapy.http.content_type import ContentType  # noqa: E402
@@ -223,7 +240,7 @@ class Store(InMemoryDataStore):
             self.applied[:] = snapshot["applied"]
 
 
-class Processor(InMemoryProcessor, CustomETagSupport):
+class Processor(InMemoryProcessor, ActionProcessor, CustomETagSupport):
     """odatapy's in-memory processor, every set with ETags, noting which write is applied."""
 
     def has_etag(self, entity_set_or_singleton: Any) -> bool:
@@ -290,6 +307,61 @@ class Processor(InMemoryProcessor, CustomETagSupport):
 
     def delete_reference(self, request, response, uri_info) -> None:
         self._reference_write("DELETE", request, uri_info, lambda: InMemoryProcessor.delete_reference(self, request, response, uri_info))
+
+
+    # Actions (bound and unbound, and action imports): the service's business logic, which
+    # odatapy leaves to the service -- this test service's is described under "Actions" above.
+    def process_action(self, request, response, uri_info, request_ct, response_ct) -> None:
+        store: Store = self.store  # type: ignore[assignment]
+        with store.lock:
+            part = uri_info.resource_parts[-1]
+            name = part.action_import.name if part.action_import is not None else (part.name or "")
+            rid = request.get_header("Repeatability-Request-ID")
+            done = next((a for a in store.applied if rid and a.get("rid") == rid and a["method"] == "ACTION"), None)
+            try:
+                params = json.loads(request.body or b"{}", parse_float=Decimal) if request.body else {}
+            except ValueError:
+                raise ODataApplicationException("The action's parameters are not JSON.", 400) from None
+            if not isinstance(params, dict):
+                raise ODataApplicationException("The action's parameters are not a JSON object.", 400)
+            target = None
+            if part.action_import is None:
+                parts = [p for p in uri_info.resource_parts[:-1]]
+                target = self._walk(request, parts, for_write=True)
+                if target.entity is None or target.entity_set is None:
+                    raise ODataApplicationException("A bound action here needs one entity.", 400)
+            if done is not None:
+                # Repeatability (OData 4.01 Part 1 section 8.2.8.x): executed once; answered again.
+                response.set_header("Repeatability-Result", "accepted")
+            elif params.get("Fail") is True:
+                raise ODataApplicationException(f"{name} refused: the caller asked it to fail (Fail=true).", 400,
+                                                code="ActionRefused")
+            else:
+                entry = {"seq": len(store.applied) + 1, "method": "ACTION", "name": name, "rid": rid,
+                         "params": {k: (str(v) if isinstance(v, Decimal) else v) for k, v in params.items()}}
+                if target is not None:
+                    entity_set, entity = target.entity_set, target.entity
+                    entry["set"], entry["key"] = entity_set.name, store.key_text(entity_set.name, entity)
+                    for k, v in params.items():
+                        prop = entity.get_property(k)
+                        if prop is not None and k not in [n for n, _ in store.key_names[entity_set.name]]:
+                            prop.value = v
+                    self._bump_etag(entity_set, entity)
+                    store.record_change(entity_set.name, entity, "changed")  # for delta links; not noted
+                store.applied.append(entry)  # the applied log moved: the state is saved
+            returns = part.return_type_fqn
+            if target is not None and returns and returns == target.entity_type.full_qualified_name.fqn:
+                etag = self._etag_of(target.entity_set, target.entity)
+                if etag:
+                    response.set_header("ETag", etag)
+                serializer = self._serializer(response_ct, request)
+                options = EntitySerializerOptions(
+                    context_url=self._context(request, f"{target.entity_set.name}/$entity"),
+                    omit_values=self._omit_values(request, response), service_version=self._version(request))
+                body = serializer.entity(self.service_metadata.edm, target.entity_type, target.entity, options)
+                self._write(request, response, body, response_ct, status=200)
+            else:
+                response.set_status(204)
 
 
 class ParsedJsonDeserializer(ODataJsonDeserializer):

@@ -76,6 +76,13 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// applied twice. The property must be a string of at least 32 characters or a GUID, not a
     /// key and not computed; it is the store's, so choose one kept for a client reference.
     public var createMarkers: [String: String] = [:]
+    /// Function → the OData URL that answers it from this store (`"localFunctions":
+    /// {"Lib.Overdue": "Books?$filter=Due lt @Today"}`): a function (a V4 `Function`, a V2
+    /// function import called with GET) reads the service's data, so an offline store answers a
+    /// call of one only when it is mapped here. The call's parameters are the URL's parameter
+    /// aliases (`@Today`); a bound call's entity gives its key properties as aliases too
+    /// (`@BookID`). Unmapped, a call of a function says that it needs the service.
+    public var localFunctions: [String: String] = [:]
     /// Whether the service resolves `$<Content-ID>` references inside a change set
     /// (`"contentIDReferences"`; nil, the default: yes for OData V4, which requires it, no for V2,
     /// where SAP Gateway services differ). With them, a transaction holding a create whose key the
@@ -312,6 +319,17 @@ public struct StoreConfiguration: Sendable, Hashable {
                     out[set] = property
                 }
                 createMarkers = out
+            case ("localFunctions", .object(let members)):
+                var out: [String: String] = [:]
+                for (name, v) in members {
+                    guard case .string(let url) = v, !url.isEmpty else {
+                        throw .badInput("configuration: localFunctions.\(name) must be an OData URL (a string)")
+                    }
+                    out[name] = url
+                }
+                localFunctions = out
+            case ("localFunctions", _):
+                throw .badInput("configuration: localFunctions must be an object of function names and OData URLs")
             case ("contentIDReferences", .bool(let b)): contentIDReferences = b
             case ("contentIDReferences", .null): contentIDReferences = nil
             case ("splitTransactions", .bool(let b)): splitTransactions = b
@@ -392,6 +410,10 @@ public struct StoreConfiguration: Sendable, Hashable {
         if !createMarkers.isEmpty {
             members.append(
                 ("createMarkers", .object(createMarkers.keys.sorted().map { ($0, .string(createMarkers[$0]!)) })))
+        }
+        if !localFunctions.isEmpty {
+            members.append(
+                ("localFunctions", .object(localFunctions.keys.sorted().map { ($0, .string(localFunctions[$0]!)) })))
         }
         return .object(members)
     }

@@ -223,8 +223,8 @@ import Samples
             case .delete:
                 if !exists { problems.append("request \(r.id): DELETE of missing \(k)") }
                 state[r.entitySet]?[k] = nil
-            case .putStream, .createMedia, .link, .unlink:
-                problems.append("request \(r.id): a stream or link request, which this model makes none of")
+            case .putStream, .createMedia, .link, .unlink, .call:
+                problems.append("request \(r.id): a stream, link or call request, which this model makes none of")
             }
             // A product sent with a supplier that the service does not have yet: a child before its parent.
             if r.entitySet == "Products", r.method != .delete,

@@ -53,6 +53,8 @@ struct ODataPy {
         var set: String
         var key: String
         var rid: String?
+        /// An action's name (`method` "ACTION"); nil for the other writes.
+        var name: String? = nil
     }
 
     /// The server's log of applied writes, oldest first.
@@ -60,9 +62,10 @@ struct ODataPy {
         let state =
             try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: state))) as! [String: Any]
         return (state["applied"] as! [[String: Any]]).map {
+            // An unbound action names no entity.
             Applied(
-                method: $0["method"] as! String, set: $0["set"] as! String, key: $0["key"] as! String,
-                rid: $0["rid"] as? String)
+                method: $0["method"] as! String, set: $0["set"] as? String ?? "", key: $0["key"] as? String ?? "",
+                rid: $0["rid"] as? String, name: $0["name"] as? String)
         }
     }
 

@@ -1,0 +1,37 @@
+import ArgumentParser
+import CommandSupport
+import OfflineStore
+
+struct Call: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Call a service operation offline: queue an action, or answer a function mapped to a local query.",
+        discussion: """
+            An action (V4 Action, V2 function import called with POST) is queued in order with the \
+            changes before and after it; flush calls it. A function (V4 Function, V2 GET import) is \
+            answered from the store when the configuration's localFunctions maps it.
+            Examples: offline-store call --store s Lib.Renew --on "Books(1)" '{"Days":7}'
+                      offline-store call --store s ReleaseSalesOrder --on "SalesOrderSet('0500000001')"
+            """)
+    @OptionGroup var options: StoreOption
+    @Argument(help: "The operation: its name as $metadata has it (Lib.Renew, ReleaseSalesOrder).") var operation: String
+    @Argument(help: "The parameters as an OData JSON object, or - for standard input.") var json: String = "{}"
+    @Option(help: "The entity a bound operation is called on: Books(1).") var on: String?
+    @OptionGroup var change: ChangeFlags
+
+    func run() throws {
+        try runReportingErrors {
+            let store = try OfflineStore.open(at: options.store)
+            let binding = try on.map { try store.parseEntityPath($0) }
+            let parameters = try store.operationParameters(operation, on: binding?.set, json: try jsonArgument(json))
+            switch try store.call(
+                operation, on: binding?.set, key: binding?.key, parameters: parameters, options: change.options)
+            {
+            case .queued(let id):
+                try output("request \(id) queued: \(operation)\(on.map { " on \($0)" } ?? "")")
+            case .answered(let entities):
+                // The answer's entities, one JSON object a line, as the local query gave them.
+                for e in entities { try output(e.description) }
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import Testing
+@testable import OfflineStore
+@testable import Queue
+@testable import Storage
+import TestSupport
+
+/// Calls made offline flushed to odatapy (issue 40, "Done means"): a bound action, an unbound
+/// action (an import) and a function, interleaved with creates and updates of the same
+/// entities — applied on the service in exactly the queue's order, each once; a refused action
+/// archived with the service's message, fixed and sent again; an action whose answer was lost
+/// sent again and executed once (the service deduplicates by `Repeatability-Request-ID`). The
+/// service's business logic for actions is scripts/odatapy-server/serve.py's ("Actions").
+@Suite(.external, .checksStores, .runsOffThePool) struct OperationCallODataPyTests {
+    static func peer() throws -> ODataPy {
+        try ODataPy(metadata: OperationCallTests.metadata, data: [("Books", OperationCallTests.books)])
+    }
+
+    static func copy(_ root: String) async throws -> OfflineStore {
+        var config = StoreConfiguration()
+        config.serviceRoot = root
+        config.definingRequests = [.init(name: "books", url: "Books")]
+        let store = try OfflineStore.create(
+            at: tempDir() + "/library", metadata: Array(OperationCallTests.metadata.utf8), configuration: config)
+        try await store.refresh()
+        return store
+    }
+
+    /// What the service applied, as `METHOD Set(key)` or `ACTION name on Set(key)`.
+    static func log(_ odatapy: ODataPy) throws -> [String] {
+        try odatapy.applied().map { a in
+            a.method == "ACTION"
+                ? "ACTION \(a.name ?? "?")" + (a.set.isEmpty ? "" : " on \(a.set)(\(a.key))")
+                : "\(a.method) \(a.set)(\(a.key))"
+        }
+    }
+
+    @Test func callsGoInTheirPlaceOnceAndARefusedOneIsFixed() async throws {
+        let odatapy = try Self.peer()
+        let server = try await odatapy.start()
+        defer { Task { await server.stop() } }
+        let copy = try await Self.copy(server.url)
+        try await copy.update(set: "Books", key: [.int(1)], changes: ["Title": .string("Dune II")])
+        try await copy.call("Renew", on: "Books", key: [.int(1)], parameters: ["Days": .int(30)])
+        try await copy.create(
+            set: "Books", entity: ["BookID": .int(3), "Title": .string("Ulysses"), "Days": .int(1)])
+        try await copy.call("Lib.Renew", on: "Books", key: [.int(3)], parameters: ["Days": .int(7)])
+        try await copy.call("Recall", parameters: ["Status": .string("all")])
+        try await copy.update(set: "Books", key: [.int(2)], changes: ["Status": .string("out")])
+        guard
+            case .queued(let refused) = try await copy.call(
+                "Renew", on: "Books", key: [.int(2)], parameters: ["Days": .int(5), "Fail": .bool(true)])
+        else { Issue.record("not queued"); return }
+        try await copy.update(set: "Books", key: [.int(2)], changes: ["Title": .string("Emma 2")])
+        let report = try await copy.flush()
+        #expect(report.succeeded == 6 && report.archived == 2 && report.stopped == nil, "\(report)")
+        #expect(
+            try Self.log(odatapy) == [
+                "PATCH Books(1)", "ACTION Lib.Renew on Books(1)", "POST Books(3)", "ACTION Lib.Renew on Books(3)",
+                "ACTION Recall", "PATCH Books(2)",
+            ])
+        // What the bound actions did, read back after them.
+        #expect(try copy.get(set: "Books", key: [.int(1)])?["Days"] == .int(30))
+        #expect(try copy.get(set: "Books", key: [.int(3)])?["Days"] == .int(7))
+        // Refused: archived with the service's message; the update behind it waits for it.
+        let entry = try #require(try copy.get(set: "ErrorArchive", key: [.int(refused)]))
+        guard case .string(let message)? = entry["Message"] else { Issue.record("no message: \(entry)"); return }
+        #expect(message.contains("asked it to fail"), "\(message)")
+        #expect(entry["RequestURL"] == .string("Books(2)/Lib.Renew"))
+        // Fixed and sent again, with the update behind it, in order.
+        #expect(try copy.fixCall(requestID: refused, parameters: ["Days": .int(5)]).count == 2)
+        let second = try await copy.flush()
+        #expect(second.succeeded == 2 && second.archived == 0, "\(second)")
+        #expect(try Self.log(odatapy).suffix(2) == ["ACTION Lib.Renew on Books(2)", "PATCH Books(2)"])
+        #expect(try copy.get(set: "Books", key: [.int(2)])?["Days"] == .int(5))
+        #expect(try copy.pendingRequestCount() == 0)
+        let rids = try odatapy.applied().compactMap(\.rid)
+        #expect(Set(rids).count == rids.count, "a request applied twice: \(rids)")
+        // A function needs the service: it is not queued.
+        #expect(throws: EntityError.self) { try copy.call("Overdue", parameters: ["Days": .int(1)]) }
+        try await copy.refresh()
+        #expect(try copy.get(set: "Books", key: [.int(2)])?["Title"] == .string("Emma 2"))
+    }
+
+    /// The service stops right after applying an action, before answering: the flush stops with
+    /// the call in doubt (sent); started again on the same state, the next flush sends it again
+    /// with the same `Repeatability-Request-ID`, and the service answers it without running it
+    /// twice.
+    @Test func anActionWhoseAnswerWasLostRunsOnce() async throws {
+        let odatapy = try Self.peer()
+        let first = try await odatapy.start()
+        let copy = try await Self.copy(first.url)
+        #expect(await first.stop() == 0)
+        let dying = try await odatapy.start(exitAfterWrites: try odatapy.applied().count + 2)
+        defer { dying.kill() }
+        try await copy.update(set: "Books", key: [.int(1)], changes: ["Title": .string("a")])
+        try await copy.call("Renew", on: "Books", key: [.int(1)], parameters: ["Days": .int(9)])
+        try await copy.update(set: "Books", key: [.int(1)], changes: ["Title": .string("b")])
+        let report = try await copy.flush(serviceRoot: dying.url)
+        #expect(report.stopped != nil && report.succeeded == 1, "\(report)")
+        #expect(await dying.stop() == 3, "the server did not stop after the action: \(dying.stderr)")
+        let again = try await odatapy.start()
+        defer { again.kill() }
+        let done = try await copy.flush(serviceRoot: again.url)
+        #expect(done.stopped == nil && done.archived == 0 && done.succeeded == 2, "\(done)")
+        #expect(try Self.log(odatapy) == ["PATCH Books(1)", "ACTION Lib.Renew on Books(1)", "PATCH Books(1)"])
+        #expect(try copy.get(set: "Books", key: [.int(1)])?["Days"] == .int(9))
+        #expect(await again.stop() == 0)
+    }
+}

@@ -108,3 +108,63 @@ import TestSupport
         #expect(await again.stop() == 0)
     }
 }
+
+/// `offline-store flush` SIGKILLed at random instants while it sends actions and updates to
+/// odatapy, then run again: every request that left the queue — the actions too — is in
+/// odatapy's log of applied writes exactly once (odatapy's test service deduplicates actions by
+/// `Repeatability-Request-ID`; a re-sent PATCH is reconciled), and nothing is refused. Bounded by
+/// `OPERATION_KILLS` (default 8) kills and `OPERATION_KILL_SECONDS` (default 40).
+@Suite(.external, .soak, .checksStores, .runsOffThePool) struct OperationCallKillTests {
+    @Test func aFlushOfActionsKilledAtRandomRunsEachOnce() async throws {
+        var rng = SeededRandom(seed: testSeed("aFlushOfActionsKilledAtRandomRunsEachOnce"))
+        let env = ProcessInfo.processInfo.environment
+        let kills = env["OPERATION_KILLS"].flatMap(Int.init) ?? 8
+        let seconds = env["OPERATION_KILL_SECONDS"].flatMap(Double.init) ?? 40
+        let odatapy = try OperationCallODataPyTests.peer()
+        let server = try await odatapy.start(lifetime: max(1_200, seconds * 10))
+        defer { server.kill() }
+        let path = try await OperationCallODataPyTests.copy(server.url).path
+        var acknowledged: Set<String> = []
+        var (killed, finished, sentLeft, calls) = (0, 0, 0, 0)
+        let start = Date()
+        var round = 0
+        while killed < kills && Date().timeIntervalSince(start) < seconds {
+            let before: [Int64: String]
+            do {
+                let store = try OfflineStore.open(at: path)
+                let book = Value.int(Int64(1 + round % 2))
+                try await store.update(set: "Books", key: [book], changes: ["Title": .string("r\(round)")])
+                try await store.call("Renew", on: "Books", key: [book], parameters: ["Days": .int(Int64(round))])
+                try await store.call("Recall", parameters: ["Status": .string("r\(round)")])
+                try await store.update(set: "Books", key: [book], changes: ["Status": .string("s\(round)")])
+                calls += 2
+                before = try FlushKillTests.queued(store)
+            }
+            let wasKilled = try await FlushKillTests.flushKilled(
+                ["flush", "--store", path, "--service", server.url], after: Int.random(in: 10...300, using: &rng))
+            if wasKilled { killed += 1 } else { finished += 1 }
+            let store = try OfflineStore.open(at: path)
+            let errors = try FlushFixture.errors(store)
+            #expect(errors.isEmpty, "round \(round): refused: \(errors)")
+            if !errors.isEmpty { break }
+            let after = try FlushKillTests.queued(store)
+            acknowledged.formUnion(Set(before.keys).subtracting(after.keys).map { before[$0]! })
+            sentLeft += try FlushFixture.queue(store).filter { $0.status == .sent }.count
+            round += 1
+        }
+        let store = try OfflineStore.open(at: path)
+        let queued = try FlushKillTests.queued(store)
+        let done = try await store.flush(serviceRoot: server.url)
+        #expect(done.stopped == nil && done.archived == 0 && done.left == 0, "\(done)")
+        acknowledged.formUnion(queued.values)
+        let log = try odatapy.applied().filter { $0.rid != nil }
+        SyncODataPyTests.expectExactlyOnce(log, acknowledged, "after \(round) rounds")
+        let actions = log.filter { $0.method == "ACTION" }.count
+        #expect(actions == calls, "\(calls) calls queued, \(actions) executed")
+        #expect(await server.stop() == 0)
+        print(
+            "operation kill test: \(round) rounds, \(killed) flushes killed, \(finished) done before the kill; \(calls) calls, odatapy ran \(actions) actions and applied \(log.count) writes in all; a request was left sent by a kill \(sentLeft) times; \(String(format: "%.1f", Date().timeIntervalSince(start))) s"
+        )
+        #expect(killed >= 1)
+    }
+}

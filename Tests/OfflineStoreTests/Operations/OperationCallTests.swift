@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 import Testing
 @testable import OfflineStore
 @testable import Queue
@@ -259,3 +260,54 @@ typealias CallParameters = [String: Value]
         #expect(try store.check().isConsistent)
     }
 }
+
+#if DEBUG  // the fault hook exists in debug builds only
+/// Queueing a call with each of its LMDB calls failed in turn (`EIO`): the request whole, or
+/// nothing — and `check` passes after every trial.
+@Suite(.checksStores, .runsOffThePool) struct OperationCallFaultTests {
+    @Test(arguments: [true, false])
+    func everyLMDBCallOfQueueingACallCanFail(bound: Bool) async throws {
+        let store = try OperationCallTests.copy()
+        let env = store.entities.environment
+        let queue = store.requestQueue
+        func call() async throws {
+            if bound {
+                try await store.call("Renew", on: "Books", key: [.int(1)], parameters: ["Days": .int(2)])
+            } else {
+                try await store.call("Recall", parameters: ["Status": .string("x")])
+            }
+        }
+        func drop() throws {
+            if bound {
+                _ = try store.undo(set: "Books", key: [.int(1)])
+            } else {
+                try store.entities.write { t in
+                    for r in try OperationCallTests.records(store) { try queue.dropUnboundCall(t, r) }
+                }
+            }
+        }
+        FaultInjection.countCalls(in: env)
+        try await call()
+        let calls = FaultInjection.stop(env).calls
+        try drop()
+        #expect(calls.count > 5, "\(calls)")
+        for n in 1...calls.count {
+            let what = "call \(n) (\(calls[n - 1]))"
+            FaultInjection.fail(callNumber: n, with: EIO, in: env)
+            let result = await Result { try await call() }
+            FaultInjection.stop(env)
+            let pending = try store.pendingRequestCount()
+            if case .success = result {
+                #expect(pending == 1, "\(what)")
+            } else {
+                #expect(pending == 0, "\(what): half a call")
+            }
+            let report = try store.check()
+            #expect(report.isConsistent, "\(what): \(report)")
+            try drop()
+        }
+        print(
+            "OperationCallFaultTests: \(calls.count) fault trials of queueing \(bound ? "a bound" : "an unbound") call")
+    }
+}
+#endif

@@ -6,8 +6,10 @@
 #
 #   sh scripts/pyodata-check.sh --service http://127.0.0.1:PORT/
 #   sh scripts/pyodata-check.sh --media --service URL --set S --key K --sha256 HEX --content-type T
+#   sh scripts/pyodata-check.sh --operations --service URL --order ID --min ID
 #
-# --media runs scripts/pyodata-check/media.py instead: a media entity's $value read with pyodata.
+# --media runs scripts/pyodata-check/media.py instead: a media entity's $value read with pyodata;
+# --operations runs scripts/pyodata-check/operations.py: function imports called with pyodata.
 #
 # Python: the SAP peers' venv, .venv-sap/ (git-ignored; scripts/mock-sap-venv.sh), given
 # pyodata==1.12.1 and requests==2.34.2 from PyPI on first use. The last line printed is a JSON
@@ -32,6 +34,9 @@ cd "$CALLER"
 SCRIPT=run.py
 if [ "${1:-}" = "--media" ]; then
     SCRIPT=media.py
+    shift
+elif [ "${1:-}" = "--operations" ]; then
+    SCRIPT=operations.py
     shift
 fi
 if command -v timeout >/dev/null 2>&1; then

@@ -115,42 +115,56 @@ extension OfflineStore {
             owner: op.name)
     }
 
-    /// A function's answer from the local query `localFunctions` maps it to, its parameters (and
-    /// a bound call's key properties) given as the URL's parameter aliases.
+    /// A function's answer from the local query `localFunctions` maps it to (`localFunctionURL`).
     private func answerLocally(
         _ op: ServiceOperation, on set: String?, key: [Value]?, parameters: Properties
     ) throws -> [Properties] {
+        for name in parameters.keys where !op.parameters.contains(where: { $0.name == name }) {
+            throw EntityError.badInput(
+                "\(op.name) has no parameter '\(name)' (it has: \(op.parameters.map(\.name).joined(separator: ", ")))")
+        }
+        var literals: [(String, String)] = []
+        for p in try OperationCall.properties(of: op, schema: schema) {
+            let v = parameters[p.name] ?? .null
+            try Validation.check(v, against: p, schema: schema)
+            literals.append((p.name, EntitySetHandle.literal(v)))
+        }
+        return try entities(try localFunctionURL(op, on: set, key: key, literals: literals))
+    }
+
+    /// The URL that answers function `op` here: the one `localFunctions` maps it to, its
+    /// parameters (`literals`: name and URL literal) given as the URL's parameter aliases, and a
+    /// bound call's entity's key properties too. A function that is not mapped needs the
+    /// service: `EntityError.badInput` saying so. A parameter `op` does not declare is refused.
+    package func localFunctionURL(
+        _ op: ServiceOperation, on set: String?, key: [Value]?, literals: [(String, String)]
+    ) throws -> String {
         let names = [op.name, op.importName, op.name.split(separator: ".").last.map(String.init)].compactMap { $0 }
         guard let url = names.lazy.compactMap({ self.configuration.localFunctions[$0] }).first else {
             throw EntityError.badInput(
                 "\(op.name) is a function: it reads the service's data, which this store answers only for a function mapped to a local query (configuration localFunctions: {\"\(op.name)\": \"Set?$filter=… @Parameter …\"}); unmapped, it needs the service"
             )
         }
-        for name in parameters.keys where !op.parameters.contains(where: { $0.name == name }) {
+        for (name, _) in literals where !op.parameters.contains(where: { $0.name == name }) {
             throw EntityError.badInput(
                 "\(op.name) has no parameter '\(name)' (it has: \(op.parameters.map(\.name).joined(separator: ", ")))")
         }
-        var aliases: [(String, Value)] = []
-        for p in try OperationCall.properties(of: op, schema: schema) {
-            let v = parameters[p.name] ?? .null
-            try Validation.check(v, against: p, schema: schema)
-            aliases.append((p.name, v))
-        }
+        var aliases = literals
         if let set, let key {
             let handle = try entities.set(set)
             guard try get(set: set, key: key) != nil else {
                 throw EntityError.notFound(set: set, key: handle.describeKey(key))
             }
             for (name, v) in zip(handle.type.key, key) where !aliases.contains(where: { $0.0 == name }) {
-                aliases.append((name, v))
+                aliases.append((name, EntitySetHandle.literal(v)))
             }
         }
         // Each value percent-encoded whole (`+`, `&`, `#` and `%` too): the URL is read decoded.
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~'():,")
-        let query = aliases.map { name, v in
-            "@\(name)=" + (EntitySetHandle.literal(v).addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
+        let query = aliases.map { name, literal in
+            "@\(name)=" + (literal.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
         }.joined(separator: "&")
-        return try entities(query.isEmpty ? url : url + (url.contains("?") ? "&" : "?") + query)
+        return query.isEmpty ? url : url + (url.contains("?") ? "&" : "?") + query
     }
 }

@@ -386,6 +386,22 @@ package struct ServedTransaction {
         _ = try writing { try queue.retryError(t, id: requestID) }
     }
 
+    /// Queues a call of action `operation` (an offline store's `serve` taking a client's call):
+    /// as `OfflineStore.call`, in this transaction. Returns the request's id. An authority has
+    /// no business logic to run it: `EntityError.badInput`.
+    package func call(
+        _ operation: ServiceOperation, set: String?, key: [Value]?, parameters: Properties,
+        options: ChangeOptions = .init()
+    ) throws -> Int64 {
+        guard let queue else {
+            throw EntityError.badInput(
+                "this store is an authority: it runs no business logic, so \(operation.name) is not executed here")
+        }
+        return try writing {
+            try queue.call(t, operation: operation, set: set, key: key, parameters: parameters, options: options)
+        }
+    }
+
     /// The current entity and its ETag, read inside this transaction (it sees this
     /// transaction's writes): for `$1` references and `If-None-Match`.
     package func get(set name: String, key: [Value]) throws -> (entity: Properties, etag: String)? {

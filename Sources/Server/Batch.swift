@@ -468,7 +468,17 @@ struct Batch {
         let url = try resolve(item.url, references, root: root)
         let (resource, query) =
             url.firstIndex(of: "?").map { (String(url[..<$0]), String(url[url.index(after: $0)...])) } ?? (url, "")
-        let link = try Links.operation(store, method: item.method, resource: resource, query: query, body: item.body)
+        var link = try Links.operation(store, method: item.method, resource: resource, query: query, body: item.body)
+        if let call = try Operations.call(store, resource: resource, query: query) {
+            let expected =
+                store.schema.version == .v4 || call.operation.kind == .function ? "POST" : call.operation.httpMethod
+            guard call.operation.kind == .action, item.method.rawValue == expected else {
+                throw ODataFailure.methodNotAllowed(
+                    item.method, "\(call.operation.kind.rawValue) \(call.operation.name) in a change set",
+                    allow: call.operation.kind == .action ? expected : "none (a function is read outside a change set)")
+            }
+            link = try Operations.write(store, call, body: item.body)
+        }
         if !query.isEmpty, link == nil {
             throw ODataFailure(
                 .badRequest,

@@ -23,6 +23,8 @@ struct ODataService: Sendable {
     /// Gateway's CSRF protection, when on (`ServeOptions.csrfProtection`).
     let csrf: CSRF?
     let stats = AccessStats()
+    /// `$metadata` as served: an authority's without the operations it cannot run (`Operations`).
+    var servedMetadata: [UInt8] { Operations.servedMetadata(store) }
     /// The live-query streams each client address holds (`LiveStream`).
     let streams = StreamCounts()
 
@@ -98,7 +100,7 @@ struct ODataService: Sendable {
             var headers = HTTPFields()
             headers[.contentType] = "application/xml"
             return Response(
-                status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: store.entities.metadata)))
+                status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: servedMetadata)))
         case "$batch":
             guard method == .post else { throw ODataFailure.methodNotAllowed(method, "$batch", allow: "POST") }
             return try await Batch(service: self).respond(&request)
@@ -113,6 +115,9 @@ struct ODataService: Sendable {
                     .notImplemented, "\(method.rawValue) on $links is not supported; change the foreign key instead")
             }
             return try await Reads(service: self).links(request, resource: resource, query: query)
+        }
+        if let call = try Operations.call(store, resource: resource, query: query) {
+            return try await operation(&request, call)
         }
         if store.isStreamAddress(resource) {
             return try await Media(service: self).respond(request, resource: resource, query: query)

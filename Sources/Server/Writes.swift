@@ -25,6 +25,8 @@ enum WriteOp: Sendable {
     /// A create or an update whose body binds links (`Tags@odata.bind` over a navigation without
     /// a referential constraint): the write, then each link added to its entity.
     indirect case linked(WriteOp, links: [String: [[Value]]])
+    /// An action called (`Operations`): queued by an offline store, answered 202.
+    case call(ServiceOperation, set: String?, key: [Value]?, parameters: Properties)
 }
 
 /// POST, PATCH, PUT and DELETE, in the store's role (`OfflineStore.isOffline`): an authority
@@ -50,11 +52,29 @@ struct Writes {
             return try await Media(service: service).create(request, set: set)
         }
         let (op, rawBody) = try await operation(&request, resource: resource, query: query)
+        return try await respond(request, op, fingerprint: Array("\(method.rawValue) \(resource)\n".utf8) + rawBody)
+    }
+
+    /// An action called (`Operations`), queued as any write is served: repeatable, with the
+    /// request options of its headers.
+    func call(_ request: inout Request, _ call: Operations.Call) async throws -> Response {
+        var raw: [UInt8] = []
+        if store.schema.version == .v4 {
+            raw = Array(try await request.collectBody(upTo: service.options.maxRequestBytes).readableBytesView)
+            if !raw.isEmpty { try Negotiation.requireJSONBody(request) }
+        }
+        let op = try Operations.write(store, call, body: raw)
+        let target = request.uri.path + "?" + (request.uri.query ?? "")
+        return try await respond(request, op, fingerprint: Array("\(request.method.rawValue) \(target)\n".utf8) + raw)
+    }
+
+    /// Serves `op`: in a served transaction, with its recorded response under the request's
+    /// `Repeatability-Request-ID` (replayed when the same request comes again).
+    private func respond(_ request: Request, _ op: WriteOp, fingerprint: [UInt8]) async throws -> Response {
         let prefer = Prefer(request.headers[.prefer])
         let root = service.serviceRoot(request)
         let repeatability = try Repeatability(
             request.headers, window: Double(store.configuration.repeatabilityWindowSeconds))
-        let fingerprint = Array("\(method.rawValue) \(resource)\n".utf8) + rawBody
         let store = self.store
         let representation = prefer.returnRepresentation
         let options = try Self.changeOptions { name in HTTPField.Name(name).flatMap { request.headers[$0] } }
@@ -271,6 +291,21 @@ struct Writes {
         case .retryError(let id):
             try tx.retryError(requestID: id)
             return (RecordedResponse(status: 204, headers: [], body: []), nil)
+        case .call(let operation, let set, let key, let parameters):
+            let id = try tx.call(operation, set: set, key: key, parameters: parameters, options: options)
+            // Accepted, not executed: the next flush calls the service. A V2 import that returns
+            // the entity it is bound to answers with that entity as this copy holds it (pyodata and
+            // UI5 read a body for an import with a return type); otherwise no body.
+            var headers = [("Location", root + "RequestQueue(\(id))")]
+            var body: [UInt8] = []
+            if V2Dialect.applies(to: store), let set, let key, let type = store.schema.entityType(ofSet: set),
+                operation.returnType?.name == type.qualifiedName, operation.returnType?.isCollection == false,
+                let (entity, etag) = try tx.get(set: set, key: key)
+            {
+                headers.append(("Content-Type", V2Dialect.jsonContentType(store)))
+                body = try entityJSON(store, set: set, entity: entity, etag: etag, root: root)
+            }
+            return (RecordedResponse(status: 202, headers: headers, body: body), nil)
         case .link(let set, let key, let navigation, let target, let adding):
             try tx.changeLink(
                 set: set, key: key, navigation: navigation, target: target, adding: adding, options: options)

@@ -66,3 +66,22 @@ private func hexByte(_ b: UInt8) -> String {
     let digits = Array("0123456789ABCDEF")
     return String([digits[Int(b >> 4)], digits[Int(b & 15)]])
 }
+
+extension Literal {
+    /// The one literal `text` is (`'a''b'`, `12`, `12L`, `datetime'…'`, `true`, `null`, a V4
+    /// date), as a URL writes it; anything else, or anything after it, is an error.
+    package static func parse(_ text: String, version: ODataVersion) throws(QueryError) -> Literal {
+        switch text {
+        case "null": return .null
+        case "true": return .primitive(.bool(true), .boolean)
+        case "false": return .primitive(.bool(false), .boolean)
+        default: break
+        }
+        var lexer = Lexer(Array(text.unicodeScalars), option: nil, version: version)
+        guard let literal = try lexer.scanLiteralIfAny(), lexer.pos == lexer.end else {
+            throw QueryError(
+                "'\(QueryError.quoting(String(text.prefix(100))))' is not a literal", option: nil, column: 1)
+        }
+        return literal
+    }
+}

@@ -8,8 +8,8 @@ extension OfflineStore {
         /// An action, queued as a request (its id): the next flush calls it, in its place in the queue.
         case queued(Int64)
         /// A function, answered from this store by the local query the configuration maps it to
-        /// (`StoreConfiguration.localFunctions`).
-        case answered([Properties])
+        /// (`StoreConfiguration.localFunctions`): the entities of `set` it gives.
+        case answered(set: String, [Properties])
     }
 
     /// Calls a service operation offline — `ReleaseSalesOrder`, `Lib.Renew` — bound to the entity
@@ -36,7 +36,7 @@ extension OfflineStore {
         options: ChangeOptions = .init()
     ) async throws -> CallOutcome {
         let op = try resolveOperation(operation, on: set)
-        if op.kind == .function { return .answered(try answerLocally(op, on: set, key: key, parameters: parameters)) }
+        if op.kind == .function { return try answerLocally(op, on: set, key: key, parameters: parameters) }
         let queue = try queueForCalls(op)
         let (id, length) = try await entities.write { t in
             (
@@ -55,7 +55,7 @@ extension OfflineStore {
         options: ChangeOptions = .init()
     ) throws -> CallOutcome {
         let op = try resolveOperation(operation, on: set)
-        if op.kind == .function { return .answered(try answerLocally(op, on: set, key: key, parameters: parameters)) }
+        if op.kind == .function { return try answerLocally(op, on: set, key: key, parameters: parameters) }
         let queue = try queueForCalls(op)
         let (id, length) = try entities.write { t in
             (
@@ -118,7 +118,7 @@ extension OfflineStore {
     /// A function's answer from the local query `localFunctions` maps it to (`localFunctionURL`).
     private func answerLocally(
         _ op: ServiceOperation, on set: String?, key: [Value]?, parameters: Properties
-    ) throws -> [Properties] {
+    ) throws -> CallOutcome {
         for name in parameters.keys where !op.parameters.contains(where: { $0.name == name }) {
             throw EntityError.badInput(
                 "\(op.name) has no parameter '\(name)' (it has: \(op.parameters.map(\.name).joined(separator: ", ")))")
@@ -129,7 +129,9 @@ extension OfflineStore {
             try Validation.check(v, against: p, schema: schema)
             literals.append((p.name, EntitySetHandle.literal(v)))
         }
-        return try entities(try localFunctionURL(op, on: set, key: key, literals: literals))
+        let url = try localFunctionURL(op, on: set, key: key, literals: literals)
+        let bound = try queries.bind(url)
+        return .answered(set: bound.path.entitySet, try queries.entities(bound))
     }
 
     /// The URL that answers function `op` here: the one `localFunctions` maps it to, its

@@ -9,8 +9,7 @@ struct Call: ParsableCommand {
             An action (V4 Action, V2 function import called with POST) is queued in order with the \
             changes before and after it; flush calls it. A function (V4 Function, V2 GET import) is \
             answered from the store when the configuration's localFunctions maps it.
-            Examples: offline-store call --store s Lib.Renew --on "Books(1)" '{"Days":7}'
-                      offline-store call --store s ReleaseSalesOrder --on "SalesOrderSet('0500000001')"
+            Example: offline-store call --store s Lib.Renew '{"Days":30}' --on "Books(1)"
             """)
     @OptionGroup var options: StoreOption
     @Argument(help: "The operation: its name as $metadata has it (Lib.Renew, ReleaseSalesOrder).") var operation: String
@@ -28,9 +27,9 @@ struct Call: ParsableCommand {
             {
             case .queued(let id):
                 try output("request \(id) queued: \(operation)\(on.map { " on \($0)" } ?? "")")
-            case .answered(let entities):
-                // The answer's entities, one JSON object a line, as the local query gave them.
-                for e in entities { try output(e.description) }
+            case .answered(let set, let entities):
+                // The answer's entities, one OData JSON object a line, as the local query gave them.
+                for e in entities { try output(try store.json(set: set, entity: e)) }
             }
         }
     }

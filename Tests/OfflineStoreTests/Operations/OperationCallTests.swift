@@ -141,12 +141,12 @@ typealias CallParameters = [String: Value]
 
     @Test func aFunctionMappedToALocalQueryIsAnsweredHere() throws {
         let store = try Self.copy { $0.localFunctions = ["Lib.Overdue": "Books?$filter=Days gt @Days&$orderby=BookID"] }
-        guard case .answered(let rows) = try store.call("Overdue", parameters: ["Days": .int(7)]) else {
+        guard case .answered("Books", let rows) = try store.call("Overdue", parameters: ["Days": .int(7)]) else {
             Issue.record("not answered")
             return
         }
         #expect(rows.map { $0["BookID"] } == [.int(1)])
-        guard case .answered(let none) = try store.call("Overdue", parameters: ["Days": .int(20)]) else { return }
+        guard case .answered(_, let none) = try store.call("Overdue", parameters: ["Days": .int(20)]) else { return }
         #expect(none.isEmpty)
         #expect(try store.pendingRequestCount() == 0)
     }

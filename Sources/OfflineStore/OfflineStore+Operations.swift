@@ -110,9 +110,17 @@ extension OfflineStore {
     /// JSON object, checked against their types.
     package func operationParameters(_ name: String, on set: String?, json: [UInt8]) throws -> Properties {
         let op = try resolveOperation(name, on: set)
+        let object = try JSON.parse(json)
+        guard case .object(let members) = object else {
+            throw EntityError.badInput("the parameters of \(op.name) are a JSON object")
+        }
+        // Annotations (`@odata.type`) aside.
+        for (given, _) in members where !given.contains("@") && !op.parameters.contains(where: { $0.name == given }) {
+            throw EntityError.badInput(
+                "\(op.name) has no parameter '\(given)' (it has: \(op.parameters.map(\.name).joined(separator: ", ")))")
+        }
         return try ValueJSON(schema: schema).properties(
-            from: try JSON.parse(json), properties: try OperationCall.properties(of: op, schema: schema),
-            owner: op.name)
+            from: object, properties: try OperationCall.properties(of: op, schema: schema), owner: op.name)
     }
 
     /// A function's answer from the local query `localFunctions` maps it to (`localFunctionURL`).

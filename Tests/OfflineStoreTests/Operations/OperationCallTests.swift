@@ -311,3 +311,26 @@ typealias CallParameters = [String: Value]
     }
 }
 #endif
+
+/// `offline-store call`: an action queued with its tag, a mapped function's entities printed as
+/// OData JSON, a parameter the operation does not declare refused with one line naming it.
+@Suite(.checksStores, .runsOffThePool) struct OperationCallCLITests {
+    @Test func theToolQueuesAnActionAndAnswersAMappedFunction() async throws {
+        let store = try OperationCallTests.copy {
+            $0.localFunctions = ["Overdue": "Books?$filter=Days gt @Days&$orderby=BookID&$select=BookID,Title"]
+        }
+        let path = store.path
+        let renew = try await ChildProcess.run(
+            ["call", "--store", path, "Lib.Renew", #"{"Days":30}"#, "--on", "Books(1)", "--tag", "t"], timeout: 60)
+        #expect(renew.status == 0 && renew.stdout.contains("request 1 queued"), "\(renew.stdout)\(renew.stderr)")
+        let overdue = try await ChildProcess.run(["call", "--store", path, "Overdue", #"{"Days":7}"#], timeout: 60)
+        #expect(overdue.status == 0, "\(overdue.stderr)")
+        #expect(
+            overdue.stdout.contains(#""BookID":1"#) && !overdue.stdout.contains(#""BookID":2"#), "\(overdue.stdout)")
+        let wrong = try await ChildProcess.run(["call", "--store", path, "Recall", #"{"Nope":1}"#], timeout: 60)
+        #expect(wrong.status != 0 && wrong.stderr.contains("no parameter 'Nope'"), "\(wrong.stderr)")
+        let reopened = try OfflineStore.open(at: path)
+        let records = try OperationCallTests.records(reopened)
+        #expect(records.map(\.method) == [.call] && records.first?.customTag == "t")
+    }
+}

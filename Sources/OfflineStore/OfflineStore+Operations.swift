@@ -21,8 +21,10 @@ extension OfflineStore {
     ///   nothing queued later merges across it. Bound to an entity created here, it waits for
     ///   that create and goes with the key the service gave. It changes nothing in this store:
     ///   after it succeeds, flush reads its entity back (the service's version, with what the
-    ///   action did), and the next refresh brings the rest. Never in a change set
-    ///   (`options.transactionID` is refused).
+    ///   action did), and the next refresh brings the rest. With `options.transactionID` it goes
+    ///   in that change set, all or nothing with the other requests of the transaction; on an
+    ///   entity created in it whose key the service assigns, it names the entity by its
+    ///   Content-ID (`$1/NS.Action`, V4).
     /// - A **function** (a V4 `Function`, a V2 function import called with GET) only reads: it is
     ///   answered from this store when `StoreConfiguration.localFunctions` maps it to a query,
     ///   and otherwise refused with a message that says it needs the service.

@@ -100,9 +100,10 @@ extension RequestQueue {
     /// those queued before it; one created here waits for its create, and is named by the key the
     /// service gives it), or unbound (`set` nil). `parameters` are checked against the
     /// operation's (names, types, facets; a parameter left out is null, refused when it is not
-    /// nullable). A call is never merged with another request, never in a change set, and makes
-    /// no change in this store: what it does is the service's to do, and the next refresh (or the
-    /// entity read back after it) brings it. Returns the request's id.
+    /// nullable). With `options.transactionID` it goes in that change set with the other requests
+    /// of the transaction (all or nothing); else alone. A call is never merged with another
+    /// request, and makes no change in this store: what it does is the service's to do, and the
+    /// next refresh (or the entity read back after it) brings it. Returns the request's id.
     package func call(
         _ t: WriteView, operation: ServiceOperation, set setName: String?, key: [Value]?, parameters: Properties,
         options: ChangeOptions
@@ -110,11 +111,6 @@ extension RequestQueue {
         guard operation.kind == .action else {
             throw EntityError.badInput(
                 "\(operation.name) is a function: it reads the service's data and changes nothing, so it is not queued; map it to a local query (StoreConfiguration.localFunctions) or call it online"
-            )
-        }
-        guard options.transactionID == nil else {
-            throw EntityError.badInput(
-                "an operation call goes to the service alone, not in a change set: call \(operation.name) without a transaction id"
             )
         }
         let schema = store.schema

@@ -64,7 +64,6 @@ extension RequestQueue {
             }
             if r.method == .call {
                 if (try? OperationCall.of(r)) == nil { problem("RequestQueue: call \(r.id) has no readable body") }
-                if r.transactionID != nil { problem("RequestQueue: call \(r.id) is inside a transaction") }
             }
             if r.isUnboundCall {
                 // No entity: its chain is its own, keyed by its id.

@@ -93,6 +93,11 @@ package struct V2Dialect: Dialect {
     /// too, whose entity the key parameters name. The idempotency headers go as with any change.
     func call(_ change: OutgoingChange, store: EntityStore) throws -> WireRequest {
         guard let call = change.call else { throw BackendError.badResponse("a call without its operation") }
+        guard change.parent == nil else {
+            throw BackendError.badResponse(
+                "\(call.operation): a V2 function import names its entity by key parameters, not by a Content-ID; flush the create it acts on first (no contentIDReferences)"
+            )
+        }
         var parameters = call.parameters
         if !change.set.isEmpty {
             // Bound: a key parameter left out is the entity's key as it is now.

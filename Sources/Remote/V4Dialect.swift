@@ -58,9 +58,11 @@ package struct V4Dialect: Dialect {
             if let name = call.importName {
                 url = Wire.percentEncoded(name)
             } else {
-                url =
-                    try entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store) + "/"
-                    + Wire.percentEncoded(call.operation)
+                // On an entity an earlier create of the change set made: by its Content-ID (`$1`).
+                let entity =
+                    try change.parent?.url
+                    ?? entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store)
+                url = entity + "/" + Wire.percentEncoded(call.operation)
             }
             let json = ValueJSON(schema: store.schema)
             var text = "{"

@@ -208,7 +208,7 @@ extension Flush {
                 isClosed = true
                 return
             }
-            if r.method.carriesStream || r.method == .call {
+            if r.method.carriesStream || r.method == .call && r.transactionID == nil {
                 try considerStream(r)
             } else if let tx = r.transactionID {
                 try considerChangeSet(tx)
@@ -232,8 +232,9 @@ extension Flush {
         /// A stream replacement (or a media create) goes in a round trip of its own (its bytes are
         /// the body of a PUT; a JSON `$batch` carries no binary body), once its entity's earlier
         /// requests are done: it ends the round it would join, and goes first in the next. So
-        /// does an operation call, once every earlier request is done (`predecessors`): what it
-        /// does on the service may depend on any of them.
+        /// does an operation call outside a change set, once every earlier request is done
+        /// (`predecessors`): what it does on the service may depend on any of them. (A call in a
+        /// change set goes with it, once every request before the call is done or in the round.)
         mutating func considerStream(_ r: RequestRecord) throws {
             guard try predecessors(of: r).isEmpty else { return }
             if round.isEmpty {

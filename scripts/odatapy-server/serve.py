@@ -342,10 +342,16 @@ class Processor(InMemoryProcessor, ActionProcessor, CustomETagSupport):
                 if target is not None:
                     entity_set, entity = target.entity_set, target.entity
                     entry["set"], entry["key"] = entity_set.name, store.key_text(entity_set.name, entity)
+                    keys = [n for n, _ in store.key_names[entity_set.name]]
                     for k, v in params.items():
+                        declared = target.entity_type.get_structural_property(k)
+                        if declared is None or k in keys:
+                            continue
                         prop = entity.get_property(k)
-                        if prop is not None and k not in [n for n, _ in store.key_names[entity_set.name]]:
+                        if prop is not None:
                             prop.value = v
+                        else:  # a property the entity was created without
+                            entity.set_property(k, v, type_name=str(declared.type) if declared.type else None)
                     self._bump_etag(entity_set, entity)
                     store.record_change(entity_set.name, entity, "changed")  # for delta links; not noted
                 store.applied.append(entry)  # the applied log moved: the state is saved

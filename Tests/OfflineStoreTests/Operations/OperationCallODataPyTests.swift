@@ -13,13 +13,15 @@ import TestSupport
 /// service's business logic for actions is scripts/odatapy-server/serve.py's ("Actions").
 @Suite(.external, .checksStores, .runsOffThePool) struct OperationCallODataPyTests {
     static func peer() throws -> ODataPy {
-        try ODataPy(metadata: OperationCallTests.metadata, data: [("Books", OperationCallTests.books)])
+        try ODataPy(
+            metadata: OperationCallTests.metadata,
+            data: [("Books", OperationCallTests.books), ("Loans", #"{"value":[]}"#)])
     }
 
     static func copy(_ root: String) async throws -> OfflineStore {
         var config = StoreConfiguration()
         config.serviceRoot = root
-        config.definingRequests = [.init(name: "books", url: "Books")]
+        config.definingRequests = [.init(name: "books", url: "Books"), .init(name: "loans", url: "Loans")]
         let store = try OfflineStore.create(
             at: tempDir() + "/library", metadata: Array(OperationCallTests.metadata.utf8), configuration: config)
         try await store.refresh()
@@ -166,5 +168,35 @@ import TestSupport
             "operation kill test: \(round) rounds, \(killed) flushes killed, \(finished) done before the kill; \(calls) calls, odatapy ran \(actions) actions and applied \(log.count) writes in all; a request was left sent by a kill \(sentLeft) times; \(String(format: "%.1f", Date().timeIntervalSince(start))) s"
         )
         #expect(killed >= 1)
+    }
+}
+
+/// A call in a change set (a transaction id): with the create of the entity it acts on, whose
+/// key the service assigns — named by its Content-ID, `POST $1/Lib.Close` — all or nothing on
+/// odatapy: a change set whose action is refused takes its create with it.
+@Suite(.external, .checksStores, .runsOffThePool) struct OperationChangeSetODataPyTests {
+    @Test func aCallGoesWithItsChangeSetAllOrNothing() async throws {
+        let odatapy = try OperationCallODataPyTests.peer()
+        let server = try await odatapy.start()
+        defer { Task { await server.stop() } }
+        let copy = try await OperationCallODataPyTests.copy(server.url)
+        let first = ChangeOptions(transactionID: "loan-1")
+        let created = try await copy.create(set: "Loans", entity: ["Reader": .string("ann")], options: first)
+        let key = try #require(created.entity?["LoanID"])
+        try await copy.call("Close", on: "Loans", key: [key], parameters: ["Status": .string("closed")], options: first)
+        let second = ChangeOptions(transactionID: "loan-2")
+        let refused = try await copy.create(set: "Loans", entity: ["Reader": .string("bob")], options: second)
+        let refusedKey = try #require(refused.entity?["LoanID"])
+        try await copy.call("Close", on: "Loans", key: [refusedKey], parameters: ["Fail": .bool(true)], options: second)
+        let report = try await copy.flush()
+        #expect(report.succeeded == 2 && report.archived == 2 && report.stopped == nil, "\(report)")
+        #expect(try OperationCallODataPyTests.log(odatapy) == ["POST Loans(1)", "ACTION Lib.Close on Loans(1)"])
+        let loans = try await ODataPy.read(server.url, schema: copy)["Loans"] ?? [:]
+        #expect(loans.count == 1 && loans.values.first?["Status"] == .string("closed"), "\(loans)")
+        // The copy: the loan under the service's key; the refused change set archived whole.
+        #expect(try copy.get(set: "Loans", key: [.int(1)])?["Reader"] == .string("ann"))
+        #expect(try FlushFixture.errors(copy).count == 2)
+        try await copy.refresh()
+        #expect(try copy.get(set: "Loans", key: [.int(1)])?["Status"] == .string("closed"))
     }
 }

@@ -24,7 +24,7 @@ import TestSupport
         let authority = try OfflineStore.create(
             at: tempDir() + "/authority", metadata: Array(OperationCallTests.metadata.utf8))
         try authority.load(set: "Books", json: Array(OperationCallTests.books.utf8))
-        #expect(Self.advertised(OperationCallTests.metadata).count == 5, "the fixture declares operations")
+        #expect(Self.advertised(OperationCallTests.metadata).count == 6, "the fixture declares operations")
         try await withServer(authority.path) { http, _ in
             let metadata = try await http.get("$metadata")
             #expect(metadata.status == 200 && metadata.text.contains("EntityType Name=\"Book\""))
@@ -46,7 +46,7 @@ import TestSupport
             $0.localFunctions = ["Overdue": "Books?$filter=Days gt @Days&$orderby=BookID&$select=BookID,Title"]
         }
         try await withServer(copy.path) { http, server in
-            #expect(Self.advertised(try await http.get("$metadata").text).count == 5)
+            #expect(Self.advertised(try await http.get("$metadata").text).count == 6)
             let renew = try await http.send(
                 .POST, "Books(1)/Lib.Renew", body: #"{"Days":9}"#,
                 headers: [

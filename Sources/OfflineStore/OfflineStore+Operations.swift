@@ -1,6 +1,8 @@
 import Foundation
 import Queue
+import Remote
 import Storage
+import Sync
 
 extension OfflineStore {
     /// What calling an operation offline did (`call`).
@@ -76,6 +78,59 @@ extension OfflineStore {
                 "this store is an authority: it has no service to call \(op.name) on, and no business logic of its own")
         }
         return requestQueue
+    }
+
+    /// Calls function `operation` on the service now, online — what a function needs that no
+    /// local query answers (`StoreConfiguration.localFunctions`) — and returns the service's
+    /// answer: its JSON text (V2's `d` taken off), as the service wrote it. Writes nothing to the
+    /// store. Parameters are checked as `call` checks them; the service is the configured one
+    /// unless `serviceRoot` says another, with the configured credentials (or `authorizer`) and
+    /// `headers`. An action is refused: queue it with `call`, then flush. An answer that is not a
+    /// success throws `EntityError.badInput` with the service's status and message.
+    public func callOnline(
+        _ operation: String, on set: String? = nil, key: [Value]? = nil, parameters: Properties = [:],
+        serviceRoot: String? = nil, headers: [(String, String)] = [], authorizer: (any RequestAuthorizer)? = nil
+    ) async throws -> String {
+        let op = try resolveOperation(operation, on: set)
+        guard op.kind == .function else {
+            throw EntityError.badInput(
+                "\(op.name) is an action: it changes the service's data, so it is queued (call) and sent in order by flush, not called online"
+            )
+        }
+        for name in parameters.keys where !op.parameters.contains(where: { $0.name == name }) {
+            throw EntityError.badInput(
+                "\(op.name) has no parameter '\(name)' (it has: \(op.parameters.map(\.name).joined(separator: ", ")))")
+        }
+        var typed: [(name: String, value: Value, type: TypeRef)] = []
+        for p in try OperationCall.properties(of: op, schema: schema) {
+            let v = parameters[p.name] ?? .null
+            try Validation.check(v, against: p, schema: schema)
+            if !v.isNull { typed.append((p.name, v, p.type)) }
+        }
+        var keyText = ""
+        if let set, let key { keyText = try entities.set(set).describeKey(key) }
+        var change = OutgoingChange(
+            kind: .call, set: set ?? "", key: key ?? [], keyText: keyText, body: nil, etag: nil,
+            repeatabilityID: EDMGuid.random(), firstSent: .now, customHeaders: [], id: "1")
+        change.call = OutgoingCall(
+            operation: op.name, importName: op.importName, isAction: false, httpMethod: op.httpMethod,
+            parameters: typed)
+        let transport = try readingTransport(serviceRoot: serviceRoot, headers: headers, authorizer: authorizer)
+        let answers: [ChangeAnswer]
+        do {
+            answers = try await ODataBackend(transport: transport, store: entities).send([change], extra: headers)
+            try await transport.shutdown()
+        } catch {
+            try? await transport.shutdown()
+            throw Self.redacted(error)
+        }
+        guard let answer = answers.first else { throw EntityError.badInput("the service gave no answer to \(op.name)") }
+        guard answer.isSuccess else {
+            throw EntityError.badInput(
+                "the service answered \(op.name) with \(answer.status): \(SecretForms.known.scrub(answer.error.message))"
+            )
+        }
+        return answer.entity?.text ?? ""
     }
 
     /// Fixes an operation call the service refused (an ErrorArchive entry): its parameters
@@ -154,7 +209,7 @@ extension OfflineStore {
         let names = [op.name, op.importName, op.name.split(separator: ".").last.map(String.init)].compactMap { $0 }
         guard let url = names.lazy.compactMap({ self.configuration.localFunctions[$0] }).first else {
             throw EntityError.badInput(
-                "\(op.name) is a function: it reads the service's data, which this store answers only for a function mapped to a local query (configuration localFunctions: {\"\(op.name)\": \"Set?$filter=… @Parameter …\"}); unmapped, it needs the service"
+                "\(op.name) is a function: it reads the service's data, which this store answers only for a function mapped to a local query (configuration localFunctions: {\"\(op.name)\": \"Set?$filter=… @Parameter …\"}); unmapped, it needs the service: call it online (callOnline, offline-store call --online)"
             )
         }
         for (name, _) in literals where !op.parameters.contains(where: { $0.name == name }) {

@@ -67,12 +67,12 @@ package struct ODataBackend: Backend {
         let responses = try await transport.batch(requests, headers: extra)
         if children.isEmpty {
             return zip(top, responses).map { change, response in
-                answer(response, set: change.set, withEntity: change.kind != .delete)
+                answer(response, set: change.set, withEntity: change.kind != .delete, anyJSON: change.kind == .call)
             }
         }
         var answers: [String: ChangeAnswer] = [:]
         for (change, response) in zip(top, responses) {
-            let a = answer(response, set: change.set, withEntity: change.kind != .delete)
+            let a = answer(response, set: change.set, withEntity: change.kind != .delete, anyJSON: change.kind == .call)
             answers[change.id] = a
             try await answerInline(change, a, children: children, extra: extra, into: &answers)
         }
@@ -182,8 +182,10 @@ package struct ODataBackend: Backend {
     }
 
     /// What `response` means: for a success with a body, the entity of `set` it carries (V2's `d`
-    /// taken off) and its ETag; the service's messages; for a failure, the service's error.
-    func answer(_ response: WireResponse, set: String, withEntity: Bool) -> ChangeAnswer {
+    /// taken off) and its ETag — with `anyJSON` (an operation's answer: an entity of any set, a
+    /// collection, a value) whatever JSON it is —; the service's messages; for a failure, the
+    /// service's error.
+    func answer(_ response: WireResponse, set: String, withEntity: Bool, anyJSON: Bool = false) -> ChangeAnswer {
         var out = ChangeAnswer(
             status: response.status, etag: response.header("ETag"),
             location: response.header("Location") ?? response.header("OData-EntityId"),
@@ -192,7 +194,8 @@ package struct ODataBackend: Backend {
         let blank = response.body.allSatisfy { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
         if withEntity, response.isSuccess, !blank {
             do {
-                let json = Wire.entityJSON(try reader.answer(response.body, set: set))
+                let json = Wire.entityJSON(
+                    anyJSON ? try JSON.parse(response.body) : try reader.answer(response.body, set: set))
                 out.entity = json
                 out.entityETag = Wire.etag(in: json)
             } catch {

@@ -118,8 +118,10 @@ package struct V2Dialect: Dialect {
         var url = Wire.percentEncoded(call.importName ?? call.operation)
         if !query.isEmpty { url += "?" + query.joined(separator: "&") }
         var headers = Wire.customHeaders(change)
-        headers.append(("RequestID", Self.requestID(change.repeatabilityID)))
-        headers.append(("RepeatabilityCreation", Wire.imfDate(change.firstSent)))
+        if call.isAction {
+            headers.append(("RequestID", Self.requestID(change.repeatabilityID)))
+            headers.append(("RepeatabilityCreation", Wire.imfDate(change.firstSent)))
+        }
         return WireRequest(method: call.httpMethod, url: url, headers: headers, body: nil)
     }
 

@@ -55,7 +55,18 @@ package struct V4Dialect: Dialect {
             // An action (OData 4.01 Part 1 §11.5.4): POST to the bound entity's path and the
             // action's qualified name, or to the action import; the parameters a JSON object.
             guard let call = change.call else { throw BackendError.badResponse("a call without its operation") }
-            if let name = call.importName {
+            if !call.isAction {
+                // A function (§11.5.3): GET, its parameters inline as V4 literals.
+                let inline = call.parameters.map { "\($0.name)=\(EntitySetHandle.literal($0.value))" }
+                let name =
+                    Wire.percentEncoded(call.importName ?? call.operation) + "("
+                    + Wire.percentEncoded(inline.joined(separator: ",")) + ")"
+                url =
+                    call.importName != nil
+                    ? name
+                    : try entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store) + "/"
+                        + name
+            } else if let name = call.importName {
                 url = Wire.percentEncoded(name)
             } else {
                 // On an entity an earlier create of the change set made: by its Content-ID (`$1`).
@@ -64,6 +75,7 @@ package struct V4Dialect: Dialect {
                     ?? entityPath(set: change.set, key: change.key, keyText: change.keyText, store: store)
                 url = entity + "/" + Wire.percentEncoded(call.operation)
             }
+            guard call.isAction else { break }
             let json = ValueJSON(schema: store.schema)
             var text = "{"
             for (i, p) in call.parameters.enumerated() {
@@ -93,8 +105,11 @@ package struct V4Dialect: Dialect {
             }
         }
         var headers = Wire.customHeaders(change) + Wire.slug(change)
-        headers.append(("Repeatability-Request-ID", change.repeatabilityID.description))
-        headers.append(("Repeatability-First-Sent", Wire.imfDate(change.firstSent)))
+        // Repeatability is for a request that changes something (a function only reads).
+        if change.call?.isAction != false {
+            headers.append(("Repeatability-Request-ID", change.repeatabilityID.description))
+            headers.append(("Repeatability-First-Sent", Wire.imfDate(change.firstSent)))
+        }
         if let etag = change.etag { headers.append(("If-Match", etag)) }
         if change.kind == .create || change.kind == .createMedia,
             !headers.contains(where: { $0.0.lowercased() == "prefer" })
@@ -103,6 +118,7 @@ package struct V4Dialect: Dialect {
         }
         var method = Wire.method(change.kind)
         if change.kind == .link, change.link?.collection == false { method = "PUT" }
+        if change.call?.isAction == false { method = "GET" }
         return WireRequest(method: method, url: url, headers: headers, body: body)
     }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CommandSupport
 import OfflineStore
+import Synchronization
 
 struct Call: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -15,6 +16,7 @@ struct Call: ParsableCommand {
     @Argument(help: "The operation: its name as $metadata has it (Lib.Renew, ReleaseSalesOrder).") var operation: String
     @Argument(help: "The parameters as an OData JSON object, or - for standard input.") var json: String = "{}"
     @Option(help: "The entity a bound operation is called on: Books(1).") var on: String?
+    @Flag(help: "Send a function to the service now and print its answer (it needs the service).") var online = false
     @OptionGroup var change: ChangeFlags
 
     func run() throws {
@@ -22,6 +24,16 @@ struct Call: ParsableCommand {
             let store = try OfflineStore.open(at: options.store)
             let binding = try on.map { try store.parseEntityPath($0) }
             let parameters = try store.operationParameters(operation, on: binding?.set, json: try jsonArgument(json))
+            if online {
+                let answer = Mutex<String>("")
+                let (operation, set, key) = (operation, binding?.set, binding?.key)
+                try blocking {
+                    let text = try await store.callOnline(operation, on: set, key: key, parameters: parameters)
+                    answer.withLock { $0 = text }
+                }
+                try output(answer.withLock { $0 })
+                return
+            }
             switch try store.call(
                 operation, on: binding?.set, key: binding?.key, parameters: parameters, options: change.options)
             {

@@ -41,7 +41,11 @@ an action import (``POST Import``) -- with a JSON object of parameters:
   does nothing;
 * answers with the bound entity when the action returns its type, else 204.
 
-Functions are odatapy's: one without a ``register_function`` implementation answers 501.
+**Functions** with an entity set (a ``FunctionImport`` with ``EntitySet``) are registered with
+odatapy (``register_function``) as a lookup by example: a call answers the entities of that set
+whose properties equal its parameters of the same name (``Overdue(Days=30)``: the books whose
+``Days`` is 30). Other functions answer 501, as odatapy does for a function it has no
+implementation of.
 
 **Computed keys.** A set whose single key property is an integer annotated ``Core.Computed``
 gets its key from the service on POST (odatapy: max + 1).
@@ -436,9 +440,30 @@ class Service:
         self.sync_relations()
         if fresh:
             self.save_state()
+        self.register_functions(metadata_text)
         self.app = ODataWSGIApp(handler)
         self.exit_after = args.exit_after_writes
         self.lock = threading.Lock()
+
+    def register_functions(self, metadata: str) -> None:
+        """Each function an import with an EntitySet exposes: a lookup by example (the docstring)."""
+        root = ET.fromstring(metadata)
+        sets: dict[str, str] = {}
+        for imp in root.iter(EDM + "FunctionImport"):
+            if imp.get("EntitySet"):
+                sets[imp.get("Function") or ""] = imp.get("EntitySet") or ""
+        store = self.store
+
+        def by_example(target: Any, part: Any) -> list[Any]:
+            name = part.function_import.function if part.function_import is not None else ""
+            set_name = sets.get(name)
+            if not set_name:
+                raise ODataApplicationException(f"The function '{part.name}' has no implementation here.", 501)
+            wanted = dict(part.typed_parameters)
+            return [e for e in store.entities(set_name) if all(e.get_value(k) == v for k, v in wanted.items())]
+
+        for function in sets:
+            self.processor.register_function(function, by_example)
 
     # --- loading --------------------------------------------------------
     def media_of_row(self, where: str, name: str, row: dict[str, Any]) -> dict[str, Any] | None:

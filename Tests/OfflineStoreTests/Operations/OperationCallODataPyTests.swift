@@ -78,8 +78,19 @@ import TestSupport
         #expect(try copy.pendingRequestCount() == 0)
         let rids = try odatapy.applied().compactMap(\.rid)
         #expect(Set(rids).count == rids.count, "a request applied twice: \(rids)")
-        // A function needs the service: it is not queued.
-        #expect(throws: EntityError.self) { try copy.call("Overdue", parameters: ["Days": .int(1)]) }
+        // A function needs the service: it is not queued, and is answered online.
+        do {
+            try await copy.call("Overdue", parameters: ["Days": .int(1)])
+            Issue.record("an unmapped function was answered offline")
+        } catch {
+            #expect("\(error)".contains("call it online"), "\(error)")
+        }
+        let online = try await copy.callOnline("Overdue", parameters: ["Days": .int(30)])
+        let rows = try #require(try JSON.parse(Array(online.utf8))["value"])
+        guard case .array(let books) = rows else { Issue.record("not a collection: \(online)"); return }
+        #expect(books.compactMap { $0["BookID"] } == [.number("1")], "\(online)")
+        #expect(try copy.pendingRequestCount() == 0)
+        await #expect(throws: EntityError.self) { try await copy.callOnline("Recall", parameters: [:]) }
         try await copy.refresh()
         #expect(try copy.get(set: "Books", key: [.int(2)])?["Title"] == .string("Emma 2"))
     }

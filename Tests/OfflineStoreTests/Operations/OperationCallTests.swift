@@ -226,6 +226,23 @@ typealias CallParameters = [String: Value]
         #expect(v2.headers.contains { $0.0 == "RequestID" })
     }
 
+    /// A function called online (`callOnline`) is a GET, its parameters inline (V4) or in the
+    /// query (V2), without the repeatability headers of a change.
+    @Test func aFunctionOnlineIsAGetWithItsParameters() throws {
+        let store = try Self.copy()
+        var change = OutgoingChange(
+            kind: .call, set: "", key: [], keyText: "", body: nil, etag: nil, repeatabilityID: EDMGuid.random(),
+            firstSent: .now, customHeaders: [], id: "1")
+        change.call = OutgoingCall(
+            operation: "Lib.Overdue", importName: "Overdue", isAction: false, httpMethod: "GET",
+            parameters: [("Days", .int(7), .primitive(.int32))])
+        let v4 = try V4Dialect().request(for: change, store: store.entities)
+        #expect(v4.method == "GET" && v4.url == "Overdue(Days=7)" && v4.body == nil, "\(v4.url)")
+        #expect(!v4.headers.contains { $0.0.hasPrefix("Repeatability") })
+        let v2 = try V2Dialect().request(for: change, store: store.entities)
+        #expect(v2.method == "GET" && v2.url == "Overdue?Days=7" && !v2.headers.contains { $0.0 == "RequestID" })
+    }
+
     /// A V2 import bound by `sap:action-for` takes the entity's key as its key parameters: left
     /// out, they are the entity's key when the call is sent.
     @Test func aV2ImportBoundByActionForTakesTheKeyAsParameters() throws {

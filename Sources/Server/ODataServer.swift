@@ -69,12 +69,23 @@ public struct ServeOptions: Sendable {
     /// SAP Gateway's CSRF protection (`X-CSRF-Token: Fetch`, then the token on every modifying
     /// request, else 403): nil means on for a store made from V2 `$metadata`, off for V4.
     public var csrfProtection: Bool?
+    /// Origins (`scheme://host[:port]`) whose browser pages may use this service (CORS): their
+    /// requests are answered with `Access-Control-Allow-Origin` and the headers a client reads
+    /// exposed, their preflights (`OPTIONS`) answered. None by default: a page of another origin
+    /// gets no CORS header, so its browser withholds the answers (`Cors`).
+    public var corsOrigins: [String] = []
+    /// The store's metrics in Prometheus' text format, for `GET /metrics` (answered to a loopback
+    /// client only); nil: no such endpoint.
+    public var metrics: (@Sendable () -> [UInt8])?
     public init() {}
 
     /// `url` as a service root for `publicURL` (ending with `/`), or an error saying why it is not
     /// one: `http` or `https`, a host name or IP address and an optional port, an optional path;
     /// no query, fragment, user, quotes or dot segments.
     public static func validatedPublicURL(_ url: String) throws -> String { try ServiceRoot.validatePublic(url) }
+
+    /// `origin` as `corsOrigins` takes it (`http(s)://host[:port]`), or an error saying why not.
+    public static func validatedCorsOrigin(_ origin: String) throws -> String { try Cors.validated(origin) }
 }
 
 /// The store as an OData V4 service over HTTP/1.1, on Hummingbird 2.

@@ -47,6 +47,7 @@ struct ODataService: Sendable {
             response = v2 ? V2Dialect.response(failure) : failure.response
         }
         if v2 { response.headers[.dataServiceVersion] = "2.0" } else { response.headers[.odataVersion] = "4.0" }
+        Cors.decorate(&response, request: request, origins: options.corsOrigins)
         if let csrf, CSRF.fetches(request) { response.headers[.xCSRFToken] = csrf.token }
         let elapsed = ContinuousClock.now - start
         let micros =
@@ -83,6 +84,9 @@ struct ODataService: Sendable {
         if resource.hasSuffix("/") { resource.removeLast() }
         let query = request.uri.query ?? ""
         let method = request.method
+        if method == .options, let preflight = Cors.preflight(request, origins: options.corsOrigins) {
+            return preflight
+        }
         if let csrf { try csrf.check(request, method: method) }
         switch resource {
         case "":
@@ -106,6 +110,8 @@ struct ODataService: Sendable {
             return try await Batch(service: self).respond(&request)
         case "$sync":
             return try await syncNow(request, peer: peer)
+        case "metrics" where options.metrics != nil:
+            return try metrics(request, peer: peer)
         default:
             break
         }
@@ -168,6 +174,21 @@ extension ODataService {
         return Response(
             status: outcome.ranToTheEnd ? .ok : .serviceUnavailable, headers: headers,
             body: .init(byteBuffer: ByteBuffer(bytes: outcome.json)))
+    }
+
+    /// `GET /metrics` (with `ServeOptions.metrics`): the store's metrics in Prometheus' text
+    /// format (0.0.4), to a loopback client only — an operator's scrape, not a client's.
+    func metrics(_ request: Request, peer: SocketAddress?) throws -> Response {
+        guard let emit = options.metrics else { throw ODataFailure(.notFound, "this service exposes no metrics") }
+        guard request.method == .get || request.method == .head else {
+            throw ODataFailure.methodNotAllowed(request.method, "/metrics", allow: "GET")
+        }
+        guard let peer, Self.isLoopback(peer) else {
+            throw ODataFailure(.forbidden, "/metrics is answered only to a client on this machine (loopback)")
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: emit())))
     }
 
     /// Whether `origin` (an `Origin` header) is this service's: the scheme and authority of the

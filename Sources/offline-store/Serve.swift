@@ -3,7 +3,9 @@ import Dispatch
 import Foundation
 import Logging
 import CommandSupport
+import Metrics
 import OfflineStore
+import Prometheus
 import Server
 import Synchronization
 
@@ -79,6 +81,12 @@ struct Serve: ParsableCommand {
     var maxStreamsPerClient = 64
     @Option(help: "An offline store: refresh then flush every this many seconds, in the background.")
     var syncInterval: Double?
+    @Option(
+        help:
+            "An origin (http://host:port) whose browser pages may use the service (CORS; repeatable; none by default).")
+    var corsOrigin: [String] = []
+    @Flag(help: "Expose the store's metrics in Prometheus' text format at /metrics (to loopback clients).")
+    var metrics = false
     @Option(help: "SAP Gateway's CSRF token check on writes: on or off (default: on for a V2 store, off for V4).")
     var csrf: String?
 
@@ -112,6 +120,14 @@ struct Serve: ParsableCommand {
                     throw CLIError("--public-url: \(error)")
                 }
             }
+            let origins = try corsOrigin.map { origin in
+                do { return try ServeOptions.validatedCorsOrigin(origin) } catch {
+                    throw CLIError("--cors-origin: \(error)")
+                }
+            }
+            // Before the store opens: its metrics are made from the factory bootstrapped then.
+            let registry = metrics ? PrometheusCollectorRegistry() : nil
+            if let registry { MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry)) }
             let store = try OfflineStore.open(
                 at: options.store, maxSizeBytes: try maxSize.map { try parseSize($0, zeroAllowed: true) })
             LoggingSystem.bootstrap { label in
@@ -135,6 +151,14 @@ struct Serve: ParsableCommand {
             serve.maxBatchWrites = maxBatchWrites
             serve.maxStreamsPerClient = maxStreamsPerClient
             serve.syncInterval = syncInterval.map { .milliseconds(Int64($0 * 1000)) }
+            serve.corsOrigins = origins
+            if let registry {
+                serve.metrics = {
+                    var text: [UInt8] = []
+                    registry.emit(into: &text)
+                    return text
+                }
+            }
             switch csrf {
             case nil: break
             case "on": serve.csrfProtection = true

@@ -211,3 +211,76 @@ import TestSupport
         #expect(try copy.get(set: "Loans", key: [.int(1)])?["Status"] == .string("closed"))
     }
 }
+
+/// Many copies, one service: three offline copies — separate `offline-store` processes — each
+/// update their own book, call `Lib.Renew` on a book they all share and the unbound `Recall`, and
+/// flush, in rounds at once. odatapy runs every call once, and each copy's requests in its own
+/// queue's order; nothing is refused.
+@Suite(.external, .checksStores, .runsOffThePool) struct OperationCallCopiesTests {
+    @Test func threeCopiesCallingActionsAtOnceAreEachAppliedOnceInOrder() async throws {
+        // Book 1 is everyone's (the actions); books 2–4 one copy's each (the updates).
+        let books = (1...4).map { #"{"BookID":\#($0),"Title":"b\#($0)","Status":"in","Days":0}"# }
+        let odatapy = try ODataPy(
+            metadata: OperationCallTests.metadata,
+            data: [("Books", #"{"value":["# + books.joined(separator: ",") + "]}"), ("Loans", #"{"value":[]}"#)])
+        let server = try await odatapy.start()
+        defer { Task { await server.stop() } }
+        var paths: [String] = []
+        for _ in 0..<3 { paths.append(try await OperationCallODataPyTests.copy(server.url).path) }
+        let rounds = 4
+        // Each copy's requests as queued, in order: their repeatability ids.
+        let queuedInOrder = try await withThrowingTaskGroup(of: [String].self) { group in
+            for (k, path) in paths.enumerated() {
+                group.addTask {
+                    var order: [String] = []
+                    for round in 0..<rounds {
+                        for args in [
+                            ["update", "--store", path, "Books(\(k + 2))", #"{"Title":"c\#(k)-r\#(round)"}"#],
+                            [
+                                "call", "--store", path, "Lib.Renew", #"{"Days":\#(k * 100 + round)}"#, "--on",
+                                "Books(1)",
+                            ],
+                            ["call", "--store", path, "Recall", #"{"Status":"c\#(k)"}"#],
+                        ] {
+                            let r = try await ChildProcess.run(args, timeout: 120)
+                            guard r.status == 0 else {
+                                throw ODataPy.ODataPyFailed(description: "\(args): \(r.stderr)")
+                            }
+                        }
+                        let store = try OfflineStore.open(at: path)
+                        order += try FlushFixture.queue(store).sorted { $0.id < $1.id }.map(
+                            \.repeatabilityID.description)
+                        let flush = try await ChildProcess.run(
+                            ["flush", "--store", path, "--service", server.url], timeout: 300)
+                        guard flush.status == 0 else {
+                            throw ODataPy.ODataPyFailed(description: "flush: \(flush.stderr)")
+                        }
+                    }
+                    return order
+                }
+            }
+            var all: [[String]] = []
+            for try await order in group { all.append(order) }
+            return all
+        }
+        let log = try odatapy.applied()
+        let position = Dictionary(
+            log.enumerated().compactMap { i, a in a.rid.map { ($0, i) } }, uniquingKeysWith: { a, _ in a })
+        let rids = log.compactMap(\.rid)
+        #expect(Set(rids).count == rids.count, "a request applied twice")
+        for order in queuedInOrder {
+            let places = order.compactMap { position[$0] }
+            #expect(places.count == order.count, "a copy's request never reached the service")
+            #expect(places == places.sorted(), "a copy's requests were applied out of its queue's order")
+        }
+        let actions = log.filter { $0.method == "ACTION" }.count
+        #expect(actions == 3 * rounds * 2, "\(actions) actions run for \(3 * rounds * 2) calls")
+        for path in paths {
+            let store = try OfflineStore.open(at: path)
+            #expect(try store.pendingRequestCount() == 0 && FlushFixture.errors(store).isEmpty)
+        }
+        print(
+            "operation copies: 3 copies × \(rounds) rounds, odatapy ran \(actions) actions and applied \(log.count) writes, each once, every copy in its order"
+        )
+    }
+}

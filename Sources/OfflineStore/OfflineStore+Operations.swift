@@ -97,10 +97,7 @@ extension OfflineStore {
                 "\(op.name) is an action: it changes the service's data, so it is queued (call) and sent in order by flush, not called online"
             )
         }
-        for name in parameters.keys where !op.parameters.contains(where: { $0.name == name }) {
-            throw EntityError.badInput(
-                "\(op.name) has no parameter '\(name)' (it has: \(op.parameters.map(\.name).joined(separator: ", ")))")
-        }
+        try OperationCall.checkNames(parameters.keys, of: op)
         var typed: [(name: String, value: Value, type: TypeRef)] = []
         for p in try OperationCall.properties(of: op, schema: schema) {
             let v = parameters[p.name] ?? .null
@@ -171,11 +168,7 @@ extension OfflineStore {
         guard case .object(let members) = object else {
             throw EntityError.badInput("the parameters of \(op.name) are a JSON object")
         }
-        // Annotations (`@odata.type`) aside.
-        for (given, _) in members where !given.contains("@") && !op.parameters.contains(where: { $0.name == given }) {
-            throw EntityError.badInput(
-                "\(op.name) has no parameter '\(given)' (it has: \(op.parameters.map(\.name).joined(separator: ", ")))")
-        }
+        try OperationCall.checkNames(members.map(\.0), of: op)
         return try ValueJSON(schema: schema).properties(
             from: object, properties: try OperationCall.properties(of: op, schema: schema), owner: op.name)
     }
@@ -184,10 +177,7 @@ extension OfflineStore {
     private func answerLocally(
         _ op: ServiceOperation, on set: String?, key: [Value]?, parameters: Properties
     ) throws -> CallOutcome {
-        for name in parameters.keys where !op.parameters.contains(where: { $0.name == name }) {
-            throw EntityError.badInput(
-                "\(op.name) has no parameter '\(name)' (it has: \(op.parameters.map(\.name).joined(separator: ", ")))")
-        }
+        try OperationCall.checkNames(parameters.keys, of: op)
         var literals: [(String, String)] = []
         for p in try OperationCall.properties(of: op, schema: schema) {
             let v = parameters[p.name] ?? .null
@@ -212,10 +202,7 @@ extension OfflineStore {
                 "\(op.name) is a function: it reads the service's data, which this store answers only for a function mapped to a local query (configuration localFunctions: {\"\(op.name)\": \"Set?$filter=… @Parameter …\"}); unmapped, it needs the service: call it online (callOnline, offline-store call --online)"
             )
         }
-        for (name, _) in literals where !op.parameters.contains(where: { $0.name == name }) {
-            throw EntityError.badInput(
-                "\(op.name) has no parameter '\(name)' (it has: \(op.parameters.map(\.name).joined(separator: ", ")))")
-        }
+        try OperationCall.checkNames(literals.map(\.0), of: op)
         var aliases = literals
         if let set, let key {
             let handle = try entities.set(set)

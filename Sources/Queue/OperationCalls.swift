@@ -1,5 +1,6 @@
 import Foundation
 import LMDB
+import Query
 import Storage
 
 /// What a queued operation call (`RequestRecord.Method.call`) sends: its body, as JSON in the
@@ -50,6 +51,16 @@ package struct OperationCall: Codable, Sendable, Hashable {
             let type = try Self.typeRef(p.type, schema: schema, what: "parameter '\(p.name)' of \(operation)")
             let value = try ValueJSON(schema: schema).value(from: try JSON.parse(p.value), type: type, property: p.name)
             return (p.name, value, type)
+        }
+    }
+
+    /// Refuses a parameter `operation` does not declare, naming it and those it has; an
+    /// annotation (a name with `@`, `@odata.type`) is not a parameter and passes.
+    package static func checkNames(_ names: some Sequence<String>, of operation: ServiceOperation) throws {
+        for name in names where !name.contains("@") && !operation.parameters.contains(where: { $0.name == name }) {
+            throw EntityError.badInput(
+                "\(operation.name) has no parameter '\(QueryError.quoting(name))' (it has: \(operation.parameters.map(\.name).joined(separator: ", ")))"
+            )
         }
     }
 
@@ -177,11 +188,7 @@ extension RequestQueue {
         _ parameters: Properties, of operation: ServiceOperation, boundTo setName: String?
     ) throws -> [OperationCall.Parameter] {
         let schema = store.schema
-        for name in parameters.keys where !operation.parameters.contains(where: { $0.name == name }) {
-            throw EntityError.badInput(
-                "\(operation.name) has no parameter '\(name)' (it has: \(operation.parameters.map(\.name).joined(separator: ", ")))"
-            )
-        }
+        try OperationCall.checkNames(parameters.keys, of: operation)
         let bindingKey = Set(setName.flatMap { try? store.set($0).type.key } ?? [])
         var sent: [OperationCall.Parameter] = []
         for var property in try OperationCall.properties(of: operation, schema: schema) {

@@ -1,7 +1,14 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+// Swift 6, and walls the compiler keeps: a module's imports are its own business unless it says
+// `public import` (its public API shows that module's types), and a member is visible only in a
+// file that imports its module (as Hummingbird builds).
+let strict: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
 
 let package = Package(
     name: "OfflineStore",

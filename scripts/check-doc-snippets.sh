@@ -2,7 +2,7 @@
 # Every Swift snippet of the README and the DocC articles compiles against the package as built
 # (`swift build` first): scripts/doc-snippets/extract.py makes each ```swift block the body of a
 # function (markers there say how a block is given its context), and swiftc type-checks them all
-# against .build/debug's modules. A compiler error names the document and line of the snippet.
+# against .build/debug's modules, as a program built with Swift 7's import rules. A compiler error names the document and line of the snippet.
 set -e
 cd "$(dirname "$0")/.."
 BIN=$(swift build --show-bin-path)
@@ -15,5 +15,8 @@ for m in "$BIN"/*.build/module.modulemap; do [ -f "$m" ] && set -- "$@" -Xcc "-f
 for d in $(find .build/checkouts -path '*/Sources/*' -name module.modulemap -not -path '*Benchmarks*' -not -path '*Tests*' -exec dirname {} \;); do
     set -- "$@" -I "$d"
 done
-swiftc -typecheck -swift-version 6 -I "$BIN/Modules" -I Sources/CLMDB "$@" "$OUT"
+# As a program built with Swift 7's defaults would be: members visible only through what a file
+# imports (MemberImportVisibility), imports internal unless said otherwise.
+swiftc -typecheck -swift-version 6 -enable-upcoming-feature MemberImportVisibility \
+    -enable-upcoming-feature InternalImportsByDefault -I "$BIN/Modules" -I Sources/CLMDB "$@" "$OUT"
 echo "doc-snippets: every snippet compiles"

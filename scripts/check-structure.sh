@@ -8,17 +8,17 @@ set -e
 cd "$(dirname "$0")/.."
 fail=0
 say() { echo "check-structure: $*" >&2; fail=1; }
-for f in $(grep -rlE '^\s*(@testable )?import CLMDB' Sources Fuzz Examples --include=*.swift || true); do
+for f in $(grep -rlE '^\s*(@testable |@_exported |@preconcurrency )*((public|package|internal) )?import CLMDB' Sources Fuzz Examples --include=*.swift || true); do
     case "$f" in Sources/LMDB/*) ;; *) say "$f imports CLMDB; only Sources/LMDB may" ;; esac
 done
-for f in $(grep -rlE '^\s*(@testable )?import CLMDB' Tests --include=*.swift || true); do
+for f in $(grep -rlE '^\s*(@testable |@_exported |@preconcurrency )*((public|package|internal) )?import CLMDB' Tests --include=*.swift || true); do
     case "$f" in */CrashTestTests.swift) ;; *) say "$f imports CLMDB; tests use LMDB's names (LMDBError.mapFull.code)" ;; esac
 done
 # Layering: a module imports only modules below it.
 check_layer() {  # dir, forbidden imports…
     dir=$1; shift
     for m in "$@"; do
-        hits=$(grep -rlE "^\s*(@testable )?import $m\$" "Sources/$dir" --include=*.swift || true)
+        hits=$(grep -rlE "^\s*(@testable |@_exported |@preconcurrency )*((public|package|internal) )?import $m\$" "Sources/$dir" --include=*.swift || true)
         [ -z "$hits" ] || say "Sources/$dir imports $m: $(echo $hits | tr '\n' ' ')"
     done
 }
@@ -41,7 +41,7 @@ for f in Sources/Sync/Flush*.swift Sources/Sync/Refresh*.swift; do
     [ "$n" -lt 600 ] || say "$f has $n lines: split it by concern (Flush+Concern.swift), under 600"
 done
 # The example embeds the store through the public product only.
-for f in $(grep -rlE '^\s*import (LMDB|Storage|Query|Queue|Sync|Served|Remote)$' Examples --include=*.swift || true); do
+for f in $(grep -rlE '^\s*(@testable |@_exported |@preconcurrency )*((public|package|internal) )?import (LMDB|Storage|Query|Queue|Sync|Served|Remote)$' Examples --include=*.swift || true); do
     say "$f imports an internal module; examples use the OfflineStore product only"
 done
 # One door: a program imports OfflineStore; the engine's machinery (environment, transactions,

@@ -36,7 +36,7 @@ for t in d["targets"]:
         for f in files:
             if f.endswith(".swift"):
                 for line in open(os.path.join(root, f), encoding="utf-8"):
-                    m = re.match(r"\s*(?:@testable |@_exported |(?:public|package|internal) )?import (?:struct |enum |class |func |protocol )?([A-Za-z_][A-Za-z0-9_]*)", line)
+                    m = re.match(r"\s*(?:@testable |@_exported |@preconcurrency )*(?:(?:public|package|internal) )?import (?:struct |enum |class |func |protocol )?([A-Za-z_][A-Za-z0-9_]*)", line)
                     if m:
                         imported.add(m.group(1))
     for m in sorted(imported):

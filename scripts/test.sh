@@ -23,7 +23,10 @@ sh scripts/check-structure.sh
 # The house style (.swift-format): a violation names the file, line and rule, and fails the run;
 # `swift format format -i FILE` fixes most.
 swift format lint --strict -r Sources Tests PerfTests/Sources Fuzz Examples
-swift build --build-tests
+# Every module imports only what Package.swift declares for it (SwiftPM's explicit target-dependency
+# check: an undeclared import that a transitive edge would let through fails the build); within
+# a module, imports are internal unless a file says `public import` (Package.swift's settings).
+swift build --build-tests --explicit-target-dependency-import-check error
 # Every Swift snippet of the README and the DocC articles compiles against what was just built.
 sh scripts/check-doc-snippets.sh
 # Every tier of the Swift suites: fast (what a plain `swift test` runs), soak (kill, fault, process

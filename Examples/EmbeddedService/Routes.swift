@@ -30,7 +30,7 @@ struct Routes: Sendable {
             let id = try context.parameters.require("id")
             let body = try await request.body.collect(upTo: 64 << 10)
             let change: PriceChange
-            do { change = try JSONDecoder().decode(PriceChange.self, from: Data(buffer: body)) } catch {
+            do { change = try JSONDecoder().decode(PriceChange.self, from: Data(body.readableBytesView)) } catch {
                 throw HTTPError(.badRequest, message: #"expected {"price": "<decimal>"}: \#(error)"#)
             }
             guard try prices.find(key: id) != nil else { throw HTTPError(.notFound, message: "no product \(id)") }

@@ -1,5 +1,5 @@
 import LMDB
-import ArgumentParser
+package import ArgumentParser
 import CommandSupport
 import Foundation
 import OfflineStore

@@ -1,4 +1,6 @@
-import ArgumentParser
+import NIOHTTP1
+import NIOCore
+package import ArgumentParser
 import AsyncHTTPClient
 import CommandSupport
 import Foundation

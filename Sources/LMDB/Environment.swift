@@ -1,6 +1,6 @@
-import CLMDB
+package import CLMDB
 import Foundation
-import Synchronization
+package import Synchronization
 
 /// How hard a returned write is made to last.
 public enum Durability: String, Sendable, Codable {

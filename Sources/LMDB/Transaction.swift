@@ -1,4 +1,4 @@
-import CLMDB
+package import CLMDB
 
 /// A handle to one named database inside an environment (`MDB_dbi`).
 package struct Database: Sendable, Hashable {

@@ -1,5 +1,5 @@
 import LMDB
-import Storage
+public import Storage
 
 extension OfflineStore {
     /// Imports already-typed server data into `set` (upsert each), in one transaction; nothing queued.

@@ -1,5 +1,5 @@
 import Queue
-import Storage
+public import Storage
 
 extension OfflineStore {
     /// A change the service refused because the entity changed there first (412: its ETag was

@@ -1,7 +1,8 @@
+import NIOCore
 import Queue
-import Sync
-import Remote
-import Storage
+public import Sync
+public import Remote
+public import Storage
 import Synchronization
 
 /// What one flush did: requests sent, succeeded (of them reconciled), archived, round trips, why

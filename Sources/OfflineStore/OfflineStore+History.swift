@@ -1,5 +1,5 @@
 import Queue
-import Storage
+public import Storage
 
 /// What became of one request: a row of the outcome record (`RequestHistory`).
 public struct RequestOutcome: Sendable, Hashable {

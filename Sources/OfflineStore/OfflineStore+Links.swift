@@ -1,6 +1,7 @@
-import Queue
+import LMDB
+public import Queue
 import Served
-import Storage
+public import Storage
 
 extension OfflineStore {
     /// Links two entities over a navigation property without a referential constraint (a

@@ -1,6 +1,6 @@
 import Foundation
 import Queue
-import Sync
+package import Sync
 import Storage
 import Synchronization
 

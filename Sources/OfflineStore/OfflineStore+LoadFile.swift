@@ -1,6 +1,6 @@
 import Foundation
 import Storage
-import Sync
+public import Sync
 import Synchronization
 
 extension OfflineStore {

@@ -1,7 +1,7 @@
 import Foundation
 import Query
 import Storage
-import Remote
+public import Remote
 import Sync
 
 /// What `OfflineStore.migrate(at:metadata:dryRun:)` did (or, dry, would do).

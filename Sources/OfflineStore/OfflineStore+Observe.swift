@@ -1,6 +1,6 @@
 import LMDB
 import Query
-import Storage
+public import Storage
 import Synchronization
 
 extension OfflineStore {

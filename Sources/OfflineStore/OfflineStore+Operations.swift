@@ -1,7 +1,9 @@
+import LMDB
+import Query
 import Foundation
-import Queue
-import Remote
-import Storage
+public import Queue
+public import Remote
+public import Storage
 import Sync
 
 extension OfflineStore {

@@ -1,5 +1,5 @@
 import Query
-import Storage
+public import Storage
 
 extension OfflineStore {
     /// Parses `Set(key)` (single or composite key, V4 or V2 literals) into the set's name and typed

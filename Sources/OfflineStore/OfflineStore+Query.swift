@@ -1,5 +1,5 @@
-import Query
-import Storage
+public import Query
+public import Storage
 
 extension OfflineStore {
     /// The query engine over this store.

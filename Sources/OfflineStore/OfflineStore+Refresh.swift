@@ -1,8 +1,9 @@
+import NIOCore
 import Glibc
 import Queue
-import Sync
-import Remote
-import Storage
+public import Sync
+public import Remote
+public import Storage
 import Synchronization
 
 /// A named read URL whose results the store keeps (`StoreConfiguration.DefiningRequest`).

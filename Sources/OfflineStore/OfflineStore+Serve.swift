@@ -1,6 +1,6 @@
-import LMDB
-import Foundation
-import Query
+package import LMDB
+package import Foundation
+package import Query
 import Served
 import Storage
 import Synchronization

@@ -1,10 +1,10 @@
 import Foundation
 import LMDB
 import Query
-import Queue
-import Remote
+public import Queue
+public import Remote
 import Served
-import Storage
+public import Storage
 import Sync
 
 /// What the store knows of one stream: a media entity's media resource or a stream property.

@@ -1,8 +1,8 @@
 import LMDB
 import Query
-import Queue
+public import Queue
 import Sync
-import Storage
+public import Storage
 
 /// Options of a local change: custom tag, headers, transaction id, upload category, non-mergeable.
 public typealias ChangeOptions = Queue.ChangeOptions

@@ -1,9 +1,9 @@
-import LMDB
+public import LMDB
 import Foundation
 import Query
 import Queue
 import Served
-import Storage
+public import Storage
 import Sync
 
 /// An offline OData store: a local copy of a service's data in LMDB, read with OData URLs and

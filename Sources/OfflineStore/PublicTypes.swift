@@ -1,8 +1,15 @@
-import LMDB
-import Query
-import Remote
-import Storage
-import Sync
+// The modules whose public values the facade hands out are re-exported, not only named by the
+// typealiases below: a program built with MemberImportVisibility (Swift 7's default) sees a
+// type's members only when their module is imported or re-exported — `Value.string`, a
+// `Properties` literal, `ChangeOptions(transactionID:)` would not resolve through a typealias
+// alone. What those modules make public is the values listed in scripts/check-structure.sh;
+// their machinery is `package` and stays out of reach.
+@_exported public import LMDB
+@_exported public import Query
+@_exported public import Queue
+@_exported public import Remote
+@_exported public import Storage
+@_exported public import Sync
 
 // The vocabulary of the public API: the types its methods take, return and throw, and nothing
 // more. Each is defined in `Storage` or `Query`; a program that imports `OfflineStore` names them

@@ -1,7 +1,7 @@
 import LMDB
 import Queue
 import Served
-import Storage
+package import Storage
 
 /// The answer a served write gave, recorded under its `Repeatability-Request-ID` and replayed when
 /// the same request comes again.

@@ -1,4 +1,4 @@
-import Storage
+public import Storage
 import Sync
 
 /// SAP's offline application configuration file (`.ini`), read into a ``StoreConfiguration``.

@@ -1,5 +1,6 @@
-import Logging
-import ServiceLifecycle
+public import Sync
+public import Logging
+public import ServiceLifecycle
 import Synchronization
 
 /// A swift-service-lifecycle `Service` that keeps a store in sync with its OData service: a refresh

@@ -1,4 +1,4 @@
-import LMDB
+package import LMDB
 import Storage
 
 extension RequestQueue {

@@ -1,5 +1,5 @@
-import LMDB
-import Storage
+package import LMDB
+package import Storage
 
 extension RequestQueue {
     /// Records a conflict on the ErrorArchive entry of request `id` (archived just now, refused

@@ -1,5 +1,5 @@
-import LMDB
-import Storage
+package import LMDB
+public import Storage
 
 /// An entity to create with related entities created under it: a deep insert (OData 4.01 Part 1
 /// §11.4.2.2, "Create Related Entities When Creating an Entity"; SAP Gateway's

@@ -1,5 +1,5 @@
-import LMDB
-import Storage
+package import LMDB
+package import Storage
 
 /// A refusal from the service, as flush reports it.
 package struct ServiceError: Sendable, Hashable {

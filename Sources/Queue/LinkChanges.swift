@@ -1,6 +1,6 @@
 import Foundation
-import LMDB
-import Storage
+package import LMDB
+package import Storage
 
 /// What a queued link change (`RequestRecord.Method.link`, `.unlink`) sends: its body, as JSON in
 /// the record's `Body`. The source is the request's entity; the target is named here.

@@ -1,6 +1,6 @@
 import LMDB
 import Query
-import Storage
+package import Storage
 
 /// The body of a local write (an entity to create or replace, or a PATCH's changes) read from
 /// OData JSON, with OData's rules for relating entities.

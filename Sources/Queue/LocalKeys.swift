@@ -1,5 +1,5 @@
-import LMDB
-import Storage
+package import LMDB
+package import Storage
 
 /// Keys the store makes for entities created without the key the service assigns, and what
 /// happens when the service's answer brings the real one.

@@ -1,7 +1,7 @@
 import Foundation
-import LMDB
+package import LMDB
 import Query
-import Storage
+package import Storage
 
 /// What a queued operation call (`RequestRecord.Method.call`) sends: its body, as JSON in the
 /// record's `Body`. Everything flush needs is kept here — the name, how it is reached, the

@@ -1,5 +1,5 @@
-import LMDB
-import Storage
+package import LMDB
+package import Storage
 
 extension QueueRole {
     /// The queue's part of a `$metadata` migration: each pending request's body (and an

@@ -1,5 +1,5 @@
-import LMDB
-import Storage
+package import LMDB
+package import Storage
 
 /// The request queue's databases beside its system entity sets (`q` holds the `RequestQueue`
 /// rows, `errors` the `ErrorArchive`, `events` the `EventLog`, `history` the `RequestHistory`;

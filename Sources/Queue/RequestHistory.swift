@@ -1,4 +1,4 @@
-import LMDB
+package import LMDB
 import Storage
 
 /// The outcome record: what became of each request, one row of the `RequestHistory` set per

@@ -1,6 +1,6 @@
-import LMDB
+package import LMDB
 import Foundation
-import Storage
+public import Storage
 
 /// A local change to apply and record (`OfflineStore.Change`).
 public enum LocalChange: Sendable, Hashable {

@@ -1,5 +1,5 @@
 import Foundation
-import Storage
+package import Storage
 
 /// One pending local change: a row of the `RequestQueue` set.
 package struct RequestRecord: Sendable, Hashable {

@@ -1,6 +1,7 @@
+import Synchronization
 import Foundation
-import LMDB
-import Storage
+package import LMDB
+package import Storage
 
 /// What a queued stream replacement (`RequestRecord.Method.putStream`) sends: its body, as JSON
 /// in the record's `Body`. The bytes are a file of `streams/` that the queue keeps

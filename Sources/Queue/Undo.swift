@@ -1,5 +1,5 @@
-import LMDB
-import Storage
+package import LMDB
+package import Storage
 
 extension RequestQueue {
     /// Drops the pending requests of one entity and puts it back as the service last sent it: an

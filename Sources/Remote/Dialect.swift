@@ -1,7 +1,7 @@
 import Foundation
 import Queue
-import Storage
-import Sync
+package import Storage
+package import Sync
 
 /// How one version of OData writes what flush and refresh mean: the request a change becomes,
 /// an entity's address, a page read. `V4Dialect` and `V2Dialect` are the two; `ODataBackend`

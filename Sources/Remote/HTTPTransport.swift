@@ -1,11 +1,11 @@
 import AsyncHTTPClient
 import Foundation
 import Multipart
-import NIOCore
+package import NIOCore
 import NIOHTTP1
 import Queue
-import Sync
-import Storage
+package import Sync
+package import Storage
 import Synchronization
 
 /// `Backend` over HTTP/1.1 with AsyncHTTPClient: an OData JSON client, V4 or V2.

@@ -1,6 +1,6 @@
 import Queue
-import Storage
-import Sync
+package import Storage
+package import Sync
 
 /// The `Backend` of a real service: each change rendered in the service's dialect (`V4Dialect`,
 /// `V2Dialect`) and sent over a `Transport` (`HTTPTransport`), each answer unwrapped into what the

@@ -1,5 +1,5 @@
 import Storage
-import Sync
+package import Sync
 
 /// HTTP exchanges with one OData service: what `ODataBackend` renders its changes and reads into.
 /// `HTTPTransport` is the real one; a test puts its own around it to watch or change what passes.

@@ -1,6 +1,6 @@
 import Queue
-import Storage
-import Sync
+package import Storage
+package import Sync
 
 /// OData V2 (SAP Gateway): V2 JSON bodies (`ValueJSON.writeV2`), key predicates in V2 literals,
 /// `MERGE` for a partial update (or `updateMethod`), `$inlinecount=allpages`, no `Prefer` on a

@@ -1,6 +1,6 @@
 import Queue
-import Storage
-import Sync
+package import Storage
+package import Sync
 
 /// OData V4 (and S/4HANA's RAP services): JSON bodies as the store writes them, `PATCH`, the
 /// OASIS repeatability headers, `Prefer: return=representation` on a create, `$count=true`,

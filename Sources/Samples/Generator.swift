@@ -1,6 +1,6 @@
 import Foundation
-import OfflineStore
-import Storage
+public import OfflineStore
+public import Storage
 
 /// Synthetic entities for any schema: what `offline-store generate` writes and the benchmarks load.
 ///

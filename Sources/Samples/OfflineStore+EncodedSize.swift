@@ -1,5 +1,5 @@
-import OfflineStore
-import Storage
+public import OfflineStore
+public import Storage
 
 extension OfflineStore {
     /// The bytes `entity` takes in `set`'s database: its encoded primary key and its row (LMDB's

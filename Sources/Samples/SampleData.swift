@@ -1,5 +1,5 @@
-import OfflineStore
-import Storage
+public import OfflineStore
+public import Storage
 
 /// A small built-in EPM-style sample (business partners, products, sales orders and their items),
 /// used by `offline-store demo` and by tests. The data is generated deterministically.

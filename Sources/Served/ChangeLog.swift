@@ -1,5 +1,5 @@
-import LMDB
-import Storage
+package import LMDB
+package import Storage
 /// The served role's change log: what changed since a delta token, for `@odata.deltaLink`.
 ///
 /// Layout, written in the same transaction as the entity change:

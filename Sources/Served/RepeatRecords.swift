@@ -1,5 +1,5 @@
-import LMDB
-import Storage
+package import LMDB
+package import Storage
 /// The recorded answer to a write with a `Repeatability-Request-ID` (OData 4.01): what a served
 /// store replays when the same request comes again, instead of applying it twice.
 package struct RepeatRecord: Sendable, Hashable {

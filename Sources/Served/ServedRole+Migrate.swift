@@ -1,5 +1,5 @@
-import LMDB
-import Storage
+package import LMDB
+package import Storage
 
 extension ServedRole {
     /// The served role's part of a `$metadata` migration. Its change log and repeatability records

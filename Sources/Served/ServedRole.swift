@@ -1,5 +1,5 @@
-import LMDB
-import Storage
+package import LMDB
+package import Storage
 
 /// The served role's databases (`offline-store serve` over an authority store): what a server owes
 /// its clients beside the entities. Written by served writes, in the write's transaction.

@@ -3,7 +3,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import NIOPosix
-import OfflineStore
+package import OfflineStore
 
 /// `serve`'s request handling without a socket, for the fuzzer (`Fuzz/Targets`): a request is
 /// routed and answered exactly as `ODataServer` does it — headers, body, `$batch` — and the

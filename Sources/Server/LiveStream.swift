@@ -1,3 +1,4 @@
+import NIOPosix
 import Foundation
 import HTTPTypes
 import Hummingbird

@@ -1,10 +1,11 @@
+import UnixSignals
 import Foundation
 import Hummingbird
 import HummingbirdCore
-import Logging
+public import Logging
 import NIOCore
 import NIOPosix
-import OfflineStore
+public import OfflineStore
 import ServiceLifecycle
 import Synchronization
 

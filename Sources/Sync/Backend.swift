@@ -1,5 +1,5 @@
-import Queue
-import Storage
+package import Queue
+package import Storage
 
 /// What flush and refresh need from an OData service, in OData's terms: changes to send, entities
 /// and pages to read, and what the service meant by its answers. `Remote.ODataBackend` is the real

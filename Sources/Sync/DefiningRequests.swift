@@ -1,7 +1,7 @@
 import LMDB
-import Query
+package import Query
 import Queue
-import Storage
+package import Storage
 
 /// Defining requests: named read URLs whose results the store keeps.
 package enum DefiningRequests {

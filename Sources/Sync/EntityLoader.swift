@@ -1,7 +1,7 @@
-import LMDB
+package import LMDB
 import Foundation
 import Glibc
-import Storage
+package import Storage
 import Synchronization
 
 /// How far a streaming `load` has got.

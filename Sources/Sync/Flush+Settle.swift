@@ -1,6 +1,6 @@
-import LMDB
-import Queue
-import Storage
+package import LMDB
+package import Queue
+package import Storage
 
 extension Flush {
     // MARK: 4. Settle

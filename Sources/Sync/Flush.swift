@@ -1,6 +1,7 @@
+import Foundation
 import LMDB
-import Queue
-import Storage
+package import Queue
+package import Storage
 
 /// What one flush did.
 public struct FlushReport: Sendable, Hashable, CustomStringConvertible {

@@ -1,6 +1,6 @@
-import LMDB
+package import LMDB
 import Queue
-import Storage
+package import Storage
 
 /// Which entities each defining request holds, and the refresh state kept per request.
 ///

@@ -1,6 +1,6 @@
 import LMDB
 import Query
-import Storage
+package import Storage
 
 extension IncomingStream: StreamSink {}
 

@@ -1,7 +1,7 @@
 import LMDB
 import Query
 import Queue
-import Storage
+package import Storage
 
 /// The refresh algorithm against a `Backend`: each defining request read in pages (or through its
 /// delta link), a full read's pages fetched ahead and written in groups (`PagePipe`), a delta's

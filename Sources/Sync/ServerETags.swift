@@ -1,6 +1,6 @@
-import LMDB
+package import LMDB
 import Queue
-import Storage
+package import Storage
 
 /// The ETag the service last gave for each entity (database `etags`: the set name as a key
 /// component ‖ the entity's key tuple → the ETag, UTF-8, exactly as the service sent it). Flush

@@ -1,6 +1,6 @@
-import Query
+package import Query
 import Queue
-import Storage
+package import Storage
 
 /// One entity as the service sent it, ready to be written into its own set.
 package struct ServerRow: Sendable {

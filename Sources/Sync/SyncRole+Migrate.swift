@@ -1,5 +1,5 @@
-import LMDB
-import Storage
+package import LMDB
+package import Storage
 
 extension SyncRole {
     /// Sync's part of a `$metadata` migration: the ETags and defining-request memberships of the

@@ -1,5 +1,5 @@
-import LMDB
-import Storage
+package import LMDB
+package import Storage
 
 /// The databases of flush and refresh (the offline role's side that talks to a service):
 ///

@@ -1,3 +1,5 @@
+import LMDB
+import TestSupport
 import Foundation
 import Synchronization
 import Testing

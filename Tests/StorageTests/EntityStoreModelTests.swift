@@ -1,3 +1,4 @@
+import LMDB
 import Testing
 @testable import Storage
 

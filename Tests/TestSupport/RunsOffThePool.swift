@@ -1,5 +1,5 @@
 import Foundation
-import Testing
+public import Testing
 
 /// A task executor with one thread of its own, for `.runsOffThePool`: the jobs of a test that is
 /// synchronous from start to end (child processes run and waited for, stores built and checked)

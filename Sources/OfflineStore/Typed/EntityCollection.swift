@@ -1,7 +1,7 @@
 import Foundation
-import Queue
+public import Queue
 import Sync
-import Storage
+public import Storage
 
 /// A `Codable` Swift type mapped onto one entity set: typed reads (`findAll`, `find(key:)`,
 /// `findBy(\.property, value)` through the indexes, any OData query) and typed changes that go

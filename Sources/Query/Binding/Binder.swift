@@ -1,4 +1,4 @@
-import Storage
+package import Storage
 
 /// Binds parsed URLs against a `Schema`: resolves the resource path and keys, types `$filter` and
 /// `$orderby`, and checks `$select` and `$expand`.

@@ -1,4 +1,4 @@
-import Storage
+package import Storage
 
 /// A key property and its value, converted to the property's type.
 package struct KeyComponent: Sendable, Hashable {

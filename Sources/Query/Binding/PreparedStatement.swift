@@ -1,4 +1,4 @@
-import Storage
+package import Storage
 
 /// A request URL parsed and bound once, whose parameter aliases without a value in the URL
 /// (`@p`) are filled in per execution with no parsing: `bind(_:)` puts values into the bound tree.

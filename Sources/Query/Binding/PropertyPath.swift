@@ -1,4 +1,4 @@
-import Storage
+package import Storage
 
 /// One step of a bound member path.
 package enum PathStep: Sendable, Hashable, CustomStringConvertible {

@@ -1,4 +1,4 @@
-import Storage
+package import Storage
 
 package enum ComparisonOperator: String, Sendable, Hashable, CaseIterable {
     case eq, ne, gt, ge, lt, le

@@ -1,5 +1,5 @@
 import LMDB
-import Storage
+package import Storage
 
 /// How a plan reaches candidate entities.
 package enum AccessPath: CustomStringConvertible {

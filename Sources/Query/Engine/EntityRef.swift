@@ -1,5 +1,5 @@
-import LMDB
-import Storage
+package import LMDB
+package import Storage
 
 /// An entity being evaluated: either its row in the memory map (properties decoded one at a time,
 /// only those an expression touches) or already decoded properties.

@@ -1,5 +1,5 @@
 import Foundation
-import Storage
+package import Storage
 
 /// Evaluates bound expressions against entities, with OData's null semantics (see `TypedExpr`).
 ///

@@ -1,5 +1,5 @@
 import LMDB
-import Storage
+package import Storage
 
 /// Follows navigation properties through their referential constraints, using the target's key
 /// or an index whose leading properties are the foreign key; a full scan only when neither exists.

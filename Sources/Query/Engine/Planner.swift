@@ -1,4 +1,4 @@
-import Storage
+package import Storage
 
 /// Chooses an access path, residual filter and sort strategy for a collection request.
 ///

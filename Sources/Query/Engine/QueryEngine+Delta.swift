@@ -1,5 +1,5 @@
-import LMDB
-import Storage
+package import LMDB
+package import Storage
 
 /// OData V4 delta responses: what changed in a collection, from keys a change tracker recorded.
 extension QueryEngine {

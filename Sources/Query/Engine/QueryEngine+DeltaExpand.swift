@@ -1,5 +1,5 @@
-import LMDB
-import Storage
+package import LMDB
+package import Storage
 
 /// Delta responses of requests with `$expand`: the changes of every entity set the request's
 /// expand tree reaches, not only of its own set.

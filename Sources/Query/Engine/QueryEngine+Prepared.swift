@@ -1,4 +1,4 @@
-import Storage
+public import Storage
 
 /// A request URL parsed, bound and checked once, run many times with new parameter alias values
 /// and no parsing:

@@ -1,5 +1,5 @@
 import LMDB
-import Storage
+package import Storage
 
 /// Answers OData request URLs from an `EntityStore`.
 ///

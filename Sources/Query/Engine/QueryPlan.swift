@@ -1,4 +1,4 @@
-import Storage
+package import Storage
 
 /// How a plan puts its results in `$orderby` order.
 package enum SortStrategy: CustomStringConvertible {

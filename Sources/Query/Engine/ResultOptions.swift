@@ -1,4 +1,4 @@
-import LMDB
+package import LMDB
 import Storage
 
 /// Control information an OData server wants in a response beyond what `offline-store query`

@@ -1,4 +1,4 @@
-import Storage
+public import Storage
 
 /// The columns a query hands out for each entity, resolved once per query: with `$select`, the
 /// selected and key properties; without, every structural property — in declaration order, each

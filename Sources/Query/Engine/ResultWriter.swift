@@ -1,3 +1,4 @@
+import Foundation
 import Storage
 
 /// Writes query results as OData V4 JSON, JSON lines or a text table, straight from the rows into

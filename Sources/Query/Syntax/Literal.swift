@@ -1,4 +1,4 @@
-import Storage
+package import Storage
 
 /// A literal as written in a URL, already parsed into its value.
 ///

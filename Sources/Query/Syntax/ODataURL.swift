@@ -1,4 +1,4 @@
-import Storage
+package import Storage
 
 /// A query option without `$` (custom options, and `@alias` parameter values), kept as written.
 package struct CustomOption: Sendable, Hashable {

@@ -1,4 +1,4 @@
-import LMDB
+package import LMDB
 /// A bound of a range on one index component, in value order.
 public struct ValueBound: Sendable, Hashable {
     public var value: Value

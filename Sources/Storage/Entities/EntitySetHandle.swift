@@ -1,4 +1,5 @@
-import LMDB
+import Foundation
+package import LMDB
 /// One entity set's storage: its rows database, its indexes and its codec.
 ///
 /// Every method takes the transaction to act in, so a caller can put an entity change, its index

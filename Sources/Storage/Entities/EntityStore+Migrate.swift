@@ -1,5 +1,5 @@
 import Foundation
-import LMDB
+package import LMDB
 
 #if canImport(Glibc)
 import Glibc

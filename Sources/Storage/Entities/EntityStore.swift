@@ -1,4 +1,4 @@
-import LMDB
+package import LMDB
 import Synchronization
 
 /// The entity sets of one store, their indexes, and the store's metadata, in one LMDB environment.

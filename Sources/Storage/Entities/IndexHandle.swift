@@ -1,4 +1,4 @@
-import LMDB
+package import LMDB
 /// One secondary index: its definition, its database, and how to read its components from a row.
 package final class IndexHandle: Sendable {
     package let definition: IndexDefinition

@@ -1,4 +1,4 @@
-import LMDB
+public import LMDB
 /// A store's configuration file (`init --config`): service root, defining requests, indexes, options.
 public struct StoreConfiguration: Sendable, Hashable {
     public struct DefiningRequest: Sendable, Hashable {

@@ -1,4 +1,4 @@
-import LMDB
+package import LMDB
 
 /// A module's own named databases in a store's environment, with their integrity check.
 ///

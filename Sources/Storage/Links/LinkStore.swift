@@ -1,4 +1,4 @@
-import LMDB
+package import LMDB
 
 /// Relationships the store cannot derive from foreign keys: navigation properties without a
 /// referential constraint on either side (a many-to-many, a to-one whose key the service keeps to

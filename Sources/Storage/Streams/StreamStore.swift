@@ -1,8 +1,8 @@
 import Crypto
 import Foundation
 import Glibc
-import LMDB
-import Synchronization
+package import LMDB
+package import Synchronization
 
 /// The streams of a store's media entities and stream properties: records in LMDB, bytes in files.
 ///

@@ -1,3 +1,4 @@
+import CDispatch  // struct stat: this target sees Glibc's header through Dispatch's C module (MemberImportVisibility)
 import Foundation
 import Testing
 import TestSupport

@@ -1,3 +1,5 @@
+import TestSupport
+import NIOHTTP1
 import LMDB
 import Foundation
 import Testing

@@ -1,3 +1,5 @@
+import TestSupport
+import Query
 import Foundation
 import Samples
 import Testing

@@ -1,3 +1,4 @@
+import TestSupport
 import LMDB
 import Foundation
 import Samples

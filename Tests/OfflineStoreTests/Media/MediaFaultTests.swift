@@ -1,3 +1,4 @@
+import NIOHTTP1
 #if DEBUG  // the fault hook exists in debug builds only
 import AsyncHTTPClient
 import Foundation

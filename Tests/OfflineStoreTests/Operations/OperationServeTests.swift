@@ -1,3 +1,4 @@
+import NIOHTTP1
 import Foundation
 import Testing
 @testable import OfflineStore

@@ -1,3 +1,4 @@
+import NIOCore
 import AsyncHTTPClient
 import Foundation
 import NIOHTTP1

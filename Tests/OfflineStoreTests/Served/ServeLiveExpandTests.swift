@@ -1,3 +1,5 @@
+import Synchronization
+import NIOHTTP1
 import AsyncHTTPClient
 import Foundation
 import NIOCore

@@ -1,3 +1,5 @@
+import NIOCore
+import NIOHTTP1
 import AsyncHTTPClient
 import Foundation
 import Testing

@@ -1,3 +1,4 @@
+import Served
 import Foundation
 import Testing
 @testable import OfflineStore

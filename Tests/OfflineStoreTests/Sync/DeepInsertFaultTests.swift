@@ -1,3 +1,4 @@
+import TestSupport
 #if DEBUG  // the fault hook exists in debug builds only
 import Foundation
 import Testing

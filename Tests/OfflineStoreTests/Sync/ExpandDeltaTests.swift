@@ -1,3 +1,4 @@
+import NIOCore
 import Foundation
 import NIOHTTP1
 import Remote

@@ -1,3 +1,5 @@
+import TestSupport
+import NIOCore
 import AsyncHTTPClient
 import Foundation
 import NIOHTTP1

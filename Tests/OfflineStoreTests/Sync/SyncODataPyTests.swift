@@ -1,3 +1,5 @@
+import AsyncHTTPClient
+import NIOHTTP1
 import Foundation
 import Testing
 import TestSupport

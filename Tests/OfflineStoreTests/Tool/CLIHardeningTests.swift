@@ -1,3 +1,5 @@
+import TestSupport
+import CDispatch  // struct stat: this target sees Glibc's header through Dispatch's C module (MemberImportVisibility)
 import Foundation
 import Testing
 @testable import OfflineStore

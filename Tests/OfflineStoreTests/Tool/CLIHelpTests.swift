@@ -1,3 +1,4 @@
+import TestSupport
 import ArgumentParser
 import Foundation
 import Testing

@@ -1,3 +1,5 @@
+import TestSupport
+import NIOHTTP1
 import Foundation
 import Testing
 @testable import OfflineStore

@@ -7,6 +7,7 @@ Markers (an HTML comment on the line before the fence; DocC and GitHub render no
   <!-- snippet: continues -->             the block goes on from the previous block of the same file
   <!-- snippet: given NAME: TYPE, ... --> names the block uses that the text around it provides
 Every block is given `store: OfflineStore`, `metadataBytes: [UInt8]` and `configBytes: [UInt8]`.
+Shell blocks are run, not compiled: scripts/doc-snippets/run-shell.py.
 """
 import re
 import sys

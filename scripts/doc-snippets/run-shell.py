@@ -50,7 +50,9 @@ offline-store refresh --store s >/dev/null
 # Waits until the server started last prints its URL, or fails with what it said.
 HELPERS = r"""
 _doc_pids=""
-trap 'for p in $_doc_pids; do kill "$p" 2>/dev/null; done; for p in $_doc_pids; do wait "$p" 2>/dev/null; done' EXIT
+# The block's own status, whatever stopping the servers returns (a server stopped by SIGTERM: 143).
+trap '_doc_status=$?; for p in $_doc_pids; do kill "$p" 2>/dev/null; done
+      for p in $_doc_pids; do wait "$p" 2>/dev/null || true; done; exit $_doc_status' EXIT
 _doc_listening() {
     _n=0
     until grep -q ' at http' "$1.out" 2>/dev/null; do

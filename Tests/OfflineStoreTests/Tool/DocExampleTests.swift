@@ -10,6 +10,19 @@ import Testing
 /// update failed with "entity Products('HT-1000') does not exist".
 @Suite(.checksStores) struct DocExampleTests {
     @Test func readmeSwiftExampleRunsAgainstTheServedSample() async throws {
+        // The steps below are the README's: a change there that this test does not follow fails here.
+        let readme = try String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)
+        for line in [
+            "offline-store sample --store server", "offline-store serve  --store server --port 8080 &",
+            "curl -fsS 'http://127.0.0.1:8080/$metadata' > metadata.xml",
+            #""definingRequests": [{"name": "SG_Product", "url": "Products"}],"#,
+            #"let cheap = try store.entities("Products?$filter=Price lt 1000&$orderby=Price&$top=5")"#,
+            #"try await store.update(set: "Products", key: [.string("HT-1000")],"#,
+            #"changes: ["Price": .decimal(EDMDecimal("899.00")!)])"#,
+            "print(try await store.flush())                                    // sent 1, succeeded 1, archived 0",
+        ] {
+            #expect(readme.contains(line), "README.md no longer says: \(line)")
+        }
         let dir = tempDir()
         let made = try await ChildProcess.run(["sample", "--store", dir + "/server"], timeout: 120)
         #expect(made.status == 0, "\(made.stderr)")

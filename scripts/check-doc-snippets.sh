@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 # shellcheck disable=SC2086 # SWIFT_BUILD_FLAGS is a list of flags
 BIN=${BIN:-$(swift build ${SWIFT_BUILD_FLAGS:-} --show-bin-path)}
 SCRATCH=$(cd -P "$BIN/../.." && pwd)
-DOCS="README.md Sources/OfflineStore/OfflineStore.docc/*.md"
+DOCS="README.md Sources/OfflineStore/OfflineStore.docc/*.md Examples/EmbeddedService/README.md"
 OUT="${TMPDIR:-/tmp}/offline-store-doc-snippets.swift"
 # shellcheck disable=SC2086 # DOCS is a list of paths
 python3 scripts/doc-snippets/extract.py $DOCS >"$OUT"

@@ -19,7 +19,8 @@ struct SampleCommand: ParsableCommand {
             refuses to overwrite a file.
             Example: offline-store sample --store server --files .
             """)
-    @Option(help: "Create a store holding the sample in this directory (new or empty).") var store: String?
+    @Option(help: "Create a store holding the sample in this directory (as init does: not where a store is).")
+    var store: String?
     @Option(help: "Write metadata.xml and one JSON file per entity set (Products.json, ...) into this directory.")
     var files: String?
 
@@ -47,7 +48,16 @@ struct SampleCommand: ParsableCommand {
             do {
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             } catch {
-                throw CLIError("cannot create '\(directory)': \(error.localizedDescription)")
+                // Foundation's text says little ("The file doesn't exist"): the system's reason, from
+                // the first directory of the path that could not be made.
+                var missing = directory
+                while case let parent = (missing as NSString).deletingLastPathComponent, !parent.isEmpty,
+                    parent != missing, !FileManager.default.fileExists(atPath: parent)
+                {
+                    missing = parent
+                }
+                let reason = mkdir(missing, 0o777) == 0 ? error.localizedDescription : String(cString: strerror(errno))
+                throw CLIError("cannot create '\(missing)': \(reason)")
             }
         }
         let paths = Self.sampleFiles.map { (directory as NSString).appendingPathComponent($0.name) }

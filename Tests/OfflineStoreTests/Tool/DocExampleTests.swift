@@ -82,7 +82,8 @@ import Testing
     }
 
     /// Bad input gets one clear line and writes nothing: neither option, a file that is there already
-    /// (nothing replaced, no file of the sample written), a store that exists.
+    /// (nothing replaced, no file of the sample written), a directory that cannot be made (the
+    /// system's reason), a store that exists.
     @Test func sampleRefusesWhatItWouldOverwrite() async throws {
         let dir = tempDir()
         var r = try await ChildProcess.run(["sample"], timeout: 60)
@@ -93,6 +94,9 @@ import Testing
         #expect(r.status != 0 && r.stderr.contains("Products.json' exists"), "\(r.stderr)")
         #expect(try String(contentsOfFile: dir + "/files/Products.json", encoding: .utf8) == "mine")
         #expect(!FileManager.default.fileExists(atPath: dir + "/files/metadata.xml"))
+        r = try await ChildProcess.run(["sample", "--files", "/proc/nope/files"], timeout: 60)
+        #expect(
+            r.stderr == "offline-store: cannot create '/proc/nope': No such file or directory\n", "\(r.stderr)")
         r = try await ChildProcess.run(["sample", "--store", dir + "/server"], timeout: 60)
         #expect(r.status == 0, "\(r.stderr)")
         r = try await ChildProcess.run(["sample", "--store", dir + "/server"], timeout: 60)

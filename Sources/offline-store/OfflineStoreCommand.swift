@@ -38,7 +38,8 @@ struct OfflineStoreCommand: ParsableCommand {
             Init.self, Load.self, Get.self, StreamCommand.self, QueryCommand.self, Create.self, Update.self,
             Delete.self, Call.self, QueueCommand.self,
             Errors.self, Undo.self, Define.self, Undefine.self, Refresh.self, FlushCommand.self, Events.self,
-            Check.self, Migrate.self, Stats.self, Generate.self, Serve.self, Demo.self, CrashTest.self,
+            Check.self, Migrate.self, Stats.self, Generate.self, SampleCommand.self, Serve.self, Demo.self,
+            CrashTest.self,
             ChangeWorker.self,
             CrashWorker.self,
         ])

@@ -7,6 +7,10 @@ Markers (an HTML comment on the line before the fence; DocC and GitHub render no
   <!-- snippet: continues -->             the block goes on from the previous block of the same file
   <!-- snippet: given NAME: TYPE, ... --> names the block uses that the text around it provides
 Every block is given `store: OfflineStore`, `metadataBytes: [UInt8]` and `configBytes: [UInt8]`.
+A block that imports a module other than Foundation and OfflineStore fails unless one of the
+documents lists it in a table row that starts with it and names its package (`.package(...)` or
+"this package": GettingStarted's table of what snippets import), so a reader learns what to add.
+Shell blocks are run, not compiled: scripts/doc-snippets/run-shell.py.
 """
 import re
 import sys
@@ -39,6 +43,13 @@ def main(paths):
     imports = {"import OfflineStore", "import Foundation"}
     funcs = []
     skipped = 0
+    listed = set()  # the modules a table row names first: | `Logging` | ...
+    for path in paths:
+        for row in open(path, encoding="utf-8").read().split("\n"):
+            m = re.match(r"\|\s*`(\w+)`", row)
+            if m and (".package(" in row or "this package" in row):
+                listed.add(m.group(1))
+    unlisted = []
     for path in paths:
         chain = None
         for b in blocks(path):
@@ -51,9 +62,12 @@ def main(paths):
             if g:
                 given += [x.strip() for x in g.group(1).split(",")]
             body = [(b["line"], None)]  # a #sourceLocation before the block's first line
-            for text in b["code"]:
+            for n, text in enumerate(b["code"]):
                 if text.startswith("import "):
                     imports.add(text.strip())
+                    module = text.split()[1]
+                    if module not in ("Foundation", "OfflineStore") and module not in listed:
+                        unlisted.append(f"{path}:{b['line'] + n}: error: the snippet imports {module}, which no table of the documents lists with its package")
                     text = ""
                 body.append((None, text))
             if m == "<!-- snippet: continues -->" and chain is not None:
@@ -74,6 +88,9 @@ def main(paths):
         out.append("}")
     sys.stdout.write("\n".join(out) + "\n")
     sys.stderr.write(f"doc-snippets: {len(funcs)} snippets from {len(paths)} documents, {skipped} skipped as marked\n")
+    if unlisted:
+        sys.stderr.write("\n".join(unlisted) + "\n")
+        sys.exit(1)
 
 
 main(sys.argv[1:])

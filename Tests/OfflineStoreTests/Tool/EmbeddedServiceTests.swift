@@ -37,23 +37,24 @@ import Samples
     }
 
     @Test func servesRefreshesAndFlushes() async throws {
+        // The README's steps: `offline-store sample --store`, `serve`, the served $metadata saved.
         let dir = tempDir()
+        let made = try await ChildProcess.run(["sample", "--store", dir + "/served"], timeout: Self.seconds)
+        #expect(made.status == 0, "\(made.stderr)")
         let (before, productCount) = try {  // closed again before serve opens it
-            let served = try OfflineStore.create(
-                at: dir + "/served", metadata: Array(SampleData.metadata.utf8), configuration: SampleData.configuration)
-            for set in SampleData.setsInLoadOrder {
-                _ = try served.load(set: set, json: Array(SampleData.json(set).utf8))
-            }
+            let served = try OfflineStore.open(at: dir + "/served", readOnly: true)
             return (
-                try served.get(set: "Products", key: [.string("HT-1001")])?["Price"], try served.count(set: "Products")
+                try served.get(set: "Products", key: [.string("HT-1000")])?["Price"], try served.count(set: "Products")
             )
         }()
-        try write(SampleData.metadata, to: dir + "/metadata.xml")
 
         let server = try await ServerProcess.start(store: dir + "/served", lifetime: 900)
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         var example: ServerProcess?
         do {
+            let metadata = try await HTTP(client: client, base: server.url).get("$metadata")
+            #expect(metadata.status == 200)
+            try write(metadata.text, to: dir + "/metadata.xml")
             let service = try await Self.launchExample(in: dir, service: server.url, interval: "0.5")
             example = service
             #expect(service.url.hasPrefix("http://127.0.0.1:"))
@@ -72,8 +73,8 @@ import Samples
             #expect(try await http.get("products/NOPE").status == 404)
 
             // A price change: refused when it is not a decimal, otherwise queued and served at once.
-            #expect(try await http.send(.POST, "products/HT-1001/price", body: #"{"price":"abc"}"#).status == 400)
-            let posted = try await http.send(.POST, "products/HT-1001/price", body: #"{"price":"4321.125"}"#)
+            #expect(try await http.send(.POST, "products/HT-1000/price", body: #"{"price":"abc"}"#).status == 400)
+            let posted = try await http.send(.POST, "products/HT-1000/price", body: #"{"price":"4321.125"}"#)
             #expect(posted.status == 200, "\(posted.text)")
             #expect(posted.object["requestID"] is Int, "\(posted.text)")
             #expect(((posted.object["product"] as? [String: Any])?["Price"] as? Double) == 4321.125, "\(posted.text)")
@@ -83,7 +84,7 @@ import Samples
             #expect(before != expected)
             try await wait("the flush of the price change") {
                 try OfflineStore.open(at: dir + "/served", readOnly: true).get(
-                    set: "Products", key: [.string("HT-1001")])?["Price"] == expected
+                    set: "Products", key: [.string("HT-1000")])?["Price"] == expected
             }
             try await wait("an empty queue") { try await http.get("status").object["pendingRequests"] as? Int == 0 }
             let status = try await http.get("status").object

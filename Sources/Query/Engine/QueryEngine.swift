@@ -224,6 +224,7 @@ package struct QueryEngine: Sendable {
                 : keyset
                     ? Paging.nextLink(url(), token: Paging.keysetToken(lastKey))
                     : Paging.nextLink(url(), offset: Paging.sum(offset, n))
+            summary.nextLink = next
             try out.endCollection(nextLink: next, deltaLink: delta)
         }
         try out.flush()

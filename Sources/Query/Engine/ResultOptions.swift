@@ -66,6 +66,12 @@ public struct ResultSummary: Sendable, Equatable {
     /// (`EntityTag.of(row:)`, read in the same transaction as the body): the `ETag` header of
     /// `GET Set(key)`, in any format. Nil for a collection and `/$count`.
     public var etag: String?
+    /// The next link of a collection page that did not hold the whole answer (server-driven
+    /// paging: a page size, or a page ended before its expansions would pass
+    /// `limits.maxExpandedEntities`), relative to the service root as the request was; nil when
+    /// the answer is complete. The same link the JSON format writes as `@odata.nextLink`: the
+    /// other formats have no place for it, so a caller that pages them follows this.
+    public var nextLink: String?
 
-    public init(etag: String? = nil) { self.etag = etag }
+    public init(etag: String? = nil, nextLink: String? = nil) { (self.etag, self.nextLink) = (etag, nextLink) }
 }

@@ -49,7 +49,7 @@ extension OfflineStore {
         }
         try ServiceURL.check(root, option: "the service root")
         try HTTPTransport.validate(headers: headers)
-        let authorizer = try authorizer ?? Credentials.authorizer(for: configuration, serviceRoot: root)
+        let authorizer = try authorizer ?? Credentials.authorizer(for: configuration.sync, serviceRoot: root)
         let t = configuration.timeouts
         let backend = HTTPTransport(
             serviceRoot: root, timeout: .seconds(Int64(t.requestSeconds)),
@@ -109,7 +109,8 @@ extension OfflineStore {
                 lifecycleProgress(LifecycleEvent(state: .uploading, requests: report.sent, detail: category))
                 progress?(report)
             }
-            let odata = ODataBackend(transport: backend, store: entities)
+            let odata = ODataBackend(
+                transport: backend, store: entities, contentIDReferences: configuration.contentIDReferences)
             return try await Flush(queue: requestQueue, backend: odata, options: options).run()
         }
     }

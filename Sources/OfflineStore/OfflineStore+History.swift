@@ -77,7 +77,7 @@ extension OfflineStore {
     /// such create in doubt (`FlushReport.inDoubt`, the EventLog, `RequestHistory`); `init` and
     /// `define` warn. Empty for a store without a service root (it is the authority).
     public var setsWithoutCreateMarker: [String] {
-        entities.configuration.serviceRoot == nil ? [] : entities.configuration.setsWithoutMarker(entities.schema)
+        configuration.serviceRoot == nil ? [] : configuration.sync.setsWithoutMarker(entities.schema)
     }
 
     /// The warning `init` and `define` print for `sets` (some of `setsWithoutCreateMarker`), or nil.

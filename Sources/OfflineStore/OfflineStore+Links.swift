@@ -37,7 +37,7 @@ extension OfflineStore {
             throw EntityError.badInput(
                 "this store is an authority: its links are its own (load them), not changes to send")
         }
-        let (queue, optimize) = (requestQueue, configuration.requestQueueOptimization)
+        let (queue, optimize) = (requestQueue, entities.configuration.requestQueueOptimization)
         return try await entities.write { t in
             try queue.changeLink(
                 t, set: set, key: key, navigation: navigation, target: target, adding: adding, options: options,

@@ -78,7 +78,7 @@ extension OfflineStore {
         if !outcome.unchanged && !dryRun { _ = try open(at: path) }
         let configuration = outcome.configuration
         if !outcome.unchanged, let schema = try? CSDL.parse(metadata).withSystemSets() {
-            for r in configuration?.definingRequests ?? [] {
+            for r in (try configuration.map { try SyncSettings(roles: $0.roles) })?.definingRequests ?? [] {
                 do { _ = try DefiningRequests.bind(r.url, schema: schema) } catch {
                     warnings.append(
                         "defining request '\(r.name)' (\(r.url)) no longer reads under the new $metadata: \(error); change it with undefine and define"

@@ -117,7 +117,7 @@ extension OfflineStore {
         }
         try ServiceURL.check(root, option: "the service root")
         try HTTPTransport.validate(headers: headers)
-        let authorizer = try authorizer ?? Credentials.authorizer(for: configuration, serviceRoot: root)
+        let authorizer = try authorizer ?? Credentials.authorizer(for: configuration.sync, serviceRoot: root)
         let t = configuration.timeouts
         return HTTPTransport(
             serviceRoot: root, headers: headers, timeout: .seconds(Int64(t.requestSeconds)),
@@ -160,7 +160,7 @@ extension OfflineStore {
             try await lifecycle.during(.downloading) { lifecycleProgress in
                 let refresher = Refresher(
                     store: entities, backend: ODataBackend(transport: backend, store: entities),
-                    pageSize: pageSize ?? Self.defaultRefreshPageSize
+                    settings: configuration.sync, pageSize: pageSize ?? Self.defaultRefreshPageSize
                 ) { p in
                     lifecycleProgress(
                         LifecycleEvent(state: .downloading, entities: p.received, bytes: p.bytes, detail: p.request))

@@ -25,7 +25,14 @@ extension OfflineStore {
     /// does (`ServedTransaction`): an offline store queues it for flush, exactly as the Swift
     /// API's `create`/`update`/`delete` do; an authority store applies it directly and logs it for
     /// delta links.
-    public var isOffline: Bool { configuration.serviceRoot != nil || !configuration.definingRequests.isEmpty }
+    public var isOffline: Bool {
+        // The sync role's members as kept, not `configuration` (which reads every role's): a
+        // served request asks this.
+        let roles = entities.configuration.roles
+        if case .string? = roles["serviceRoot"] { return true }
+        if case .array(let requests)? = roles["definingRequests"] { return !requests.isEmpty }
+        return false
+    }
 
     /// The time repeatability records are stamped with and expire by (`Date()` unless a test sets
     /// another clock).
@@ -127,10 +134,10 @@ extension OfflineStore {
         }
         let store = entities
         let queue = isOffline ? requestQueue : nil
-        let optimize = configuration.requestQueueOptimization
+        let optimize = entities.configuration.requestQueueOptimization
         // Taken once, outside the body, so a body run again records the same time.
         let now = Self.milliseconds(self.now())
-        let window = Int64(configuration.repeatabilityWindowSeconds) * 1000
+        let window = Int64(repeatabilityWindowSeconds) * 1000
         let cutoff = now.subtractingReportingOverflow(window).overflow ? Int64.min : now - window
         return { t in
             do {

@@ -238,7 +238,7 @@ package final class StreamUpload: @unchecked Sendable {
     {
         let written = try file.finish(StreamRecord(state: .stored, contentType: contentType))
         let (a, store) = (address, self.store.entities)
-        let (queue, optimize) = (self.store.requestQueue, self.store.configuration.requestQueueOptimization)
+        let (queue, optimize) = (self.store.requestQueue, self.store.entities.configuration.requestQueueOptimization)
         guard let streams = store.streams else { throw EntityError.badInput("\(a.text): this store has no streams") }
         let stored: StreamRecord?
         do {

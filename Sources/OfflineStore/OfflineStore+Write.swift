@@ -63,7 +63,7 @@ extension OfflineStore {
     /// if any is refused — none. For bulk work.
     @discardableResult
     public func apply(_ changes: [Change], options: ChangeOptions = .init()) async throws -> [ChangeReceipt] {
-        let (queue, optimize) = (requestQueue, configuration.requestQueueOptimization)
+        let (queue, optimize) = (requestQueue, entities.configuration.requestQueueOptimization)
         let (receipts, length) = try await entities.write { t in
             (try Self.apply(changes, options: options, queue: queue, optimize: optimize, t), try queue.length(t.reader))
         }
@@ -94,7 +94,7 @@ extension OfflineStore {
     private func deepCreate(
         set: String, _ entity: NewEntity, options: ChangeOptions
     ) -> @Sendable (WriteView) throws -> ([ChangeReceipt], Int) {
-        let (queue, optimize) = (requestQueue, configuration.requestQueueOptimization)
+        let (queue, optimize) = (requestQueue, entities.configuration.requestQueueOptimization)
         return { t in
             let applied = try queue.applyDeep(set: set, entity, options: options, optimize: optimize, in: t)
             return (
@@ -148,7 +148,7 @@ extension OfflineStore {
     @available(*, noasync, message: "use the async form from async code")
     @discardableResult
     public func apply(_ changes: [Change], options: ChangeOptions = .init()) throws -> [ChangeReceipt] {
-        let (queue, optimize) = (requestQueue, configuration.requestQueueOptimization)
+        let (queue, optimize) = (requestQueue, entities.configuration.requestQueueOptimization)
         let (receipts, length) = try entities.write { t in
             (try Self.apply(changes, options: options, queue: queue, optimize: optimize, t), try queue.length(t.reader))
         }

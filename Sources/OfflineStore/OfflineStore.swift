@@ -63,12 +63,20 @@ public final class OfflineStore: Sendable {
         lifecycle: Lifecycle = Lifecycle()
     ) throws -> OfflineStore {
         lifecycle.report(.init(state: .opening, detail: path))
-        try configuration.checkURLs()
+        try configuration.sync.checkURLs()
+        let window = configuration.repeatabilityWindowSeconds
+        guard ServedSettings.repeatabilityWindowRange.contains(window) else {
+            throw EntityError.badInput(
+                "configuration: repeatabilityWindowSeconds must be from \(ServedSettings.repeatabilityWindowRange.lowerBound) to \(ServedSettings.repeatabilityWindowRange.upperBound), not \(window)"
+            )
+        }
         try checkDefiningRequests(configuration.definingRequests, metadata: metadata)
+        try configuration.sync.checkCreateMarkers(try CSDL.parse(metadata))
         lifecycle.report(.init(state: .initializing, detail: path))
         return OfflineStore(
             entities: try EntityStore.create(
-                path: path, metadata: metadata, configuration: configuration, roles: roles), lifecycle: lifecycle)
+                path: path, metadata: metadata, configuration: configuration.stored, roles: roles),
+            lifecycle: lifecycle)
     }
 
     /// Opens the store in directory `path`. With `readOnly`, writes throw and nothing on disk is
@@ -80,14 +88,27 @@ public final class OfflineStore: Sendable {
         maxSizeBytes: Int? = nil, lifecycle: Lifecycle = Lifecycle()
     ) throws -> OfflineStore {
         lifecycle.report(.init(state: .opening, detail: path))
-        return OfflineStore(
-            entities: try EntityStore.open(
-                path: path, durability: durability, readOnly: readOnly,
-                maxSizeBytes: maxSizeBytes, roles: roles), lifecycle: lifecycle)
+        let entities = try EntityStore.open(
+            path: path, durability: durability, readOnly: readOnly, maxSizeBytes: maxSizeBytes, roles: roles)
+        // Each role reads its settings here first: a store whose configuration a role cannot read
+        // is refused at open, not at its first flush.
+        _ = try StoreConfiguration(storage: entities.configuration)
+        return OfflineStore(entities: entities, lifecycle: lifecycle)
     }
 
     public var schema: Schema { entities.schema }
-    public var configuration: StoreConfiguration { entities.configuration }
+    /// The store's configuration: storage's settings and each role's, as kept in the store. The
+    /// roles' members were read when the store opened and change only through them (`define`).
+    public var configuration: StoreConfiguration {
+        (try? StoreConfiguration(storage: entities.configuration)) ?? StoreConfiguration()
+    }
+
+    /// How long a served store keeps a repeatable write's answer, in seconds: the served role's
+    /// one setting, read on its own for each write (`configuration` reads every role's).
+    package var repeatabilityWindowSeconds: Int {
+        (try? ServedSettings(roles: entities.configuration.roles).repeatabilityWindowSeconds)
+            ?? ServedSettings.defaultRepeatabilityWindowSeconds
+    }
     public var path: String { entities.environment.path }
 
     /// The entity with key `key` in `set`, or nil.

@@ -41,8 +41,6 @@ public typealias EDMGuid = Storage.EDMGuid
 public typealias Schema = Storage.Schema
 /// An operation the service offers (an action, a function, a V2 function import): `Schema.operations`.
 public typealias ServiceOperation = Storage.ServiceOperation
-/// What `create(at:metadata:configuration:)` takes: indexes, durability, query limits, ….
-public typealias StoreConfiguration = Storage.StoreConfiguration
 /// What a `ConflictResolver` decides of a conflict.
 public typealias ConflictResolution = Storage.ConflictResolution
 /// `full` (a returned write survives power loss) or `noSync` (survives a process crash).

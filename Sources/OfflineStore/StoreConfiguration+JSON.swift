@@ -13,7 +13,7 @@ extension StoreConfiguration {
     ///   send requests to (a port past 65535, a `user:password@`).
     public init(json bytes: [UInt8]) throws {
         try self.init(json: JSON.parse(bytes))
-        try checkURLs()
+        try sync.checkURLs()
     }
 
     /// The configuration as the JSON text `init(json:)` reads (for an `--config` file).

@@ -41,26 +41,27 @@ extension RequestQueue {
     }
 
     /// How a conflict recorded on request `r` (`recordConflict`) is settled without a person: by
-    /// the program's resolver for the set if it registered one, else by the set's
-    /// `conflictPolicies`. `what` names where the conflict was met, for the outcome's message.
+    /// the program's resolver for the set if it registered one, else by `policy` (the set's
+    /// `conflictPolicies`). `what` names where the conflict was met, for the outcome's message.
     package enum ConflictSettlement: Sendable { case gaveUp, resent, waiting }
 
     package func settleConflict(
-        _ t: WriteView, _ r: RequestRecord, _ versions: ConflictVersions, status: Int?, what: String
+        _ t: WriteView, _ r: RequestRecord, _ versions: ConflictVersions, status: Int?, what: String,
+        policy: ConflictPolicy
     ) throws -> ConflictSettlement {
         let resolver = store.conflictResolvers.decide(versions)
         let by = resolver == nil ? "the set's policy" : "the program's resolver"
         let resolution: ConflictResolution =
             resolver
             ?? {
-                switch store.configuration.conflictPolicies[r.entitySet] ?? .manual {
+                switch policy {
                 case .manual: .manual
                 case .serverWins: .takeTheirs
                 case .clientWins: .keepMine
                 }
             }()
         // Sending again needs the service's version, and stops after a few conflicts in a row.
-        let mayResend = versions.server != nil && r.attempts < StoreConfiguration.maxClientWinsAttempts
+        let mayResend = versions.server != nil && r.attempts < ConflictPolicy.maxClientWinsAttempts
         switch resolution {
         case .takeTheirs:
             try resolveError(t, id: r.id)

@@ -4,7 +4,7 @@ import NIOCore
 import NIOHTTP1
 import Queue
 package import Storage
-import Sync
+package import Sync
 
 /// OAuth 2.0 client credentials (RFC 6749 §4.4) as a `RequestAuthorizer`: a bearer token
 /// (RFC 6750) on every request to the service root's origin.
@@ -30,7 +30,7 @@ package actor OAuth2ClientCredentials: RequestAuthorizer {
     /// The forms in which `secret` is sent, scrubbed from every error's text.
     private let secretForms: SecretForms
     let scope: String?
-    let timeouts: StoreConfiguration.Timeouts
+    let timeouts: SyncSettings.Timeouts
     private let client: HTTPClient
     private var token: (value: String, renewAt: ContinuousClock.Instant?)?
     private var fetching: Task<(value: String, renewAt: ContinuousClock.Instant?), any Error>?
@@ -39,7 +39,7 @@ package actor OAuth2ClientCredentials: RequestAuthorizer {
 
     package init(
         tokenURL: String, clientID: String, secret: String, scope: String?,
-        timeouts: StoreConfiguration.Timeouts = .init()
+        timeouts: SyncSettings.Timeouts = .init()
     ) {
         self.tokenURL = tokenURL
         self.clientID = clientID

@@ -3,7 +3,7 @@ import Foundation
 import NIOHTTP1
 import Queue
 package import Storage
-import Sync
+package import Sync
 
 /// Sets the credentials of a request to the service before it is sent: the hook through which a
 /// program authenticates flush and refresh its own way (a token it refreshes, SAML cookies, a
@@ -111,7 +111,7 @@ package enum Credentials {
     /// - Throws: `EntityError` for such a URL; `AuthenticationError` for a secret that cannot be
     ///   read, or a service root on another origin than the configuration's `serviceRoot`.
     package static func authorizer(
-        for configuration: StoreConfiguration, serviceRoot: String
+        for configuration: SyncSettings, serviceRoot: String
     ) throws -> (any RequestAuthorizer)? {
         try ServiceURL.check(serviceRoot, option: "the service root")
         guard let authentication = configuration.authentication else { return nil }
@@ -141,7 +141,7 @@ package enum Credentials {
 
     /// The secret of `source`: the variable's value, or the file's contents without one trailing
     /// newline (`\n` or `\r\n`). It must be non-empty printable text (it goes in a header).
-    package static func read(_ source: StoreConfiguration.SecretSource) throws(AuthenticationError) -> String {
+    package static func read(_ source: SyncSettings.SecretSource) throws(AuthenticationError) -> String {
         var secret: String
         switch source {
         case .environment(let name):

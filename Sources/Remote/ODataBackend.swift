@@ -16,17 +16,23 @@ package struct ODataBackend: Backend {
     package let dialect: any Dialect
     let store: EntityStore
     let reader: PayloadReader
+    /// Whether the service resolves `$n` references in a change set, when the configuration says.
+    let contentIDReferences: Bool?
 
-    /// The dialect of the store's `$metadata` (V4, else V2 with `updateMethod`).
-    package init(transport: any Transport, store: EntityStore, updateMethod: String? = nil) {
+    /// The dialect of the store's `$metadata` (V4, else V2 with `updateMethod`);
+    /// `contentIDReferences` the configuration's (`SyncSettings.contentIDReferences`).
+    package init(
+        transport: any Transport, store: EntityStore, updateMethod: String? = nil, contentIDReferences: Bool? = nil
+    ) {
         let dialect: any Dialect = store.schema.version == .v4 ? V4Dialect() : V2Dialect(updateMethod: updateMethod)
-        self.init(transport: transport, store: store, dialect: dialect)
+        self.init(transport: transport, store: store, dialect: dialect, contentIDReferences: contentIDReferences)
     }
 
-    package init(transport: any Transport, store: EntityStore, dialect: any Dialect) {
+    package init(transport: any Transport, store: EntityStore, dialect: any Dialect, contentIDReferences: Bool? = nil) {
         self.transport = transport
         self.store = store
         self.dialect = dialect
+        self.contentIDReferences = contentIDReferences
         reader = PayloadReader(schema: store.schema, shapes: store.entityShapes)
     }
 
@@ -35,7 +41,7 @@ package struct ODataBackend: Backend {
     /// The dialect's, with what the configuration says of Content-ID references.
     package var capabilities: BackendCapabilities {
         var c = dialect.capabilities
-        if let references = store.configuration.contentIDReferences { c.contentIDReferences = references }
+        if let contentIDReferences { c.contentIDReferences = contentIDReferences }
         return c
     }
 

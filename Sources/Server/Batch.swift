@@ -103,7 +103,7 @@ struct Batch {
         _ items: [Item], _ request: Request, referencesAcrossUnits: Bool
     ) async throws -> (answers: [Answer], headers: HTTPFields) {
         let repeatability = try Repeatability(
-            request.headers, window: Double(store.configuration.repeatabilityWindowSeconds))
+            request.headers, window: Double(store.repeatabilityWindowSeconds))
         let root = service.serviceRoot(request)
         let prefer = Prefer(request.headers[.prefer])
         let transactions = store.isOffline ? try Self.groupTransactions(items) : [:]
@@ -385,7 +385,7 @@ struct Batch {
                 }
                 do {
                     unitRepeatability = try Repeatability(
-                        fields, window: Double(store.configuration.repeatabilityWindowSeconds))?.id
+                        fields, window: Double(store.repeatabilityWindowSeconds))?.id
                 } catch {
                     headerFailure = Failed(index: startIndex, failure: ODataFailure(error))
                     unitRepeatability = nil

@@ -157,7 +157,7 @@ struct Media {
         let slug = request.headers[HTTPField.Name("Slug")!].map { $0.removingPercentEncoding ?? $0 }
         let root = service.serviceRoot(request)
         let repeatability = try Repeatability(
-            request.headers, window: Double(store.configuration.repeatabilityWindowSeconds))
+            request.headers, window: Double(store.repeatabilityWindowSeconds))
         let fingerprint = Array("POST \(set)\n\(written.sha256 ?? "")".utf8)
         let store = self.store
         let recorded: RecordedResponse

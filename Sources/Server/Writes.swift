@@ -74,7 +74,7 @@ struct Writes {
         let prefer = Prefer(request.headers[.prefer])
         let root = service.serviceRoot(request)
         let repeatability = try Repeatability(
-            request.headers, window: Double(store.configuration.repeatabilityWindowSeconds))
+            request.headers, window: Double(store.repeatabilityWindowSeconds))
         let store = self.store
         let representation = prefer.returnRepresentation
         let options = try Self.changeOptions { name in HTTPField.Name(name).flatMap { request.headers[$0] } }

@@ -94,7 +94,7 @@ extension Flush {
     /// configuration says the service takes deep inserts (`deepInsert`) and it cannot go as one
     /// change set otherwise (`cannotGoWhole`).
     static func deepInsert(
-        _ members: [RequestRecord], capabilities: BackendCapabilities, configuration: StoreConfiguration,
+        _ members: [RequestRecord], capabilities: BackendCapabilities, configuration: SyncSettings,
         schema: Schema
     ) -> [Int64: ParentReference]? {
         guard let first = members.first, first.deepInsert || configuration.deepInsert,
@@ -109,8 +109,8 @@ extension Flush {
     /// splitting (`splitTransactions`): each member goes to ErrorArchive (the first with the
     /// reason, the others caused by it), nothing of it to the service. Returns the ids archived.
     func refuseChangeSetsThatCannotGoWhole() async throws -> [Int64] {
-        guard !store.configuration.splitTransactions else { return [] }
-        let (queue, options, schema, configuration) = (self.queue, self.options, store.schema, store.configuration)
+        guard !options.settings.splitTransactions else { return [] }
+        let (queue, options, schema, configuration) = (self.queue, self.options, store.schema, options.settings)
         return try await store.write(usingReserve: true) { t in
             var sets: [String: [RequestRecord]] = [:]
             try queue.records.scan(t.reader) { p in

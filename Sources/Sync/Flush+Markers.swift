@@ -4,10 +4,10 @@ import Storage
 extension Flush {
     // MARK: Create markers
 
-    /// The marker property of `r`'s set (`StoreConfiguration.createMarkers`) when `r` is a create
+    /// The marker property of `r`'s set (`markers`: `SyncSettings.createMarkers`) when `r` is a create
     /// whose key the service assigns; nil otherwise.
-    static func marker(of r: RequestRecord, in store: EntityStore) -> Property? {
-        guard r.method == .create, r.localKey, let name = store.configuration.createMarkers[r.entitySet],
+    static func marker(of r: RequestRecord, in store: EntityStore, markers: [String: String]) -> Property? {
+        guard r.method == .create, r.localKey, let name = markers[r.entitySet],
             let set = try? store.set(r.entitySet)
         else { return nil }
         return set.type.property(name)
@@ -23,8 +23,8 @@ extension Flush {
 
     /// `r`'s body with its marker set to its identity (whatever the create held there), when its
     /// set has a marker; the body as queued otherwise.
-    static func body(_ r: RequestRecord, queue: RequestQueue) throws -> String? {
-        guard let marker = marker(of: r, in: queue.store) else { return r.body }
+    static func body(_ r: RequestRecord, queue: RequestQueue, markers: [String: String]) throws -> String? {
+        guard let marker = marker(of: r, in: queue.store, markers: markers) else { return r.body }
         var body = try queue.body(of: r)
         body[marker.name] = markerValue(r, marker)
         return queue.json(try queue.store.set(r.entitySet), body)
@@ -43,7 +43,9 @@ extension Flush {
         var found: [Int: ChangeAnswer] = [:]
         var absent: Set<Int> = []  // looked up, and the service answered that it holds none
         for (i, o) in round.enumerated() where o.record.attempts > 1 && o.change.group == nil {
-            guard let marker = Self.marker(of: o.record, in: store) else { continue }
+            guard let marker = Self.marker(of: o.record, in: store, markers: options.settings.createMarkers) else {
+                continue
+            }
             let matches = try await backend.find(
                 set: o.record.entitySet, property: marker.name, equals: Self.markerValue(o.record, marker), limit: 2,
                 extra: options.headers)

@@ -28,10 +28,10 @@ extension Flush {
             // Planned from this transaction's reading of the queue: the record is there.
             let (before, r) = try queue.markSentKeepingBefore(t, id: p.id, at: now)
             var etag = p.ifMatch ? try etags.get(t.reader, set: r.entitySet, keyBytes: r.keyBytes) : nil
-            if r.method == .putStream, queue.store.configuration.streamIfMatch == .media {
+            if r.method == .putStream, options.settings.streamIfMatch == .media {
                 etag = try streamETag(t.reader, r, queue: queue) ?? etag
             }
-            var change = try Self.change(r, queue: queue, etag: etag)
+            var change = try Self.change(r, queue: queue, etag: etag, markers: options.settings.createMarkers)
             change.group = p.group
             if let reference = p.reference {
                 change.parent = ContentIDReference(change: String(reference.parent), navigation: reference.navigation)
@@ -63,7 +63,9 @@ extension Flush {
     /// identity. A create whose key is local leaves out the key properties the service assigns
     /// (computed ones, and those holding local values — not even as null, which a service may
     /// refuse for a key property that is not nullable).
-    static func change(_ r: RequestRecord, queue: RequestQueue, etag: String?) throws -> OutgoingChange {
+    static func change(
+        _ r: RequestRecord, queue: RequestQueue, etag: String?, markers: [String: String] = [:]
+    ) throws -> OutgoingChange {
         if r.method == .call { return try call(r, queue: queue) }
         let set = try queue.store.set(r.entitySet)
         let kind: OutgoingChange.Kind =
@@ -89,7 +91,7 @@ extension Flush {
         let custom = r.customHeaders.sorted { $0.key < $1.key }
         var change = OutgoingChange(
             kind: kind, set: r.entitySet, key: key, keyText: r.entityKey,
-            body: r.method.carriesStream || r.method.isLinkChange ? nil : try body(r, queue: queue),
+            body: r.method.carriesStream || r.method.isLinkChange ? nil : try body(r, queue: queue, markers: markers),
             serviceAssigned: assigned,
             etag: r.method.isCreate ? nil : etag, repeatabilityID: r.repeatabilityID,
             firstSent: r.firstSentAt ?? .now,

@@ -56,7 +56,7 @@ extension Flush {
         _ t: WriteView, queue: RequestQueue, _ work: [(RequestRecord, Verdict)], options: Options, goOn: Bool = true,
         now: EDMDateTimeOffset = .now, excluding: Set<Int64> = []
     ) throws -> (Settled, [Outgoing]?) {
-        let settled = try settle(t, queue: queue, work)
+        let settled = try settle(t, queue: queue, work, conflictPolicies: options.settings.conflictPolicies)
         guard goOn, settled.stop == nil,
             !(settled.succeeded.isEmpty && settled.archived.isEmpty && settled.resolved.isEmpty
                 && settled.retried.isEmpty)
@@ -66,9 +66,11 @@ extension Flush {
         return (settled, try prepare(t, queue: queue, options: options, now: now, excluding: excluding))
     }
 
-    /// Applies each verdict, in order, in `t`.
+    /// Applies each verdict, in order, in `t`; a conflict is settled by `conflictPolicies`
+    /// (`SyncSettings`) unless the program's resolver decides.
     package static func settle(
-        _ t: WriteView, queue: RequestQueue, _ work: [(RequestRecord, Verdict)]
+        _ t: WriteView, queue: RequestQueue, _ work: [(RequestRecord, Verdict)],
+        conflictPolicies: [String: ConflictPolicy] = [:]
     ) throws -> Settled {
         var out = Settled()
         var archived: Set<Int64> = []
@@ -152,7 +154,9 @@ extension Flush {
                 }
                 // The program's resolver or the set's policy decides without a person, in this transaction.
                 switch try versions.map({
-                    try queue.settleConflict(t, r, $0, status: error.httpStatus, what: "a conflict")
+                    try queue.settleConflict(
+                        t, r, $0, status: error.httpStatus, what: "a conflict",
+                        policy: conflictPolicies[r.entitySet] ?? .manual)
                 }) ?? .waiting {
                 case .gaveUp: out.resolved.append(r.id)
                 case .resent: out.retried.append(r.id)

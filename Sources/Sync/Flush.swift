@@ -106,6 +106,8 @@ package struct Flush: Sendable {
         package var progress: (@Sendable (FlushReport) -> Void)?
         /// What the service offers (`Backend.capabilities`; `Flush.init` takes the backend's).
         package var capabilities: BackendCapabilities
+        /// The sync role's settings (`Flush.init` reads the store's, once for this flush).
+        package var settings = SyncSettings()
 
         package init(
             category: String? = nil, batchSize: Int = 50, headers: [(String, String)] = [], reconcile: Bool = true,
@@ -124,11 +126,12 @@ package struct Flush: Sendable {
     package let backend: any Backend
     package let options: Options
 
-    package init(queue: RequestQueue, backend: any Backend, options: Options) {
+    package init(queue: RequestQueue, backend: any Backend, options: Options) throws {
         self.queue = queue
         self.backend = backend
         var options = options
         options.capabilities = backend.capabilities
+        options.settings = try queue.store.syncSettings()
         self.options = options
     }
 

@@ -283,7 +283,7 @@ extension Flush {
             let memberIDs = Set(members.map(\.id))
             let store = queue.store
             if let tree = Flush.deepInsert(
-                members, capabilities: options.capabilities, configuration: store.configuration, schema: store.schema)
+                members, capabilities: options.capabilities, configuration: options.settings, schema: store.schema)
             {
                 return try stageDeep(members, tree)
             }
@@ -311,7 +311,7 @@ extension Flush {
                             id: m.id, group: nil, predecessors: preds, ifMatch: !followsInRound(m, staged: staged),
                             reference: reference))
                     staged.insert(m.id)
-                } else if !queue.store.configuration.splitTransactions && m.status == .pending {
+                } else if !options.settings.splitTransactions && m.status == .pending {
                     return []  // never a part of it
                 }
             }

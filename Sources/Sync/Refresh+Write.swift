@@ -291,7 +291,9 @@ extension Refresher {
         guard let versions = try queue.recordConflict(t, id: first.id, server: server, serverETag: etag) else { return }
         // The program's resolver or the set's policy, as at flush: keep mine sends the change
         // again at the next flush, against the ETag this refresh brought.
-        _ = try queue.settleConflict(t, first, versions, status: nil, what: "a conflict seen by a refresh")
+        _ = try queue.settleConflict(
+            t, first, versions, status: nil, what: "a conflict seen by a refresh",
+            policy: try queue.store.syncSettings().conflictPolicies[first.entitySet] ?? .manual)
     }
 
     /// Releases request `name`'s entries with a generation below `below`, in transactions of at

@@ -45,20 +45,23 @@ package struct Refresher: Sendable {
     /// `refreshGroupRows`; `groupParts` grows with it (16 parts a 5,000 rows).
     package var groupRows: Int
     package var groupParts: Int
+    /// The sync role's settings (the store's, read once for this refresh).
+    let settings: SyncSettings
     let reader: PayloadReader
 
     package init(
-        store: EntityStore, backend: any Backend, pageSize: Int? = nil, headers: [(String, String)] = [],
-        progress: (@Sendable (RefreshProgress) -> Void)? = nil
+        store: EntityStore, backend: any Backend, settings: SyncSettings, pageSize: Int? = nil,
+        headers: [(String, String)] = [], progress: (@Sendable (RefreshProgress) -> Void)? = nil
     ) {
+        self.settings = settings
         self.store = store
         self.backend = backend
         self.pageSize = pageSize
         self.headers = headers
         self.progress = progress
         self.reader = PayloadReader(schema: store.schema, serviceRoot: backend.serviceRoot, shapes: store.entityShapes)
-        self.groupRows = store.configuration.refreshGroupRows
-        self.groupParts = max(16, groupRows * 16 / StoreConfiguration.defaultRefreshGroupRows)
+        self.groupRows = settings.refreshGroupRows
+        self.groupParts = max(16, groupRows * 16 / SyncSettings.defaultRefreshGroupRows)
     }
 
     var membership: Membership { Membership(store: store) }
@@ -66,7 +69,7 @@ package struct Refresher: Sendable {
     /// Refreshes `requests` in order, then compacts the queue (with `optimize`: the store's
     /// `requestQueueOptimization`) and logs a download event. Stops at the first failure
     /// (logged too), keeping what was written.
-    package func run(_ requests: [StoreConfiguration.DefiningRequest], optimize: Bool) async throws -> RefreshReport {
+    package func run(_ requests: [SyncSettings.DefiningRequest], optimize: Bool) async throws -> RefreshReport {
         let started = EDMDateTimeOffset.now
         var report = RefreshReport()
         do {
@@ -96,7 +99,7 @@ package struct Refresher: Sendable {
 
     /// Refreshes one defining request: through its delta link when it has one, else (or when the
     /// service refuses the link) a full read.
-    package func refresh(_ r: StoreConfiguration.DefiningRequest) async throws -> RefreshReport.Request {
+    package func refresh(_ r: SyncSettings.DefiningRequest) async throws -> RefreshReport.Request {
         let query = try DefiningRequests.bind(r.url, schema: store.schema)
         var report = try await read(r, query: query)
         if r.retrieveStreams { try await downloadStreams(sets: query.setsReached, into: &report) }
@@ -104,7 +107,7 @@ package struct Refresher: Sendable {
     }
 
     /// The read of one defining request (`refresh`), without its streams.
-    func read(_ r: StoreConfiguration.DefiningRequest, query: BoundQuery) async throws -> RefreshReport.Request {
+    func read(_ r: SyncSettings.DefiningRequest, query: BoundQuery) async throws -> RefreshReport.Request {
         let name = r.name
         let m = membership
         if try store.read({ t in try m.untracked(t, name: name) }) != nil {
@@ -171,7 +174,7 @@ package struct Refresher: Sendable {
     }
 
     func fullRead(
-        _ r: StoreConfiguration.DefiningRequest, query: BoundQuery, track: Bool, mode: RefreshReport.Mode
+        _ r: SyncSettings.DefiningRequest, query: BoundQuery, track: Bool, mode: RefreshReport.Mode
     ) async throws -> RefreshReport.Request {
         let (m, name) = (membership, r.name)
         let generation = try await store.write { t in

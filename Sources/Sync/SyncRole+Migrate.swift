@@ -12,7 +12,7 @@ extension SyncRole {
     ) throws {
         let membership = Membership(store: store)
         if !migration.sets.isEmpty {
-            for r in store.configuration.definingRequests { try membership.setDeltaLink(t, name: r.name, nil) }
+            for r in try store.syncSettings().definingRequests { try membership.setDeltaLink(t, name: r.name, nil) }
         }
         for name in migration.droppedSets {
             let set = try store.set(name)

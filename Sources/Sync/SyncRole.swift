@@ -24,7 +24,7 @@ package enum SyncRole: StoreRole {
     /// requests (`Membership.check`).
     package static func check(_ store: EntityStore, _ t: ReadView, problem: (String) -> Void) throws {
         for p in try ServerETags(store: store).check(t) { problem(p) }
-        let defined = Set(store.configuration.definingRequests.map(\.name))
+        let defined = Set(try store.syncSettings().definingRequests.map(\.name))
         for p in try Membership(store: store).check(t, defined: defined) { problem(p) }
     }
 }

@@ -29,7 +29,7 @@ final class ResultStore {
         schema.entityTypes[order.qualifiedName] = order
         store = try EntityStore(
             environment: try Environment(path: dir, durability: .noSync), schema: schema, metadata: [],
-            configuration: StoreConfiguration())
+            configuration: StorageSettings())
         engine = QueryEngine(store: store)
         try insert(
             "Products",

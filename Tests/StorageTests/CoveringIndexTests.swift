@@ -152,11 +152,11 @@ import Testing
         let env = try Environment(path: dir, readOnly: true)
         let readOnly = try EntityStore(
             environment: env, schema: Fixtures.schema, metadata: [],
-            configuration: StoreConfiguration(indexes: ["SalesOrderItems": ["ProductID INCLUDE Quantity"]]))
+            configuration: StorageSettings(indexes: ["SalesOrderItems": ["ProductID INCLUDE Quantity"]]))
         #expect(try readOnly.set("SalesOrderItems").index(named: "ProductID") == nil)
         let again = try EntityStore(
             environment: env, schema: Fixtures.schema, metadata: [],
-            configuration: StoreConfiguration(indexes: ["SalesOrderItems": ["ProductID INCLUDE NetAmount, Quantity"]]))
+            configuration: StorageSettings(indexes: ["SalesOrderItems": ["ProductID INCLUDE NetAmount, Quantity"]]))
         #expect(
             try again.set("SalesOrderItems").index(named: "ProductID")?.definition.included == [
                 "NetAmount", "Quantity",

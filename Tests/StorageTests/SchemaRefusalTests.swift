@@ -33,7 +33,7 @@ import Testing
         let dir = temporaryDirectory() + "/store"
         defer { try? FileManager.default.removeItem(atPath: dir) }
         do {
-            _ = try EntityStore.create(path: dir, metadata: Array(xml.utf8), configuration: StoreConfiguration())
+            _ = try EntityStore.create(path: dir, metadata: Array(xml.utf8), configuration: StorageSettings())
             return nil
         } catch {
             #expect(!FileManager.default.fileExists(atPath: dir), "a refused create left \(dir)")

@@ -96,7 +96,7 @@ enum Fixtures {
     ) throws -> EntityStore {
         let env = try Environment(path: dir, durability: .noSync, mapSize: mapSize)
         return try EntityStore(
-            environment: env, schema: schema, metadata: [], configuration: StoreConfiguration(indexes: indexes))
+            environment: env, schema: schema, metadata: [], configuration: StorageSettings(indexes: indexes))
     }
 }
 

@@ -21,7 +21,7 @@ package struct MigrationOutcome: Sendable {
     package var unchanged = false
     /// The store's configuration after the migration (what it names of dropped sets and
     /// properties left out); nil when unchanged.
-    package var configuration: StoreConfiguration?
+    package var configuration: StorageSettings?
 }
 
 extension StoreRole {
@@ -31,6 +31,13 @@ extension StoreRole {
     /// None by default.
     package static func migrate(
         _ store: EntityStore, _ migration: SchemaMigration, _ t: WriteView, outcome: inout MigrationOutcome
+    ) throws {}
+
+    /// The role's part of a migration of the configuration: edit its members of `roles`
+    /// (`StorageSettings.roles`) for what `migration` drops, with a `warn` for each, or throw to
+    /// refuse the migration. None by default.
+    package static func migrateSettings(
+        _ roles: inout [String: JSON], _ migration: SchemaMigration, warn: (String) -> Void
     ) throws {}
 }
 
@@ -79,8 +86,10 @@ extension EntityStore {
         var configuration = store.configuration
         let oldDefinitions = try indexDefinitions(schema: store.schema, configuration: configuration)
         configuration.prune(for: migration, warn: { outcome.warnings.append($0) })
+        for role in roles {
+            try role.migrateSettings(&configuration.roles, migration, warn: { outcome.warnings.append($0) })
+        }
         let newDefinitions = try indexDefinitions(schema: migration.new, configuration: configuration)
-        try configuration.checkCreateMarkers(migration.new)
         let configText = Array(configuration.json.text.utf8)
         outcome.configuration = configuration
         var indexDatabases: [(db: Database, name: String, drop: Bool)] = []
@@ -216,10 +225,9 @@ extension EntityStore {
     private static func devMinor(_ d: UInt64) -> UInt32 { UInt32(truncatingIfNeeded: (d & 0xff) | ((d >> 12) & ~0xff)) }
 }
 
-extension StoreConfiguration {
-    /// Leaves out what names a set or property `migration` drops: indexes using one, create
-    /// markers, conflict policies. Each removal is a warning. Defining requests stay (a person
-    /// changes them); one that no longer reads is warned of by the caller.
+extension StorageSettings {
+    /// Leaves out the indexes that use a set or property `migration` drops, each removal a
+    /// warning (the roles prune their own settings: `StoreRole.migrateSettings`).
     mutating func prune(for migration: SchemaMigration, warn: (String) -> Void) {
         let gone = Set(migration.droppedSets)
         for set in indexes.keys.sorted() {
@@ -237,17 +245,6 @@ extension StoreConfiguration {
                 return true
             }
             if indexes[set]?.isEmpty == true { indexes[set] = nil }
-        }
-        for (set, name) in createMarkers.sorted(by: { $0.key < $1.key })
-        where gone.contains(set) || migration.sets[set]?.dropped.contains(name) == true {
-            warn(
-                "createMarkers.\(set) (\(name)) is removed: the new $metadata drops \(gone.contains(set) ? "the set" : "the property")"
-            )
-            createMarkers[set] = nil
-        }
-        for set in conflictPolicies.keys.sorted() where gone.contains(set) {
-            warn("conflictPolicies.\(set) is removed: the new $metadata drops the set")
-            conflictPolicies[set] = nil
         }
     }
 }

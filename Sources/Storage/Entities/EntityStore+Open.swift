@@ -7,7 +7,7 @@ extension EntityStore {
     /// Throws `EntityError.badInput` if a store already exists there, `CSDLError` for a document
     /// it cannot use, `EntityError` for a bad index definition. Nothing is left behind on failure.
     package static func create(
-        path: String, metadata: [UInt8], configuration: StoreConfiguration,
+        path: String, metadata: [UInt8], configuration: StorageSettings,
         roles: [any StoreRole.Type] = []
     ) throws -> EntityStore {
         if FileManager.default.fileExists(atPath: path + "/data.mdb") {
@@ -15,8 +15,7 @@ extension EntityStore {
         }
         let schema = try CSDL.parse(metadata)
         try schema.checkStorable(indexCount: configuration.indexes.values.reduce(0) { $0 + $1.count })
-        if let cap = configuration.maxSizeBytes { try StoreConfiguration.checkMaxSize(cap) }
-        try configuration.checkCreateMarkers(schema)
+        if let cap = configuration.maxSizeBytes { try StorageSettings.checkMaxSize(cap) }
         // lstat, not fileExists: a symlink (even a dangling one, to a directory not yet made) is
         // the user's, and a failed create must leave it as it was.
         func present(_ p: String) -> Bool {
@@ -50,14 +49,14 @@ extension EntityStore {
     /// With `readOnly`, nothing is created or repaired and writes throw; it works on a read-only
     /// file system and is what commands that only read use.
     ///
-    /// `maxSizeBytes` changes the store's size cap (`StoreConfiguration.maxSizeBytes`; 0 lifts
+    /// `maxSizeBytes` changes the store's size cap (`StorageSettings.maxSizeBytes`; 0 lifts
     /// it) and records the change in its configuration, for every later open. It is applied
     /// before it is recorded, so raising the cap of a full store works.
     package static func open(
         path: String, durability: Durability? = nil, readOnly: Bool = false,
         maxSizeBytes: Int? = nil, roles: [any StoreRole.Type] = []
     ) throws -> EntityStore {
-        if let cap = maxSizeBytes, cap != 0 { try StoreConfiguration.checkMaxSize(cap) }
+        if let cap = maxSizeBytes, cap != 0 { try StorageSettings.checkMaxSize(cap) }
         if maxSizeBytes != nil && readOnly {
             throw EntityError.badInput("the size cap of a store opened read-only cannot be changed")
         }
@@ -93,7 +92,7 @@ extension EntityStore {
                 "the store in '\(path)' has format \(version); open it writable once (any writing command) to upgrade it to format \(formatVersion)"
             )
         }
-        var configuration = try StoreConfiguration(json: try JSON.parse(configText))
+        var configuration = try StorageSettings(json: try JSON.parse(configText))
         if let durability { configuration.durability = durability }
         if !readOnly { try env.setDurability(configuration.durability) }
         let capChanged = maxSizeBytes.map { ($0 == 0 ? nil : $0) != configuration.maxSizeBytes } ?? false

@@ -48,7 +48,7 @@ package final class EntityStore: Sendable {
     static func databaseName(ofSet set: String) -> String { SystemSets.databases[set] ?? "e/\(set)" }
 
     struct State {
-        var configuration: StoreConfiguration
+        var configuration: StorageSettings
         var handles: [String: EntitySetHandle]
     }
 
@@ -87,15 +87,10 @@ package final class EntityStore: Sendable {
     /// Used by `create` and `open` once they have the schema. Every named database the store uses
     /// is opened here, in one transaction, so no write ever has to open one.
     package init(
-        environment: Environment, schema serviceSchema: Schema, metadata: [UInt8], configuration: StoreConfiguration,
+        environment: Environment, schema serviceSchema: Schema, metadata: [UInt8], configuration: StorageSettings,
         roles: [any StoreRole.Type] = []
     ) throws {
         let schema = try serviceSchema.withSystemSets()
-        guard StoreConfiguration.repeatabilityWindowRange.contains(configuration.repeatabilityWindowSeconds) else {
-            throw EntityError.badInput(
-                "configuration: repeatabilityWindowSeconds must be from \(StoreConfiguration.repeatabilityWindowRange.lowerBound) to \(StoreConfiguration.repeatabilityWindowRange.upperBound), not \(configuration.repeatabilityWindowSeconds)"
-            )
-        }
         self.environment = environment
         self.schema = schema
         self.metadata = metadata
@@ -153,7 +148,7 @@ package final class EntityStore: Sendable {
 
     /// The store's indexes: the configuration's, then one per navigation foreign key not already
     /// covered (`foreignKeyIndexes`).
-    static func indexDefinitions(schema: Schema, configuration: StoreConfiguration) throws -> [IndexDefinition] {
+    static func indexDefinitions(schema: Schema, configuration: StorageSettings) throws -> [IndexDefinition] {
         var definitions: [IndexDefinition] = []
         for (set, defs) in configuration.indexes.sorted(by: { $0.key < $1.key }) {
             guard schema.entitySet(set) != nil else { throw EntityError.unknownEntitySet(set) }
@@ -194,7 +189,7 @@ package final class EntityStore: Sendable {
         return out
     }
 
-    package var configuration: StoreConfiguration { state.withLock { $0.configuration } }
+    package var configuration: StorageSettings { state.withLock { $0.configuration } }
 
     /// The handle of entity set `name`; throws `unknownEntitySet`.
     package func set(_ name: String) throws(EntityError) -> EntitySetHandle {
@@ -449,22 +444,23 @@ package final class EntityStore: Sendable {
         }
     }
 
-    /// Changes the defining requests: `change` edits the list, which is written to `meta` (with
-    /// whatever `also` writes, in the same transaction) and then takes effect. Nothing changes
-    /// when `change` or the write throws.
-    package func changeDefiningRequests(
-        _ change: (inout [StoreConfiguration.DefiningRequest]) throws -> Void,
+    /// Changes the roles' members of the configuration (`StorageSettings.roles`): `change` edits
+    /// them (a role reads and writes its own: the sync role's defining requests), and they are
+    /// written to `meta` (with whatever `also` writes, in the same transaction) and then take
+    /// effect. Nothing changes when `change` or the write throws.
+    package func changeRoleSettings(
+        _ change: (inout [String: JSON]) throws -> Void,
         also: (@Sendable (WriteView) throws -> Void)? = nil
     ) throws {
         try configurationWriter.withLock { _ in
             var config = configuration
-            try change(&config.definingRequests)
-            let (text, meta, requests) = (Array(config.json.text.utf8), self.meta, config.definingRequests)
+            try change(&config.roles)
+            let (text, meta, roles) = (Array(config.json.text.utf8), self.meta, config.roles)
             try write { t in
                 try t.put(meta, Self.configKey, text)
                 try also?(t)
             }
-            state.withLock { $0.configuration.definingRequests = requests }
+            state.withLock { $0.configuration.roles = roles }
         }
     }
 }

@@ -81,14 +81,3 @@ package enum ServiceURL {
         (b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122)
     }
 }
-
-extension StoreConfiguration {
-    /// Checks the URLs the configuration sends requests to (`serviceRoot`, and `authentication`'s
-    /// `tokenURL`) as `ServiceURL.check` does: where a configuration comes in (its JSON, `create`).
-    package func checkURLs() throws(EntityError) {
-        if let serviceRoot { try ServiceURL.check(serviceRoot, option: "configuration: serviceRoot") }
-        if case .oauth2ClientCredentials(let tokenURL, _, _, _)? = authentication {
-            try ServiceURL.check(tokenURL, option: "configuration: authentication tokenURL")
-        }
-    }
-}

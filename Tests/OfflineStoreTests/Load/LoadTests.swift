@@ -16,7 +16,7 @@ import Testing
         return OfflineStore(
             entities: try EntityStore(
                 environment: env, schema: try CSDL.parse(metadata), metadata: metadata,
-                configuration: SampleData.configuration), lifecycle: Lifecycle())
+                configuration: SampleData.configuration.stored), lifecycle: Lifecycle())
     }
 
     /// The writer runs a body again after the map grows; the counts a first run reported are not

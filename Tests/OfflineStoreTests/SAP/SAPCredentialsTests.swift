@@ -173,7 +173,7 @@ import Storage
 
         let start = try await Self.lastID(sap)
         let authorizer = try #require(
-            try Credentials.authorizer(for: store.configuration, serviceRoot: root) as? OAuth2ClientCredentials)
+            try Credentials.authorizer(for: store.configuration.sync, serviceRoot: root) as? OAuth2ClientCredentials)
         let backend = HTTPTransport(serviceRoot: root, version: store.schema.version, authorizer: authorizer)
         let refreshed = try await store.refresh(backend: backend)
         #expect(refreshed.received > 0)
@@ -253,7 +253,7 @@ import Storage
         // again, the request sent again.
         let root = sap.root(Self.service)
         let authorizer = try #require(
-            try Credentials.authorizer(for: store.configuration, serviceRoot: root) as? OAuth2ClientCredentials)
+            try Credentials.authorizer(for: store.configuration.sync, serviceRoot: root) as? OAuth2ClientCredentials)
         let backend = HTTPTransport(serviceRoot: root, version: store.schema.version, authorizer: authorizer)
         _ = try await store.refresh(backend: backend)
         try await sap.revokeTokens()

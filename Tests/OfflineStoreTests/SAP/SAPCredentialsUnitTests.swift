@@ -103,14 +103,14 @@ import Storage
             #"{"serviceRoot":"http://127.0.0.1:8080/sap/","authentication":{"type":"basic","user":"U","passwordEnv":"OFFLINE_STORE_TEST_SECRET_SET"}}"#
         )
         setenv("OFFLINE_STORE_TEST_SECRET_SET", "from the environment", 1)
-        #expect(try Credentials.authorizer(for: configuration, serviceRoot: "http://127.0.0.1:8080/other/") != nil)
+        #expect(try Credentials.authorizer(for: configuration.sync, serviceRoot: "http://127.0.0.1:8080/other/") != nil)
         let text = Self.failure {
-            _ = try Credentials.authorizer(for: configuration, serviceRoot: "http://127.0.0.1:9090/sap/")
+            _ = try Credentials.authorizer(for: configuration.sync, serviceRoot: "http://127.0.0.1:9090/sap/")
         }
         #expect(
             text.contains("only to its serviceRoot's origin (http://127.0.0.1:8080)")
                 && text.contains("http://127.0.0.1:9090") && !text.contains("environment"), "\(text)")
-        #expect(try Credentials.authorizer(for: StoreConfiguration(), serviceRoot: "http://x:1/") == nil)
+        #expect(try Credentials.authorizer(for: SyncSettings(), serviceRoot: "http://x:1/") == nil)
     }
 
     /// A request to another origin (a next link, a delta link, a `Location`) is refused before

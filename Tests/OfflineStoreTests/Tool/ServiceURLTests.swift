@@ -94,7 +94,7 @@ import Storage
         configuration.serviceRoot = "http://127.0.0.1:99999/"
         configuration.definingRequests = [DefiningRequest(name: "P", url: "Products")]
         _ = try EntityStore.create(
-            path: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration,
+            path: path, metadata: Array(SampleData.metadata.utf8), configuration: configuration.stored,
             roles: OfflineStore.roles)
         for verb in ["refresh", "flush"] {
             let r = try await CLI.run([verb, "--store", path])

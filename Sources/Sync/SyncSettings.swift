@@ -1,6 +1,13 @@
-public import LMDB
-/// A store's configuration file (`init --config`): service root, defining requests, indexes, options.
-public struct StoreConfiguration: Sendable, Hashable {
+package import LMDB
+public import Queue
+public import Storage
+
+/// The sync role's settings: the service it talks to, what it reads (defining requests), how it
+/// authenticates, waits, pages and sends. They are members of the store's configuration JSON
+/// (the DocC article "Configuration"); storage keeps them as written (`StorageSettings.roles`)
+/// and the sync role reads and checks them here. Held by a program through
+/// `StoreConfiguration`, which forwards each of them.
+public struct SyncSettings: Sendable, Hashable {
     public struct DefiningRequest: Sendable, Hashable {
         public var name: String
         public var url: String
@@ -18,23 +25,7 @@ public struct StoreConfiguration: Sendable, Hashable {
     }
 
     public var serviceRoot: String?
-    public var definingRequests: [DefiningRequest]
-    /// Entity set → index definitions in `indexed_type` form.
-    public var indexes: [String: [String]]
-    public var requestQueueOptimization: Bool
-    public var durability: Durability
-    /// Bounds on the work of one query request (`"limits"`; members left out keep their defaults).
-    public var limits: QueryLimits
-    /// How long a served store keeps the recorded answer of a write with a
-    /// `Repeatability-Request-ID`, in seconds (default 86,400: 24 hours; 1 to 31,536,000: a year).
-    /// A request repeated later is applied again.
-    public var repeatabilityWindowSeconds: Int
-    /// The size cap of the store's data file in bytes (`"maxSizeBytes"`), or nil for none (the
-    /// default). A write that would need more fails with `EnvironmentError.sizeCapReached` and
-    /// changes nothing; pages freed by deletes are reused, so writes fit again after deleting.
-    /// Kept in the store, so every process that opens it honours it. From 256 KiB (rounded down
-    /// to whole 4 KiB pages).
-    public var maxSizeBytes: Int?
+    public var definingRequests: [DefiningRequest] = []
     /// How `flush` and `refresh` authenticate to the service (`"authentication"`), or nil for no
     /// credentials of the configuration's own. It names where the secret is read, never the
     /// secret itself; the credentials go only to `serviceRoot`'s origin.
@@ -55,18 +46,13 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// rows landed on, and fewer commits copy them fewer times. They cost memory (the group's
     /// changed pages and the parsed rows waiting for it) and make a local write wait longer for
     /// the group ahead of it; the DocC article "Refresh and defining requests" has the figures.
-    public var refreshGroupRows = StoreConfiguration.defaultRefreshGroupRows
+    public var refreshGroupRows = SyncSettings.defaultRefreshGroupRows
     /// How long `refresh` and `flush` wait for the service (`"timeouts"`, whole seconds, each
     /// from 1 to 86,400): `request` bounds one exchange whole, its answer's body included
     /// (default 60); `idle`, the silence between an answer's bytes (30); `connect`, making a
     /// connection (10). A service slow to begin a large answer (an SAP Gateway `$expand` over many
     /// entities) needs a longer `idle`; one whose answers are large and unpaged, a longer `request`.
     public var timeouts = Timeouts()
-    /// How many requests the outcome record keeps (`"requestHistory"`, default 10,000; 0 to
-    /// 10,000,000): the `RequestHistory` set says what became of each request that left the queue
-    /// (applied, found applied, in doubt, refused, given up, undone), newest kept, oldest dropped.
-    /// 0 keeps none.
-    public var requestHistory = StoreConfiguration.defaultRequestHistory
     /// Entity set → the property a create of it carries its request's identity in
     /// (`"createMarkers": {"SalesOrderSet": "Note"}`), for sets whose key the service assigns on
     /// a service that does not deduplicate repeated requests. Flush writes the request's
@@ -76,13 +62,6 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// applied twice. The property must be a string of at least 32 characters or a GUID, not a
     /// key and not computed; it is the store's, so choose one kept for a client reference.
     public var createMarkers: [String: String] = [:]
-    /// Function → the OData URL that answers it from this store (`"localFunctions":
-    /// {"Lib.Overdue": "Books?$filter=Due lt @Today"}`): a function (a V4 `Function`, a V2
-    /// function import called with GET) reads the service's data, so an offline store answers a
-    /// call of one only when it is mapped here. The call's parameters are the URL's parameter
-    /// aliases (`@Today`); a bound call's entity gives its key properties as aliases too
-    /// (`@BookID`). Unmapped, a call of a function says that it needs the service.
-    public var localFunctions: [String: String] = [:]
     /// Whether the service resolves `$<Content-ID>` references inside a change set
     /// (`"contentIDReferences"`; nil, the default: yes for OData V4, which requires it, no for V2,
     /// where SAP Gateway services differ). With them, a transaction holding a create whose key the
@@ -120,16 +99,8 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// `client-wins`: the change is sent again against the service's version (at most
     /// `maxClientWinsAttempts` attempts; then it waits as `manual`).
     public var conflictPolicies: [String: ConflictPolicy] = [:]
-
-    /// See `conflictPolicies`.
-    public enum ConflictPolicy: String, Sendable, Hashable, CaseIterable {
-        case manual
-        case serverWins = "server-wins"
-        case clientWins = "client-wins"
-    }
-
-    /// The attempts after which a `client-wins` change that keeps meeting conflicts waits for a person.
-    public static let maxClientWinsAttempts = 5
+    /// See `conflictPolicies` (defined with the conflicts it settles, in Queue).
+    public typealias ConflictPolicy = Queue.ConflictPolicy
 
     /// The `"timeouts"` member: see `timeouts`.
     public struct Timeouts: Sendable, Hashable {
@@ -173,47 +144,40 @@ public struct StoreConfiguration: Sendable, Hashable {
         }
     }
 
-    public static let defaultRepeatabilityWindowSeconds = 86_400
     public static let defaultRefreshGroupRows = 5_000
-    public static let defaultRequestHistory = 10_000
-    public static let requestHistoryRange = 0...10_000_000
     public static let refreshGroupRowsRange = 100...1_000_000
-    public static let repeatabilityWindowRange = 1...31_536_000
-    /// Accepted values of `maxSizeBytes`: 256 KiB to 64 TiB: a memory map past half of x86-64's 128 TiB user address space fails (ENOMEM).
-    public static let maxSizeRange = (256 << 10)...(1 << 46)
-
-    /// Refuses a `maxSizeBytes` out of `maxSizeRange`.
-    public static func checkMaxSize(_ bytes: Int) throws(EntityError) {
-        guard maxSizeRange.contains(bytes) else {
-            throw .badInput(
-                "configuration: maxSizeBytes must be a whole number of bytes from \(maxSizeRange.lowerBound) (256 KiB) to \(maxSizeRange.upperBound) (64 TiB), not \(bytes)"
-            )
-        }
-    }
 
     public init(
-        serviceRoot: String? = nil, definingRequests: [DefiningRequest] = [], indexes: [String: [String]] = [:],
-        requestQueueOptimization: Bool = true, durability: Durability = .full, limits: QueryLimits = QueryLimits(),
-        repeatabilityWindowSeconds: Int = StoreConfiguration.defaultRepeatabilityWindowSeconds,
-        maxSizeBytes: Int? = nil,
-        authentication: Authentication? = nil
+        serviceRoot: String? = nil, definingRequests: [DefiningRequest] = [], authentication: Authentication? = nil
     ) {
         self.serviceRoot = serviceRoot
         self.definingRequests = definingRequests
-        self.indexes = indexes
-        self.requestQueueOptimization = requestQueueOptimization
-        self.durability = durability
-        self.limits = limits
-        self.repeatabilityWindowSeconds = repeatabilityWindowSeconds
-        self.maxSizeBytes = maxSizeBytes
         self.authentication = authentication
     }
 
-    /// Reads the JSON form the DocC article "Configuration" documents. Unknown members are errors, so typos surface.
-    package init(json: JSON) throws(EntityError) {
+    /// The configuration members that are the sync role's.
+    package static let members: Set<String> = [
+        "serviceRoot",
+        "definingRequests",
+        "authentication",
+        "queryParameters",
+        "supportsBatch",
+        "refreshGroupRows",
+        "timeouts",
+        "createMarkers",
+        "contentIDReferences",
+        "splitTransactions",
+        "streamIfMatch",
+        "deepInsert",
+        "conflictPolicies",
+    ]
+
+    /// Reads the sync role's members of a configuration (`StorageSettings.roles`); the others
+    /// are other roles'. Every error names the member at fault.
+    package init(roles: [String: JSON]) throws(EntityError) {
         self.init()
-        guard case .object(let members) = json else { throw .badInput("configuration: expected a JSON object") }
-        for (name, value) in members {
+        for name in roles.keys.sorted() where Self.members.contains(name) {
+            let value = roles[name]!
             switch (name, value) {
             case ("serviceRoot", .string(let s)): serviceRoot = s
             case ("serviceRoot", .null): serviceRoot = nil
@@ -235,42 +199,8 @@ public struct StoreConfiguration: Sendable, Hashable {
                     }
                     definingRequests.append(DefiningRequest(name: n, url: u, retrieveStreams: streams))
                 }
-            case ("indexes", .object(let sets)):
-                for (set, list) in sets {
-                    guard case .array(let defs) = list else {
-                        throw .badInput("configuration: indexes of '\(set)' must be an array")
-                    }
-                    for d in defs {
-                        guard case .string(let s) = d else {
-                            throw .badInput("configuration: index of '\(set)' must be a string")
-                        }
-                        indexes[set, default: []].append(s)
-                    }
-                }
-            case ("requestQueueOptimization", .bool(let b)): requestQueueOptimization = b
-            case ("durability", .string(let s)):
-                guard let d = Durability(rawValue: s) else {
-                    throw .badInput("configuration: durability must be \"full\" or \"noSync\"")
-                }
-                durability = d
-            case ("limits", _): limits = try QueryLimits(json: value)
-            case ("repeatabilityWindowSeconds", _):
-                guard case .number(let text) = value, let n = Int(text), Self.repeatabilityWindowRange.contains(n)
-                else {
-                    throw .badInput(
-                        "configuration: repeatabilityWindowSeconds must be a whole number of seconds from \(Self.repeatabilityWindowRange.lowerBound) to \(Self.repeatabilityWindowRange.upperBound) (a year)"
-                    )
-                }
-                repeatabilityWindowSeconds = n
-            case ("maxSizeBytes", .null): maxSizeBytes = nil
-            case ("maxSizeBytes", _):
-                guard case .number(let text) = value, let n = Int(text) else {
-                    throw .badInput(
-                        "configuration: maxSizeBytes must be a whole number of bytes from \(Self.maxSizeRange.lowerBound) (256 KiB) to \(Self.maxSizeRange.upperBound) (64 TiB)"
-                    )
-                }
-                try Self.checkMaxSize(n)
-                maxSizeBytes = n
+            case ("authentication", .null): authentication = nil
+            case ("authentication", _): authentication = try Authentication(json: value)
             case ("queryParameters", .object(let members)):
                 var out: [String: String] = [:]
                 for (k, v) in members {
@@ -290,6 +220,8 @@ public struct StoreConfiguration: Sendable, Hashable {
                     out[k] = text
                 }
                 queryParameters = out
+            case ("queryParameters", _):
+                throw .badInput("configuration: queryParameters must be an object of names and string values")
             case ("supportsBatch", .bool(let b)): supportsBatch = b
             case ("refreshGroupRows", _):
                 guard case .number(let text) = value, let n = Int(text), Self.refreshGroupRowsRange.contains(n) else {
@@ -298,18 +230,7 @@ public struct StoreConfiguration: Sendable, Hashable {
                     )
                 }
                 refreshGroupRows = n
-            case ("queryParameters", _):
-                throw .badInput("configuration: queryParameters must be an object of names and string values")
-            case ("authentication", .null): authentication = nil
-            case ("authentication", _): authentication = try Authentication(json: value)
             case ("timeouts", _): timeouts = try Timeouts(json: value)
-            case ("requestHistory", _):
-                guard case .number(let text) = value, let n = Int(text), Self.requestHistoryRange.contains(n) else {
-                    throw .badInput(
-                        "configuration: requestHistory must be a whole number of requests from \(Self.requestHistoryRange.lowerBound) to \(Self.requestHistoryRange.upperBound)"
-                    )
-                }
-                requestHistory = n
             case ("createMarkers", .object(let members)):
                 var out: [String: String] = [:]
                 for (set, v) in members {
@@ -319,17 +240,8 @@ public struct StoreConfiguration: Sendable, Hashable {
                     out[set] = property
                 }
                 createMarkers = out
-            case ("localFunctions", .object(let members)):
-                var out: [String: String] = [:]
-                for (name, v) in members {
-                    guard case .string(let url) = v, !url.isEmpty else {
-                        throw .badInput("configuration: localFunctions.\(name) must be an OData URL (a string)")
-                    }
-                    out[name] = url
-                }
-                localFunctions = out
-            case ("localFunctions", _):
-                throw .badInput("configuration: localFunctions must be an object of function names and OData URLs")
+            case ("createMarkers", _):
+                throw .badInput("configuration: createMarkers must be an object of entity sets and property names")
             case ("contentIDReferences", .bool(let b)): contentIDReferences = b
             case ("contentIDReferences", .null): contentIDReferences = nil
             case ("splitTransactions", .bool(let b)): splitTransactions = b
@@ -352,15 +264,15 @@ public struct StoreConfiguration: Sendable, Hashable {
                 conflictPolicies = out
             case ("conflictPolicies", _):
                 throw .badInput("configuration: conflictPolicies must be an object of entity sets and policies")
-            case ("createMarkers", _):
-                throw .badInput("configuration: createMarkers must be an object of entity sets and property names")
             default:
                 throw .badInput("configuration: unknown or mistyped member '\(name)'")
             }
         }
     }
 
-    package var json: JSON {
+    /// The sync role's members of the configuration JSON (those not at their defaults, but for
+    /// `definingRequests`).
+    package var roles: [String: JSON] {
         var members: [(String, JSON)] = []
         if let serviceRoot { members.append(("serviceRoot", .string(serviceRoot))) }
         members.append(
@@ -373,16 +285,6 @@ public struct StoreConfiguration: Sendable, Hashable {
                                 + ($0.retrieveStreams ? [("retrieveStreams", .bool(true))] : []))
                     })
             ))
-        members.append(
-            ("indexes", .object(indexes.keys.sorted().map { ($0, .array(indexes[$0]!.map { .string($0) })) })))
-        members.append(("requestQueueOptimization", .bool(requestQueueOptimization)))
-        members.append(("durability", .string(durability.rawValue)))
-        // Written only when set, so a store keeps the configuration text older builds can read.
-        if limits != QueryLimits() { members.append(("limits", limits.json)) }
-        if repeatabilityWindowSeconds != Self.defaultRepeatabilityWindowSeconds {
-            members.append(("repeatabilityWindowSeconds", .number(String(repeatabilityWindowSeconds))))
-        }
-        if let maxSizeBytes { members.append(("maxSizeBytes", .number(String(maxSizeBytes)))) }
         if let authentication { members.append(("authentication", authentication.json)) }
         if !supportsBatch { members.append(("supportsBatch", .bool(false))) }
         if refreshGroupRows != Self.defaultRefreshGroupRows {
@@ -393,13 +295,14 @@ public struct StoreConfiguration: Sendable, Hashable {
                 ("queryParameters", .object(queryParameters.keys.sorted().map { ($0, .string(queryParameters[$0]!)) })))
         }
         if timeouts != Timeouts() { members.append(("timeouts", timeouts.json)) }
-        if requestHistory != Self.defaultRequestHistory {
-            members.append(("requestHistory", .number(String(requestHistory))))
-        }
         if let contentIDReferences { members.append(("contentIDReferences", .bool(contentIDReferences))) }
         if splitTransactions { members.append(("splitTransactions", .bool(true))) }
         if streamIfMatch != .media { members.append(("streamIfMatch", .string(streamIfMatch.rawValue))) }
         if deepInsert { members.append(("deepInsert", .bool(true))) }
+        if !createMarkers.isEmpty {
+            members.append(
+                ("createMarkers", .object(createMarkers.keys.sorted().map { ($0, .string(createMarkers[$0]!)) })))
+        }
         if !conflictPolicies.isEmpty {
             members.append(
                 (
@@ -407,19 +310,11 @@ public struct StoreConfiguration: Sendable, Hashable {
                     .object(conflictPolicies.keys.sorted().map { ($0, .string(conflictPolicies[$0]!.rawValue)) })
                 ))
         }
-        if !createMarkers.isEmpty {
-            members.append(
-                ("createMarkers", .object(createMarkers.keys.sorted().map { ($0, .string(createMarkers[$0]!)) })))
-        }
-        if !localFunctions.isEmpty {
-            members.append(
-                ("localFunctions", .object(localFunctions.keys.sorted().map { ($0, .string(localFunctions[$0]!)) })))
-        }
-        return .object(members)
+        return Dictionary(members, uniquingKeysWith: { a, _ in a })
     }
 }
 
-extension StoreConfiguration {
+extension SyncSettings {
     /// How `flush` and `refresh` authenticate to the service: the configuration's
     /// `"authentication"` member. It says where the secret is read (an environment variable or a
     /// file, at flush or refresh time), never the secret itself.
@@ -457,7 +352,7 @@ extension StoreConfiguration {
     }
 }
 
-extension StoreConfiguration.Authentication {
+extension SyncSettings.Authentication {
     /// Reads the `"authentication"` member; every error names the member at fault.
     init(json: JSON) throws(EntityError) {
         guard case .object(let members) = json else {
@@ -483,7 +378,7 @@ extension StoreConfiguration.Authentication {
             }
             return v
         }
-        func secret(_ base: String) throws(EntityError) -> StoreConfiguration.SecretSource {
+        func secret(_ base: String) throws(EntityError) -> SyncSettings.SecretSource {
             switch (strings[base + "Env"], strings[base + "File"]) {
             case (let name?, nil):
                 guard Self.isVariableName(name) else {
@@ -546,7 +441,7 @@ extension StoreConfiguration.Authentication {
     }
 
     var json: JSON {
-        func secret(_ base: String, _ s: StoreConfiguration.SecretSource) -> (String, JSON) {
+        func secret(_ base: String, _ s: SyncSettings.SecretSource) -> (String, JSON) {
             switch s {
             case .environment(let name): (base + "Env", .string(name))
             case .file(let path): (base + "File", .string(path))
@@ -566,7 +461,7 @@ extension StoreConfiguration.Authentication {
     }
 }
 
-extension StoreConfiguration {
+extension SyncSettings {
     /// Refuses a `createMarkers` entry that names a set `schema` lacks, or a property that cannot
     /// carry a request's identity: absent, a key, computed, not a string or a GUID, or a string
     /// shorter than 32 characters.
@@ -614,5 +509,65 @@ extension StoreConfiguration {
             guard createMarkers[name] == nil, let type = schema.entityType(ofSet: name) else { return false }
             return type.key.contains { type.property($0)?.computed == true }
         }
+    }
+}
+
+extension SyncSettings {
+    /// Checks the URLs the configuration sends requests to (`serviceRoot`, and `authentication`'s
+    /// `tokenURL`) as `ServiceURL.check` does: where a configuration comes in (its JSON, `create`).
+    package func checkURLs() throws(EntityError) {
+        if let serviceRoot { try ServiceURL.check(serviceRoot, option: "configuration: serviceRoot") }
+        if case .oauth2ClientCredentials(let tokenURL, _, _, _)? = authentication {
+            try ServiceURL.check(tokenURL, option: "configuration: authentication tokenURL")
+        }
+    }
+}
+
+extension EntityStore {
+    /// The sync role's settings, read from the configuration the store keeps (checked when it
+    /// was made or changed): once per flush or refresh, which hold them while they run.
+    package func syncSettings() throws(EntityError) -> SyncSettings { try SyncSettings(roles: configuration.roles) }
+}
+
+extension SyncRole {
+    /// The sync role's part of a migration of the configuration: create markers and conflict
+    /// policies of a set (or a marker property) the new `$metadata` drops are removed, each a
+    /// warning, and the markers left are checked against the new schema.
+    package static func migrateSettings(
+        _ roles: inout [String: JSON], _ migration: SchemaMigration, warn: (String) -> Void
+    ) throws {
+        var settings = try SyncSettings(roles: roles)
+        let gone = Set(migration.droppedSets)
+        for (set, name) in settings.createMarkers.sorted(by: { $0.key < $1.key })
+        where gone.contains(set) || migration.sets[set]?.dropped.contains(name) == true {
+            warn(
+                "createMarkers.\(set) (\(name)) is removed: the new $metadata drops \(gone.contains(set) ? "the set" : "the property")"
+            )
+            settings.createMarkers[set] = nil
+        }
+        for set in settings.conflictPolicies.keys.sorted() where gone.contains(set) {
+            warn("conflictPolicies.\(set) is removed: the new $metadata drops the set")
+            settings.conflictPolicies[set] = nil
+        }
+        try settings.checkCreateMarkers(migration.new)
+        for name in SyncSettings.members { roles[name] = nil }
+        roles.merge(settings.roles) { a, _ in a }
+    }
+}
+
+extension EntityStore {
+    /// Changes the defining requests: `change` edits the list, which is written to `meta` (with
+    /// whatever `also` writes, in the same transaction) and then takes effect. Nothing changes
+    /// when `change` or the write throws.
+    package func changeDefiningRequests(
+        _ change: (inout [SyncSettings.DefiningRequest]) throws -> Void,
+        also: (@Sendable (WriteView) throws -> Void)? = nil
+    ) throws {
+        try changeRoleSettings(
+            { roles in
+                var settings = try SyncSettings(roles: roles)
+                try change(&settings.definingRequests)
+                roles["definingRequests"] = settings.roles["definingRequests"]
+            }, also: also)
     }
 }

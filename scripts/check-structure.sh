@@ -51,7 +51,7 @@ done
 # refresh and load, a prepared query and the rows it hands out (ResultRow), the schema's operations
 # (ServiceOperation and its Kind, Parameter and TypeName: not `Operation`, which Foundation names). A new public type below
 # the facade fails here until it is argued into this list.
-PUBLIC_TYPES=" Kind ServiceOperation Parameter TypeName AuthenticationError Authentication AuthorizedRequest CSDLError ChangeOptions CheckInterrupted ConflictPolicy ConflictResolution ComplexType DataFileError DefiningRequest Durability EDMDate
+PUBLIC_TYPES=" Kind ServiceOperation Parameter TypeName AuthenticationError Authentication AuthorizedRequest CSDLError ChangeOptions CheckInterrupted CheckProgress ConflictPolicy ConflictResolution ComplexType DataFileError DefiningRequest Durability EDMDate
  EDMDateTimeOffset EDMDecimal EDMDuration EDMGuid EDMPrimitive EDMTimeOfDay Element EntityError EntitySet EntityType
  EnumType EnvironmentError FlushReport IndexStats IntegrityReport Iterator JSONError LMDBError LoadError LoadProgress
  LocalChange Message Mode NavigationProperty NewEntity ODataVersion PreparedQuery Properties Property QueryError QueryFormat

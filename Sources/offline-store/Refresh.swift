@@ -67,7 +67,8 @@ struct Refresh: ParsableCommand {
             "Refresh the store from the service: run the defining requests, rebase and compact the request queue.",
         discussion: """
             Reads each defining request in pages (through its delta link when it has one), writes each page \
-            in its own transaction and prints one line of summary; a progress line on a terminal.
+            in its own transaction and prints one line of summary with the time it took. Progress on \
+            stderr: entities and pages received, the rate, the time elapsed.
             Example: offline-store refresh --store s --service http://127.0.0.1:8080/ --subset US_Partners
             """)
     @OptionGroup var options: StoreOption
@@ -120,19 +121,17 @@ struct Refresh: ParsableCommand {
         }
     }
 
-    /// A progress line on stderr, at most five times a second.
-    static func progressLine() -> @Sendable (RefreshProgress) -> Void {
-        let lastPrint = Mutex(Date.distantPast)
+    /// Progress of all the defining requests on `progress`: entities received in all (each
+    /// request's last count summed), pages in all, and the request being read.
+    static func progressLine(_ progress: ProgressReporter) -> @Sendable (RefreshProgress) -> Void {
+        let seen = Mutex<[String: (received: Int, pages: Int)]>([:])
         return { p in
-            let now = Date()
-            let due = lastPrint.withLock { last -> Bool in
-                guard now.timeIntervalSince(last) >= 0.2 else { return false }
-                last = now
-                return true
+            let (received, pages) = seen.withLock { seen -> (Int, Int) in
+                seen[p.request] = (p.received, p.pages)
+                return seen.values.reduce((0, 0)) { ($0.0 + $1.received, $0.1 + $1.pages) }
             }
-            if due {
-                Output.note("\r\u{1B}[K\(p.request) (\(p.mode.rawValue)): \(p.received) entities, \(p.pages) pages")
-            }
+            progress.update(
+                done: received, detail: "\(pages) page\(pages == 1 ? "" : "s"); \(p.request): \(p.mode.rawValue)")
         }
     }
 
@@ -145,18 +144,19 @@ struct Refresh: ParsableCommand {
             text.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         }
         let store = try OfflineStore.open(at: options.store)
-        let tty = isatty(2) == 1
-        let progress: (@Sendable (RefreshProgress) -> Void)? = tty ? Self.progressLine() : nil
+        let progress = try ProgressReporter("refresh", unit: "entities")
+        let onProgress = Self.progressLine(progress)
         let (service, pageSize, sendHeaders) = (self.service, self.pageSize, hs)
         let report = Mutex<RefreshReport?>(nil)
-        defer { if tty { Output.note("\r\u{1B}[K") } }
+        defer { progress.finish() }
         try blocking {
             let r = try await store.refresh(
-                serviceRoot: service, subset: names, headers: sendHeaders, pageSize: pageSize, progress: progress)
+                serviceRoot: service, subset: names, headers: sendHeaders, pageSize: pageSize, progress: onProgress)
             report.withLock { $0 = r }
         }
+        progress.finish()
         guard let r = report.withLock({ $0 }) else { return }
-        try output(r.description)
+        try output("\(r.description), in \(progress.elapsedText)")
         if r.skippedProperties > 0 {
             Output.note(
                 "offline-store: warning: the service sent \(r.skippedProperties) values of properties this store's $metadata does not declare: its $metadata may have changed; 'offline-store refresh --store \(options.store) --check-metadata' compares them\n"

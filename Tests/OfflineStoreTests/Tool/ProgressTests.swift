@@ -123,8 +123,12 @@ import Testing
 
     /// On a terminal the line is redrawn in place and cleared at the end, so the summary that
     /// follows starts at the beginning of a line.
-    @Test func onATerminalTheLineIsRedrawnAndCleared() async throws {
+    @Test(arguments: ["check", "load"]) func onATerminalTheLineIsRedrawnAndCleared(verb: String) async throws {
         let dir = try await CLITests().sampleStore()
+        let args =
+            verb == "check"
+            ? ["check", "--store", dir + "/store"]
+            : ["load", "--store", dir + "/store", "--set", "Products", dir + "/Products.json"]
         // A pseudo-terminal: /dev/ptmx, unlocked (TIOCSPTLCK), its other end named by TIOCGPTN.
         let master = open("/dev/ptmx", O_RDWR | O_NOCTTY)
         try #require(master >= 0)
@@ -135,7 +139,7 @@ import Testing
         let terminal = "/dev/pts/\(number)"
         let out = dir + "/stdout"
         let pid = try ChildProcess.spawn(
-            CLI.executable, ["check", "--store", dir + "/store"], stdout: out, stderr: terminal,
+            CLI.executable, args, stdout: out, stderr: terminal,
             environment: Self.everyReport)
         var status: Int32 = 0
         waitpid(pid, &status, 0)
@@ -149,9 +153,12 @@ import Testing
             bytes += buffer[0..<n]
         }
         let shown = String(decoding: bytes, as: UTF8.self)
-        #expect(shown.hasPrefix("\r\u{1B}[Kcheck: ") && !shown.contains("\n"), "\(shown.debugDescription)")
+        let label = verb == "check" ? "check: " : "load Products: "
+        #expect(shown.hasPrefix("\r\u{1B}[K" + label) && !shown.contains("\n"), "\(shown.debugDescription)")
         #expect(shown.hasSuffix("\r\u{1B}[K"), "the line is cleared at the end: \(shown.debugDescription)")
         let summary = String(decoding: FileManager.default.contents(atPath: out) ?? Data(), as: UTF8.self)
-        #expect(summary.hasPrefix("ok: ") && summary.contains(" s\n"), "\(summary)")
+        #expect(
+            summary.hasPrefix(verb == "check" ? "ok: " : "loaded 24 entities in ") && summary.hasSuffix(" s\n"),
+            "\(summary)")
     }
 }

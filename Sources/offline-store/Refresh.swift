@@ -68,7 +68,8 @@ struct Refresh: ParsableCommand {
         discussion: """
             Reads each defining request in pages (through its delta link when it has one), writes each page \
             in its own transaction and prints one line of summary with the time it took. Progress on \
-            stderr: entities and pages received, the rate, the time elapsed.
+            stderr: entities and pages received (of the service's count, once it has given it for \
+            each request), the rate, the time elapsed and left.
             Example: offline-store refresh --store s --service http://127.0.0.1:8080/ --subset US_Partners
             """)
     @OptionGroup var options: StoreOption
@@ -121,17 +122,29 @@ struct Refresh: ParsableCommand {
         }
     }
 
-    /// Progress of all the defining requests on `progress`: entities received in all (each
-    /// request's last count summed), pages in all, and the request being read.
-    static func progressLine(_ progress: ProgressReporter) -> @Sendable (RefreshProgress) -> Void {
-        let seen = Mutex<[String: (received: Int, pages: Int)]>([:])
+    /// Progress of the `requests` defining requests on `progress`: entities received and pages in
+    /// all, and the request being read. Once every request has given the service's count of its
+    /// collection (a full read asks on its first page), done and total are of top-level entities.
+    static func progressLine(_ progress: ProgressReporter, requests: Int) -> @Sendable (RefreshProgress) -> Void {
+        struct Seen { var received = 0, pages = 0, topLevel: Int?, expected: Int? }
+        let seen = Mutex<[String: Seen]>([:])
         return { p in
-            let (received, pages) = seen.withLock { seen -> (Int, Int) in
-                seen[p.request] = (p.received, p.pages)
-                return seen.values.reduce((0, 0)) { ($0.0 + $1.received, $0.1 + $1.pages) }
+            let all = seen.withLock { seen -> [Seen] in
+                var s = seen[p.request] ?? Seen()
+                (s.received, s.pages) = (p.received, p.pages)
+                if let t = p.topLevel { (s.topLevel, s.expected) = (t, p.expected) }
+                seen[p.request] = s
+                return Array(seen.values)
             }
-            progress.update(
-                done: received, detail: "\(pages) page\(pages == 1 ? "" : "s"); \(p.request): \(p.mode.rawValue)")
+            let pages = all.reduce(0) { $0 + $1.pages }
+            let detail = "\(pages) page\(pages == 1 ? "" : "s"); \(p.request): \(p.mode.rawValue)"
+            if all.count == requests, all.allSatisfy({ $0.topLevel != nil && $0.expected != nil }) {
+                progress.update(
+                    done: all.reduce(0) { $0 + $1.topLevel! }, total: all.reduce(0) { $0 + $1.expected! },
+                    detail: detail)
+            } else {
+                progress.update(done: all.reduce(0) { $0 + $1.received }, detail: detail)
+            }
         }
     }
 
@@ -145,7 +158,7 @@ struct Refresh: ParsableCommand {
         }
         let store = try OfflineStore.open(at: options.store)
         let progress = try ProgressReporter("refresh", unit: "entities")
-        let onProgress = Self.progressLine(progress)
+        let onProgress = Self.progressLine(progress, requests: names?.count ?? store.definingRequests.count)
         let (service, pageSize, sendHeaders) = (self.service, self.pageSize, hs)
         let report = Mutex<RefreshReport?>(nil)
         defer { progress.finish() }

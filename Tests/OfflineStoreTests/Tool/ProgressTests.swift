@@ -1,6 +1,7 @@
 import Foundation
 import OfflineStore
 import Samples
+import Synchronization
 import TestSupport
 import Testing
 
@@ -103,6 +104,30 @@ import Testing
         let r = try await CLI.run(
             ["migrate", "--store", path, "--metadata", dir + "/after.xml"], environment: Self.everyReport)
         expectProgress(r, verb: "migrate", shows: "rows (", summary: "migrated \(path) in ")
+    }
+
+    /// The library's callbacks: `check` counts every entity and index entry up to its total,
+    /// never backwards; `migrate` the rows it rewrites, up to what its report says.
+    @Test func checkAndMigrateReportTheirProgressToAProgram() async throws {
+        let dir = try await CLITests().sampleStore()
+        let seen = Mutex<[CheckProgress]>([])
+        let report = try OfflineStore.check(at: dir + "/store") { p in seen.withLock { $0.append(p) } }
+        let reports = seen.withLock { $0 }
+        #expect(report.isConsistent && report.entities > 0)
+        #expect(reports.first?.checked == 0 && reports.first?.set == "BusinessPartners", "\(reports.prefix(2))")
+        #expect(zip(reports, reports.dropFirst()).allSatisfy { $0.checked <= $1.checked && $0.total == $1.total })
+        let last = try #require(reports.last)
+        #expect(last.set.isEmpty && last.checked == last.total, "\(last)")
+        #expect(last.total == report.entities + report.indexEntries, "\(last) \(report)")
+
+        let path = try MigrationTests.store("offline")
+        let rewritten = Mutex<[(Int, Int)]>([])
+        let migrated = try OfflineStore.migrate(at: path, metadata: Array(MigrationTests.after.utf8)) { done, total in
+            rewritten.withLock { $0.append((done, total)) }
+        }
+        let counts = rewritten.withLock { $0 }
+        #expect(migrated.rewrittenRows > 0)
+        #expect(counts.last.map { $0 == (migrated.rewrittenRows, migrated.rewrittenRows) } == true, "\(counts)")
     }
 
     /// Not a terminal and no interval set: a line at most once a second, so a short run prints none.

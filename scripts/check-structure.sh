@@ -53,7 +53,7 @@ done
 # of a configuration each role owns (StorageSettings, SyncSettings with its DefiningRequest, Timeouts, …,
 # ServedSettings: StoreConfiguration.storage, .sync, .served). A new public type below
 # the facade fails here until it is argued into this list.
-PUBLIC_TYPES=" Kind ServiceOperation SyncSettings StorageSettings ServedSettings Parameter TypeName AuthenticationError Authentication AuthorizedRequest CSDLError ChangeOptions CheckInterrupted ConflictPolicy ConflictResolution ComplexType DataFileError DefiningRequest Durability EDMDate
+PUBLIC_TYPES=" Kind ServiceOperation SyncSettings StorageSettings ServedSettings Parameter TypeName AuthenticationError Authentication AuthorizedRequest CSDLError ChangeOptions CheckInterrupted CheckProgress ConflictPolicy ConflictResolution ComplexType DataFileError DefiningRequest Durability EDMDate
  EDMDateTimeOffset EDMDecimal EDMDuration EDMGuid EDMPrimitive EDMTimeOfDay Element EntityError EntitySet EntityType
  EnumType EnvironmentError FlushReport IndexStats IntegrityReport Iterator JSONError LMDBError LoadError LoadProgress
  LocalChange Message Mode NavigationProperty NewEntity ODataVersion PreparedQuery Properties Property QueryError QueryFormat

@@ -4,7 +4,7 @@ import Storage
 public import Remote
 import Sync
 
-/// What `OfflineStore.migrate(at:metadata:dryRun:)` did (or, dry, would do).
+/// What `OfflineStore.migrate(at:metadata:dryRun:progress:)` did (or, dry, would do).
 public struct MigrationReport: Sendable, CustomStringConvertible {
     /// The document was the store's already: nothing was written.
     public var unchanged: Bool
@@ -70,8 +70,15 @@ extension OfflineStore {
     /// for w in report.warnings { print("warning:", w) }
     /// let store = try OfflineStore.open(at: "store")
     /// ```
-    public static func migrate(at path: String, metadata: [UInt8], dryRun: Bool = false) throws -> MigrationReport {
-        let outcome = try EntityStore.migrate(path: path, metadata: metadata, roles: roles, dryRun: dryRun)
+    ///
+    /// - Parameter progress: called on the writer thread with (rows rewritten, rows of the entity
+    ///   sets the new `$metadata` changes) at each such set, every 4096 rows and at the end.
+    public static func migrate(
+        at path: String, metadata: [UInt8], dryRun: Bool = false,
+        progress: (@Sendable (_ rewritten: Int, _ total: Int) -> Void)? = nil
+    ) throws -> MigrationReport {
+        let outcome = try EntityStore.migrate(
+            path: path, metadata: metadata, roles: roles, dryRun: dryRun, progress: progress)
         let m = outcome.migration
         var warnings = outcome.warnings
         // Opening builds the indexes the migration emptied.

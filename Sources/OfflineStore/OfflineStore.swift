@@ -126,15 +126,22 @@ public final class OfflineStore: Sendable {
     /// Verifies the store in one read transaction: every entity set and index, then each role's
     /// invariants — the request queue's, sync's membership and ETags, the served role's change
     /// log and repeatability records. See `EntityStore.check`.
-    public func check() throws -> IntegrityReport {
-        try entities.check()
+    ///
+    /// - Parameter progress: called on this thread at the start of each entity set, every 4096
+    ///   entities and index entries checked, and once when the sets are done (`CheckProgress`).
+    public func check(progress: ((CheckProgress) -> Void)? = nil) throws -> IntegrityReport {
+        try entities.check(progress: progress)
     }
 
     /// Verifies the store in directory `path`, auditing `data.mdb`'s structure before LMDB
     /// reads it; a damaged file is reported, not opened. See `EntityStore.check(path:)`.
     /// Opens nothing for writing: a diagnosis changes nothing.
-    public static func check(at path: String) throws -> IntegrityReport {
-        try EntityStore.check(path: path, roles: roles)
+    ///
+    /// - Parameter progress: as for `check(progress:)`, once the structural audit is done.
+    public static func check(
+        at path: String, progress: ((CheckProgress) -> Void)? = nil
+    ) throws -> IntegrityReport {
+        try EntityStore.check(path: path, roles: roles, progress: progress)
     }
 
     public func stats() throws -> StoreStats { try entities.stats() }

@@ -67,6 +67,8 @@ public typealias ResultRow = Query.ResultRow
 
 /// What `check()` found.
 public typealias IntegrityReport = Storage.IntegrityReport
+/// How far `check()` has got.
+public typealias CheckProgress = Storage.CheckProgress
 /// What `stats()` counts: sets, their entities and indexes, file and map size.
 public typealias StoreStats = Storage.StoreStats
 

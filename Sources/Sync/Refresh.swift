@@ -221,7 +221,7 @@ package struct Refresher: Sendable {
                 progress?(
                     RefreshProgress(
                         request: name, mode: report.mode, pages: report.pages, received: report.received,
-                        bytes: report.bytes))
+                        bytes: report.bytes, topLevel: topLevel, expected: counted))
                 try Task.checkCancellation()  // between groups: each is whole or absent
             }
         } catch {

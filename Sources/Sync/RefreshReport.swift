@@ -112,6 +112,12 @@ public struct RefreshProgress: Sendable, Hashable {
     public var received: Int
     /// Bytes of response bodies read for this request so far.
     public var bytes: Int
+    /// Top-level entities of this read so far (`received` counts expanded ones too); nil in a
+    /// report that does not say.
+    public var topLevel: Int? = nil
+    /// The service's count of the collection a full read pages through (asked on its first
+    /// page): what `topLevel` reaches at the end. Nil for a delta, or a service that does not count.
+    public var expected: Int? = nil
 }
 
 /// Why a refresh stopped. What it wrote before stays: each group of pages (each chunk of a delta)

@@ -15,7 +15,8 @@ struct FlushCommand: ParsableCommand {
             each answer (new keys, ETags); moves refused requests (4xx) and their dependents to the ErrorArchive. \
             A 5xx or a lost connection stops it with the queue intact: run it again.
             Exit status: 0 when the flush ran to the end and nothing was refused; 1 when it stopped (5xx, no \
-            answer) or requests were archived ('offline-store errors' lists them), or on an error.
+            answer) or requests were archived ('offline-store errors' lists them), or on an error. \
+            Progress on stderr: requests sent of those queued, the rate, the time elapsed and left.
             Example: offline-store flush --store s --service http://127.0.0.1:8080/ --header 'Authorization: Basic dXNlcjpwdw=='
             """)
     @OptionGroup var options: StoreOption
@@ -36,22 +37,24 @@ struct FlushCommand: ParsableCommand {
         if let service { try ServiceURL.check(service, option: "--service") }
         let store = try OfflineStore.open(at: options.store)
         let (service, category, batchSize, reconcile) = (service, category, batchSize, !noReconcile)
-        let onTTY = isatty(2) == 1
+        // The whole queue when no category is given: what a flush that runs to the end sends.
+        let total = category == nil ? try store.pendingRequestCount() : nil
+        let progress = try ProgressReporter("flush", unit: "requests")
+        defer { progress.finish() }
         let result = Mutex<FlushReport?>(nil)
         try blocking {
             let report = try await store.flush(
                 serviceRoot: service, category: category, batchSize: batchSize, headers: parsed,
                 reconcile: reconcile,
                 progress: { r in
-                    if onTTY {
-                        Output.note("\rflush: sent \(r.sent), succeeded \(r.succeeded), archived \(r.archived)")
-                    }
+                    progress.update(
+                        done: r.sent, total: total, detail: "\(r.succeeded) succeeded, \(r.archived) archived")
                 })
             result.withLock { $0 = report }
         }
-        if onTTY { Output.note("\r\u{1B}[K") }
+        progress.finish()
         let report = result.withLock { $0 }!
-        try output("flush: \(report)")
+        try output("flush: \(report), in \(progress.elapsedText)")
         // Each create that may have been applied twice, on stderr: a person must look.
         for line in report.inDoubt { Output.note("flush: in doubt: \(line)\n") }
         // Each refusal, and the service's messages, on stderr: what was refused, and how to see it.

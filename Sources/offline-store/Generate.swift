@@ -1,6 +1,5 @@
 import ArgumentParser
 import CommandSupport
-import Foundation
 import OfflineStore
 import Samples
 
@@ -11,7 +10,8 @@ struct Generate: ParsableCommand {
             Rows are made from the row number and the seed, so the same seed over the same parents writes \
             the same entities. Keys are unique; an entity with the same key is replaced. Generate parent \
             sets first: foreign keys are drawn from their rows. Entities are streamed in transactions of \
-            --batch rows, so memory stays bounded at any --count.
+            --batch rows, so memory stays bounded at any --count. Progress on stderr: written of --count, \
+            the rate, the time elapsed and left.
             Example: offline-store generate --store s --set BusinessPartners --count 100000 --seed 7
             """)
     @OptionGroup var options: StoreOption
@@ -28,23 +28,15 @@ struct Generate: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let store = try OfflineStore.open(at: options.store)
-            let start = Date()
-            let tty = isatty(2) == 1
-            var lastPrint = Date.distantPast
+            let progress = try ProgressReporter("generate \(set)", unit: "entities")
+            defer { progress.finish() }
             let n = try store.generate(set: set, count: count, seed: seed, batchSize: batch) { written, total in
-                guard tty else { return }
-                let now = Date()
-                if written < total && now.timeIntervalSince(lastPrint) < 0.2 { return }
-                lastPrint = now
-                let elapsed = max(now.timeIntervalSince(start), 0.001)
-                let percent = total == 0 ? 100 : written * 100 / total
-                let line = "\r\(set): \(written)/\(total) (\(percent)%), \(Int(Double(written) / elapsed)) entities/s"
-                Output.note(line)
+                progress.update(done: written, total: total)
             }
-            if tty { Output.note("\n") }
-            let seconds = Date().timeIntervalSince(start)
+            progress.finish()
+            let seconds = progress.elapsed
             try output(
-                "generated \(n) \(set) in \(String(format: "%.2f", seconds)) s (\(Int(Double(n) / max(seconds, 0.001))) entities/s)"
+                "generated \(n) \(set) in \(progress.elapsedText) (\(Int(Double(n) / max(seconds, 0.001))) entities/s)"
             )
         }
     }

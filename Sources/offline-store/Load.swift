@@ -1,6 +1,5 @@
 import ArgumentParser
 import CommandSupport
-import Foundation
 import OfflineStore
 
 struct Load: ParsableCommand {
@@ -11,7 +10,8 @@ struct Load: ParsableCommand {
             The file is read as it is written: memory holds a chunk of it and a few thousand entities, \
             whatever its size. Without --batch the whole file is one transaction: none of it or all of it. \
             With --batch N every N entities commit; a failure keeps the batches before it (the error says \
-            how many entities they hold), and loading the file again completes it (load upserts).
+            how many entities they hold), and loading the file again completes it (load upserts). \
+            Progress on stderr: entities written, the share of the input read, the rate, the time elapsed and left.
             Example: offline-store load --store s --set Products products.json
             """)
     @OptionGroup var options: StoreOption
@@ -23,12 +23,6 @@ struct Load: ParsableCommand {
     )
     var file: String
 
-    /// How far it has got, on one line of the terminal.
-    @Sendable static func showProgress(_ p: LoadProgress) {
-        let share = p.inputBytes.flatMap { $0 > 0 ? " (\(min(100, p.bytesRead * 100 / $0))% of the input)" : nil } ?? ""
-        Output.note("\r\(p.entities) entities written\(share)")
-    }
-
     func validate() throws {
         if let batch, batch < 1 { throw ValidationError("--batch needs a number ≥ 1") }
     }
@@ -36,12 +30,14 @@ struct Load: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let store = try OfflineStore.open(at: options.store)
-            let start = Date()
-            let tty = isatty(2) == 1
-            let progress: (@Sendable (LoadProgress) -> Void)? = tty ? Self.showProgress : nil
-            defer { if tty { Output.note("\n") } }
-            let n = try store.load(set: set, file: file, batchSize: batch, progress: progress)
-            try output("loaded \(n) entities in \(String(format: "%.2f", Date().timeIntervalSince(start))) s")
+            let progress = try ProgressReporter("load \(set)", unit: "entities")
+            defer { progress.finish() }
+            let n = try store.load(set: set, file: file, batchSize: batch) { p in
+                let share = p.inputBytes.flatMap { $0 > 0 ? Double(p.bytesRead) / Double($0) : nil }
+                progress.update(done: p.entities, fraction: share)
+            }
+            progress.finish()
+            try output("loaded \(n) entities in \(progress.elapsedText)")
         }
     }
 }

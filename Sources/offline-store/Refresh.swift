@@ -67,7 +67,9 @@ struct Refresh: ParsableCommand {
             "Refresh the store from the service: run the defining requests, rebase and compact the request queue.",
         discussion: """
             Reads each defining request in pages (through its delta link when it has one), writes each page \
-            in its own transaction and prints one line of summary; a progress line on a terminal.
+            in its own transaction and prints one line of summary with the time it took. Progress on \
+            stderr: entities and pages received (of the service's count, once it has given it for \
+            each request), the rate, the time elapsed and left.
             Example: offline-store refresh --store s --service http://127.0.0.1:8080/ --subset US_Partners
             """)
     @OptionGroup var options: StoreOption
@@ -120,18 +122,28 @@ struct Refresh: ParsableCommand {
         }
     }
 
-    /// A progress line on stderr, at most five times a second.
-    static func progressLine() -> @Sendable (RefreshProgress) -> Void {
-        let lastPrint = Mutex(Date.distantPast)
+    /// Progress of the `requests` defining requests on `progress`: entities received and pages in
+    /// all, and the request being read. Once every request has given the service's count of its
+    /// collection (a full read asks on its first page), done and total are of top-level entities.
+    static func progressLine(_ progress: ProgressReporter, requests: Int) -> @Sendable (RefreshProgress) -> Void {
+        struct Seen { var received = 0, pages = 0, topLevel: Int?, expected: Int? }
+        let seen = Mutex<[String: Seen]>([:])
         return { p in
-            let now = Date()
-            let due = lastPrint.withLock { last -> Bool in
-                guard now.timeIntervalSince(last) >= 0.2 else { return false }
-                last = now
-                return true
+            let all = seen.withLock { seen -> [Seen] in
+                var s = seen[p.request] ?? Seen()
+                (s.received, s.pages) = (p.received, p.pages)
+                if let t = p.topLevel { (s.topLevel, s.expected) = (t, p.expected) }
+                seen[p.request] = s
+                return Array(seen.values)
             }
-            if due {
-                Output.note("\r\u{1B}[K\(p.request) (\(p.mode.rawValue)): \(p.received) entities, \(p.pages) pages")
+            let pages = all.reduce(0) { $0 + $1.pages }
+            let detail = "\(pages) page\(pages == 1 ? "" : "s"); \(p.request): \(p.mode.rawValue)"
+            if all.count == requests, all.allSatisfy({ $0.topLevel != nil && $0.expected != nil }) {
+                progress.update(
+                    done: all.reduce(0) { $0 + $1.topLevel! }, total: all.reduce(0) { $0 + $1.expected! },
+                    detail: detail)
+            } else {
+                progress.update(done: all.reduce(0) { $0 + $1.received }, detail: detail)
             }
         }
     }
@@ -145,18 +157,19 @@ struct Refresh: ParsableCommand {
             text.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         }
         let store = try OfflineStore.open(at: options.store)
-        let tty = isatty(2) == 1
-        let progress: (@Sendable (RefreshProgress) -> Void)? = tty ? Self.progressLine() : nil
+        let progress = try ProgressReporter("refresh", unit: "entities")
+        let onProgress = Self.progressLine(progress, requests: names?.count ?? store.definingRequests.count)
         let (service, pageSize, sendHeaders) = (self.service, self.pageSize, hs)
         let report = Mutex<RefreshReport?>(nil)
-        defer { if tty { Output.note("\r\u{1B}[K") } }
+        defer { progress.finish() }
         try blocking {
             let r = try await store.refresh(
-                serviceRoot: service, subset: names, headers: sendHeaders, pageSize: pageSize, progress: progress)
+                serviceRoot: service, subset: names, headers: sendHeaders, pageSize: pageSize, progress: onProgress)
             report.withLock { $0 = r }
         }
+        progress.finish()
         guard let r = report.withLock({ $0 }) else { return }
-        try output(r.description)
+        try output("\(r.description), in \(progress.elapsedText)")
         if r.skippedProperties > 0 {
             Output.note(
                 "offline-store: warning: the service sent \(r.skippedProperties) values of properties this store's $metadata does not declare: its $metadata may have changed; 'offline-store refresh --store \(options.store) --check-metadata' compares them\n"

@@ -14,9 +14,12 @@ extension EntityStore {
     /// store resets it). A reader takes meta page `txnid & 1`, the one the audit walks unless the
     /// meta pages hold transactions of the wrong parity, which the audit reports.
     ///
+    /// `progress` is called as the logical check goes (see `CheckProgress`).
+    ///
     /// - Throws: `DataFileError.unreadable` when `data.mdb` cannot be read; what `open` throws.
     package static func check(
-        path: String, maxProblems: Int = 100, roles: [any StoreRole.Type] = []
+        path: String, maxProblems: Int = 100, roles: [any StoreRole.Type] = [],
+        progress: ((CheckProgress) -> Void)? = nil
     ) throws -> IntegrityReport {
         let dataFile = path + "/data.mdb"
         guard let size = (try? FileManager.default.attributesOfItem(atPath: dataFile))?[.size] as? NSNumber else {
@@ -39,7 +42,8 @@ extension EntityStore {
             return report
         }
         guard audit.isSound else { return IntegrityReport(damaged: audit) }
-        return try open(path: path, readOnly: true, roles: roles).check(maxProblems: maxProblems, audited: audit)
+        return try open(path: path, readOnly: true, roles: roles).check(
+            maxProblems: maxProblems, audited: audit, progress: progress)
     }
 
     /// Verifies the whole store in one read transaction. First the structural audit of that
@@ -52,33 +56,50 @@ extension EntityStore {
     /// request queue's, sync's membership and ETags, the served role's change log and
     /// repeatability records), in the same transaction.
     ///
+    /// `progress` is called on this thread at each entity set and every 4096 entities and index
+    /// entries checked, and once at the end of the entity sets (see `CheckProgress`).
+    ///
     /// - Throws: `LMDBError`, `DataFileError.unreadable`, or `CheckInterrupted` when writes
     ///   replace the snapshot 100 times in a row before its audit begins.
-    package func check(maxProblems: Int = 100) throws -> IntegrityReport {
-        try check(maxProblems: maxProblems, audited: nil)
+    package func check(maxProblems: Int = 100, progress: ((CheckProgress) -> Void)? = nil) throws -> IntegrityReport {
+        try check(maxProblems: maxProblems, audited: nil, progress: progress)
     }
 
     /// `check`, skipping the audit when `audited` is of the snapshot the read transaction gets.
-    func check(maxProblems: Int, audited: PageAuditReport?) throws -> IntegrityReport {
+    func check(
+        maxProblems: Int, audited: PageAuditReport?, progress: ((CheckProgress) -> Void)? = nil
+    ) throws -> IntegrityReport {
         try environment.readAudited(maxProblems: maxProblems, reusing: audited) { t, audit in
             guard audit.isSound else { return IntegrityReport(damaged: audit) }
             var report = IntegrityReport()
             report.pagesAudited = audit.pagesAudited
             report.freePages = audit.freePages
-            try checkLogically(t, into: &report, maxProblems: maxProblems)
+            try checkLogically(t, into: &report, maxProblems: maxProblems, progress: progress)
             return report
         }
     }
 
     /// The logical half of `check`, in read transaction `t` of a structurally sound file.
-    private func checkLogically(_ t: ReadView, into report: inout IntegrityReport, maxProblems: Int) throws {
+    private func checkLogically(
+        _ t: ReadView, into report: inout IntegrityReport, maxProblems: Int, progress: ((CheckProgress) -> Void)?
+    ) throws {
         func problem(_ s: String) { report.problem(s, max: maxProblems) }
         try checkSchemaRecords(t, problem: problem)
+        var counter = CheckProgress.Counter(report: progress)
+        if progress != nil {
+            for name in setNames {
+                let set = try self.set(name)
+                counter.value.total += try set.count(t)
+                for index in set.indexes { counter.value.total += try t.count(index.database) }
+            }
+        }
         for name in setNames {
             let set = try self.set(name)
+            counter.begin(name)
             var rows = 0
             try set.scanRaw(t) { key, row in
                 rows += 1
+                counter.tick()
                 let props: Properties
                 do { props = try set.codec.decode(row) } catch {
                     problem("\(name): row under key \(Array(key)) does not decode: \(error)")
@@ -102,6 +123,7 @@ extension EntityStore {
                 var previousTuple: [UInt8]? = nil
                 try set.scanIndexEntries(t, index, lower: nil, upper: nil) { entry, pk, value in
                     entries += 1
+                    counter.tick()
                     let tuple = Array(entry.prefix(entry.count - pk.count))
                     if index.definition.unique, tuple == previousTuple,
                         !(try KeyCodec.decode(
@@ -135,6 +157,7 @@ extension EntityStore {
                 }
             }
         }
+        counter.end()
         var streamProblems: [String] = []
         try checkStreams(t, into: &report) { streamProblems.append($0) }
         for p in streamProblems { problem(p) }

@@ -63,10 +63,11 @@ extension EntityStore {
     /// `/proc/locks`. And every write checks `generation`, so a process that opened the store
     /// in the instant between is refused its writes. This process must not have it open either.
     /// `dryRun` does all of it, reports it, and commits nothing. `opened` gets the environment
-    /// once the store is open (tests inject faults there).
+    /// once the store is open (tests inject faults there). `progress` gets (rows rewritten, rows of
+    /// the sets to rewrite) at each set and every 4096 rows.
     package static func migrate(
         path: String, metadata: [UInt8], roles: [any StoreRole.Type], dryRun: Bool = false,
-        opened: (Environment) -> Void = { _ in }
+        opened: (Environment) -> Void = { _ in }, progress: (@Sendable (_ rewritten: Int, _ total: Int) -> Void)? = nil
     ) throws -> MigrationOutcome {
         if let pid = try processHoldingOpen(path) {
             throw EntityError.badInput(
@@ -120,13 +121,22 @@ extension EntityStore {
                 var outcome = before
                 try store.checkGeneration(t)
                 for role in roles { try role.migrate(store, migration, t, outcome: &outcome) }
-                for (name, change) in migration.sets.sorted(by: { $0.key < $1.key }) {
+                let changed = migration.sets.sorted(by: { $0.key < $1.key })
+                var total = 0
+                if progress != nil {
+                    for (name, _) in changed { total += try t.reader.count(try store.set(name).entities) }
+                }
+                for (name, change) in changed {
                     let set = try store.set(name)
+                    let before = outcome.rewrittenRows
+                    progress?(before, total)
                     outcome.rewrittenRows += try rewriteRows(
                         set.entities, of: name, change, migration, t,
                         decode: { row, key in try set.decodeRow(row, keyBytes: key) },
-                        describe: { set.describeKeyBytes($0) })
+                        describe: { set.describeKeyBytes($0) },
+                        rewritten: progress.map { p in { p(before + $0, total) } })
                 }
+                progress?(outcome.rewrittenRows, total)
                 for (_, db) in droppedSets { try t.drop(db) }
                 if let streams = store.streams {
                     let gone = try streams.dropUndeclared(t, in: migration.new)
@@ -154,7 +164,8 @@ extension EntityStore {
     /// returns how many. Keys are read first, then each row rewritten in place.
     package static func rewriteRows(
         _ db: Database, of set: String, _ change: SchemaMigration.SetChange, _ migration: SchemaMigration,
-        _ t: WriteView, decode: (MappedBytes, [UInt8]) throws -> Properties, describe: ([UInt8]) -> String
+        _ t: WriteView, decode: (MappedBytes, [UInt8]) throws -> Properties, describe: ([UInt8]) -> String,
+        rewritten: ((Int) -> Void)? = nil
     ) throws -> Int {
         var keys: [[UInt8]] = []
         try t.reader.withCursor(db) { c in
@@ -165,7 +176,8 @@ extension EntityStore {
             }
         }
         let codec = RowCodec(schema: migration.new, entityType: change.newType)
-        for key in keys {
+        for (i, key) in keys.enumerated() {
+            if let rewritten, i > 0, i % 4096 == 0 { rewritten(i) }
             guard let row = try t.get(db, key) else { continue }
             let entity = try decode(row, key)
             try t.put(db, key, codec.encode(try migration.convert(entity, set: set, key: describe(key))))

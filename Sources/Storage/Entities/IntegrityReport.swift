@@ -61,3 +61,48 @@ public struct IntegrityReport: Sendable, CustomStringConvertible {
         return lines.joined(separator: "\n")
     }
 }
+
+/// How far a `check` has got, for a progress line: its logical half, after the structural audit
+/// of the file, reads every entity and index entry once.
+public struct CheckProgress: Sendable, Equatable {
+    /// Entities and index entries checked so far.
+    public var checked: Int
+    /// Entities and index entries the store holds (what `checked` reaches at the end).
+    public var total: Int
+    /// The entity set being checked; empty once they are all checked.
+    public var set: String
+
+    public init(checked: Int, total: Int, set: String) {
+        (self.checked, self.total, self.set) = (checked, total, set)
+    }
+
+    /// Counts what is checked and calls `report` at each set, every `step` items and at the end.
+    struct Counter {
+        var value = CheckProgress(checked: 0, total: 0, set: "")
+        let report: ((CheckProgress) -> Void)?
+        let step = 4096
+        private var sinceReport = 0
+
+        init(report: ((CheckProgress) -> Void)?) { self.report = report }
+
+        mutating func begin(_ set: String) {
+            value.set = set
+            sinceReport = 0
+            report?(value)
+        }
+
+        mutating func tick() {
+            value.checked += 1
+            sinceReport += 1
+            if sinceReport >= step {
+                sinceReport = 0
+                report?(value)
+            }
+        }
+
+        mutating func end() {
+            value.set = ""
+            report?(value)
+        }
+    }
+}

@@ -54,19 +54,23 @@ struct ChildProcess {
 
     /// Runs `offline-store` with `args`. Swift's crash backtracer is off: a signal should end
     /// the child at once.
-    static func run(_ args: [String], timeout: Double) throws -> Outcome {
-        try run(executable: CLI.executable, args, timeout: timeout)
+    /// `environment` is set over the test's.
+    static func run(_ args: [String], timeout: Double, environment: [String: String] = [:]) throws -> Outcome {
+        try run(executable: CLI.executable, args, timeout: timeout, environment: environment)
     }
 
     /// Runs `executable` (a path) with `args` as `run(_:timeout:)` runs the tool.
-    static func run(executable: String, _ args: [String], timeout: Double) throws -> Outcome {
+    static func run(
+        executable: String, _ args: [String], timeout: Double, environment: [String: String] = [:]
+    ) throws -> Outcome {
         let dir = TestScratch.directory("os-child")
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let out = dir + "/out", err = dir + "/err"
 
         let start = Date()
-        let pid = try spawn(executable, args, stdout: out, stderr: err, environment: quiet)
+        let pid = try spawn(
+            executable, args, stdout: out, stderr: err, environment: quiet.merging(environment) { $1 })
         var outcome = Outcome()
         var status: Int32 = 0
         while waitpid(pid, &status, WNOHANG) == 0 {
@@ -93,8 +97,8 @@ struct ChildProcess {
     /// The same as `run(_:timeout:)`, for an `async` caller (which the compiler picks): it waits
     /// for the child on a thread of its own (`offThePool`), so the test holds no thread of the
     /// concurrency pool while the tool runs, and the child's end is seen as promptly.
-    static func run(_ args: [String], timeout: Double) async throws -> Outcome {
-        try await offThePool { try run(args, timeout: timeout) }
+    static func run(_ args: [String], timeout: Double, environment: [String: String] = [:]) async throws -> Outcome {
+        try await offThePool { try run(args, timeout: timeout, environment: environment) }
     }
 
     /// The same as `run(executable:_:timeout:)`, waiting on a thread of its own.

@@ -33,16 +33,17 @@ struct CLI {
     /// CI run once died inside `Process.run()` (a bad pointer in its `memmove`) while many tests
     /// started children at once. Standard input is /dev/null; a child still running after 600 s is
     /// killed and counts as signaled.
+    /// `environment` is set over the test's.
     @discardableResult
-    static func run(_ args: [String]) throws -> Result {
-        result(try ChildProcess.run(args, timeout: 600))
+    static func run(_ args: [String], environment: [String: String] = [:]) throws -> Result {
+        result(try ChildProcess.run(args, timeout: 600, environment: environment))
     }
 
     /// The same as `run(_:)`, for an `async` caller (which the compiler picks): the tool is waited
     /// for on a thread of its own, not on one of the concurrency pool's.
     @discardableResult
-    static func run(_ args: [String]) async throws -> Result {
-        result(try await ChildProcess.run(args, timeout: 600))
+    static func run(_ args: [String], environment: [String: String] = [:]) async throws -> Result {
+        result(try await ChildProcess.run(args, timeout: 600, environment: environment))
     }
 
     private static func result(_ o: ChildProcess.Outcome) -> Result {

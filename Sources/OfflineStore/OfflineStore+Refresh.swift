@@ -3,7 +3,7 @@ import Glibc
 import Queue
 public import Sync
 public import Remote
-public import Storage
+import Storage
 import Synchronization
 
 /// A named read URL whose results the store keeps (`StoreConfiguration.DefiningRequest`).

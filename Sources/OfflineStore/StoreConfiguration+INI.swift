@@ -1,4 +1,4 @@
-public import Storage
+import Storage
 import Sync
 
 /// SAP's offline application configuration file (`.ini`), read into a ``StoreConfiguration``.

@@ -1,4 +1,4 @@
-public import Storage
+import Storage
 
 extension StoreConfiguration {
     /// Reads a configuration file: the JSON form of the DocC article "Configuration" (`serviceRoot`, `definingRequests`,

@@ -3,7 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import Queue
-package import Storage
+import Storage
 package import Sync
 
 /// OAuth 2.0 client credentials (RFC 6749 §4.4) as a `RequestAuthorizer`: a bearer token

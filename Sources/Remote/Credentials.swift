@@ -2,7 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOHTTP1
 import Queue
-package import Storage
+import Storage
 package import Sync
 
 /// Sets the credentials of a request to the service before it is sent: the hook through which a

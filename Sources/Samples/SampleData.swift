@@ -1,5 +1,5 @@
 public import OfflineStore
-public import Storage
+import Storage
 
 /// A small built-in EPM-style sample (business partners, products, sales orders and their items),
 /// used by `offline-store demo` and by tests. The data is generated deterministically.

@@ -1,4 +1,4 @@
-public import Storage
+package import Storage
 
 /// The served role's settings: members of the store's configuration JSON that storage keeps as
 /// written (`StorageSettings.roles`) and the served role reads here.

@@ -1,6 +1,6 @@
 package import LMDB
 public import Queue
-public import Storage
+package import Storage
 
 /// The sync role's settings: the service it talks to, what it reads (defining requests), how it
 /// authenticates, waits, pages and sends. They are members of the store's configuration JSON

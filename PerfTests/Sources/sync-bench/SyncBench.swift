@@ -162,7 +162,8 @@ struct SyncBench {
             let serverCPU = server.cpuSeconds() - cpu0, serverPeak = server.peakMiB()
             let out = f.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
             guard out.hasPrefix("flush: sent \(o.changes), succeeded \(o.changes), archived 0, left 0, round trips "),
-                let trips = Int(out.split(separator: " ").last ?? "")
+                // "… round trips N, in S s": the count, before the time the verb took.
+                let trips = Int(out.split(separator: "round trips ").last?.prefix(while: \.isNumber) ?? "")
             else { throw BenchError("flush --batch-size \(batch): \(out)") }
             lines.append(
                 Line(

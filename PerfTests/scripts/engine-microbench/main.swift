@@ -12,7 +12,7 @@ func now() -> UInt64 {
 let n = Int(CommandLine.arguments.dropFirst().first ?? "100000")!
 let dir = NSTemporaryDirectory() + "mb-\(UUID().uuidString)"
 let store = try EntityStore.create(
-    path: dir, metadata: Array(BenchSchema.metadata.utf8), configuration: StoreConfiguration())
+    path: dir, metadata: Array(BenchSchema.metadata.utf8), configuration: StorageSettings())
 defer { try? FileManager.default.removeItem(atPath: dir) }
 var rng = SystemRandomNumberGenerator()
 let currencies = ["EUR", "USD", "BRL", "JPY", "GBP", "CHF", "INR", "CNY", "AUD", "CAD"]

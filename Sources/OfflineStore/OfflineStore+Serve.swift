@@ -25,14 +25,7 @@ extension OfflineStore {
     /// does (`ServedTransaction`): an offline store queues it for flush, exactly as the Swift
     /// API's `create`/`update`/`delete` do; an authority store applies it directly and logs it for
     /// delta links.
-    public var isOffline: Bool {
-        // The sync role's members as kept, not `configuration` (which reads every role's): a
-        // served request asks this.
-        let roles = entities.configuration.roles
-        if case .string? = roles["serviceRoot"] { return true }
-        if case .array(let requests)? = roles["definingRequests"] { return !requests.isEmpty }
-        return false
-    }
+    public var isOffline: Bool { SyncSettings.namesAService(entities.configuration.roles) }
 
     /// The time repeatability records are stamped with and expire by (`Date()` unless a test sets
     /// another clock).

@@ -64,12 +64,7 @@ public final class OfflineStore: Sendable {
     ) throws -> OfflineStore {
         lifecycle.report(.init(state: .opening, detail: path))
         try configuration.sync.checkURLs()
-        let window = configuration.repeatabilityWindowSeconds
-        guard ServedSettings.repeatabilityWindowRange.contains(window) else {
-            throw EntityError.badInput(
-                "configuration: repeatabilityWindowSeconds must be from \(ServedSettings.repeatabilityWindowRange.lowerBound) to \(ServedSettings.repeatabilityWindowRange.upperBound), not \(window)"
-            )
-        }
+        try configuration.served.check()
         try checkDefiningRequests(configuration.definingRequests, metadata: metadata)
         try configuration.sync.checkCreateMarkers(try CSDL.parse(metadata))
         lifecycle.report(.init(state: .initializing, detail: path))

@@ -15,19 +15,28 @@ public struct ServedSettings: Sendable, Hashable {
 
     package init() {}
 
+    /// Refuses a window out of `repeatabilityWindowRange` (from the JSON or from Swift).
+    package func check() throws(EntityError) {
+        guard Self.repeatabilityWindowRange.contains(repeatabilityWindowSeconds) else {
+            throw Self.windowError(", not \(repeatabilityWindowSeconds)")
+        }
+    }
+
+    private static func windowError(_ detail: String) -> EntityError {
+        .badInput(
+            "configuration: repeatabilityWindowSeconds must be a whole number of seconds from \(repeatabilityWindowRange.lowerBound) to \(repeatabilityWindowRange.upperBound) (a year)\(detail)"
+        )
+    }
+
     /// Reads the served role's members of a configuration (`StorageSettings.roles`).
     package init(roles: [String: JSON]) throws(EntityError) {
         for name in roles.keys.sorted() where Self.members.contains(name) {
             let value = roles[name]!
             switch (name, value) {
             case ("repeatabilityWindowSeconds", _):
-                guard case .number(let text) = value, let n = Int(text), Self.repeatabilityWindowRange.contains(n)
-                else {
-                    throw .badInput(
-                        "configuration: repeatabilityWindowSeconds must be a whole number of seconds from \(Self.repeatabilityWindowRange.lowerBound) to \(Self.repeatabilityWindowRange.upperBound) (a year)"
-                    )
-                }
+                guard case .number(let text) = value, let n = Int(text) else { throw Self.windowError("") }
                 repeatabilityWindowSeconds = n
+                try check()
             default:
                 throw .badInput("configuration: unknown or mistyped member '\(name)'")
             }

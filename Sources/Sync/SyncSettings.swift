@@ -523,6 +523,17 @@ extension SyncSettings {
     }
 }
 
+extension SyncSettings {
+    /// Whether a configuration's members (`StorageSettings.roles`) name a service root or a
+    /// defining request — the store is an offline copy — read without parsing the rest: a served
+    /// request asks it.
+    package static func namesAService(_ roles: [String: JSON]) -> Bool {
+        if case .string? = roles["serviceRoot"] { return true }
+        if case .array(let requests)? = roles["definingRequests"] { return !requests.isEmpty }
+        return false
+    }
+}
+
 extension EntityStore {
     /// The sync role's settings, read from the configuration the store keeps (checked when it
     /// was made or changed): once per flush or refresh, which hold them while they run.
